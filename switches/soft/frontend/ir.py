@@ -331,6 +331,39 @@ class EmptyStmt(Stmt):
     pass
 
 
+@dataclass(kw_only=True)
+class ForStmt(Stmt):
+    """``for (init; cond; update) body`` (P4_16 1.2.5).  ``init``/``update`` are
+    statements (VarDecl, AssignStmt, CallStmt); ``cond`` None means true."""
+
+    init: list[Stmt] = field(default_factory=list)
+    cond: Expr | None = None
+    update: list[Stmt] = field(default_factory=list)
+    body: Stmt = field(default_factory=lambda: EmptyStmt())
+
+
+@dataclass(kw_only=True)
+class ForInStmt(Stmt):
+    """``for (T v in collection) body``; ``type`` None when ``v`` is an existing
+    variable.  ``collection`` is a ``lo .. hi`` BinaryExpr, a list or a stack."""
+
+    var: str
+    type: TypeRef | None = None
+    collection: Expr
+    body: Stmt = field(default_factory=lambda: EmptyStmt())
+    decl: Any = None  # the loop variable (VarDecl, synthesized when declared here), set by the checker
+
+
+@dataclass(kw_only=True)
+class BreakStmt(Stmt):
+    pass
+
+
+@dataclass(kw_only=True)
+class ContinueStmt(Stmt):
+    pass
+
+
 # --------------------------------------------------------------------------
 # Declarations (some are also statements: VarDecl, ConstDecl)
 

@@ -1,0 +1,76 @@
+/*
+ * IPv4 routing ingress shared by the L3 programs (control MyIngress, so its
+ * tables keep the control-plane names MyIngress.ipv4_lpm / MyIngress.port_smac
+ * in every program that includes it).
+ *
+ * Drops (mark_to_drop): parser errors (truncated packets, IPv4 options),
+ * IPv4 header checksum errors, non-IPv4 frames, TTL <= 1 (would expire here),
+ * and destinations without a route (the default action of ipv4_lpm).
+ * A route sets the egress port and next-hop MAC and decrements the TTL; the
+ * source MAC is then rewritten from port_smac (keyed by egress port) if that
+ * port has an entry, else left as received.
+ *
+ * Control plane (simple_switch_CLI syntax):
+ *   table_add MyIngress.ipv4_lpm MyIngress.set_nhop 10.0.1.0/24 => 00:00:00:00:01:01 1
+ *   table_add MyIngress.ipv4_lpm MyIngress.set_nhop 10.0.0.0/8  => 00:00:00:00:00:fe 3
+ *   table_add MyIngress.port_smac MyIngress.set_smac 1 => 02:00:00:00:00:01
+ *
+ * Requires headers.p4 / parser.p4 and the program's `struct metadata_t`.
+ */
+#ifndef TESTBED_L3_INGRESS_P4
+#define TESTBED_L3_INGRESS_P4
+
+control MyIngress(inout headers_t hdr,
+                  inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    action drop() {
+        mark_to_drop(standard_metadata);
+    }
+
+    action set_nhop(bit<48> dmac, bit<9> port) {
+        hdr.ethernet.dstAddr = dmac;
+        standard_metadata.egress_spec = port;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+
+    table ipv4_lpm {
+        key = {
+            hdr.ipv4.dstAddr: lpm;
+        }
+        actions = {
+            set_nhop;
+            drop;
+        }
+        size = 1024;
+        default_action = drop();
+    }
+
+    action set_smac(bit<48> smac) {
+        hdr.ethernet.srcAddr = smac;
+    }
+
+    table port_smac {
+        key = {
+            standard_metadata.egress_spec: exact;
+        }
+        actions = {
+            set_smac;
+            NoAction;
+        }
+        size = 512;
+        default_action = NoAction();
+    }
+
+    apply {
+        if (standard_metadata.parser_error != error.NoError ||
+                standard_metadata.checksum_error == 1 ||
+                !hdr.ipv4.isValid() ||
+                hdr.ipv4.ttl <= 1) {
+            drop();
+        } else if (ipv4_lpm.apply().hit) {
+            port_smac.apply();
+        }
+    }
+}
+
+#endif  /* TESTBED_L3_INGRESS_P4 */

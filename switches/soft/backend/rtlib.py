@@ -1,0 +1,103 @@
+"""Support code imported by every generated program module.
+
+Kept small: generated code is specialized per program, these are the few
+pieces that are the same for all programs (control-flow exceptions, header
+stacks, the CompiledProgram shell).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..runtime.contract import PacketState, ProgramInfo
+
+
+class P4Exit(Exception):
+    """``exit``: unwinds to the end of the current pipeline block."""
+
+
+EXIT = P4Exit()
+
+
+class ParserError(Exception):
+    """A parser error; ``code`` is the P4 ``error`` value (contract numbering)."""
+
+    __slots__ = ("code",)
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class P4AssertionError(Exception):
+    """A failed v1model ``assert``/``assume`` (BMv2 aborts the switch)."""
+
+
+class HeaderStack:
+    """``T[n]``: elements are generated header (or union) objects."""
+
+    __slots__ = ("e", "nextIndex", "size")
+
+    def __init__(self, elems: list[Any]) -> None:
+        self.e = elems
+        self.nextIndex = 0
+        self.size = len(elems)
+
+    def _copy(self) -> "HeaderStack":
+        s = HeaderStack([x._copy() for x in self.e])
+        s.nextIndex = self.nextIndex
+        return s
+
+    def _set(self, o: "HeaderStack") -> None:
+        for a, b in zip(self.e, o.e):
+            a._set(b)
+        self.nextIndex = o.nextIndex
+
+    def _eq(self, o: "HeaderStack") -> bool:
+        return all(a._eq(b) for a, b in zip(self.e, o.e))
+
+    def push_front(self, n: int) -> None:
+        e = self.e
+        size = len(e)
+        for i in range(size - 1, -1, -1):
+            if i >= n:
+                e[i]._set(e[i - n])
+            else:
+                e[i].setInvalid()
+        self.nextIndex = min(size, self.nextIndex + n)
+
+    def pop_front(self, n: int) -> None:
+        e = self.e
+        size = len(e)
+        for i in range(size):
+            if i + n < size:
+                e[i]._set(e[i + n])
+            else:
+                e[i].setInvalid()
+        self.nextIndex = max(0, self.nextIndex - n)
+
+    def __repr__(self) -> str:
+        return f"HeaderStack({self.e!r}, nextIndex={self.nextIndex})"
+
+
+def stack_index(stack: HeaderStack, i: int) -> Any:
+    """Element ``i`` of a stack read with a run-time index; out of range
+    reads give an invalid scratch header, as BMv2 does not fault on them."""
+    if 0 <= i < stack.size:
+        return stack.e[i]
+    return stack.e[0].__class__()
+
+
+class Program:
+    """The CompiledProgram returned by a generated ``make_program``."""
+
+    def __init__(self, info: ProgramInfo, **fns: Callable[..., Any]) -> None:
+        self.info = info
+        for k, v in fns.items():
+            setattr(self, k, v)
+
+
+__all__ = [
+    "P4Exit", "EXIT", "ParserError", "P4AssertionError", "HeaderStack",
+    "stack_index", "Program", "PacketState",
+]

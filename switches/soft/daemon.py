@@ -1,0 +1,404 @@
+"""The soft switch as a process: ``python -m switches.soft.daemon``.
+
+Arguments follow BMv2's simple_switch where they overlap::
+
+    python -m switches.soft.daemon --program router.p4 -i 1@s1-eth1 -i 2@s1-eth2 \\
+        --control-port 9090 --log s1.log --ready-file s1.ready
+
+The data path is one thread: it polls the port sockets, hands each frame to
+the switch and transmits whatever the traffic manager releases, sleeping no
+longer than the next queued release (rate-limited queues). A second thread
+serves the control line protocol on loopback; commands run under the
+switch's lock so they never interleave with a packet.
+
+Timestamps are CLOCK_MONOTONIC microseconds, the clock every process of a
+Mininet run shares.
+
+Exit codes: 0 clean shutdown, 2 bad arguments or missing files, 3 the P4
+program did not compile, 4 a port could not be opened, 5 a --cli-file
+command failed, 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from switches.soft.control.server import CommandFailed, ControlServer
+from switches.soft.pcap import PcapWriter
+from switches.soft.ports import Port, PortError, parse_interface_spec
+
+log = logging.getLogger("softswitch")
+
+RECV_BATCH = 64
+IDLE_POLL_MS = 500
+STATS_COMMAND = "switch_stats"
+
+
+def now_us() -> int:
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+
+
+class StartupError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m switches.soft.daemon",
+        description="Run a P4_16 v1model program on raw network interfaces.",
+    )
+    p.add_argument("--program", required=True, help="P4_16 source file (v1model)")
+    p.add_argument("-I", "--include", action="append", default=[], dest="include_dirs",
+                   help="extra include directory for the P4 preprocessor")
+    p.add_argument("-D", "--define", action="append", default=[], dest="defines",
+                   help="preprocessor define NAME[=VALUE]")
+    p.add_argument("-i", "--interface", action="append", default=[], dest="interfaces",
+                   metavar="PORT@IFNAME", help="attach interface IFNAME as switch port PORT")
+    p.add_argument("--control-port", type=int, default=9090,
+                   help="TCP port of the control server on 127.0.0.1 (0: any free port)")
+    p.add_argument("--log", help="log file (default: stderr)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    p.add_argument("--pcap-dir", help="write <ifname>_in.pcap / <ifname>_out.pcap here")
+    p.add_argument("--priority-queues", type=int, default=1,
+                   help="egress queues per port, strict priority (as simple_switch)")
+    p.add_argument("--cli-file", help="control commands to apply before any traffic")
+    p.add_argument("--ready-file",
+                   help="written (JSON: pid, control_port) once ports and control server are up")
+    return p
+
+
+class SwitchDaemon:
+    """Owns the switch, its ports, pcap writers and control server."""
+
+    def __init__(self, switch: Any, ports: list[Port], pcap_dir: str | None = None) -> None:
+        self.switch = switch
+        self.ports: dict[int, Port] = {p.number: p for p in ports}
+        self.pcaps_in: dict[int, PcapWriter] = {}
+        self.pcaps_out: dict[int, PcapWriter] = {}
+        if pcap_dir:
+            os.makedirs(pcap_dir, exist_ok=True)
+            for p in ports:
+                self.pcaps_in[p.number] = PcapWriter(Path(pcap_dir) / f"{p.ifname}_in.pcap")
+                self.pcaps_out[p.number] = PcapWriter(Path(pcap_dir) / f"{p.ifname}_out.pcap")
+        self.server: ControlServer | None = None
+        self._command_errors = _command_error_types()
+        self.rx_errors = 0  # frames the pipeline raised on
+        self.tx_no_port = 0  # frames for a port with no interface
+        self.started_us = now_us()
+        self._stop = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+
+    # -- control -----------------------------------------------------------
+    def execute(self, line: str) -> str:
+        """One control command, under the switch lock."""
+        if line.split()[0] == STATS_COMMAND:
+            return json.dumps(self.stats(), sort_keys=True)
+        with self.switch.lock:
+            try:
+                return str(self.switch.control.execute(line))
+            except self._command_errors as e:
+                raise CommandFailed(str(e)) from e
+
+    def stats(self) -> dict[str, Any]:
+        with self.switch.lock:
+            sw = self.switch.stats()
+        return {
+            "switch": _jsonable(sw),
+            "ports": {
+                str(n): {"ifname": p.ifname, **vars(p.stats)} for n, p in sorted(self.ports.items())
+            },
+            "rx_errors": self.rx_errors,
+            "tx_no_port": self.tx_no_port,
+            "uptime_s": (now_us() - self.started_us) / 1e6,
+            "cpu_s": sum(os.times()[:2]),
+        }
+
+    def start_control(self, port: int) -> int:
+        self.server = ControlServer(self.execute, port=port, log=log)
+        self.server.start()
+        return self.server.port
+
+    # -- data path ---------------------------------------------------------
+    def stop(self) -> None:
+        self._stop.set()
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+    def run(self) -> None:
+        poller = select.poll()
+        by_fd: dict[int, Port] = {}
+        for port in self.ports.values():
+            poller.register(port.fileno(), select.POLLIN)
+            by_fd[port.fileno()] = port
+        poller.register(self._wake_r, select.POLLIN)
+        sw = self.switch
+        lock = sw.lock
+        pcaps_in = self.pcaps_in
+        stop = self._stop
+        last_flush = time.monotonic()
+        while not stop.is_set():
+            with lock:
+                nxt = sw.next_release_us()
+            if nxt is None:
+                timeout = IDLE_POLL_MS
+            else:
+                timeout = max(0, -(-(nxt - now_us()) // 1000))  # ceil to ms
+                timeout = min(timeout, IDLE_POLL_MS)
+            try:
+                events = poller.poll(timeout)
+            except InterruptedError:
+                continue
+            for fd, ev in events:
+                maybe_port = by_fd.get(fd)
+                if maybe_port is None:
+                    try:
+                        os.read(self._wake_r, 64)
+                    except OSError:
+                        pass
+                    continue
+                port = maybe_port
+                if ev & (select.POLLERR | select.POLLNVAL | select.POLLHUP):
+                    poller.unregister(fd)
+                    if _interface_exists(port.ifname):
+                        log.error("port %d (%s): socket error (poll %#x); port stopped",
+                                  port.number, port.ifname, ev)
+                    else:  # normal while Mininet tears links down before switches
+                        log.info("port %d: interface %s was removed", port.number, port.ifname)
+                    continue
+                frames = port.recv_batch(RECV_BATCH)
+                if not frames:
+                    continue
+                pin = pcaps_in.get(port.number)
+                number = port.number
+                # Release after every frame: a batch read off the socket must
+                # not show up as queue depth in the traffic manager.
+                with lock:
+                    for frame in frames:
+                        if pin is not None:
+                            pin.write(frame)
+                        try:
+                            sw.receive(number, frame)
+                        except Exception:
+                            self.rx_errors += 1
+                            if self.rx_errors <= 10:
+                                log.exception("pipeline failed on a %d-byte frame from port %d",
+                                              len(frame), number)
+                        out = sw.dequeue_ready()
+                        if out:
+                            self._send(out)
+            with lock:
+                out = sw.dequeue_ready()
+            if out:
+                self._send(out)
+            if (self.pcaps_in or self.pcaps_out) and time.monotonic() - last_flush > 1.0:
+                last_flush = time.monotonic()
+                for w in (*self.pcaps_in.values(), *self.pcaps_out.values()):
+                    w.flush()
+
+    def _send(self, out: list[tuple[int, bytes]]) -> None:
+        for port_no, frame in out:
+            port = self.ports.get(port_no)
+            if port is None:
+                self.tx_no_port += 1
+                continue
+            port.send(frame)
+            pout = self.pcaps_out.get(port_no)
+            if pout is not None:
+                pout.write(frame)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for port in self.ports.values():
+            port.close()
+        for w in (*self.pcaps_in.values(), *self.pcaps_out.values()):
+            w.close()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _interface_exists(ifname: str) -> bool:
+    try:
+        socket.if_nametoindex(ifname)
+    except OSError:
+        return False
+    return True
+
+
+def _command_error_types() -> tuple[type[Exception], ...]:
+    try:
+        from switches.soft.control.verbs import CommandError
+    except ImportError:  # a switch object that reports errors as CommandFailed
+        return ()
+    return (CommandError,)
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (int, float, str, bool)) or x is None:
+        return x
+    if hasattr(x, "__dict__"):
+        return _jsonable(vars(x))
+    return str(x)
+
+
+def _setup_logging(path: str | None, level: str) -> None:
+    handler: logging.Handler
+    handler = logging.FileHandler(path) if path else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(getattr(logging, level.upper()))
+
+
+def _compile(args: argparse.Namespace) -> Any:
+    if not os.path.isfile(args.program):
+        raise StartupError(2, f"P4 program not found: {args.program}")
+    from switches.soft.compiler import compile_program
+    from switches.soft.frontend.source import P4Error
+
+    defines: dict[str, str] = {}
+    for d in args.defines:
+        name, _, value = d.partition("=")
+        defines[name] = value or "1"
+    try:
+        return compile_program(args.program, include_dirs=tuple(args.include_dirs),
+                               defines=defines or None)
+    except P4Error as e:
+        raise StartupError(3, f"compile error: {e}") from e
+
+
+def load_switch(args: argparse.Namespace) -> Any:
+    """Compile ``args.program`` and build the switch around it."""
+    t0 = time.monotonic()
+    module = _compile(args)
+    log.info("compiled %s in %.2f s", args.program, time.monotonic() - t0)
+    from switches.soft.runtime.switch import SoftSwitch
+
+    return SoftSwitch(module, priority_queues=args.priority_queues, now_us=now_us,
+                      log=logging.getLogger("softswitch.pipeline"))
+
+
+def _apply_cli_file(daemon: SwitchDaemon, path: str) -> None:
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as e:
+        raise StartupError(2, f"cannot read --cli-file {path}: {e.strerror}") from e
+    for n, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            reply = daemon.execute(line)
+        except CommandFailed as e:
+            raise StartupError(5, f"{path}:{n}: command {line!r} failed: {e}") from e
+        log.debug("cli %s -> %s", line, reply)
+
+
+def _write_ready(path: str, info: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(info, f)
+    os.replace(tmp, path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_arg_parser().parse_args(argv)
+    _setup_logging(args.log, args.log_level)
+    daemon: SwitchDaemon | None = None
+    ports: list[Port] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        log.info("signal %s: shutting down", signal.Signals(signum).name)
+        if daemon is not None:
+            daemon.stop()
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        try:
+            specs = [parse_interface_spec(s) for s in args.interfaces]
+        except ValueError as e:
+            raise StartupError(2, str(e)) from e
+        if len({n for n, _ in specs}) != len(specs):
+            raise StartupError(2, "the same port number is given twice")
+        if args.priority_queues < 1 or args.priority_queues > 8:
+            raise StartupError(2, "--priority-queues must be 1..8")
+        log.info("soft switch pid %d: program %s, ports %s", os.getpid(), args.program,
+                 ", ".join(f"{n}@{i}" for n, i in specs) or "none")
+        switch = load_switch(args)
+        try:
+            for number, ifname in specs:
+                ports.append(Port(number, ifname))
+        except PortError as e:
+            raise StartupError(4, str(e)) from e
+        daemon = SwitchDaemon(switch, ports, args.pcap_dir)
+        if args.cli_file:
+            _apply_cli_file(daemon, args.cli_file)
+        try:
+            cport = daemon.start_control(args.control_port)
+        except OSError as e:
+            raise StartupError(2, f"cannot listen on 127.0.0.1:{args.control_port}: {e.strerror}") from e
+        log.info("control server on 127.0.0.1:%d", cport)
+        if args.ready_file:
+            _write_ready(args.ready_file, {"pid": os.getpid(), "control_port": cport,
+                                           "ports": {str(n): i for n, i in specs}})
+        daemon.run()
+    except StartupError as e:
+        log.error("%s", e)
+        if args.log:  # also where a launcher that only watches stderr sees it
+            print(f"softswitch: {e}", file=sys.stderr)
+        for p in ports:
+            p.close()
+        if daemon is not None:
+            daemon.close()
+        return e.code
+    except KeyboardInterrupt:
+        log.info("interrupted during startup")
+        for p in ports:
+            p.close()
+        return 1
+    except Exception as e:
+        log.exception("soft switch failed")
+        if args.log:
+            print(f"softswitch: failed: {type(e).__name__}: {e} (see {args.log})", file=sys.stderr)
+        if daemon is not None:
+            daemon.close()
+        return 1
+    try:
+        log.info("stats at exit: %s", json.dumps(daemon.stats(), sort_keys=True))
+    except Exception:
+        log.exception("could not collect stats at exit")
+    daemon.close()
+    log.info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

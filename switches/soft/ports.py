@@ -1,0 +1,125 @@
+"""Switch ports as AF_PACKET raw sockets, one per network interface.
+
+Each port socket is bound to one interface for every protocol (ETH_P_ALL),
+puts the interface in promiscuous mode (frames for any MAC must reach the
+P4 parser), and skips the copies of frames this process itself transmits,
+which the kernel loops back to every packet socket as PACKET_OUTGOING.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import struct
+from dataclasses import dataclass
+
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_ADD_MEMBERSHIP = 1
+PACKET_DROP_MEMBERSHIP = 2
+PACKET_MR_PROMISC = 1
+PACKET_OUTGOING = 4
+# Big enough for a jumbo frame; offloads are turned off on the links so
+# frames never exceed the MTU in practice.
+MAX_FRAME = 65535
+SOCKET_BUFFER = 4 * 1024 * 1024
+
+
+class PortError(OSError):
+    """An interface could not be opened as a switch port."""
+
+
+@dataclass
+class PortStats:
+    rx_frames: int = 0
+    rx_bytes: int = 0
+    tx_frames: int = 0
+    tx_bytes: int = 0
+    tx_errors: int = 0
+
+
+class Port:
+    """One switch port: a nonblocking raw socket on ``ifname``."""
+
+    def __init__(self, number: int, ifname: str, *, buffer_bytes: int = SOCKET_BUFFER) -> None:
+        self.number = number
+        self.ifname = ifname
+        self.stats = PortStats()
+        try:
+            ifindex = socket.if_nametoindex(ifname)
+        except OSError as e:
+            raise PortError(errno.ENODEV, f"port {number}: no interface named {ifname!r}") from e
+        self.ifindex = ifindex
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        try:
+            for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
+                sock.setsockopt(socket.SOL_SOCKET, opt, buffer_bytes)
+                # SO_*BUFFORCE lifts the rmem_max/wmem_max cap when we are root.
+                force = {socket.SO_RCVBUF: 33, socket.SO_SNDBUF: 32}[opt]
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, force, buffer_bytes)
+                except OSError:
+                    pass
+            sock.bind((ifname, ETH_P_ALL))
+            mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
+            sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
+            sock.setblocking(False)
+        except OSError as e:
+            sock.close()
+            raise PortError(e.errno or errno.EIO, f"port {number} ({ifname}): {e.strerror or e}") from e
+        self.sock = sock
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def recv_batch(self, limit: int) -> list[bytes]:
+        """Up to ``limit`` received frames that are waiting now (never blocks)."""
+        frames: list[bytes] = []
+        sock = self.sock
+        st = self.stats
+        while len(frames) < limit:
+            try:
+                data, addr = sock.recvfrom(MAX_FRAME)
+            except (BlockingIOError, InterruptedError):
+                break
+            if addr[2] == PACKET_OUTGOING:
+                continue
+            st.rx_frames += 1
+            st.rx_bytes += len(data)
+            frames.append(data)
+        return frames
+
+    def send(self, frame: bytes) -> bool:
+        """Transmit one frame; False (and counted) if the kernel refused it."""
+        try:
+            self.sock.send(frame)
+        except OSError:
+            self.stats.tx_errors += 1
+            return False
+        self.stats.tx_frames += 1
+        self.stats.tx_bytes += len(frame)
+        return True
+
+    def close(self) -> None:
+        if self.sock.fileno() < 0:
+            return
+        try:
+            mreq = struct.pack("iHH8s", self.ifindex, PACKET_MR_PROMISC, 0, b"")
+            self.sock.setsockopt(SOL_PACKET, PACKET_DROP_MEMBERSHIP, mreq)
+        except OSError:
+            pass  # the interface may already be gone
+        self.sock.close()
+
+
+def parse_interface_spec(spec: str) -> tuple[int, str]:
+    """``"1@s1-eth1"`` -> (1, "s1-eth1"), as simple_switch's ``-i``."""
+    num, sep, ifname = spec.partition("@")
+    if not sep or not ifname:
+        raise ValueError(f"bad interface spec {spec!r}: expected PORT@IFNAME")
+    try:
+        port = int(num)
+    except ValueError:
+        raise ValueError(f"bad interface spec {spec!r}: port {num!r} is not a number") from None
+    if not 0 <= port < 511:
+        raise ValueError(f"bad interface spec {spec!r}: port must be in 0..510")
+    return port, ifname

@@ -1,0 +1,429 @@
+"""The v1model soft switch: BMv2 simple_switch semantics around a compiled program.
+
+API (what the daemon, the control server and the STF runner use)::
+
+    sw = SoftSwitch(program_module, priority_queues=1, now_us=None, log=None,
+                    drop_port=511)
+    sw.receive(port, data)            # ingress (+ resubmit/clone/replication), enqueue in the TM
+    sw.dequeue_ready() -> [(port, frame), ...]
+                                      # egress for every packet the TM releases now
+    sw.next_release_us() -> int|None  # when the TM next has a packet to release
+                                      # (same time base as now_us; may be <= now)
+    sw.process_sync(port, data) -> [(port, frame), ...]
+                                      # STF mode: ingress, then drain the TM ignoring
+                                      # rates; outputs in order
+    sw.lock                           # threading.Lock; hold it around every call above
+                                      # and around control verbs
+    sw.stats() -> dict                # JSON-serialisable counters
+    sw.control                        # control.verbs.ControlPlane (simple_switch_CLI verbs)
+    sw.digests                        # recent digests: (receiver, type name, values)
+
+``program_module`` has ``INFO`` (contract.ProgramInfo) and
+``make_program(rt)``; the switch is the ``rt`` (contract.Services).
+``now_us`` returns microseconds on any monotonic base (default
+CLOCK_MONOTONIC); global timestamps in standard_metadata count from the
+switch's creation.
+
+Pipeline, as BMv2 simple_switch:
+parser -> verify checksum -> ingress -> end of ingress: I2E clone (the
+packet as it entered ingress, re-parsed; metadata reset except the
+preserved field list), digests, resubmit (the original bytes re-enter the
+parser with instance_type RESUBMIT and the preserved fields; nothing else
+happens to the packet), else mcast_grp != 0 -> one replica per PRE output
+(instance_type REPLICATION, egress_rid), else drop if egress_spec is the
+drop port, else unicast to egress_spec -> traffic manager (queue =
+standard_metadata.priority; a priority with no queue drops the packet) ->
+egress (egress_port, queue metadata, egress_spec preset to a non-drop
+value) -> end of egress: E2E clone (state at end of egress), drop if
+egress_spec is the drop port, compute checksum + deparse, recirculate
+(deparsed bytes re-enter the parser with instance_type RECIRC and the
+preserved fields), else transmit. As in BMv2, resubmitted and recirculated
+packets and clones keep only their preserved fields (so ingress_port is 0
+unless preserved). Resubmit/recirculate/clone chains are cut after
+``max_loops`` generations (BMv2 has no limit; a runaway loop here is
+dropped and counted). An exception in per-packet code is logged, counted
+(drop reason ``exception``) and drops only that packet.
+"""
+
+from __future__ import annotations
+
+import logging
+import random as _random
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from typing import Any
+
+from switches.soft.runtime.contract import PacketState, ProgramInfo
+from switches.soft.runtime.externs import (
+    CounterArray,
+    HashEngine,
+    MeterArray,
+    RegisterArray,
+    format_log_msg,
+)
+from switches.soft.runtime.pre import MirroringSessions, ReplicationEngine
+from switches.soft.runtime.tables import Table
+from switches.soft.runtime.tm import TrafficManager
+
+NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
+
+_M32 = (1 << 32) - 1
+_M48 = (1 << 48) - 1
+_M19 = (1 << 19) - 1
+
+
+def _monotonic_us() -> int:
+    return time.monotonic_ns() // 1000
+
+
+class SoftSwitch:
+    def __init__(self, program_module: Any, *, priority_queues: int = 1,
+                 now_us: Callable[[], int] | None = None,
+                 log: logging.Logger | None = None, drop_port: int = 511,
+                 max_loops: int = 32, seed: int | None = None,
+                 digest_handler: Callable[[int, str, dict[str, int]], None] | None = None,
+                 ) -> None:
+        self.module = program_module
+        self.info: ProgramInfo = program_module.INFO
+        self._clock = now_us or _monotonic_us
+        self._t0 = int(self._clock())
+        self.log = log or logging.getLogger("softswitch")
+        self.drop_port = drop_port
+        self.max_loops = max_loops
+        self.lock = threading.Lock()
+        self.priority_queues = priority_queues
+        self.rng = _random.Random(seed)
+        self.hashes = HashEngine(self.rng)
+        self.digest_handler = digest_handler
+        self.digests: deque[tuple[int, str, dict[str, int]]] = deque(maxlen=1024)
+
+        info = self.info
+        meter_kind_of_table = {m.direct_table: m.kind for m in info.meters.values()
+                               if m.direct_table}
+        self.tables: dict[str, Table] = {
+            name: Table(t, info.actions, meter_kind_of_table.get(name), self.now_us)
+            for name, t in info.tables.items()
+        }
+        self.registers = {n: RegisterArray(n, r.width, r.size) for n, r in info.registers.items()}
+        self.counters = {n: CounterArray(n, c.size, c.kind) for n, c in info.counters.items()
+                         if not c.direct_table}
+        self.meters = {n: MeterArray(n, m.size, m.kind, self.now_us)
+                       for n, m in info.meters.items() if not m.direct_table}
+        self.pre = ReplicationEngine()
+        self.mirrors = MirroringSessions()
+        self.tm = TrafficManager(priority_queues, self._clock)
+
+        self.rx: Counter[int] = Counter()
+        self.rx_bytes: Counter[int] = Counter()
+        self.tx: Counter[int] = Counter()
+        self.tx_bytes: Counter[int] = Counter()
+        self.drops: Counter[str] = Counter()
+        self.events: Counter[str] = Counter()
+
+        self.program = program_module.make_program(self)
+
+        from switches.soft.control.verbs import ControlPlane
+        self.control = ControlPlane(self)
+
+    # ------------------------------------------------------------------
+    # contract.Services
+    def table(self, name: str) -> Table:
+        return self.tables[name]
+
+    def register(self, name: str) -> RegisterArray:
+        return self.registers[name]
+
+    def counter(self, name: str) -> CounterArray:
+        return self.counters[name]
+
+    def meter(self, name: str) -> MeterArray:
+        return self.meters[name]
+
+    def direct_meter_read(self, table: str, packet_length: int) -> int:
+        return self.tables[table].direct_meter_color(packet_length)
+
+    def hash(self, algo: str, base: int, data: list[tuple[int, int]], max_: int) -> int:
+        return self.hashes.hash(algo, base, data, max_)
+
+    def checksum(self, algo: str, data: list[tuple[int, int]]) -> int:
+        return self.hashes.compute(algo, data)
+
+    def random(self, lo: int, hi: int) -> int:
+        if hi <= lo:
+            return lo
+        return self.rng.randint(lo, hi)
+
+    def now_us(self) -> int:
+        return int(self._clock()) - self._t0
+
+    def log_msg(self, fmt: str, args: list[Any]) -> None:
+        self.log.info("log_msg: %s", format_log_msg(fmt, args))
+
+    def mark_to_drop(self, sm: Any) -> None:
+        sm.egress_spec = self.drop_port
+        sm.mcast_grp = 0
+
+    # ------------------------------------------------------------------
+    # public data-path API
+    def receive(self, port: int, data: bytes) -> None:
+        self.rx[port] += 1
+        self.rx_bytes[port] += len(data)
+        self._run_ingress(port, data, NORMAL, None, 0)
+
+    def dequeue_ready(self, limit: int = 4096) -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
+        tm = self.tm
+        for _ in range(limit):
+            item = tm.pop_ready()
+            if item is None:
+                break
+            self._run_egress(item, out)
+        return out
+
+    def next_release_us(self) -> int | None:
+        return self.tm.next_release_us()
+
+    def process_sync(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
+        self.receive(port, data)
+        out: list[tuple[int, bytes]] = []
+        tm = self.tm
+        while True:
+            item = tm.pop_any()
+            if item is None:
+                break
+            self._run_egress(item, out)
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "rx": {str(p): n for p, n in sorted(self.rx.items())},
+            "rx_bytes": {str(p): n for p, n in sorted(self.rx_bytes.items())},
+            "tx": {str(p): n for p, n in sorted(self.tx.items())},
+            "tx_bytes": {str(p): n for p, n in sorted(self.tx_bytes.items())},
+            "drops": dict(sorted(self.drops.items())),
+            "events": dict(sorted(self.events.items())),
+            "queued": self.tm.total,
+            "queues": self.tm.stats(),
+        }
+
+    def reset_state(self) -> None:
+        """Forget runtime table entries, registers, counters, meters, PRE and
+        mirroring state (the program's const entries and defaults stay)."""
+        for t in self.tables.values():
+            t.clear()
+            t.reset_default()
+            t.reset_counters()
+        for r in self.registers.values():
+            r.reset()
+        for c in self.counters.values():
+            c.reset()
+        for m in self.meters.values():
+            m.reset()
+        self.pre.reset()
+        self.mirrors.reset()
+
+    # ------------------------------------------------------------------
+    # pipeline internals
+    def _drop(self, reason: str) -> None:
+        self.drops[reason] += 1
+
+    def _fresh_meta(self, st: PacketState) -> None:
+        """Reset user and standard metadata, as BMv2's reset_metadata does."""
+        fresh = self.program.new_state()
+        st.meta = fresh.meta
+        st.sm = fresh.sm
+
+    def _set_length(self, length: int) -> None:
+        for t in self.tables.values():
+            t.current_length = length
+
+    def _run_ingress(self, port: int, data: bytes, itype: int,
+                     preserved: dict[str, Any] | None, gen: int) -> None:
+        work = [(port, data, itype, preserved, gen)]
+        while work:
+            args = work.pop()
+            try:
+                more = self._ingress_one(*args)
+            except Exception:
+                self._drop("exception")
+                self.log.exception("ingress failed on a %d-byte packet from port %d",
+                                   len(args[1]), args[0])
+                continue
+            if more is not None:
+                work.append(more)
+
+    def _ingress_one(self, port: int, data: bytes, itype: int,
+                     preserved: dict[str, Any] | None, gen: int) -> tuple | None:
+        prog = self.program
+        st = prog.new_state()
+        sm = st.sm
+        length = len(data)
+        if itype == NORMAL:
+            sm.ingress_port = port
+            sm.ingress_global_timestamp = self.now_us() & _M48
+        sm.packet_length = length
+        sm.instance_type = itype
+        if preserved:
+            prog.restore_field_list(st, preserved)
+        self._set_length(length)
+        for t in self.tables.values():
+            t.last_hit = None
+        prog.parse(st, data)
+        prog.verify_checksum(st)
+        prog.ingress(st)
+
+        egress_spec = sm.egress_spec
+        mgid = sm.mcast_grp
+
+        # I2E clone: the packet as it entered ingress, re-parsed
+        if st.clone_session is not None:
+            sid = st.clone_session & 0x7FFF
+            fl = st.clone_field_list
+            st.clone_session = None
+            sess = self.mirrors.get(sid)
+            if sess is not None:
+                if gen + 1 > self.max_loops:
+                    self._drop("loop_limit")
+                else:
+                    c = prog.new_state()
+                    c.sm.ingress_port = port
+                    prog.parse(c, data)
+                    self._fresh_meta(c)
+                    if fl is not None:
+                        prog.restore_field_list(c, prog.field_list(st, fl))
+                    c.sm.instance_type = INGRESS_CLONE
+                    self.events["clone_i2e"] += 1
+                    self._send_clone(c, sess, length, gen + 1)
+            else:
+                self.events["clone_no_session"] += 1
+
+        if st.digests:
+            for d in st.digests:
+                self.digests.append(d)
+                self.events["digests"] += 1
+                if self.digest_handler is not None:
+                    try:
+                        self.digest_handler(*d)
+                    except Exception:
+                        self.log.exception("digest handler failed")
+            st.digests = []
+
+        if st.resubmit_field_list is not None:
+            fl = st.resubmit_field_list
+            st.resubmit_field_list = None
+            if gen + 1 > self.max_loops:
+                self._drop("loop_limit")
+                return None
+            self.events["resubmit"] += 1
+            return (port, data, RESUBMIT, prog.field_list(st, fl), gen + 1)
+
+        if mgid != 0:
+            sm.instance_type = REPLICATION
+            self._multicast(st, mgid, length, gen)
+            return None
+
+        if egress_spec == self.drop_port:
+            self._drop("ingress_drop")
+            return None
+        sm.instance_type = NORMAL
+        self._enqueue(egress_spec, st, length, gen)
+        return None
+
+    def _send_clone(self, c: PacketState, sess: Any, length: int, gen: int) -> None:
+        if sess.mgid is not None:
+            self._multicast(c, sess.mgid, length, gen)
+        if sess.port is not None:
+            self._enqueue(sess.port, c, length, gen)
+
+    def _multicast(self, st: PacketState, mgid: int, length: int, gen: int) -> None:
+        reps = self.pre.replicate(mgid)
+        if not reps:
+            self.events["mcast_empty_group"] += 1
+            self._drop("mcast_no_replica")
+            return
+        prog = self.program
+        for port, rid in reps:
+            st.sm.egress_rid = rid
+            r = prog.copy_state(st)
+            self.events["replicas"] += 1
+            self._enqueue(port, r, length, gen)
+
+    def _enqueue(self, port: int, st: PacketState, length: int, gen: int) -> None:
+        prio = st.sm.priority
+        if not 0 <= prio < self.priority_queues:
+            self._drop("priority_out_of_range")
+            self.log.error("priority %d out of range (%d queue(s) per port), dropping packet",
+                           prio, self.priority_queues)
+            return
+        if not self.tm.enqueue(port, prio, (st, length, gen), length):
+            self._drop("tm_full")
+
+    def _run_egress(self, item: tuple, out: list[tuple[int, bytes]]) -> None:
+        port, prio, (st, length, gen), meta = item
+        try:
+            self._egress_one(port, st, length, gen, meta, out)
+        except Exception:
+            self._drop("exception")
+            self.log.exception("egress failed on a packet to port %d", port)
+
+    def _egress_one(self, port: int, st: PacketState, length: int, gen: int, meta: Any,
+                    out: list[tuple[int, bytes]]) -> None:
+        prog = self.program
+        sm = st.sm
+        t0 = self._t0
+        sm.egress_global_timestamp = self.now_us() & _M48
+        sm.enq_timestamp = (meta.enq_timestamp - t0) & _M32
+        sm.enq_qdepth = meta.enq_qdepth & _M19
+        sm.deq_timedelta = meta.deq_timedelta & _M32
+        sm.deq_qdepth = meta.deq_qdepth & _M19
+        sm.egress_port = port
+        sm.egress_spec = (self.drop_port + 1) & 0x1FF
+        sm.packet_length = length
+        self._set_length(length)
+        for t in self.tables.values():
+            t.last_hit = None
+        prog.egress(st)
+
+        if st.clone_session is not None:
+            sid = st.clone_session & 0x7FFF
+            fl = st.clone_field_list
+            st.clone_session = None
+            sess = self.mirrors.get(sid)
+            if sess is not None:
+                if gen + 1 > self.max_loops:
+                    self._drop("loop_limit")
+                else:
+                    c = prog.copy_state(st)
+                    self._fresh_meta(c)
+                    if fl is not None:
+                        prog.restore_field_list(c, prog.field_list(st, fl))
+                    c.sm.instance_type = EGRESS_CLONE
+                    self.events["clone_e2e"] += 1
+                    self._send_clone(c, sess, length, gen + 1)
+            else:
+                self.events["clone_no_session"] += 1
+
+        if sm.egress_spec == self.drop_port:
+            self._drop("egress_drop")
+            return
+
+        prog.compute_checksum(st)
+        frame = prog.deparse(st)
+
+        if st.recirculate_field_list is not None:
+            fl = st.recirculate_field_list
+            st.recirculate_field_list = None
+            if gen + 1 > self.max_loops:
+                self._drop("loop_limit")
+                return
+            self.events["recirculate"] += 1
+            self._run_ingress(0, frame, RECIRC, prog.field_list(st, fl), gen + 1)
+            return
+
+        if st.truncate_len is not None and st.truncate_len < len(frame):
+            frame = frame[:st.truncate_len]
+        self.tx[port] += 1
+        self.tx_bytes[port] += len(frame)
+        out.append((port, frame))

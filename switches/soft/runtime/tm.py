@@ -1,0 +1,325 @@
+"""Traffic manager: egress queues per (port, priority), BMv2 semantics plus
+two named extensions.
+
+BMv2 behaviour reproduced:
+- one FIFO per (egress port, priority); depth limit in packets (default 64),
+  a full queue tail-drops; ``set_queue_depth`` / ``set_queue_rate`` apply to
+  every queue, to all priorities of a port, or to one (port, priority);
+  settings without a port also become the default for queues created later;
+- rate limit in packets per second per queue (0 = unlimited, the default):
+  a queue releases packet i no earlier than its arrival and no earlier than
+  ``1/rate`` after the *scheduled* release of packet i-1, so a late I/O loop
+  catches up instead of losing rate;
+- with several priorities, strict priority: the highest-numbered queue whose
+  head may leave goes first (a rate-limited head lets lower ones pass);
+- ``enq_qdepth`` is the queue's length just before the packet joined it,
+  ``deq_qdepth`` its length just after the packet left.
+
+Soft-target extensions (not in BMv2):
+- ``set_port_rate_bps``: a per-port line rate in bits/s; each packet keeps
+  the port busy for ``length*8/rate`` seconds (serialization pacing), and no
+  packet of that port leaves while it is busy;
+- ``set_priority_weights``: deficit round robin among the priorities of a
+  port with the given weights (quantum = weight x 1500 bytes per round),
+  instead of strict priority.
+
+Time is whatever ``now_us()`` returns (microseconds); it is injected so
+tests can drive a fake clock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_DEPTH = 64
+DRR_QUANTUM_BYTES = 1500
+
+
+@dataclass
+class QueueMeta:
+    """What egress sees about the queue a packet went through."""
+
+    enq_timestamp: int  # now_us() at enqueue
+    enq_qdepth: int
+    deq_qdepth: int
+    deq_timedelta: int
+    qid: int
+
+
+@dataclass
+class _Item:
+    obj: Any
+    length: int
+    enq_us: int
+    enq_qdepth: int
+    seq: int
+
+
+@dataclass
+class _Queue:
+    capacity: int
+    rate_pps: int = 0
+    items: deque = field(default_factory=deque)
+    last_sched: float | None = None  # scheduled release time of the previous packet
+    deficit: int = 0
+    drops: int = 0
+    enqueued: int = 0
+    dequeued: int = 0
+
+    def head_eligible(self, port_free: float) -> float:
+        head = self.items[0]
+        t = float(head.enq_us)
+        if self.rate_pps > 0 and self.last_sched is not None:
+            t = max(t, self.last_sched + 1e6 / self.rate_pps)
+        return max(t, port_free)
+
+
+@dataclass
+class _Port:
+    queues: list[_Queue]
+    rate_bps: int = 0
+    free_at: float = float("-inf")
+    weights: list[int] | None = None
+    drr_index: int = 0
+    drr_fresh: bool = True  # the current DRR queue has not had its quantum this turn
+    count: int = 0
+
+
+class TrafficManager:
+    def __init__(self, priority_queues: int = 1, now_us: Callable[[], int] | None = None,
+                 default_depth: int = DEFAULT_DEPTH) -> None:
+        if priority_queues < 1 or priority_queues > 8:
+            raise ValueError("priority_queues must be between 1 and 8")
+        self.nq = priority_queues
+        self.now_us = now_us or (lambda: 0)
+        self.default_depth = default_depth
+        self.default_rate = 0
+        self.default_port_bps = 0
+        self.ports: dict[int, _Port] = {}
+        self._seq = 0
+        self.total = 0
+
+    # -- configuration ----------------------------------------------------------
+    def _port(self, port: int) -> _Port:
+        p = self.ports.get(port)
+        if p is None:
+            p = _Port([_Queue(self.default_depth, self.default_rate) for _ in range(self.nq)],
+                      rate_bps=self.default_port_bps)
+            self.ports[port] = p
+        return p
+
+    def _check_prio(self, prio: int) -> None:
+        if not 0 <= prio < self.nq:
+            raise ValueError(f"priority {prio} out of range (the switch has {self.nq} "
+                             "priority queue(s) per port)")
+
+    def set_depth(self, depth: int, port: int | None = None, prio: int | None = None) -> None:
+        if depth < 0:
+            raise ValueError("queue depth must be >= 0")
+        if port is None:
+            self.default_depth = depth
+            for p in self.ports.values():
+                for q in p.queues:
+                    q.capacity = depth
+        elif prio is None:
+            for q in self._port(port).queues:
+                q.capacity = depth
+        else:
+            self._check_prio(prio)
+            self._port(port).queues[prio].capacity = depth
+
+    def set_rate(self, pps: int, port: int | None = None, prio: int | None = None) -> None:
+        if pps < 0:
+            raise ValueError("queue rate must be >= 0")
+        if port is None:
+            self.default_rate = pps
+            qs = [q for p in self.ports.values() for q in p.queues]
+        elif prio is None:
+            qs = list(self._port(port).queues)
+        else:
+            self._check_prio(prio)
+            qs = [self._port(port).queues[prio]]
+        for q in qs:
+            q.rate_pps = pps
+
+    def set_port_rate_bps(self, bps: int, port: int | None = None) -> None:
+        if bps < 0:
+            raise ValueError("port rate must be >= 0")
+        if port is None:
+            self.default_port_bps = bps
+            for p in self.ports.values():
+                p.rate_bps = bps
+        else:
+            self._port(port).rate_bps = bps
+
+    def set_priority_weights(self, port: int, weights: list[int] | None) -> None:
+        p = self._port(port)
+        if weights is None:
+            p.weights = None
+            return
+        if len(weights) != self.nq:
+            raise ValueError(f"expected {self.nq} weights (one per priority), got {len(weights)}")
+        if any(w < 1 for w in weights):
+            raise ValueError("weights must be positive integers")
+        p.weights = [int(w) for w in weights]
+        p.drr_index = self.nq - 1
+        p.drr_fresh = True
+        for q in p.queues:
+            q.deficit = 0
+
+    # -- data path ----------------------------------------------------------------
+    def depth(self, port: int, prio: int = 0) -> int:
+        p = self.ports.get(port)
+        return len(p.queues[prio].items) if p is not None else 0
+
+    def enqueue(self, port: int, prio: int, obj: Any, length: int) -> bool:
+        """Queue ``obj``; False if the queue is full (tail drop)."""
+        self._check_prio(prio)
+        p = self._port(port)
+        q = p.queues[prio]
+        n = len(q.items)
+        if n >= q.capacity:
+            q.drops += 1
+            return False
+        self._seq += 1
+        q.items.append(_Item(obj, length, int(self.now_us()), n, self._seq))
+        q.enqueued += 1
+        p.count += 1
+        self.total += 1
+        return True
+
+    def _select(self, p: _Port, now: float) -> tuple[int, float] | None:
+        """The priority to serve on port ``p`` at ``now`` and the head's
+        scheduled time, or None."""
+        if p.count == 0:
+            return None
+        free = p.free_at if p.rate_bps > 0 else float("-inf")
+        if p.weights is None:
+            for prio in range(self.nq - 1, -1, -1):
+                q = p.queues[prio]
+                if q.items:
+                    t = q.head_eligible(free)
+                    if t <= now:
+                        return prio, t
+            return None
+        # deficit round robin among eligible queues
+        elig = {}
+        for prio, q in enumerate(p.queues):
+            if not q.items:
+                q.deficit = 0
+            else:
+                t = q.head_eligible(free)
+                if t <= now:
+                    elig[prio] = t
+        if not elig:
+            return None
+        while True:
+            prio = p.drr_index
+            q = p.queues[prio]
+            if prio in elig:
+                if p.drr_fresh:
+                    q.deficit += p.weights[prio] * DRR_QUANTUM_BYTES
+                    p.drr_fresh = False
+                if q.items[0].length <= q.deficit:
+                    return prio, elig[prio]
+            p.drr_index = (prio - 1) % self.nq  # next turn, highest first
+            p.drr_fresh = True
+
+    def _pop(self, port: int, p: _Port, prio: int, sched: float, now: float) -> tuple:
+        q = p.queues[prio]
+        it = q.items.popleft()
+        q.dequeued += 1
+        p.count -= 1
+        self.total -= 1
+        q.last_sched = sched
+        if p.weights is not None:
+            q.deficit -= it.length
+            if not q.items:
+                q.deficit = 0
+        if p.rate_bps > 0:
+            p.free_at = max(sched, p.free_at) + it.length * 8e6 / p.rate_bps
+        meta = QueueMeta(enq_timestamp=it.enq_us, enq_qdepth=it.enq_qdepth,
+                         deq_qdepth=len(q.items), deq_timedelta=max(0, int(now) - it.enq_us),
+                         qid=prio)
+        return port, prio, it.obj, meta
+
+    def pop_ready(self) -> tuple[int, int, Any, QueueMeta] | None:
+        """One packet that may leave now: (port, priority, obj, meta), or None.
+        Among ports, the earliest-scheduled head goes first."""
+        if self.total == 0:
+            return None
+        now = float(self.now_us())
+        best = None
+        for port, p in self.ports.items():
+            sel = self._select(p, now)
+            if sel is not None:
+                prio, t = sel
+                key = (t, p.queues[prio].items[0].seq)
+                if best is None or key < best[0]:
+                    best = (key, port, p, prio, t)
+        if best is None:
+            return None
+        _, port, p, prio, t = best
+        return self._pop(port, p, prio, t, now)
+
+    def pop_any(self) -> tuple[int, int, Any, QueueMeta] | None:
+        """Next packet ignoring rates (strict priority per port; across ports
+        the oldest head first). For synchronous test runs."""
+        if self.total == 0:
+            return None
+        now = float(self.now_us())
+        best = None
+        for port, p in self.ports.items():
+            if p.count == 0:
+                continue
+            for prio in range(self.nq - 1, -1, -1):
+                q = p.queues[prio]
+                if q.items:
+                    key = q.items[0].seq
+                    if best is None or key < best[0]:
+                        best = (key, port, p, prio)
+                    break
+        if best is None:
+            return None
+        _, port, p, prio = best
+        return self._pop(port, p, prio, now, now)
+
+    def next_release_us(self) -> int | None:
+        """Earliest time a queued packet may leave (may be <= now), or None."""
+        if self.total == 0:
+            return None
+        best = None
+        for p in self.ports.values():
+            if p.count == 0:
+                continue
+            free = p.free_at if p.rate_bps > 0 else float("-inf")
+            for q in p.queues:
+                if q.items:
+                    t = q.head_eligible(free)
+                    if best is None or t < best:
+                        best = t
+        if best is None:
+            return None
+        return int(-(-best // 1))  # ceil
+
+    def clear(self) -> None:
+        for p in self.ports.values():
+            for q in p.queues:
+                q.items.clear()
+            p.count = 0
+        self.total = 0
+
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for port, p in sorted(self.ports.items()):
+            out[str(port)] = {
+                "rate_bps": p.rate_bps,
+                "weights": p.weights,
+                "queues": [{"depth": len(q.items), "capacity": q.capacity, "rate_pps": q.rate_pps,
+                            "enqueued": q.enqueued, "dequeued": q.dequeued, "drops": q.drops}
+                           for q in p.queues],
+            }
+        return out

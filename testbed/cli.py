@@ -1,0 +1,294 @@
+"""The ``testbed`` command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import click
+
+DAEMON_PATTERN = "switches.soft.daemon"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Testbed for in-network ML collectives on P4 switches."""
+
+
+# ---------------------------------------------------------------------------
+# compile
+
+
+def _parse_defines(defines: tuple[str, ...]) -> dict[str, str] | None:
+    out: dict[str, str] = {}
+    for d in defines:
+        name, _, value = d.partition("=")
+        out[name] = value or "1"
+    return out or None
+
+
+@main.command("compile")
+@click.argument("program", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the generated Python here")
+@click.option("-I", "--include", "include_dirs", multiple=True, help="include directory")
+@click.option("-D", "--define", "defines", multiple=True, help="preprocessor define NAME[=VALUE]")
+def compile_cmd(program: str, output: str | None, include_dirs: tuple[str, ...],
+                defines: tuple[str, ...]) -> None:
+    """Compile PROGRAM (P4_16, v1model) for the soft target; errors as file:line:col."""
+    from switches.soft.compiler import compile_program
+    from switches.soft.frontend.source import P4Error
+
+    try:
+        module = compile_program(program, include_dirs=include_dirs, defines=_parse_defines(defines))
+    except P4Error as e:
+        click.echo(str(e), err=True)
+        sys.exit(1)
+    info = getattr(module, "INFO", None)
+    if output:
+        source = _module_source(module)
+        if source is None:
+            click.echo("error: the compiled module carries no source text to write", err=True)
+            sys.exit(1)
+        Path(output).write_text(source)
+        click.echo(f"wrote {output}")
+    if info is not None:
+        click.echo(f"{program}: ok ({len(info.tables)} tables, {len(info.actions)} actions, "
+                   f"{len(info.registers)} registers, {len(info.counters)} counters, "
+                   f"{len(info.meters)} meters)")
+
+
+def _module_source(module: Any) -> str | None:
+    for attr in ("__source__", "SOURCE", "source"):
+        text = getattr(module, attr, None)
+        if isinstance(text, str):
+            return text
+    path = getattr(module, "__file__", None)
+    if path and os.path.isfile(path):
+        return Path(path).read_text()
+    return None
+
+
+# ---------------------------------------------------------------------------
+# stf
+
+
+@main.command("stf")
+@click.argument("program", type=click.Path(exists=True, dir_okay=False))
+@click.argument("test", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
+def stf_cmd(program: str, test: str, as_json: bool) -> None:
+    """Run the STF test TEST against PROGRAM on the soft target."""
+    from switches.soft import stf
+    from switches.soft.frontend.source import P4Error
+
+    try:
+        result = stf.run_stf(program, test)
+    except P4Error as e:
+        click.echo(str(e), err=True)
+        sys.exit(2)
+    ok = bool(getattr(result, "ok", getattr(result, "passed", False)))
+    if as_json:
+        click.echo(json.dumps(_result_dict(result), indent=2, default=str))
+    else:
+        text = _result_text(result)
+        if text:
+            click.echo(text)
+        click.echo(f"{'PASS' if ok else 'FAIL'}: {test}")
+    sys.exit(0 if ok else 1)
+
+
+def _result_dict(result: Any) -> dict[str, Any]:
+    for attr in ("to_dict", "as_dict"):
+        fn = getattr(result, attr, None)
+        if callable(fn):
+            d: dict[str, Any] = fn()
+            return d
+    import dataclasses
+
+    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+        return dataclasses.asdict(result)
+    return dict(vars(result))
+
+
+def _result_text(result: Any) -> str:
+    for attr in ("report", "format", "diff"):
+        fn = getattr(result, attr, None)
+        if callable(fn):
+            return str(fn())
+    return ""
+
+
+# ---------------------------------------------------------------------------
+# switch-cli
+
+
+@main.command("switch-cli")
+@click.option("--port", "-p", type=int, required=True, help="the switch's control port")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--keep-going", "-k", is_flag=True, help="go on after a failing command")
+@click.option("--quiet", "-q", is_flag=True, help="print only errors")
+@click.argument("file", type=click.File("r"), required=False)
+def switch_cli_cmd(port: int, host: str, keep_going: bool, quiet: bool,
+                   file: TextIO | None) -> None:
+    """Send simple_switch_CLI commands from FILE (or stdin) to a soft switch."""
+    from switches.soft.control.client import SwitchClient, SwitchConnectionError, SwitchError
+
+    src = file if file is not None else sys.stdin
+    failed = 0
+    try:
+        with SwitchClient(port, host=host) as client:
+            for n, raw in enumerate(src, 1):
+                line = raw.strip()
+                if not line or line.startswith("#"):
+                    continue
+                try:
+                    reply = client.execute(line)
+                except SwitchError as e:
+                    failed += 1
+                    click.echo(f"line {n}: {line}\nError: {e.message}", err=True)
+                    if not keep_going:
+                        sys.exit(1)
+                    continue
+                if not quiet and reply:
+                    click.echo(reply)
+    except SwitchConnectionError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    sys.exit(1 if failed else 0)
+
+
+# ---------------------------------------------------------------------------
+# clean
+
+
+def _daemon_pids() -> list[int]:
+    pids = []
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(a.decode(errors="replace") == DAEMON_PATTERN for a in argv[:4]):
+            pids.append(int(entry.name))
+    return pids
+
+
+@main.command("clean")
+def clean_cmd() -> None:
+    """Remove what a crashed run left: soft switch daemons, Mininet nodes, links."""
+    if os.geteuid() != 0:
+        click.echo("error: testbed clean needs root", err=True)
+        sys.exit(1)
+    pids = _daemon_pids()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
+        time.sleep(0.1)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    click.echo(f"soft switch daemons stopped: {len(pids)}")
+    try:
+        from mininet.clean import cleanup
+    except ImportError:
+        click.echo("mininet not installed: nothing else to clean")
+        return
+    from mininet.log import setLogLevel
+
+    setLogLevel("warning")
+    # Mininet's cleanup also asks for OVS bridges; without OVS that only
+    # prints connection errors, which would hide real problems.
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        cleanup()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    click.echo("mininet cleanup done")
+
+
+# ---------------------------------------------------------------------------
+# doctor
+
+
+def _rdma_devices() -> list[str]:
+    ib = Path("/sys/class/infiniband")
+    return sorted(p.name for p in ib.iterdir()) if ib.is_dir() else []
+
+
+def _rxe_present() -> bool:
+    return any(d.startswith("rxe") for d in _rdma_devices()) or (
+        bool(_rdma_devices()) and Path("/sys/module/rdma_rxe").exists())
+
+
+def doctor_report() -> dict[str, Any]:
+    """What this machine offers to the testbed (targets, host providers, tools)."""
+    try:
+        import mininet.net  # noqa: F401
+
+        mininet_ok = shutil.which("mnexec") is not None
+    except ImportError:
+        mininet_ok = False
+    tools = {t: shutil.which(t) is not None for t in
+             ("simple_switch_grpc", "simple_switch", "p4c", "iperf3", "tshark", "ethtool", "ping")}
+    root = os.geteuid() == 0
+    return {
+        "targets": {
+            "soft": True,
+            "bmv2": tools["simple_switch_grpc"] and tools["p4c"],
+        },
+        "providers": {"udp": True, "rxe": _rxe_present()},
+        "mininet": mininet_ok,
+        "root": root,
+        "can_run_network": mininet_ok and root,
+        "tools": tools,
+        "python": sys.version.split()[0],
+    }
+
+
+@main.command("doctor")
+@click.option("--json", "as_json", is_flag=True)
+def doctor_cmd(as_json: bool) -> None:
+    """Show which targets and providers this machine can run."""
+    r = doctor_report()
+    if as_json:
+        click.echo(json.dumps(r, indent=2))
+        return
+
+    def yn(v: bool) -> str:
+        return "yes" if v else "no"
+
+    rows = [
+        ("target soft (built in)", r["targets"]["soft"]),
+        ("target bmv2 (simple_switch_grpc + p4c)", r["targets"]["bmv2"]),
+        ("provider udp (userspace RoCEv2)", r["providers"]["udp"]),
+        ("provider rxe (rdma_rxe device)", r["providers"]["rxe"]),
+        ("mininet", r["mininet"]),
+        ("root", r["root"]),
+    ] + [(f"  tool {tool}", present) for tool, present in r["tools"].items()]
+    for label, value in rows:
+        click.echo(f"{label:<40} {yn(value)}")
+    if not r["can_run_network"]:
+        click.echo("network runs need root and Mininet (apt-get install mininet)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Bringing soft-switch networks up and down in Mininet, and checking nothing is left.
+
+:func:`star_router` builds N hosts around one soft switch that runs an L3
+program (``switches/p4/l3_router.p4`` or ``l3_ecn.p4``): host i is
+``10.0.i.1/24`` on switch port i, its gateway ``10.0.i.254`` is the switch
+port's MAC (a static neighbour entry, since the L3 programs drop ARP).
+:func:`running` starts a network and guarantees it is stopped again, also on
+Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+P4_DIR = REPO_ROOT / "switches" / "p4"
+
+
+@dataclass(frozen=True)
+class HostAddr:
+    name: str
+    port: int
+    ip: str  # without prefix length
+    mac: str
+    gateway_ip: str
+    gateway_mac: str  # the switch port's MAC as the host sees it
+
+
+def host_addr(i: int) -> HostAddr:
+    return HostAddr(
+        name=f"h{i}", port=i, ip=f"10.0.{i}.1", mac=f"00:00:00:00:{i // 256:02x}:{i % 256:02x}",
+        gateway_ip=f"10.0.{i}.254", gateway_mac=f"02:00:00:00:{i // 256:02x}:{i % 256:02x}",
+    )
+
+
+def router_commands(hosts: Sequence[HostAddr]) -> list[str]:
+    """simple_switch_CLI commands routing between the hosts of :func:`star_router`."""
+    cmds = []
+    for h in hosts:
+        cmds.append(f"table_add MyIngress.ipv4_lpm MyIngress.set_nhop {h.ip}/32 => {h.mac} {h.port}")
+        cmds.append(f"table_add MyIngress.port_smac MyIngress.set_smac {h.port} => {h.gateway_mac}")
+    return cmds
+
+
+class SoftSignal(Exception):
+    """SIGTERM turned into an exception so that ``finally`` blocks run."""
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    def handler(signum: int, _frame: Any) -> None:
+        raise SoftSignal(f"signal {signum}")
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextmanager
+def running(net: Any) -> Iterator[Any]:
+    """Start ``net``; stop it however the block is left (error, Ctrl-C, SIGTERM)."""
+    with _sigterm_raises():
+        try:
+            net.start()
+            yield net
+        finally:
+            # A second Ctrl-C must not abandon the teardown half way.
+            old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                net.stop()
+            finally:
+                signal.signal(signal.SIGINT, old_int)
+
+
+def star_router(
+    n_hosts: int = 2,
+    program: str | os.PathLike[str] = P4_DIR / "l3_router.p4",
+    *,
+    log_dir: str | os.PathLike[str] | None = None,
+    pcap: bool = False,
+    priority_queues: int = 1,
+    extra_commands: Sequence[str] = (),
+    install_routes: bool = True,
+    ready_timeout: float = 120.0,
+) -> tuple[Any, Any, list[Any], list[HostAddr]]:
+    """(net, switch, hosts, addresses) for N hosts around one soft switch; not started."""
+    from mininet.link import Link
+    from mininet.net import Mininet
+
+    from switches.soft.node import P4Host, SoftP4Switch
+
+    addrs = [host_addr(i) for i in range(1, n_hosts + 1)]
+    cmds = (router_commands(addrs) if install_routes else []) + list(extra_commands)
+    net = Mininet(controller=None, switch=SoftP4Switch, host=P4Host, link=Link,
+                  autoSetMacs=False, build=False)
+    sw = net.addSwitch("s1", program=str(program), log_dir=log_dir, pcap=pcap,
+                       priority_queues=priority_queues, cli_commands=cmds,
+                       ready_timeout=ready_timeout)
+    hosts = []
+    for a in addrs:
+        h = net.addHost(a.name, ip=f"{a.ip}/24", mac=a.mac,
+                        defaultRoute=f"via {a.gateway_ip}")
+        net.addLink(h, sw, port2=a.port)
+        hosts.append(h)
+    net.build()
+    for h, a in zip(hosts, addrs, strict=True):
+        h.cmd(f"ip neigh replace {a.gateway_ip} lladdr {a.gateway_mac} dev {h.defaultIntf()}"
+              " nud permanent")
+    return net, sw, hosts, addrs
+
+
+# ---------------------------------------------------------------------------
+# leftovers
+
+
+_INTF_RE = re.compile(r"^\d+:\s+([^:@\s]+)")
+
+
+def leftovers(node_names: Sequence[str] = ("s1", "h1", "h2", "h3", "h4")) -> list[str]:
+    """What a finished run left behind: soft switch daemons, Mininet node shells,
+    and interfaces named like Mininet's (``<node>-eth<n>``) for ``node_names``."""
+    found: list[str] = []
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in argv if a]
+        if "switches.soft.daemon" in words[:4]:
+            found.append(f"process {entry.name}: {' '.join(words)}")
+        elif any(w.startswith("mininet:") for w in words):
+            found.append(f"process {entry.name}: {' '.join(words)}")
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    prefixes = tuple(f"{n}-eth" for n in node_names)
+    for line in out.splitlines():
+        m = _INTF_RE.match(line)
+        if m and m.group(1).startswith(prefixes):
+            found.append(f"interface {m.group(1)}")
+    return found

@@ -1,0 +1,132 @@
+"""The soft switch as a Mininet node forwarding real traffic."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from testbed.net import P4_DIR, REPO_ROOT, leftovers, running, star_router
+
+from .helpers import host_result, host_run, host_start, wait_for
+
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("no_leftovers")]
+
+
+def test_l3_router_ping_and_tcp_transfer(tmp_path: Path) -> None:
+    net, sw, (h1, h2), (a1, a2) = star_router(2, P4_DIR / "l3_router.p4", log_dir=tmp_path)
+    with running(net):
+        ping = h1.cmd(f"ping -c 3 -i 0.2 -W 2 {a2.ip}")
+        assert " 0% packet loss" in ping, ping
+        # TTL went down by one: the switch routed rather than bridged.
+        assert "ttl=63" in ping, ping
+        sink = host_start(h2, "tcp-sink", 5001)
+        try:
+            sent = host_run(h1, "tcp-source", a2.ip, 5001, 2_000_000)
+            got = host_result(sink)
+        finally:
+            sink.kill()
+            sink.wait()
+        assert got == {"bytes": 2_000_000, "sha256": sent["sha256"]}
+        # The entries went in through the control server: they are there to dump.
+        dump = sw.cmd_cli("table_dump MyIngress.ipv4_lpm")
+        assert a1.mac in dump and a2.mac in dump
+        stats = sw.stats()
+        assert stats["ports"]["2"]["tx_frames"] > 1000
+
+
+def _udp_burst(h1, h2, dst_ip: str, count: int) -> dict:
+    sink = host_start(h2, "udp-sink", 6000, 1.0)
+    try:
+        host_run(h1, "udp-source", dst_ip, 6000, count, 1000, "0x02")
+        return host_result(sink)
+    finally:
+        sink.kill()
+        sink.wait()
+
+
+def test_ecn_marking_under_congestion_only(tmp_path: Path) -> None:
+    net, sw, (h1, h2), (_a1, a2) = star_router(2, P4_DIR / "l3_ecn.p4", log_dir=tmp_path)
+    with running(net):
+        calm = _udp_burst(h1, h2, a2.ip, 300)
+        assert calm["received"] >= 250, calm
+        assert calm["ecn"]["3"] == 0, f"marked without congestion: {calm}"
+        assert calm["ecn"]["2"] == calm["received"]
+        # Egress port 2 now drains 300 packets/s, far below the offered burst.
+        sw.cmd_cli("set_queue_rate 300 2")
+        congested = _udp_burst(h1, h2, a2.ip, 400)
+        assert congested["received"] > 0, congested
+        assert congested["ecn"]["3"] > 0, f"no CE under congestion: {congested}"
+        assert congested["ecn"]["3"] + congested["ecn"]["2"] == congested["received"]
+
+
+def test_garbage_frames_do_not_break_forwarding(tmp_path: Path) -> None:
+    net, sw, (h1, h2), (_a1, a2) = star_router(2, P4_DIR / "l3_router.p4", log_dir=tmp_path)
+    with running(net):
+        before = sw.stats()["ports"]["1"]["rx_frames"]
+        sent = host_run(h1, "garbage", h1.defaultIntf().name, 4000, 7)
+        assert sent["sent"] >= 3900, sent
+        assert wait_for(lambda: sw.stats()["ports"]["1"]["rx_frames"] - before >= sent["sent"], 15)
+        assert sw.proc is not None and sw.proc.poll() is None, "switch process died"
+        stats = sw.stats()
+        # The pipeline saw every frame, and none made per-packet code raise.
+        assert stats["switch"]["rx"]["1"] >= sent["sent"]
+        assert stats["switch"]["drops"].get("exception", 0) == 0, sw.log_path
+        assert stats["rx_errors"] == 0, sw.log_path
+        ping = h1.cmd(f"ping -c 2 -i 0.2 -W 2 {a2.ip}")
+        assert " 0% packet loss" in ping, ping
+
+
+def test_compile_error_fails_startup_with_location_and_log(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.p4"
+    bad.write_text(textwrap.dedent("""\
+        #include <core.p4>
+        #include <v1model.p4>
+        control C(inout bit<8> x) {
+            apply { x = y + 1; }
+        }
+        """))
+    from switches.soft.node import SoftSwitchStartError
+
+    net, _sw, _hosts, _addrs = star_router(2, bad, log_dir=tmp_path / "logs", install_routes=False)
+    with pytest.raises(SoftSwitchStartError) as exc:
+        with running(net):
+            pass
+    msg = str(exc.value)
+    assert re.search(r"broken\.p4:\d+:\d+:", msg), msg
+    assert str(tmp_path / "logs" / "s1.log") in msg
+
+
+def test_sigint_during_a_run_leaves_nothing(tmp_path: Path) -> None:
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(f"""\
+        import sys, time
+        sys.path.insert(0, {str(REPO_ROOT)!r})
+        from testbed.net import running, star_router
+        net, sw, hosts, _ = star_router(2, {str(P4_DIR / "l3_router.p4")!r},
+                                        log_dir={str(tmp_path)!r})
+        with running(net):
+            print("UP", sw.proc.pid, flush=True)
+            time.sleep(60)
+        """))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            cwd=str(REPO_ROOT))
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("UP"), line
+        daemon_pid = int(line.split()[1])
+        assert leftovers(), "the network should be up"
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not os.path.exists(f"/proc/{daemon_pid}")
+    assert wait_for(lambda: not leftovers(), 5), leftovers()

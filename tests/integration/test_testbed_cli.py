@@ -1,0 +1,72 @@
+"""The ``testbed`` command line: compile, stf, doctor (no root needed)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from testbed.cli import main as cli_main
+
+REPO = Path(__file__).resolve().parents[2]
+P4 = REPO / "switches" / "p4"
+
+
+def test_compile_reports_file_line_col_and_exits_1(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.p4"
+    bad.write_text(textwrap.dedent("""\
+        #include <core.p4>
+        #include <v1model.p4>
+        control C(inout bit<8> x) {
+            apply { x = undefined_name + 1; }
+        }
+        """))
+    r = CliRunner().invoke(cli_main, ["compile", str(bad)])
+    assert r.exit_code == 1
+    assert f"{bad}:4:" in r.output, r.output
+
+
+def test_compile_a_good_program_and_write_the_python(tmp_path: Path) -> None:
+    out = tmp_path / "l3.py"
+    r = CliRunner().invoke(cli_main, ["compile", str(P4 / "l3_router.p4"), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "l3_router.p4: ok (2 tables" in r.output
+    assert "def make_program" in out.read_text()
+
+
+def test_compile_missing_file_is_a_clear_error() -> None:
+    r = CliRunner().invoke(cli_main, ["compile", "/nonexistent/x.p4"])
+    assert r.exit_code == 2 and "does not exist" in r.output
+
+
+def test_stf_pass_and_fail(tmp_path: Path) -> None:
+    prog = P4 / "l3_router.p4"
+    # Ethernet to 00:..:02 from 00:..:01, IPv4 10.0.1.1 -> 10.0.2.1, TTL 64, valid checksum.
+    ipv4 = "000000000002000000000001" "0800" "45000014000100004000" "63e8" "0a0001010a000201"
+    good = tmp_path / "good.stf"
+    good.write_text(textwrap.dedent(f"""\
+        add MyIngress.ipv4_lpm hdr.ipv4.dstAddr:0x0a000201/32 MyIngress.set_nhop(dmac:0x000000000002, port:2)
+        packet 1 {ipv4}
+        expect 2 000000000002000000000001080045000014000100003f0064e80a0001010a000201 $
+        """))
+    r = CliRunner().invoke(cli_main, ["stf", str(prog), str(good)])
+    assert r.exit_code == 0, r.output
+    bad = tmp_path / "bad.stf"
+    bad.write_text(good.read_text().replace("expect 2", "expect 3"))
+    r = CliRunner().invoke(cli_main, ["stf", str(prog), str(bad)])
+    assert r.exit_code == 1, r.output
+    assert "FAIL" in r.output
+    r = CliRunner().invoke(cli_main, ["stf", "--json", str(prog), str(bad)])
+    assert r.exit_code == 1
+    json.loads(r.output)
+
+
+def test_doctor_json_lists_targets_and_providers() -> None:
+    r = CliRunner().invoke(cli_main, ["doctor", "--json"])
+    assert r.exit_code == 0
+    d = json.loads(r.output)
+    assert d["targets"]["soft"] is True
+    assert set(d["providers"]) == {"udp", "rxe"}
+    assert isinstance(d["root"], bool) and isinstance(d["mininet"], bool)
