@@ -83,45 +83,13 @@ def _module_source(module: Any) -> str | None:
 @click.argument("test", type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 def stf_cmd(program: str, test: str, as_json: bool) -> None:
-    """Run the STF test TEST against PROGRAM on the soft target."""
+    """Run the STF test TEST against PROGRAM on the soft target.
+
+    Exit status: 0 pass, 1 mismatch (each one printed), 2 compile or STF error.
+    """
     from switches.soft import stf
-    from switches.soft.frontend.source import P4Error
 
-    try:
-        result = stf.run_stf(program, test)
-    except P4Error as e:
-        click.echo(str(e), err=True)
-        sys.exit(2)
-    ok = bool(getattr(result, "ok", getattr(result, "passed", False)))
-    if as_json:
-        click.echo(json.dumps(_result_dict(result), indent=2, default=str))
-    else:
-        text = _result_text(result)
-        if text:
-            click.echo(text)
-        click.echo(f"{'PASS' if ok else 'FAIL'}: {test}")
-    sys.exit(0 if ok else 1)
-
-
-def _result_dict(result: Any) -> dict[str, Any]:
-    for attr in ("to_dict", "as_dict"):
-        fn = getattr(result, attr, None)
-        if callable(fn):
-            d: dict[str, Any] = fn()
-            return d
-    import dataclasses
-
-    if dataclasses.is_dataclass(result) and not isinstance(result, type):
-        return dataclasses.asdict(result)
-    return dict(vars(result))
-
-
-def _result_text(result: Any) -> str:
-    for attr in ("report", "format", "diff"):
-        fn = getattr(result, attr, None)
-        if callable(fn):
-            return str(fn())
-    return ""
+    sys.exit(stf.main([program, test, *(["--json"] if as_json else [])]))
 
 
 # ---------------------------------------------------------------------------

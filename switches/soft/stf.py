@@ -128,8 +128,8 @@ def _tern(tok: str, width: int) -> tuple[int, int]:
     """A ternary STF value: ``*`` digits are wildcards; other digits exact."""
     t = tok.lower()
     if "&&&" in t:
-        v, m = t.split("&&&", 1)
-        return _stf_int(v), _stf_int(m)
+        vs, ms = t.split("&&&", 1)
+        return _stf_int(vs), _stf_int(ms)
     for prefix, bits, base in (("0x", 4, 16), ("0b", 1, 2), ("0o", 3, 8)):
         if t.startswith(prefix):
             digits = t[2:]
@@ -146,8 +146,8 @@ def _tern(tok: str, width: int) -> tuple[int, int]:
 
 def _lpm(tok: str, width: int) -> tuple[int, int]:
     if "/" in tok:
-        v, p = tok.split("/", 1)
-        return _stf_int(v), int(p, 0)
+        vs, ps = tok.split("/", 1)
+        return _stf_int(vs), int(ps, 0)
     t = tok.lower()
     if t.startswith("0x"):
         bits = 4
@@ -156,8 +156,7 @@ def _lpm(tok: str, width: int) -> tuple[int, int]:
     elif t.startswith("0o"):
         bits = 3
     else:
-        v = int(t, 10)
-        return v, width
+        return int(t, 10), width
     digits = t[2:]
     plen = (len(digits) - digits.count("*")) * bits
     v = int(digits.replace("*", "0"), {4: 16, 1: 2, 3: 8}[bits])
@@ -173,7 +172,7 @@ class StfRunner:
     def __init__(self, switch: Any) -> None:
         self.sw = switch
         self.outputs: dict[int, list[bytes]] = {}
-        self.expects: dict[int, list[str | None]] = {}
+        self.expects: dict[int, list[str]] = {}
         self.expect_any: set[int] = set()
         self.errors: list[str] = []
         self.packets = 0
@@ -203,8 +202,11 @@ class StfRunner:
             except ValueError:
                 raise StfError(f"invalid packet data '{data}'") from None
             self.packets += 1
+            errors_before = self.sw.drops["exception"]
             for p, out in self.sw.process_sync(port, frame):
                 self.outputs.setdefault(p, []).append(out)
+            if self.sw.drops["exception"] != errors_before:
+                raise StfError(f"the pipeline raised an exception: {self.sw.last_error}")
         elif v == "expect":
             port_s, data = (rest.split(None, 1) + [""])[:2]
             port = int(port_s)

@@ -109,7 +109,8 @@ def udp_source(ip: str, port: int, count: int, size: int, tos: int, pps: float) 
 
 
 def garbage(ifname: str, count: int, seed: int) -> None:
-    """Random frames of 1..300 bytes, plus truncated IPv4/UDP frames."""
+    """Random frames of 1..300 bytes, plus truncated IPv4/UDP frames (those
+    shorter than an Ethernet header are refused by the kernel: ``failed``)."""
     rng = random.Random(seed)
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     s.bind((ifname, 0))

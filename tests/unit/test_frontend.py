@@ -173,6 +173,9 @@ def test_token_locations_survive_comments() -> None:
     ("p.lookahead<bit<16>>()[7:0]", "p.lookahead<bit<16>>()[7:0]"),
     ("a < b", "(a < b)"),
     ("a < b && c > d", "((a < b) && (c > d))"),
+    ("a < b > (c)", "((a < b) > c)"),  # b is not a type: comparisons
+    ("g<T>(c)", "g<T>(c)"),
+    ("g<E, _>(c)", "g<E, _>(c)"),
     ("f(a, y = 2, _)", "f(a, y=2, _)"),
     ("t.apply().hit", "t.apply().hit"),
     ("error.NoMatch", "error.NoMatch"),

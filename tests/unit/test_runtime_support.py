@@ -274,7 +274,7 @@ class L2L3Program:
         sm, hdr, meta = st.sm, st.hdr, st.meta
         self.egress_log.append({n: getattr(sm, n) for n in SM_FIELDS} | {"tag": meta.tag})
         special = hdr.ethernet.srcAddr & 0xFF
-        if special == 0x03 and sm.instance_type != 4:
+        if special == 0x03 and meta.tag != 0x33:  # preserved across the recirculation
             meta.tag = 0x33
             st.recirculate_field_list = 0
         elif special == 0x04 and sm.instance_type != 2:

@@ -187,14 +187,6 @@ def contains_return(body: Any) -> bool:
 # The generator
 
 
-class _Ctx:
-    """Where generated code currently is: control-plane prefix, packet
-    variables, return target."""
-
-    def __init__(self, prefix: str = "") -> None:
-        self.prefix = prefix
-
-
 class Gen:
     def __init__(self, checked: Any) -> None:
         self.checked = checked
@@ -209,15 +201,14 @@ class Gen:
         self.bindings: list[str] = []  # make_program lines binding runtime objects
         self.bound: dict[tuple[str, str], str] = {}
         self.prefix = ""
-        self.ret: list[tuple[str | None, str]] = []  # (result var, 'break'|'return')
-        self.exit_ok = True
+        # return targets: [result var, 'break'|'return', loop-exit flag, loop depth]
+        self.ret: list[list[Any]] = []
         self.pkt: str | None = None  # parser packet variable names active
         self.out_var: str | None = None  # deparser output list
         self.toplevel_actions: set[int] = set()
         self.action_prefix: dict[int, str] = {}
         self.direct_meter_table: dict[str, str] = {}
         self.field_lists: dict[int, list[tuple[str, str, Any]]] = {}
-        self.enum_names: dict[str, list[str]] = {}
         name = self.program.files[0] if self.program.files else "program"
         stem = name.rsplit("/", 1)[-1]
         if stem.endswith(".p4"):
@@ -227,6 +218,9 @@ class Gen:
         self.info.errors = list(self.errors)
         self.decl_by_name: dict[str, Any] = {}
         self.top_params: dict[str, str] = {}
+        self.override: dict[int, str] = {}
+        self.inst_alias: dict[int, tuple[Any, str]] = {}
+        self.anon: dict[tuple[int, str], ir.InstantiationDecl] = {}
         self.toplevel_ids = {id(d) for d in self.program.decls}
         for d in self.program.decls:
             if isinstance(d, ir.ActionDecl):
@@ -250,9 +244,12 @@ class Gen:
         try:
             yield
         finally:
-            if len(self.buf) == n0:
+            if not self.code_since(n0):
                 self.w("pass")
             self.ind -= 1
+
+    def code_since(self, n0: int) -> bool:
+        return any(not ln.lstrip().startswith("#") for ln in self.buf[n0:])
 
     @contextmanager
     def capture(self) -> Iterator[list[str]]:
@@ -432,6 +429,7 @@ class Gen:
     def _gen_header_io(self, t: Any, cls: str, fields: list[tuple[str, str, Any]],
                        L: list[str]) -> None:
         a = L.append
+        fields = self.leaves(fields)
         fixed = 0
         var = None
         for _, p, ft in fields:
@@ -508,6 +506,18 @@ class Gen:
             a("        return v.to_bytes(n >> 3, 'big')")
             a("")
 
+    def leaves(self, fields: list[tuple[str, str, Any]]) -> list[tuple[str, str, Any]]:
+        """Scalar leaves of a field list, structs flattened (``row.a``)."""
+        out: list[tuple[str, str, Any]] = []
+        for n, p, ft in fields:
+            b = base_t(ft)
+            if isinstance(b, T.Struct):
+                sub = [(f.name, fname(f.name), f.type) for f in b.fields]
+                out += [(n + "." + n2, p + "." + p2, t2) for n2, p2, t2 in self.leaves(sub)]
+            else:
+                out.append((n, p, ft))
+        return out
+
     # -- naming --------------------------------------------------------------
 
     def cp_name(self, decl: Any, prefix: str | None = None) -> str:
@@ -526,6 +536,10 @@ class Gen:
             return (n[1:] if n and n.startswith(".") else n) if n else decl.name
         p = self.action_prefix.get(id(decl), self.prefix)
         return self.cp_name(decl, p)
+
+    def inst_name(self, d: Any) -> str:
+        """Control-plane name of an instance (top-level ones have no prefix)."""
+        return self.cp_name(d, "" if id(d) in self.toplevel_ids else None)
 
     def bind_runtime(self, kind: str, name: str) -> str:
         key = (kind, name)
@@ -603,6 +617,9 @@ class Gen:
     # Expressions
 
     def ex(self, e: ir.Expr) -> str:
+        o = self.override.get(id(e))
+        if o is not None:
+            return o
         m = getattr(self, "ex_" + type(e).__name__, None)
         if m is None:
             raise P4Unsupported(e.loc, f"expression {type(e).__name__}")
@@ -615,6 +632,11 @@ class Gen:
                 and not (isinstance(e, ir.CallExpr)):
             return f"{code}._copy()"
         return code
+
+    @property
+    def sidx(self) -> str:
+        """Run-time stack indexing helper: parsers fault on a bad index."""
+        return "stack_index_p" if self.pkt is not None else "stack_index"
 
     def ex_IntLit(self, e: ir.IntLit) -> str:
         v = e.value
@@ -691,14 +713,12 @@ class Gen:
             if m == "lastIndex":
                 return f"(({b}.nextIndex - 1) & 0xffffffff)"
             if m == "last":
-                return f"stack_index({b}, {b}.nextIndex - 1)"
+                return f"{self.sidx}({b}, {b}.nextIndex - 1)"
             if m == "next":
-                return f"stack_index({b}, {b}.nextIndex)"
+                return f"{self.sidx}({b}, {b}.nextIndex)"
             raise P4Unsupported(e.loc, f"header stack member '{m}'")
         if isinstance(bt, T.StructLike):
             return f"{self.ex(base)}.{fname(e.member)}"
-        if isinstance(bt, T.TypeOfType) or isinstance(base_t(getattr(bt, "of", None)), T.StructLike):
-            pass
         if e.member in ("minSizeInBits", "minSizeInBytes", "maxSizeInBits", "maxSizeInBytes"):
             st = base_t(bt.of if isinstance(bt, T.TypeOfType) else bt)
             bits = sum(scalar_width(f.type) if not isinstance(base_t(f.type), T.Varbit) else
@@ -715,7 +735,7 @@ class Gen:
             size = base_t(e.expr.type).size
             if 0 <= e.index.value < size:
                 return f"{b}.e[{e.index.value}]"
-        return f"stack_index({b}, {self.ex(e.index)})"
+        return f"{self.sidx}({b}, {self.ex(e.index)})"
 
     def ex_SliceExpr(self, e: ir.SliceExpr) -> str:
         hi, lo = int(self.const(e.hi)), int(self.const(e.lo))
@@ -800,10 +820,11 @@ class Gen:
             return wrap(f"{A} {op} {B}", b)
         if op in ("&", "|", "^"):
             return f"({A} {op} {B})"
-        if op == "/":
-            return f"({A} // {B})"
-        if op == "%":
-            return f"({A} % {B})"
+        if op in ("/", "%"):
+            pyop = "//" if op == "/" else "%"
+            if _is_simple_const(B) and int(B, 0) != 0:
+                return f"({A} {pyop} {B})"
+            return f"(({A} {pyop} {B}) if {B} else 0)"
         if op == "<<":
             return f"({wrap(f'{A} << {B}', b)} if {B} < {W} else 0)" if not _is_simple_const(B) \
                 else (wrap(f"{A} << {B}", b) if int(B, 0) < W else "0")
@@ -929,19 +950,26 @@ class Gen:
             if isinstance(bt, T.Stack):
                 b = self.lv(e.expr)
                 if e.member == "next":
-                    return f"stack_index({b}, {b}.nextIndex)"
+                    return f"{self.sidx}({b}, {b}.nextIndex)"
                 if e.member == "last":
-                    return f"stack_index({b}, {b}.nextIndex - 1)"
+                    return f"{self.sidx}({b}, {b}.nextIndex - 1)"
                 raise P4Unsupported(e.loc, f"assignment to stack member '{e.member}'")
             return f"{self.lv(e.expr)}.{fname(e.member)}"
         if isinstance(e, ir.IndexExpr):
             b = self.lv(e.expr)
+            if isinstance(base_t(e.expr.type), T.Tuple):
+                return f"{b}[{self.const(e.index)}]"
             if isinstance(e.index, ir.IntLit) and 0 <= e.index.value < base_t(e.expr.type).size:
                 return f"{b}.e[{e.index.value}]"
-            return f"stack_index({b}, {self.ex(e.index)})"
+            ix = self.ex(e.index)
+            if not _is_simple_name(ix):
+                t = self.fresh("ix")
+                self.w(f"{t} = {ix}")
+                ix = t
+            return f"{self.sidx}({b}, {ix})"
         raise P4Unsupported(e.loc, f"assignment to a {type(e).__name__}")
 
-    def assign(self, lhs: ir.Expr, val: str, vt: Any, loc: Location) -> None:
+    def assign(self, lhs: ir.Expr, val: str, vt: Any, loc: Location, L: str | None = None) -> None:
         """``lhs = val`` where ``val`` is Python code of a value of type ``vt``."""
         if isinstance(lhs, ir.DontCareExpr):
             return
@@ -959,7 +987,8 @@ class Gen:
             new = f"(({unsigned(L, bt)} & {keep:#x}) | ((({val}) & {m:#x}) << {lo}))"
             self.w(f"{L} = {from_unsigned(new, bt)}")
             return
-        L = self.lv(lhs)
+        if L is None:
+            L = self.lv(lhs)
         lt = lhs.type
         if is_composite(lt):
             self.w(f"{L}._set({val})")
@@ -1001,11 +1030,26 @@ class Gen:
 
     def st_AssignStmt(self, s: ir.AssignStmt) -> None:
         self.comment(s)
+        L = None
+        if not isinstance(s.lhs, ir.SliceExpr) and any(isinstance(n, ir.CallExpr) for n in _walk(s.lhs)):
+            # the left side is evaluated first (its index may have side effects),
+            # and only once for ``a op= b``
+            L = self.lv(s.lhs)
+            r = s.rhs
+            while isinstance(r, ir.CastExpr):
+                r = r.expr
+            if isinstance(r, ir.BinaryExpr):
+                left = r.left
+                while isinstance(left, ir.CastExpr):
+                    left = left.expr
+                if expr_text(left) == expr_text(s.lhs):
+                    self.override[id(left)] = L
         v = self.ex_val(s.rhs) if is_composite(s.lhs.type) else self.ex(s.rhs)
-        self.assign(s.lhs, v, s.rhs.type, s.loc)
+        self.assign(s.lhs, v, s.rhs.type, s.loc, L)
 
     def st_CallStmt(self, s: ir.CallStmt) -> None:
-        self.comment(s)
+        if not self._is_table_apply(s.call):
+            self.comment(s)
         self.call(s.call, want=False)
 
     def st_VarDecl(self, s: ir.VarDecl) -> None:
@@ -1047,15 +1091,87 @@ class Gen:
                 self.stmt(e)
             break
 
+    @contextmanager
+    def loop(self) -> Iterator[None]:
+        """A P4 loop: a ``return`` inside it must also leave the return wrapper."""
+        fr = self.ret[-1] if self.ret else None
+        if fr is not None and fr[1] == "break" and fr[3] == 0:
+            self.w(f"{fr[2]} = False")
+        if fr is not None:
+            fr[3] += 1
+        try:
+            yield
+        finally:
+            if fr is not None:
+                fr[3] -= 1
+                if fr[1] == "break":
+                    self.w(f"if {fr[2]}:")
+                    self.w("    break")
+
+    def st_ForStmt(self, s: ir.ForStmt) -> None:
+        self.comment(s, "for")
+        saved = dict(self.env)
+        self.stmts(s.init)
+        first = self.fresh("first")
+        self.w(f"{first} = True")
+        with self.loop():
+            self.w("while True:")
+            with self.indent():
+                if s.update:
+                    self.w(f"if not {first}:")
+                    with self.indent():
+                        self.stmts(s.update)
+                self.w(f"{first} = False")
+                if s.cond is not None:
+                    c = self.ex(s.cond)
+                    self.w(f"if not {c}:")
+                    self.w("    break")
+                self.stmt(s.body)
+        self.env = saved
+
+    def st_ForInStmt(self, s: ir.ForInStmt) -> None:
+        self.comment(s, "for")
+        saved = dict(self.env)
+        d = s.decl
+        if isinstance(d, ir.VarDecl) and id(d) not in self.env:
+            self.st_VarDecl(d)
+        var = self.env.get(id(d)) if d is not None else None
+        if var is None:
+            raise P4Unsupported(s.loc, "for-in loop variable")
+        c = s.collection
+        ct = base_t(c.type)
+        if isinstance(c, ir.BinaryExpr) and c.op == "..":
+            lo, hi = self._seq2(c.left, c.right)
+            it = f"range({lo}, ({hi}) + 1)"
+        elif isinstance(ct, T.Stack):
+            it = f"{self.ex(c)}.e"
+        elif isinstance(c, ir.ListExpr):
+            it = "(" + "".join(self.ex(x) + ", " for x in c.elems) + ")"
+        else:
+            it = self.ex(c)
+        with self.loop():
+            self.w(f"for {var} in {it}:")
+            with self.indent():
+                self.stmt(s.body)
+        self.env = saved
+
+    def st_BreakStmt(self, s: ir.BreakStmt) -> None:
+        self.w("break")
+
+    def st_ContinueStmt(self, s: ir.ContinueStmt) -> None:
+        self.w("continue")
+
     def st_ExitStmt(self, s: ir.ExitStmt) -> None:
         self.w("raise EXIT")
 
     def st_ReturnStmt(self, s: ir.ReturnStmt) -> None:
         if not self.ret:
             raise P4Unsupported(s.loc, "return here")
-        var, mode = self.ret[-1]
+        var, mode, flag, depth = self.ret[-1]
         if s.value is not None and var is not None:
             self.w(f"{var} = {self.ex_val(s.value)}")
+        if mode == "break" and depth:
+            self.w(f"{flag} = True")
         self.w("return" if mode == "return" else "break")
 
     def st_SwitchStmt(self, s: ir.SwitchStmt) -> None:
@@ -1070,10 +1186,8 @@ class Gen:
         pending: list[str] = []
         first = True
         default_body: ir.BlockStmt | None = None
-        saw_default = False
         for c in s.cases:
             if isinstance(c.label, ir.DefaultExpr):
-                saw_default = True
                 if c.body is None:
                     continue
                 default_body = c.body
@@ -1103,15 +1217,12 @@ class Gen:
                 self.w("else:")
                 with self.indent():
                     self.stmt(default_body)
-        del saw_default
 
     def _action_label(self, e: ir.Expr) -> str:
         if isinstance(e, ir.PathExpr):
             d = self.decl_by_name.get(e.name)
             if isinstance(d, ir.ActionDecl):
                 return self.action_name(d)
-            for k, v in self.action_prefix.items():
-                pass
             return f"{self.prefix}.{e.name}" if self.prefix else e.name
         raise P4Unsupported(e.loc, "switch label")
 
@@ -1144,6 +1255,11 @@ class Gen:
                 d = getattr(base, "decl", None)
                 if isinstance(d, ir.InstantiationDecl):
                     return self.apply_instance(d, ce)
+                if isinstance(d, ir.Param) and id(d) in self.inst_alias:
+                    inst, pfx = self.inst_alias[id(d)]
+                    return self.apply_instance(inst, ce, pfx)
+                if isinstance(d, (ir.ControlDecl, ir.ParserDecl)):
+                    return self.apply_instance(self.anon_instance(d, d.name), ce)
                 raise P4Unsupported(ce.loc, f"apply of {base.type}")
             if isinstance(bt, T.Extern):
                 return self.extern_method(base, bt, m, ce, want)
@@ -1226,14 +1342,14 @@ class Gen:
         if wrapped:
             self.w("while True:")
             self.ind += 1
-            self.ret.append((ret_var, "break"))
+            self.ret.append([ret_var, "break", self.fresh("ret"), 0])
             self.stmt(body)
             self.w("break")
             self.ret.pop()
             self.ind -= 1
         else:
             self.stmt(body)
-        if len(self.buf) == n0:
+        if not self.code_since(n0):
             self.w("pass")
         if guard:
             self.ind -= 1
@@ -1300,13 +1416,25 @@ class Gen:
         d = self.decl_by_name.get(getattr(tn, "name", ""))
         return d
 
-    def apply_instance(self, inst: ir.InstantiationDecl, ce: ir.CallExpr) -> str | None:
+    def anon_instance(self, d: Any, name: str) -> ir.InstantiationDecl:
+        """The implicit instance of ``Ctrl.apply()`` / a ``Ctrl()`` argument."""
+        key = (id(d), name)
+        inst = self.anon.get(key)
+        if inst is None:
+            inst = ir.InstantiationDecl(loc=d.loc, name=name, type=ir.TypeName(loc=d.loc, name=d.name))
+            inst.type.resolved = T.Block("control" if isinstance(d, ir.ControlDecl) else "parser",
+                                         d.name, d)
+            self.anon[key] = inst
+        return inst
+
+    def apply_instance(self, inst: ir.InstantiationDecl, ce: ir.CallExpr,
+                       decl_prefix: str | None = None) -> str | None:
         d = self.block_decl_of(inst)
         if isinstance(d, ir.ControlDecl):
             saved_env = dict(self.env)
             saved_prefix = self.prefix
             saved_ret = self.ret
-            prefix = self.cp_name(inst)
+            prefix = self.cp_name(inst, decl_prefix)
             self.w(f"# control {prefix} ({d.name})")
             outs = self.bind_params(d.params, self._ordered_args(d.params, ce.args), ce.loc)
             self.bind_ctor(d, inst)
@@ -1323,7 +1451,7 @@ class Gen:
                 raise P4Unsupported(ce.loc, "a parser applied outside a parser")
             saved_env = dict(self.env)
             saved_prefix = self.prefix
-            prefix = self.cp_name(inst)
+            prefix = self.cp_name(inst, decl_prefix)
             self.w(f"# parser {prefix} ({d.name})")
             outs = self.bind_params(d.params, self._ordered_args(d.params, ce.args), ce.loc)
             self.bind_ctor(d, inst)
@@ -1351,6 +1479,21 @@ class Gen:
                 if p.default is None:
                     raise P4Error(inst.loc, f"missing constructor argument '{p.name}'")
                 a = p.default
+            if isinstance(a, ir.PathExpr) and isinstance(a.decl, ir.InstantiationDecl):
+                if isinstance(self.block_decl_of(a.decl), (ir.ControlDecl, ir.ParserDecl)):
+                    self.inst_alias[id(p)] = (a.decl, self.prefix)
+                else:
+                    self.env[id(p)] = self.bind_instance(a.decl)
+                continue
+            if isinstance(a, ir.PathExpr) and isinstance(a.decl, ir.Param) and id(a.decl) in self.inst_alias:
+                self.inst_alias[id(p)] = self.inst_alias[id(a.decl)]
+                continue
+            if isinstance(a, ir.CallExpr) and isinstance(getattr(a.func, "decl", None),
+                                                         (ir.ControlDecl, ir.ParserDecl)):
+                sub = self.anon_instance(a.func.decl, p.name)
+                sub.args = a.args
+                self.inst_alias[id(p)] = (sub, f"{self.prefix}.{inst.name}" if self.prefix else inst.name)
+                continue
             if isinstance(a, ir.CallExpr) or isinstance(base_t(a.type), (T.Extern, T.Block)):
                 raise P4Unsupported(inst.loc, "constructor arguments that are objects")
             self.env[id(p)] = "(" + self.ex(a) + ")"
@@ -1396,7 +1539,7 @@ class Gen:
             return self.env[id(d)]
         r = d.type.resolved
         ename = getattr(r, "name", None) or getattr(getattr(d.type, "base", d.type), "name", "")
-        name = self.cp_name(d, "" if id(d) in self.toplevel_ids else None)
+        name = self.inst_name(d)
         targs = list(getattr(r, "type_args", []) or [])
         argv = [a.value for a in d.args]
         if ename == "register":
@@ -1689,8 +1832,23 @@ class Gen:
         t = base_t(target.type)
         if not isinstance(t, T.Header):
             raise P4Unsupported(loc, f"extract into {target.type}")
+        if isinstance(target, ir.DontCareExpr):
+            nb = t.bit_width() // 8
+            self.w(f"if off + {nb} > len(pkt):")
+            self.w(f"    raise ParserError({ERR_PACKET_TOO_SHORT})")
+            self.w(f"off += {nb}")
+            return
         stack_next = (isinstance(target, ir.MemberExpr) and target.member in ("next",)
                       and isinstance(base_t(target.expr.type), T.Stack))
+        union_member = None
+        if (isinstance(target, ir.MemberExpr) and isinstance(target.expr, ir.MemberExpr)
+                and target.expr.member == "next"
+                and isinstance(base_t(target.expr.expr.type), T.Stack)):
+            # hdr.u.next.member: a stack of header unions
+            union_member = target.member
+            stack_next = True
+            utype = base_t(target.expr.type)
+            target = target.expr
         cls = self.class_of(t, loc)
         hdr = self.class_decls[t.name]
         fixed = sum(scalar_width(f.type) for f in hdr.fields
@@ -1704,6 +1862,9 @@ class Gen:
             self.w(f"if {sv}.nextIndex >= {size}:")
             self.w(f"    raise ParserError({ERR_STACK_OOB})")
             L = f"{sv}.e[{sv}.nextIndex]"
+            if union_member is not None:
+                U = L
+                L = f"{U}.{fname(union_member)}"
         else:
             L = self.lv(target)
         if has_var:
@@ -1728,6 +1889,10 @@ class Gen:
             self.w(f"    raise ParserError({ERR_PACKET_TOO_SHORT})")
             self.w(f"{L}._ext(pkt, off)")
             self.w(f"off += {nb}")
+        if union_member is not None:
+            for f in utype.fields:
+                if f.name != union_member:
+                    self.w(f"{U}.{fname(f.name)}._valid = False")
         if stack_next:
             self.w(f"{sv}.nextIndex += 1")
         else:
@@ -1743,6 +1908,22 @@ class Gen:
             self.w(f"    raise ParserError({ERR_PACKET_TOO_SHORT})")
             raw = f"(int.from_bytes(pkt[off:off + {nb}], 'big') >> {nb * 8 - W})"
             self.w(f"{tmp} = {from_unsigned(raw, b)}")
+            return tmp
+        if isinstance(b, T.Struct):
+            cls = self.class_of(b, loc)
+            leaves = self.leaves([(f.name, fname(f.name), f.type) for f in b.fields])
+            W = sum(scalar_width(ft, loc) for _, _, ft in leaves)
+            nb = (W + 7) // 8
+            self.w(f"if off + {nb} > len(pkt):")
+            self.w(f"    raise ParserError({ERR_PACKET_TOO_SHORT})")
+            v = self.fresh("v")
+            self.w(f"{v} = int.from_bytes(pkt[off:off + {nb}], 'big') >> {nb * 8 - W}")
+            self.w(f"{tmp} = {cls}()")
+            sh = W
+            for _, p, ft in leaves:
+                wd = scalar_width(ft, loc)
+                sh -= wd
+                self.w(f"{tmp}.{p} = {from_unsigned(f'(({v} >> {sh}) & {mask_of(wd):#x})', ft)}")
             return tmp
         if isinstance(b, T.Header):
             cls = self.class_of(b, loc)
@@ -1820,6 +2001,7 @@ class Gen:
         else:
             dname = "NoAction"
             dargs = []
+            self.info.actions.setdefault("NoAction", ActionInfo("NoAction", []))
         entries = []
         for i, en in enumerate(d.entries):
             entries.append(self.entry_info(d, en, keys))
@@ -1828,6 +2010,8 @@ class Gen:
                        default_args=dargs, default_const=d.default_action_const,
                        entries=entries, entries_const=d.entries_const, size=size,
                        default_only_actions=default_only, table_only_actions=table_only)
+        if any(ir.find_annotation(en.annotations, "priority") for en in d.entries):
+            ti.largest_priority_wins = False  # BMv2's @priority: smaller wins
         lpw = d.properties.get("largest_priority_wins")
         if lpw is not None:
             ti.largest_priority_wins = bool(self.const(lpw))
@@ -1835,7 +2019,7 @@ class Gen:
         if ctr is not None:
             cd = getattr(ctr, "decl", None)
             if isinstance(cd, ir.InstantiationDecl):
-                cname = self.cp_name(cd)
+                cname = self.inst_name(cd)
                 kind = self.enum_member(cd.args[0].value)
                 self.info.counters[cname] = CounterInfo(cname, 0, kind, direct_table=name)
                 ti.direct_counter = cname
@@ -1843,7 +2027,7 @@ class Gen:
         if mtr is not None:
             md = getattr(mtr, "decl", None)
             if isinstance(md, ir.InstantiationDecl):
-                mname = self.cp_name(md)
+                mname = self.inst_name(md)
                 kind = self.enum_member(md.args[0].value)
                 self.info.meters[mname] = MeterInfo(mname, 0, kind, direct_table=name)
                 ti.direct_meter = mname
@@ -1957,7 +2141,7 @@ class Gen:
         first = True
         for ref in d.actions:
             ad = ref.decl if ref.decl is not None else self.decl_by_name.get(ref.name)
-            if not ad.body.stmts:
+            if not ad.body.stmts and not any(p.direction for p in ad.params):
                 continue
             an = self.action_name(ad)
             self.w(f"{'if' if first else 'elif'} {a} == {an!r}:")
@@ -2104,7 +2288,7 @@ class Gen:
     # ======================================================================
     # Top level
 
-    def pipeline_fn(self, fname_: str, d: Any, kind: str) -> list[str]:
+    def pipeline_fn(self, fname_: str, d: Any, kind: str, role: str = "") -> list[str]:
         """One generated function for a top-level parser/control block."""
         self.env = {}
         self.prefix = self.cp_name(d, "")
@@ -2125,6 +2309,12 @@ class Gen:
                 self.w(f"{name} = st.{tgt}")
                 self.env[id(p)] = name
                 self.top_params[name] = tgt
+            bargs = getattr(self.checked, "block_args", {}).get(role, {})
+            for p in d.ctor_params:
+                v = bargs.get(p.name, p.default)
+                if v is None:
+                    raise P4Error(d.loc, f"no value for constructor parameter '{p.name}'")
+                self.env[id(p)] = "(" + self.ex(v) + ")"
             for p in d.params:
                 if isinstance(base_t(p.type.resolved), T.Extern):
                     self.env[id(p)] = "_out" if kind == "deparser" else "pkt"
@@ -2150,7 +2340,7 @@ class Gen:
                 self.ind += 1
                 n0 = len(self.buf)
                 self.locals_init(d.locals)
-                self.ret.append((None, "return" if kind != "deparser" else "break"))
+                self.ret.append([None, "return" if kind != "deparser" else "break", self.fresh("ret"), 0])
                 if kind == "deparser" and contains_return(d.body):
                     self.w("while True:")
                     self.ind += 1
@@ -2160,7 +2350,7 @@ class Gen:
                 else:
                     self.stmt(d.body)
                 self.ret.pop()
-                if len(self.buf) == n0:
+                if not self.code_since(n0):
                     self.w("pass")
                 self.ind -= 1
                 self.w("except P4Exit:")
@@ -2187,7 +2377,7 @@ class Gen:
                  ("compute_checksum", "compute_checksum"), ("deparse", "deparser")]
         for fn, key in order:
             kind = {"parser": "parser", "deparser": "deparser"}.get(key, "control")
-            fns.append(self.pipeline_fn(fn, blocks[key], kind))
+            fns.append(self.pipeline_fn(fn, blocks[key], kind, key))
         hc = self.class_of(hdr_t)
         mc = self.class_of(meta_t)
         smc = self.class_of(sm_t) if sm_t is not None else None
@@ -2202,7 +2392,8 @@ class Gen:
         a("    ActionInfo, CounterInfo, DigestInfo, EntryInfo, KeyInfo, MeterInfo, ParamInfo,")
         a("    ProgramInfo, RegisterInfo, TableInfo, PacketState)")
         a("from switches.soft.backend.rtlib import (")
-        a("    EXIT, HeaderStack, P4AssertionError, P4Exit, ParserError, Program, stack_index)")
+        a("    EXIT, HeaderStack, P4AssertionError, P4Exit, ParserError, Program, stack_index,")
+        a("    stack_index_p)")
         a("")
         a("")
         for c in self.class_src:

@@ -88,6 +88,13 @@ def stack_index(stack: HeaderStack, i: int) -> Any:
     return stack.e[0].__class__()
 
 
+def stack_index_p(stack: HeaderStack, i: int) -> Any:
+    """Element ``i`` read in a parser: out of range is error.StackOutOfBounds."""
+    if 0 <= i < stack.size:
+        return stack.e[i]
+    raise ParserError(3)
+
+
 class Program:
     """The CompiledProgram returned by a generated ``make_program``."""
 
@@ -99,5 +106,5 @@ class Program:
 
 __all__ = [
     "P4Exit", "EXIT", "ParserError", "P4AssertionError", "HeaderStack",
-    "stack_index", "Program", "PacketState",
+    "stack_index", "stack_index_p", "Program", "PacketState",
 ]

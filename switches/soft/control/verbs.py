@@ -19,7 +19,9 @@ meter_array_set_rates, meter_set_rates, meter_get_rates, mc_mgrp_create,
 mc_mgrp_destroy, mc_node_create, mc_node_update, mc_node_associate,
 mc_node_dissociate, mc_node_destroy, mc_dump, mirroring_add,
 mirroring_add_mc, mirroring_delete, mirroring_get, set_queue_depth,
-set_queue_rate, get_time_elapsed, reset_state, help.
+set_queue_rate, set_crc16_parameters, set_crc32_parameters (the soft
+target has one parameter set per width for all ``*_custom`` hashes, the
+name is not checked), get_time_elapsed, reset_state, help.
 
 Soft-target extensions (BMv2 has no equivalent):
 - ``set_port_rate_bps <bps> [<port>]``: line rate of an egress port in bits/s
@@ -213,14 +215,14 @@ class ControlPlane:
         if len(tokens) != len(params):
             raise CommandError(f"Action {action} needs {len(params)} parameters, got "
                                f"{len(tokens)}")
-        return [parse_value(t, p.width, f"parameter {p.name}") for t, p in zip(tokens, params)]
+        return [parse_value(t, p.width, f"parameter {p.name}") for t, p in zip(tokens, params, strict=False)]
 
     def _match(self, table: Table, tokens: list[str]) -> list[Any]:
         if len(tokens) != len(table.keys):
             raise CommandError(f"Table {table.name} needs {len(table.keys)} key fields, got "
                                f"{len(tokens)}")
         out: list[Any] = []
-        for tok, k in zip(tokens, table.keys):
+        for tok, k in zip(tokens, table.keys, strict=False):
             w = k.width
             what = f"key {k.name}"
             kind = k.match_kind
@@ -263,7 +265,7 @@ class ControlPlane:
     @staticmethod
     def _key_str(table: Table, matches: list[Any]) -> str:
         parts = []
-        for m, k in zip(matches, table.keys):
+        for m, k in zip(matches, table.keys, strict=False):
             w = k.width
             kind = k.match_kind
             if kind == "lpm":
@@ -280,7 +282,7 @@ class ControlPlane:
                   fmt: Callable[[int, int], str] = _colon) -> str:
         ainfo = self.sw.info.actions.get(action)
         params = ainfo.params if ainfo is not None else []
-        return sep.join(fmt(a, p.width) for a, p in zip(args, params))
+        return sep.join(fmt(a, p.width) for a, p in zip(args, params, strict=False))
 
     # -- tables -----------------------------------------------------------------
     def do_table_add(self, args: list[str]) -> str:
@@ -312,9 +314,9 @@ class ControlPlane:
         e = table.get_entry(handle)
         return "\n".join([
             f"Adding entry to {table.match_type} match table {tname}",
-            "{0:20} {1}".format("match key:", self._key_str(table, e.matches)),
-            "{0:20} {1}".format("action:", aname),
-            "{0:20} {1}".format("runtime data:", self._data_str(action, values)),
+            "{:20} {}".format("match key:", self._key_str(table, e.matches)),
+            "{:20} {}".format("action:", aname),
+            "{:20} {}".format("runtime data:", self._data_str(action, values)),
             f"Entry has been added with handle {handle}",
         ])
 
@@ -329,8 +331,8 @@ class ControlPlane:
         table.set_default(action, values)
         return "\n".join([
             f"Setting default action of {tname}",
-            "{0:20} {1}".format("action:", aname),
-            "{0:20} {1}".format("runtime data:", self._data_str(action, values)),
+            "{:20} {}".format("action:", aname),
+            "{:20} {}".format("runtime data:", self._data_str(action, values)),
         ])
 
     def do_table_reset_default(self, args: list[str]) -> str:
@@ -371,7 +373,7 @@ class ControlPlane:
     def _dump_entry(self, table: Table, e: Any) -> list[str]:
         w = max([20] + [len(k.name) for k in table.keys])
         lines = [f"Dumping entry {hex(e.handle)}", "Match key:"]
-        for m, k in zip(e.matches, table.keys):
+        for m, k in zip(e.matches, table.keys, strict=False):
             kw = k.width
             kind = k.match_kind
             if kind == "lpm":
@@ -412,7 +414,7 @@ class ControlPlane:
         lines = []
         for name, t in sorted(self.sw.tables.items()):
             mk = ",\t".join(f"{k.name}({k.match_kind}, {k.width})" for k in t.keys)
-            lines.append("{0:30} [implementation=None, mk={1}]".format(name, mk))
+            lines.append(f"{name:30} [implementation=None, mk={mk}]")
         return "\n".join(lines)
 
     def do_table_show_actions(self, args: list[str]) -> str:
@@ -422,7 +424,7 @@ class ControlPlane:
         for a in table.info.actions:
             ainfo = self.sw.info.actions.get(a)
             params = ",\t".join(f"{p.name}({p.width})" for p in (ainfo.params if ainfo else []))
-            lines.append("{0:30} [{1}]".format(a, params))
+            lines.append(f"{a:30} [{params}]")
         return "\n".join(lines)
 
     # -- counters -----------------------------------------------------------------
@@ -559,8 +561,9 @@ class ControlPlane:
         self._minargs(args, 1, "meter_array_set_rates <name> <rate_1>:<burst_1> <rate_2>:<burst_2>")
         full = self._meter_name(args[0])
         rates = self._rates(args[1:])
-        if self.sw.info.meters[full].direct_table:
-            for e in self.sw.tables[self.sw.info.meters[full].direct_table].entries.values():
+        direct = self.sw.info.meters[full].direct_table
+        if direct:
+            for e in self.sw.tables[direct].entries.values():
                 if e.meter is not None:
                     e.meter.set_rates(rates)
         else:
@@ -743,8 +746,8 @@ class ControlPlane:
 
     def do_set_priority_weights(self, args: list[str]) -> str:
         nq = self.sw.priority_queues
-        usage = ("set_priority_weights <egress_port> <w_prio0> ... <w_prio%d> | "
-                 "set_priority_weights <egress_port> strict  (soft-target extension)" % (nq - 1))
+        usage = (f"set_priority_weights <egress_port> <w_prio0> ... <w_prio{nq - 1}> | "
+                 "set_priority_weights <egress_port> strict  (soft-target extension)")
         self._minargs(args, 2, usage)
         port = _parse_nonneg(args[0], "egress_port")
         if args[1:] == ["strict"]:
@@ -754,11 +757,40 @@ class ControlPlane:
         if len(ws) != nq:
             raise CommandError(f"Expected {nq} weights (one per priority queue), got {len(ws)} "
                                f"(usage: {usage})")
-        for tok, w in zip(args[1:], ws):
+        for tok, w in zip(args[1:], ws, strict=False):
             if w < 1:
                 raise CommandError(f"Invalid weight '{tok}': weights must be positive integers")
         self.sw.tm.set_priority_weights(port, ws)
         return ""
+
+    # -- hash parameters -------------------------------------------------------------
+    def _crc_params(self, args: list[str], width: int) -> str:
+        usage = (f"set_crc{width}_parameters <name> <polynomial> <initial remainder> "
+                 "<final xor value> <reflect data?> <reflect remainder?>")
+        self._nargs(args, 6, usage)
+        vals = [parse_value(a, width, what) for a, what in
+                zip(args[1:4], ("polynomial", "initial remainder", "final xor value"),
+                    strict=True)]
+        flags = []
+        for tok in args[4:6]:
+            low = tok.lower()
+            if low in ("true", "1"):
+                flags.append(True)
+            elif low in ("false", "0"):
+                flags.append(False)
+            else:
+                raise CommandError(f"Invalid bool parameter '{tok}' (true/false)")
+        cfg = self.sw.hashes.crc16_custom if width == 16 else self.sw.hashes.crc32_custom
+        cfg.poly, cfg.init, cfg.xor_out = vals
+        cfg.refin, cfg.refout = flags
+        cfg.rebuild()
+        return ""
+
+    def do_set_crc16_parameters(self, args: list[str]) -> str:
+        return self._crc_params(args, 16)
+
+    def do_set_crc32_parameters(self, args: list[str]) -> str:
+        return self._crc_params(args, 32)
 
     # -- misc ---------------------------------------------------------------------------
     def do_get_time_elapsed(self, args: list[str]) -> str:
@@ -817,6 +849,10 @@ _HELP = {
     "set_port_rate_bps": "set_port_rate_bps <bps> [<egress_port>]  (soft-target extension)",
     "set_priority_weights": "set_priority_weights <egress_port> <w_prio0> <w_prio1> ... | strict"
                             "  (soft-target extension: weighted DRR among priorities)",
+    "set_crc16_parameters": "set_crc16_parameters <name> <poly> <init> <xor> <refin> <refout>"
+                            "  (applies to every crc16_custom hash of the program)",
+    "set_crc32_parameters": "set_crc32_parameters <name> <poly> <init> <xor> <refin> <refout>"
+                            "  (applies to every crc32_custom hash of the program)",
     "get_time_elapsed": "get_time_elapsed  (microseconds since the switch started)",
     "reset_state": "reset_state  (clear runtime entries, registers, counters, meters, PRE)",
     "help": "help [command]",

@@ -9,7 +9,7 @@ Syntax errors raise ``P4Error``; valid but unimplemented syntax raises
 from __future__ import annotations
 
 import os
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from . import ir
 from .parser import parse_tokens

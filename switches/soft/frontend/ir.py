@@ -40,7 +40,7 @@ class Annotation(Node):
     """
 
     name: str
-    args: list["Expr"] = field(default_factory=list)
+    args: list[Expr] = field(default_factory=list)
     raw: str = ""
 
 
@@ -64,13 +64,13 @@ class TypeRef(Node):
 class TypeBits(TypeRef):
     """``bit<W>`` (signed=False) or ``int<W>`` (signed=True); ``bit`` alone is bit<1>."""
 
-    width: "Expr"
+    width: Expr
     signed: bool = False
 
 
 @dataclass(kw_only=True)
 class TypeVarbit(TypeRef):
-    max_width: "Expr"
+    max_width: Expr
 
 
 @dataclass(kw_only=True)
@@ -127,7 +127,7 @@ class TypeStack(TypeRef):
     """Header stack ``elem[size]``."""
 
     elem: TypeRef
-    size: "Expr"
+    size: Expr
 
 
 @dataclass(kw_only=True)

@@ -84,7 +84,7 @@ class Token:
             loc = self._loc = Location(self.file, self.line, self.col)
         return loc
 
-    def moved(self, like: "Token", ws: bool) -> "Token":
+    def moved(self, like: Token, ws: bool) -> Token:
         """A copy placed at ``like``'s location (macro expansion)."""
         t = Token(self.kind, self.value, self.text, like.file, like.line, like.col, like.nl, ws)
         t._loc = like._loc
@@ -159,7 +159,7 @@ def tokenize(text: str, file: str) -> list[Token]:
             nl = ws = False
             pos += 1
             continue
-        g = m.lastindex
+        g = m.lastindex or 0
         s = m.group(g)
         end = m.end()
         if g == 1:

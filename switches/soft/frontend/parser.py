@@ -9,7 +9,17 @@ Casts: ``(X) e`` is a cast when ``X`` is a base type or a type name declared
 earlier (typedef, header, struct, enum, extern, ...) or a type parameter in
 scope, and the token after ``)`` can start an expression.
 
-``a op= b`` (``+=`` etc.) is read as ``a = a op b``.
+Shapes later passes can rely on:
+- ``a op= b`` (``+=`` etc.) is read as ``a = a op b`` (``a`` copied).
+- ``e[b +: w]`` is ``SliceExpr(hi=b + (w - 1), lo=b)``.
+- ``error.X`` is ``MemberExpr(PathExpr('error'), 'X')``; ``this`` is ``PathExpr('this')``.
+- ``T {f = 1}`` is a ``StructExpr`` with ``type_name``; ``T {1, 2}`` is
+  ``CastExpr(T, ListExpr)``.
+- ``_`` is ``DontCareExpr`` (``TypeDontCare`` as a type argument).
+- A select case with a tuple keyset ``(a, b)`` has a ``ListExpr`` keyset; a
+  table entry always has one key expression per key element in ``keys``.
+- ``ActionRef.name`` drops a leading ``.``.
+- ``T(args) name;`` inside a block is an ``InstantiationDecl`` statement.
 """
 
 from __future__ import annotations
@@ -535,7 +545,6 @@ class Parser:
     def typed_decl(self, annos: list[ir.Annotation], top: bool) -> ir.Decl:
         """Instantiation ``T(args) n;``, function ``T f(...) {...}`` (top level) or
         variable ``T n [= e];`` (inside parsers and controls)."""
-        start = self.tok
         ty = self.type_ref()
         if self.tok.kind == "(":
             args = self.arguments()
@@ -560,9 +569,12 @@ class Parser:
         if self.accept("="):
             init = self.expression()
         if top and self.tok.kind != ";":
+            if isinstance(ty, ir.TypeName) and not self.is_type(ty.name) and \
+                    self.tok.kind == "{":
+                raise P4Error(ty.loc, f"'{ty.name}' is neither a declaration keyword nor a "
+                                      "declared type")
             raise self.error("'(' or ';'", f"after '{name.value}'")
         self.expect(";", f"after the declaration of '{name.value}'")
-        del start
         return ir.VarDecl(loc=name.loc, name=str(name.value), annotations=annos, type=ty,
                           init=init)
 
@@ -591,7 +603,7 @@ class Parser:
                 return ir.ParserTypeDecl(loc=name.loc, name=pname, annotations=annos,
                                          type_params=tps, params=ps)
             ctor = self.params("") if self.tok.kind == "(" else []
-            open_tok = self.expect("{", f"after the parameters of parser '{pname}'")
+            open_tok = self.expect("{", f"or ';' after the parameters of parser '{pname}'")
             locals_: list[ir.Decl] = []
             states: list[ir.ParserState] = []
             while self.tok.kind != "}":
@@ -731,7 +743,7 @@ class Parser:
                 return ir.ControlTypeDecl(loc=name.loc, name=cname, annotations=annos,
                                           type_params=tps, params=ps)
             ctor = self.params("") if self.tok.kind == "(" else []
-            open_tok = self.expect("{", f"after the parameters of control '{cname}'")
+            open_tok = self.expect("{", f"or ';' after the parameters of control '{cname}'")
             locals_: list[ir.Decl] = []
             body: ir.BlockStmt | None = None
             while self.tok.kind != "}":
@@ -1214,13 +1226,16 @@ class Parser:
         raise self.error("an expression")
 
     def int_lit(self, t: Token) -> ir.IntLit:
-        value, width, signed, base = t.value  # type: ignore[misc]
+        lit: tuple[int, int | None, bool, int] = t.value  # type: ignore[assignment]
+        value, width, signed, base = lit
         if width is not None and width == 0 and signed:
             raise P4Error(t.loc, f"invalid integer literal '{t.text}': int<0> has no values")
         return ir.IntLit(loc=t.loc, value=value, width=width, signed=signed, base=base)
 
     def brace_expr(self) -> ir.Expr:
         open_tok = self.advance()
+        if self.tok.kind == "#" and self.peek().kind == "}":
+            raise P4Unsupported(open_tok.loc, "the invalid header expression '{#}'")
         if self.tok.kind == "ID" and self.peek().kind == "=":
             fields: list[tuple[str, ir.Expr]] = []
             while self.tok.kind != "}":
@@ -1284,7 +1299,8 @@ class Parser:
                 else:
                     self.expect_close("]", t, "index")
                     e = ir.IndexExpr(loc=start, expr=e, index=a)
-            elif k == "<" and isinstance(e, (ir.PathExpr, ir.MemberExpr)):
+            elif k == "<" and isinstance(e, (ir.PathExpr, ir.MemberExpr)) and \
+                    self.starts_type_arg(self.peek()):
                 # f<T>(...) : a call with type arguments, else a comparison.
                 saved = self.save()
                 try:
@@ -1303,6 +1319,15 @@ class Parser:
                 e = ir.CallExpr(loc=e.loc, func=e, type_args=targs, args=args)
             else:
                 return e
+
+    def starts_type_arg(self, t: Token) -> bool:
+        """Can ``t`` start a type argument (so ``f < t`` may be ``f<t>(...)``)?"""
+        k = t.kind
+        if k in _BASE_TYPE_KW or k == "void" or k == "error":
+            return True
+        if k == "ID":
+            return t.value == "_" or self.is_type(str(t.value))
+        return k == "." and self.peek(2).kind == "ID" and self.is_type(str(self.peek(2).value))
 
     def arguments(self) -> list[ir.Argument]:
         open_tok = self.expect("(")
@@ -1327,7 +1352,11 @@ class Parser:
 
 def parse_tokens(toks: list[Token]) -> list[ir.Decl]:
     """Parse a preprocessed token list (ending with an EOF token)."""
-    return Parser(toks).program()
+    p = Parser(toks)
+    try:
+        return p.program()
+    except RecursionError:
+        raise P4Error(p.tok.loc, "expression or statement nested too deeply") from None
 
 
 __all__ = ["Parser", "parse_tokens", "Location"]

@@ -15,8 +15,8 @@ expressions), ``#error``, ``#pragma once``.  Line markers (``#line``,
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from .lexer import Token, eof_token, parse_int, tokenize
 from .source import Location, P4Error
@@ -41,7 +41,7 @@ def _lex_file(path: str) -> tuple[list[Token], Token]:
     if hit is not None:
         return hit
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
+        with open(path, encoding="utf-8-sig", errors="replace") as f:
             text = f.read()
     except OSError as e:
         raise P4Error(Location(path, 0, 0), f"cannot read file: {e.strerror}") from None
@@ -62,7 +62,7 @@ class Macro:
         self.body = body
         self.loc = loc
         self.pastes = any(
-            a.kind == "#" and b.kind == "#" and not b.ws for a, b in zip(body, body[1:])
+            a.kind == "#" and b.kind == "#" and not b.ws for a, b in zip(body, body[1:], strict=False)
         )
 
 
@@ -86,7 +86,8 @@ class _CondFrame:
 
 
 class Preprocessor:
-    """Expands one program.  ``files`` lists every file read, in order."""
+    """Expands one program.  ``files`` lists every file read, once each, in the
+    order first read."""
 
     def __init__(self, include_dirs: tuple[str, ...] | list[str] = (),
                  defines: Mapping[str, object] | None = None) -> None:
@@ -119,7 +120,8 @@ class Preprocessor:
     # -- files --------------------------------------------------------------
 
     def _include(self, path: str, out: list[Token]) -> Token:
-        self.files.append(path)
+        if path not in self.files:
+            self.files.append(path)
         toks, eof = _lex_file(path)
         self._process(toks, path, os.path.dirname(path) or ".", out)
         return eof
@@ -522,10 +524,10 @@ class _CondEval:
         if k == "INT":
             return t.value[0]  # type: ignore[index]
         if k == "BADNUM":
-            v = parse_int(t.text.rstrip("uUlL"))
-            if v is None:
+            lit = parse_int(t.text.rstrip("uUlL"))
+            if lit is None:
                 raise P4Error(t.loc, f"invalid integer literal '{t.text}'")
-            return v[0]
+            return lit[0]
         if k == "ID" or t.text.isidentifier():
             return 1 if t.text == "true" else 0
         raise P4Error(t.loc, f"unexpected {t.describe()} in #{self.d.text} expression")

@@ -18,11 +18,17 @@ Annotation contract (what the backend may rely on after ``check``):
   the expression in an ``ir.CastExpr`` (``.to.resolved`` and ``.type`` set).  A
   serializable enum used where its underlying ``bit<W>`` is expected is
   likewise wrapped in a ``CastExpr`` to the underlying type (folded to an
-  ``IntLit`` when the operand is a member constant).  After ``check`` no
-  run-time expression has type ``InfInt``; the only ``InfInt`` nodes left are
-  compile-time positions: ``SliceExpr.hi``/``lo``, ``TypeBits.width`` and the
-  like, table ``size``, entry ``priority``, ``push_front``/``pop_front``
-  counts and table properties such as ``priority_delta``.
+  ``IntLit`` when the operand is a member constant; P4 compilers accept this
+  in assignments, comparisons and arithmetic, so the checker does too).
+  After ``check`` no run-time expression has type ``InfInt``; the only
+  ``InfInt`` nodes left are compile-time positions (``SliceExpr.hi``/``lo``,
+  ``TypeBits.width`` and the like, table ``size``, entry ``priority``,
+  ``push_front``/``pop_front`` counts, constructor arguments of ``int``
+  parameters, table properties such as ``priority_delta``) and the operand
+  of a ``CastExpr`` converting a non-constant ``int`` value - a reference to
+  an ``int`` constructor parameter, possibly inside ``int`` arithmetic.
+  ``switches.soft.midend.verify.annotation_problems(program)`` lists every
+  violation of this contract (used by the tests).
 - Constants are folded: references to ``const`` declarations of int/bit/bool/
   string type become ``IntLit``/``BoolLit``/``StringLit`` (const of
   error/enum type become ``MemberExpr`` ``error.X``/``E.X``; other consts -
@@ -74,7 +80,14 @@ Annotation contract (what the backend may rely on after ``check``):
   ``PathExpr`` (decl ``ValueSetDecl``, type the value set's element type).
   Switch labels on ``action_run`` are ``PathExpr`` with ``decl`` the action.
 - ``ListExpr``/``StructExpr`` used as header/struct/tuple values get the
-  target type and their elements are converted to the field types.
+  target type and their elements are converted to the field types; a list
+  passed to a generic parameter (``hash``/``digest``/checksum data) has type
+  ``Tuple`` of its element types.
+- ``for (T v in ...)`` loops: ``ForInStmt.decl`` is the loop variable's
+  ``VarDecl`` (synthesized) or the existing variable's declaration.
+- Inside generic declarations (externs, parser/control/package prototypes,
+  generic extern functions) ``TypeRef.resolved`` may be a ``check.TypeVar``;
+  nothing outside those declarations refers to a type variable.
 """
 
 from __future__ import annotations
@@ -134,23 +147,25 @@ def check(program: ir.Program) -> CheckedProgram:
         raise P4Error(main.loc, f"'main' must be a V1Switch instantiation, not {mt}")
     blocks: dict[str, Any] = {}
     block_args: dict[str, dict[str, ir.Expr]] = {}
-    for role, a in zip(V1SWITCH_ROLES, main.args):
+    for role, a in zip(V1SWITCH_ROLES, main.args, strict=False):
         v = a.value
-        if isinstance(v, ir.CallExpr):
+        if isinstance(v, ir.CallExpr) and isinstance(v.func, ir.PathExpr):
             decl = v.func.decl
             args = v.args
         else:  # a PathExpr to a parser/control instance
+            assert isinstance(v, ir.PathExpr) and isinstance(v.decl, ir.InstantiationDecl)
             inst = v.decl
             decl = inst.type.resolved.decl
             args = inst.args
         blocks[role] = decl
-        block_args[role] = {p.name: arg.value for p, arg in zip(decl.ctor_params, args)}
+        block_args[role] = {p.name: arg.value for p, arg in zip(decl.ctor_params, args, strict=False)}
     if len(blocks) != len(V1SWITCH_ROLES):
         raise P4Error(main.loc, f"V1Switch needs {len(V1SWITCH_ROLES)} arguments, got {len(blocks)}")
-    h, m = (mt.type_args + [None, None])[:2]
+    h, m = (list(mt.type_args) + [None, None])[:2]
     for name, t in (("headers", h), ("metadata", m)):
         if not isinstance(t, types.StructLike):
             raise P4Error(main.loc, f"the {name} type of V1Switch must be a struct, not {t}")
+    assert isinstance(h, types.StructLike) and isinstance(m, types.StructLike)
     tables = [d for d in _walk_decls(program) if isinstance(d, ir.TableDecl)]
     return CheckedProgram(program=program, main=main, blocks=blocks, hdr_type=h, meta_type=m,
                           errors=list(c.errors), enums=dict(c.enums), match_kinds=list(c.match_kinds),

@@ -9,8 +9,9 @@ return a possibly new node which the caller stores back in place.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable as Fn
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable as Fn
+from typing import Any
 
 from ..frontend import ir
 from ..frontend.source import Location, P4Error, P4Unsupported
@@ -77,7 +78,7 @@ def is_type_decl(d: Any) -> bool:
 
 
 class Scope:
-    def __init__(self, parent: "Scope | None" = None) -> None:
+    def __init__(self, parent: Scope | None = None) -> None:
         self.parent = parent
         self.names: dict[str, list[Any]] = {}
 
@@ -121,11 +122,11 @@ def type_eq(a: T.P4Type, b: T.P4Type) -> bool:
         return True
     if isinstance(a, T.Extern) and isinstance(b, T.Extern):
         return a.decl is b.decl and len(a.type_args) == len(b.type_args) and all(
-            type_eq(x, y) for x, y in zip(a.type_args, b.type_args))
+            type_eq(x, y) for x, y in zip(a.type_args, b.type_args, strict=False))
     if isinstance(a, T.Block) and isinstance(b, T.Block):
         return a.decl is b.decl
     if isinstance(a, T.Tuple) and isinstance(b, T.Tuple):
-        return len(a.elems) == len(b.elems) and all(type_eq(x, y) for x, y in zip(a.elems, b.elems))
+        return len(a.elems) == len(b.elems) and all(type_eq(x, y) for x, y in zip(a.elems, b.elems, strict=False))
     if isinstance(a, T.Stack) and isinstance(b, T.Stack):
         return a.size == b.size and type_eq(a.elem, b.elem)
     if isinstance(a, (T.StructLike, T.Enum, T.NewType)) or isinstance(b, (T.StructLike, T.Enum, T.NewType)):
@@ -165,6 +166,57 @@ def free_vars(t: T.P4Type, vs: dict[int, TypeVar]) -> bool:
     if isinstance(t, (T.Extern, T.Block)):
         return any(free_vars(a, vs) for a in t.type_args)
     return False
+
+
+def start(e: ir.Expr) -> Location:
+    """Where an expression starts in the source (member/call nodes sit on the name)."""
+    while True:
+        if isinstance(e, (ir.MemberExpr, ir.IndexExpr, ir.SliceExpr)):
+            e = e.expr
+        elif isinstance(e, ir.CallExpr):
+            e = e.func
+        elif isinstance(e, ir.BinaryExpr):
+            e = e.left
+        elif isinstance(e, ir.TernaryExpr):
+            e = e.cond
+        else:
+            return e.loc
+
+
+def show(t: Any) -> str:
+    """A type as written in messages."""
+    if isinstance(t, T.Callable):
+        name = getattr(t.decl, "name", None)
+        kind = {"extern_function": "extern function", "apply": "apply method"}.get(t.kind, t.kind)
+        return f"{kind} {name}" if name else kind
+    if isinstance(t, T.TypeOfType):
+        return f"the type name {show(t.of)}"
+    if isinstance(t, T.ApplyResult):
+        return f"the result of {t.table}.apply()"
+    if isinstance(t, T.ActionEnum):
+        return f"{t.table}.apply().action_run"
+    return str(t)
+
+
+def contains_infint(t: T.P4Type) -> bool:
+    if isinstance(t, T.InfInt):
+        return True
+    if isinstance(t, T.Tuple):
+        return any(contains_infint(e) for e in t.elems)
+    if isinstance(t, T.Struct) and t.decl is None:  # an untyped {a = ..} initializer
+        return any(contains_infint(f.type) for f in t.fields)
+    return False
+
+
+def clone_literal(e: ir.Expr) -> ir.Expr:
+    """A fresh copy of a literal (so call sites do not share default-value nodes)."""
+    if isinstance(e, ir.IntLit):
+        return ir.IntLit(loc=e.loc, value=e.value, width=e.width, signed=e.signed, base=e.base, type=e.type)
+    if isinstance(e, ir.BoolLit):
+        return ir.BoolLit(loc=e.loc, value=e.value, type=e.type)
+    if isinstance(e, ir.StringLit):
+        return ir.StringLit(loc=e.loc, value=e.value, type=e.type)
+    return e
 
 
 def type_ref(t: T.P4Type, loc: Location) -> ir.TypeRef:
@@ -500,9 +552,6 @@ class Checker:
 
     def action_decl(self, d: ir.ActionDecl, s: Scope) -> None:
         sig = self.signature(d.params, None, [], s, d, "action")
-        for p in d.params:
-            if p.direction == "" and p.default is None:
-                pass
         self.sigs[id(d)] = sig
         body = Scope(s)
         self.declare_params(d.params, body)
@@ -539,8 +588,8 @@ class Checker:
     def parser_decl(self, d: ir.ParserDecl, s: Scope) -> None:
         ps = self.block_scope(d, s)
         ctx = Ctx("parser", None, d.name)
-        for l in d.locals:
-            self.local_decl(l, ps, ctx)
+        for lhs in d.locals:
+            self.local_decl(lhs, ps, ctx)
         states: dict[str, ir.ParserState] = {}
         for st in d.states:
             if st.name in states or st.name in ("accept", "reject"):
@@ -589,7 +638,7 @@ class Checker:
         if isinstance(ks, ir.ListExpr):
             if len(ks.elems) != len(ktypes):
                 raise P4Error(ks.loc, f"keyset has {len(ks.elems)} elements but select has {len(ktypes)} expressions")
-            ks.elems = [self.keyset(k, t, s) for k, t in zip(ks.elems, ktypes)]
+            ks.elems = [self.keyset(k, t, s) for k, t in zip(ks.elems, ktypes, strict=False)]
             ks.type = T.Tuple(tuple(ktypes))
             return ks
         e = self.expr(ks, s, None)
@@ -610,6 +659,9 @@ class Checker:
             k.left = self.convert(self.expr(k.left, s, kt), kt, "in keyset")
             mt = kt.underlying if k.op == "&&&" and isinstance(kt, T.Enum) and kt.underlying else kt
             k.right = self.convert(self.expr(k.right, s, mt), mt, "in keyset")
+            for part in (k.left, k.right):
+                if not self.is_compile_time(part):
+                    raise P4Error(start(part), "keyset must be a compile-time constant")
             k.type = kt
             return k
         e = self.expr(k, s, kt)
@@ -617,20 +669,21 @@ class Checker:
             if not type_eq(e.type, kt) and not (isinstance(e.type, T.Struct) and len(e.type.fields) == 1):
                 raise P4Error(k.loc, f"value set {e.decl.name} of type {e.type} does not match key type {kt}")
             return e
-        return self.convert(e, kt, "in keyset")
+        e = self.convert(e, kt, "in keyset")
+        if not self.is_compile_time(e):
+            raise P4Error(start(e), "keyset must be a compile-time constant")
+        return e
 
     def control_decl(self, d: ir.ControlDecl, s: Scope) -> None:
         cs = self.block_scope(d, s)
         ctx = Ctx("control", T.Void(), d.name)
-        for l in d.locals:
-            self.local_decl(l, cs, ctx)
+        for lhs in d.locals:
+            self.local_decl(lhs, cs, ctx)
         self.block(d.body, Scope(cs), ctx)
         s.declare(d.name, d, d.loc)
 
     def instantiation(self, d: ir.InstantiationDecl, s: Scope) -> None:
         t = self.resolve(d.type, s)
-        call = ir.CallExpr(loc=d.loc, func=ir.PathExpr(loc=d.type.loc, name=getattr(
-            getattr(d.type, "base", d.type), "name", d.name)), args=d.args)
         if isinstance(t, T.Extern):
             sigs = self.ctors.get(id(t.decl), [])
             if not sigs:
@@ -638,7 +691,7 @@ class Checker:
             explicit = t.type_args
             sig, args, m = self.match_call(sigs, d.args, s, f"constructor of {t.name}", d.loc,
                                            explicit_outer=explicit)
-            if not explicit and sig.ret.type_args:
+            if not explicit and isinstance(sig.ret, T.Extern) and sig.ret.type_args:
                 ta = [subst(a, m) for a in sig.ret.type_args]
                 if any(isinstance(a, TypeVar) for a in ta):
                     raise P4Error(d.loc, f"cannot infer the type arguments of {t.name}")
@@ -654,7 +707,6 @@ class Checker:
             self.package_args(d, t, s)
         else:
             raise P4Error(d.loc, f"cannot instantiate {t}")
-        del call
         self.decl_types[id(d)] = t
         self.instances.append(d)
         s.declare(d.name, d, d.loc)
@@ -673,7 +725,7 @@ class Checker:
             raise P4Error(d.loc, f"package {t.name} expects {len(psig.params)} arguments, got {len(d.args)}")
         bindings: dict[int, T.P4Type] = {}
         tv = {v.id: v for v in psig.tvars}
-        for tvar, ta in zip(psig.tvars, t.type_args):
+        for tvar, ta in zip(psig.tvars, t.type_args, strict=False):
             bindings[tvar.id] = ta
         ordered: list[ir.Argument | None] = [None] * len(psig.params)
         pos = 0
@@ -686,13 +738,13 @@ class Checker:
                 idx = pos
                 pos += 1
             ordered[idx] = a
-        for p, a in zip(psig.params, ordered):
-            assert a is not None
-            v = a.value
+        for p, arg in zip(psig.params, ordered, strict=False):
+            assert arg is not None
+            v = arg.value
             if isinstance(v, ir.CallExpr):
                 f = v.func
                 ds = s.lookup(f.name) if isinstance(f, ir.PathExpr) else None
-                if not ds or not isinstance(ds[0], (ir.ParserDecl, ir.ControlDecl)):
+                if not isinstance(f, ir.PathExpr) or not ds or not isinstance(ds[0], (ir.ParserDecl, ir.ControlDecl)):
                     raise P4Error(v.loc, f"argument for '{p.name}' must be a parser or control instance")
                 blk = ds[0]
                 f.decl = blk
@@ -719,12 +771,12 @@ class Checker:
             if want_kind != have_kind:
                 raise P4Error(v.loc, f"argument for '{p.name}' must be a {want_kind}, not {have_kind} {blk.name}")
             proto = self.sigs[id(pt.decl)]
-            inner = {tv_.id: subst(ta, bindings) for tv_, ta in zip(proto.tvars, pt.type_args)}
+            inner = {tv_.id: subst(ta, bindings) for tv_, ta in zip(proto.tvars, pt.type_args, strict=False)}
             bsig = self.sigs[id(blk)]
             if len(bsig.params) != len(proto.params):
                 raise P4Error(v.loc, f"{have_kind} {blk.name} has {len(bsig.params)} parameters but "
                               f"{pt.decl.name} expects {len(proto.params)}")
-            for bp, pp in zip(bsig.params, proto.params):
+            for bp, pp in zip(bsig.params, proto.params, strict=False):
                 want = subst(pp.type, inner)
                 if bp.direction != pp.direction:
                     raise P4Error(bp.node.loc, f"parameter '{bp.name}' of {blk.name} must have direction "
@@ -773,7 +825,7 @@ class Checker:
                     e.keys = list(e.keys[0].elems)
                 else:
                     raise P4Error(e.loc, f"entry has {len(e.keys)} keys but table {d.name} has {len(ktypes)}")
-            e.keys = [self.entry_key(k, kt, ke.match_kind, s) for k, kt, ke in zip(e.keys, ktypes, d.keys)]
+            e.keys = [self.entry_key(k, kt, ke.match_kind, s) for k, kt, ke in zip(e.keys, ktypes, d.keys, strict=False)]
             self.action_ref(e.action, s, partial=False)
             self.require_listed(e.action, listed, d, "entry")
             if e.priority is not None:
@@ -838,6 +890,7 @@ class Checker:
         if isinstance(st, ir.BlockStmt):
             return self.block(st, Scope(s), ctx)
         if isinstance(st, ir.AssignStmt):
+            self.pre_lvalue(st.lhs, s, "assign to")
             lhs = self.expr(st.lhs, s, None)
             self.check_lvalue(lhs, "assign to")
             st.lhs = lhs
@@ -847,6 +900,9 @@ class Checker:
             c = self.expr(st.call, s, None)
             if not isinstance(c, ir.CallExpr):
                 return ir.EmptyStmt(loc=st.loc)
+            if isinstance(c.type, (T.Block, T.Extern)):
+                raise P4Error(start(c), f"{show(c.type)} is instantiated here but never used; "
+                              f"declare an instance and call its apply method")
             st.call = c
             return st
         if isinstance(st, ir.IfStmt):
@@ -867,7 +923,8 @@ class Checker:
             if ctx.kind == "function" and not isinstance(ctx.ret, T.Void):
                 if st.value is None:
                     raise P4Error(st.loc, f"function {ctx.name} must return a value of type {ctx.ret}")
-                st.value = self.convert(self.expr(st.value, s, ctx.ret), ctx.ret, "in return value")
+                ret = ctx.ret or T.Void()
+                st.value = self.convert(self.expr(st.value, s, ret), ret, "in return value")
             elif st.value is not None:
                 raise P4Error(st.value.loc, f"cannot return a value from {ctx.kind} {ctx.name} "
                               f"(its return type is void)")
@@ -945,7 +1002,7 @@ class Checker:
     def condition(self, e: ir.Expr, s: Scope, what: str) -> ir.Expr:
         e = self.expr(e, s, T.Bool())
         if not isinstance(e.type, T.Bool):
-            raise P4Error(e.loc, f"condition of {what} must be bool, not {e.type}")
+            raise P4Error(start(e), f"condition of {what} must be bool, not {e.type}")
         return e
 
     def switch(self, st: ir.SwitchStmt, s: Scope, ctx: Ctx) -> ir.Stmt:
@@ -1000,10 +1057,10 @@ class Checker:
         while True:
             if isinstance(root, ir.MemberExpr):
                 if isinstance(root.expr.type, T.Stack) and root.member not in ("next", "last"):
-                    raise P4Error(e.loc, f"cannot {what} '{root.member}' of a header stack")
+                    raise P4Error(start(e), f"cannot {what} '{root.member}' of a header stack")
                 if isinstance(root.type, (T.Callable, T.ErrorType, T.Enum)) and isinstance(
                         root.expr.type, T.TypeOfType):
-                    raise P4Error(e.loc, f"cannot {what} a constant")
+                    raise P4Error(start(e), f"cannot {what} a constant")
                 root = root.expr
             elif isinstance(root, (ir.IndexExpr, ir.SliceExpr)):
                 root = root.expr
@@ -1017,13 +1074,23 @@ class Checker:
                 if d.direction in ("out", "inout"):
                     return
                 kind = f"'{d.direction}' parameter" if d.direction else "directionless parameter"
-                raise P4Error(e.loc, f"cannot {what} {kind} '{d.name}'")
+                raise P4Error(start(e), f"cannot {what} {kind} '{d.name}'")
             if isinstance(d, ir.ConstDecl):
-                raise P4Error(e.loc, f"cannot {what} constant '{d.name}'")
-            raise P4Error(e.loc, f"cannot {what} '{root.name}': not a variable")
+                raise P4Error(start(e), f"cannot {what} constant '{d.name}'")
+            raise P4Error(start(e), f"cannot {what} '{root.name}': not a variable")
         if isinstance(root, (ir.IntLit, ir.BoolLit)) and isinstance(e, ir.Expr):
-            raise P4Error(e.loc, f"cannot {what} a constant")
-        raise P4Error(e.loc, f"cannot {what} this expression: it is not an lvalue")
+            raise P4Error(start(e), f"cannot {what} a constant")
+        raise P4Error(start(e), f"cannot {what} this expression: it is not an lvalue")
+
+    def pre_lvalue(self, e: ir.Expr, s: Scope, what: str) -> None:
+        """Reject writes to constants before folding replaces their name by the value."""
+        root = e
+        while isinstance(root, (ir.MemberExpr, ir.IndexExpr, ir.SliceExpr)):
+            root = root.expr
+        if isinstance(root, ir.PathExpr):
+            ds = (self.top if root.absolute else s).lookup(root.name)
+            if ds and isinstance(ds[0], ir.ConstDecl):
+                raise P4Error(start(e), f"cannot {what} constant '{root.name}'")
 
     def runtime_value(self, e: ir.Expr) -> None:
         if isinstance(e.type, T.InfInt):
@@ -1049,9 +1116,9 @@ class Checker:
             if isinstance(t, T.HeaderUnion):
                 raise P4Error(e.loc, f"cannot initialize header union {t} from a list")
             if len(e.elems) != n:
-                raise P4Error(e.loc, f"type mismatch {what}: {n} values expected for {t}, got {len(e.elems)}")
+                raise P4Error(start(e), f"type mismatch {what}: {n} values expected for {t}, got {len(e.elems)}")
             tys = [f.type for f in t.fields] if isinstance(t, T.StructLike) else list(t.elems)
-            e.elems = [self.convert(x, ft, what) for x, ft in zip(e.elems, tys)]
+            e.elems = [self.convert(x, ft, what) for x, ft in zip(e.elems, tys, strict=False)]
             e.type = t
             return e
         if isinstance(e, ir.StructExpr) and isinstance(t, T.StructLike) and e.type_name is None:
@@ -1062,8 +1129,8 @@ class Checker:
                 extra = set(names) - set(want)
                 detail = (f"missing {', '.join(sorted(missing))}" if missing else "") + \
                     (f"unknown field {', '.join(sorted(extra))}" if extra else "")
-                raise P4Error(e.loc, f"type mismatch {what}: initializer does not match {t} ({detail})")
-            e.fields = [(n, self.convert(x, t.field_type(n), what)) for n, x in e.fields]
+                raise P4Error(start(e), f"type mismatch {what}: initializer does not match {t} ({detail})")
+            e.fields = [(n, self.convert(x, t.field_type(n) or T.DontCare(), what)) for n, x in e.fields]
             e.type = t
             return e
         if isinstance(s, T.InfInt):
@@ -1083,15 +1150,15 @@ class Checker:
                 isinstance(t.decl, (ir.ParserTypeDecl, ir.ControlTypeDecl)):
             self.block_matches(e, s, t)
             return e
-        raise P4Error(e.loc, f"type mismatch {what}: expected {t}, got {s}")
+        raise P4Error(start(e), f"type mismatch {what}: expected {show(t)}, got {show(s)}")
 
     def block_matches(self, e: ir.Expr, s: T.Block, t: T.Block) -> None:
         have = self.sigs[id(s.decl)]
         proto = self.sigs[id(t.decl)]
-        m = {tv.id: a for tv, a in zip(proto.tvars, t.type_args)}
+        m = {tv.id: a for tv, a in zip(proto.tvars, t.type_args, strict=False)}
         if len(have.params) != len(proto.params) or any(
                 a.direction != b.direction or not type_eq(a.type, subst(b.type, m))
-                for a, b in zip(have.params, proto.params)):
+                for a, b in zip(have.params, proto.params, strict=False)):
             raise P4Error(e.loc, f"{s} does not match the type {t.decl.name}")
 
     def make_cast(self, e: ir.Expr, t: T.P4Type) -> ir.Expr:
@@ -1295,7 +1362,7 @@ class Checker:
         if isinstance(bt, T.Extern):
             sigs = self.methods.get(id(bt.decl), {}).get(name)
             if not sigs:
-                raise P4Error(e.loc, f"extern {bt.name} has no method '{name}'")
+                raise P4Error(e.loc, f"extern {bt} has no method '{name}'")
             e.type = self.callable_type(sigs[0], self.extern_bindings(bt))
             return e
         if isinstance(bt, T.TableType):
@@ -1307,7 +1374,7 @@ class Checker:
             if name != "apply" or bt.kind == "package":
                 raise P4Error(e.loc, f"{bt} has no member '{name}'")
             sig = self.sigs[id(bt.decl)]
-            e.type = self.callable_type(sig, {tv.id: a for tv, a in zip(sig.tvars, bt.type_args)})
+            e.type = self.callable_type(sig, {tv.id: a for tv, a in zip(sig.tvars, bt.type_args, strict=False)})
             return e
         if isinstance(bt, T.ApplyResult):
             if name in ("hit", "miss"):
@@ -1317,13 +1384,13 @@ class Checker:
                 e.type = T.ActionEnum(bt.table)
                 return e
             raise P4Error(e.loc, f"table apply result has no member '{name}' (use hit, miss or action_run)")
-        raise P4Error(e.loc, f"value of type {bt} has no member '{name}'")
+        raise P4Error(e.loc, f"value of type {show(bt)} has no member '{name}'")
 
     def extern_bindings(self, t: T.Extern) -> dict[int, T.P4Type]:
         et = self.decl_types.get(id(t.decl))
         if not isinstance(et, T.Extern):
             return {}
-        return {tv.id: a for tv, a in zip(et.type_args, t.type_args) if isinstance(tv, TypeVar)}
+        return {tv.id: a for tv, a in zip(et.type_args, t.type_args, strict=False) if isinstance(tv, TypeVar)}
 
     def e_IndexExpr(self, e: ir.IndexExpr, s: Scope, exp: Any) -> ir.Expr:
         base = self.expr(e.expr, s, None)
@@ -1358,11 +1425,11 @@ class Checker:
         base = self.expr(e.expr, s, None)
         e.expr = base
         bt = base.type
-        hi = self.expr(e.hi, s, None)
-        lo = self.expr(e.lo, s, None)
-        for b in (hi, lo):
+        bounds = [self.expr(e.hi, s, None), self.expr(e.lo, s, None)]
+        for b in bounds:
             if not isinstance(b, ir.IntLit):
-                raise P4Error(b.loc, "slice bounds must be compile-time constants")
+                raise P4Error(start(b), "slice bounds must be compile-time constants")
+        hi, lo = (b for b in bounds if isinstance(b, ir.IntLit))
         e.hi = CE.int_lit(hi.value, T.InfInt(), hi.loc)
         e.lo = CE.int_lit(lo.value, T.InfInt(), lo.loc)
         if isinstance(bt, T.InfInt) and isinstance(base, ir.IntLit):
@@ -1421,30 +1488,30 @@ class Checker:
             f = CE.fold_binary(op, e.left, e.right, e.type, e.loc)
             return f or e
         hint = exp if op in self.ARITH else None
-        l = self.expr(e.left, s, hint)
+        lhs = self.expr(e.left, s, hint)
         r = self.expr(e.right, s, hint if op in self.ARITH else None)
         if op in ("<<", ">>"):
-            return self.shift(e, l, r)
+            return self.shift(e, lhs, r)
         if op == "++":
-            lt, rt = l.type, r.type
+            lt, rt = lhs.type, r.type
             lt = lt.underlying if isinstance(lt, T.Enum) and lt.underlying else lt
             rt = rt.underlying if isinstance(rt, T.Enum) and rt.underlying else rt
-            if isinstance(l.type, T.Enum):
-                l = self.make_cast(l, lt)
+            if isinstance(lhs.type, T.Enum):
+                lhs = self.make_cast(lhs, lt)
             if isinstance(r.type, T.Enum):
                 r = self.make_cast(r, rt)
             if isinstance(lt, T.Bool):
-                l, lt = self.make_cast(l, T.Bits(1)), T.Bits(1)
+                lhs, lt = self.make_cast(lhs, T.Bits(1)), T.Bits(1)
             if isinstance(rt, T.Bool):
                 r, rt = self.make_cast(r, T.Bits(1)), T.Bits(1)
             if not isinstance(lt, T.Bits) or not isinstance(rt, T.Bits):
                 raise P4Error(e.loc, f"operator '++' needs bit<W> or int<W> operands of known width, "
                               f"not {lt} and {rt}")
-            e.left, e.right = l, r
+            e.left, e.right = lhs, r
             e.type = T.Bits(lt.width + rt.width, lt.signed)
-            return CE.fold_binary(op, l, r, e.type, e.loc) or e
-        l, r, t = self.unify_operands(op, l, r, e.loc)
-        e.left, e.right = l, r
+            return CE.fold_binary(op, lhs, r, e.type, e.loc) or e
+        lhs, r, t = self.unify_operands(op, lhs, r, e.loc)
+        e.left, e.right = lhs, r
         if op in self.CMP:
             if op not in ("==", "!=") and not isinstance(t, (T.Bits, T.InfInt)):
                 raise P4Error(e.loc, f"operator '{op}' needs integer operands, not {t}")
@@ -1452,7 +1519,7 @@ class Checker:
                                                      T.Callable, T.TypeOfType)):
                 raise P4Error(e.loc, f"values of type {t} cannot be compared")
             e.type = T.Bool()
-            return CE.fold_binary(op, l, r, e.type, e.loc) or e
+            return CE.fold_binary(op, lhs, r, e.type, e.loc) or e
         if op in self.ARITH:
             if not isinstance(t, (T.Bits, T.InfInt)):
                 raise P4Error(e.loc, f"operator '{op}' needs integer operands, not {t}")
@@ -1461,7 +1528,7 @@ class Checker:
             if op in ("/", "%") and isinstance(t, T.Bits) and t.signed:
                 raise P4Error(e.loc, f"operator '{op}' is not allowed on signed values ({t})")
             e.type = t
-            return CE.fold_binary(op, l, r, t, e.loc) or e
+            return CE.fold_binary(op, lhs, r, t, e.loc) or e
         raise P4Unsupported(e.loc, f"binary operator {op}")
 
     def condition_operand(self, x: ir.Expr, s: Scope, op: str) -> ir.Expr:
@@ -1470,8 +1537,8 @@ class Checker:
             raise P4Error(x.loc, f"operand of '{op}' must be bool, not {x.type}")
         return x
 
-    def shift(self, e: ir.BinaryExpr, l: ir.Expr, r: ir.Expr) -> ir.Expr:
-        lt, rt = l.type, r.type
+    def shift(self, e: ir.BinaryExpr, lhs: ir.Expr, r: ir.Expr) -> ir.Expr:
+        lt, rt = lhs.type, r.type
         if not isinstance(lt, (T.Bits, T.InfInt)):
             raise P4Error(e.left.loc, f"left operand of '{e.op}' must be an integer, not {lt}")
         if isinstance(r, ir.IntLit) and r.value < 0:
@@ -1487,43 +1554,41 @@ class Checker:
         if isinstance(lt, T.InfInt) and not isinstance(r, ir.IntLit):
             raise P4Error(e.loc, "shifting an int constant by a run-time amount needs a width; cast the left operand")
         e.type = lt
-        folded = CE.fold_binary(e.op, l, r, lt, e.loc)
+        folded = CE.fold_binary(e.op, lhs, r, lt, e.loc)
         if folded is not None:
             return folded
-        if isinstance(rt, T.InfInt):
+        if isinstance(rt, T.InfInt) and isinstance(r, ir.IntLit):
             r = CE.int_lit(r.value, T.Bits(max(r.value.bit_length(), 1)), r.loc)
-        e.left, e.right = l, r
+        e.left, e.right = lhs, r
         return e
 
-    def unify_operands(self, op: str, l: ir.Expr, r: ir.Expr, loc: Location) -> tuple[ir.Expr, ir.Expr, T.P4Type]:
-        lt, rt = l.type, r.type
+    def unify_operands(self, op: str, lhs: ir.Expr, r: ir.Expr, loc: Location) -> tuple[ir.Expr, ir.Expr, T.P4Type]:
+        lt, rt = lhs.type, r.type
         if type_eq(lt, rt):
-            if isinstance(l, (ir.ListExpr, ir.StructExpr)) or isinstance(r, (ir.ListExpr, ir.StructExpr)):
-                pass
-            return l, r, lt
+            return lhs, r, lt
         if isinstance(lt, T.InfInt) and not isinstance(rt, T.InfInt):
-            return self.convert_operand(op, l, rt, lt, rt, loc), r, rt
+            return self.convert_operand(op, lhs, rt, lt, rt, loc), r, rt
         if isinstance(rt, T.InfInt):
-            return l, self.convert_operand(op, r, lt, lt, rt, loc), lt
+            return lhs, self.convert_operand(op, r, lt, lt, rt, loc), lt
         if isinstance(r, (ir.ListExpr, ir.StructExpr)):
-            return l, self.convert(r, lt, f"in operand of '{op}'"), lt
-        if isinstance(l, (ir.ListExpr, ir.StructExpr)):
-            return self.convert(l, rt, f"in operand of '{op}'"), r, rt
+            return lhs, self.convert(r, lt, f"in operand of '{op}'"), lt
+        if isinstance(lhs, (ir.ListExpr, ir.StructExpr)):
+            return self.convert(lhs, rt, f"in operand of '{op}'"), r, rt
         if isinstance(lt, T.Enum) and lt.underlying is not None and type_eq(lt.underlying, rt):
-            return self.make_cast(l, rt), r, rt
+            return self.make_cast(lhs, rt), r, rt
         if isinstance(rt, T.Enum) and rt.underlying is not None and type_eq(rt.underlying, lt):
-            return l, self.make_cast(r, lt), lt
+            return lhs, self.make_cast(r, lt), lt
         if isinstance(lt, T.Bits) and isinstance(rt, T.Bits):
             if lt.signed == rt.signed:
                 raise P4Error(loc, f"operands of '{op}' have mismatched widths: {lt} {op} {rt}; cast one of them")
             raise P4Error(loc, f"operands of '{op}' have mismatched signedness: {lt} {op} {rt}; cast one of them")
-        raise P4Error(loc, f"operands of '{op}' have mismatched types: {lt} and {rt}")
+        raise P4Error(loc, f"operands of '{op}' have mismatched types: {show(lt)} and {show(rt)}")
 
     def convert_operand(self, op: str, x: ir.Expr, t: T.P4Type, lt: T.P4Type, rt: T.P4Type,
                         loc: Location) -> ir.Expr:
         base = t.underlying if isinstance(t, T.Enum) else t
         if not isinstance(base, (T.Bits, T.NewType)) or (isinstance(t, T.Enum) and base is None):
-            raise P4Error(loc, f"operands of '{op}' have mismatched types: {lt} and {rt}")
+            raise P4Error(loc, f"operands of '{op}' have mismatched types: {show(lt)} and {show(rt)}")
         return self.convert(x, t if not isinstance(t, T.Enum) else base, f"in operand of '{op}'") \
             if not isinstance(t, T.Enum) else self.enum_literal(x, t, loc)
 
@@ -1558,7 +1623,7 @@ class Checker:
             return self.convert(x, t, "in cast")
         if not self.cast_ok(x.type, t):
             raise P4Error(e.loc, f"invalid cast from {x.type} to {t}")
-        if isinstance(x.type, T.InfInt) and isinstance(t, T.Enum) and isinstance(x, ir.IntLit):
+        if isinstance(x.type, T.InfInt) and isinstance(t, T.Enum) and isinstance(x, ir.IntLit) and t.underlying:
             x = CE.int_lit(x.value, t.underlying, x.loc)
         e.expr = x
         e.type = t
@@ -1575,7 +1640,7 @@ class Checker:
             hints = [f.type for f in exp.fields]
         elif isinstance(exp, T.Tuple) and len(exp.elems) == len(e.elems):
             hints = list(exp.elems)
-        e.elems = [self.expr(x, s, h) for x, h in zip(e.elems, hints)]
+        e.elems = [self.expr(x, s, h) for x, h in zip(e.elems, hints, strict=False)]
         e.type = T.Tuple(tuple(x.type for x in e.elems))
         if exp is not None and isinstance(exp, (T.StructLike, T.Tuple)):
             return self.convert(e, exp, "in initializer")
@@ -1630,6 +1695,8 @@ class Checker:
                 sig, args, m = self.match_call(sigs, e.args, s, f"method {bt.name}.{name}", e.loc,
                                                explicit=explicit, outer=outer)
                 e.args = args
+                if bt.name in ("packet_in", "packet_out") and name in ("extract", "emit") and args:
+                    self.check_packet_arg(name, args[0].value)
                 fm.type = self.callable_type(sig, {**outer, **m})
                 e.type = fm.type.ret
                 own = [m[tv.id] for tv in sig.tvars]
@@ -1642,7 +1709,7 @@ class Checker:
                                                            ir.ControlTypeDecl)):
                 sig = self.sigs[id(ct.decl)]
                 bt2 = bt.of if isinstance(bt, T.TypeOfType) else bt
-                outer = {tv.id: a for tv, a in zip(sig.tvars, getattr(bt2, "type_args", []))}
+                outer = {tv.id: a for tv, a in zip(sig.tvars, getattr(bt2, "type_args", []), strict=False)}
                 _, e.args, _ = self.match_call([sig], e.args, s, f"{ct.decl.name}.apply", e.loc, outer=outer)
                 e.type = T.Void()
                 return e
@@ -1664,7 +1731,8 @@ class Checker:
             d = ds[0]
             if isinstance(d, (ir.ActionDecl, ir.FunctionDecl, ir.ExternFunctionDecl)):
                 sigs = [self.sigs[id(x)] for x in ds if id(x) in self.sigs]
-                sig, args, m = self.match_call(sigs, e.args, s, f"{d.name}", e.loc, explicit=explicit)
+                kind = "action" if isinstance(d, ir.ActionDecl) else "function"
+                sig, args, m = self.match_call(sigs, e.args, s, f"{kind} {d.name}", e.loc, explicit=explicit)
                 if isinstance(d, ir.ExternFunctionDecl) and d.name == "static_assert":
                     return self.static_assert(e, args)
                 f.decl = sig.decl
@@ -1698,7 +1766,15 @@ class Checker:
             self.expr(f, s, None)
             raise P4Error(e.loc, f"'{f.name}' is not callable")
         fx = self.expr(f, s, None)
-        raise P4Error(e.loc, f"expression of type {fx.type} is not callable")
+        raise P4Error(e.loc, f"expression of type {show(fx.type)} is not callable")
+
+    def check_packet_arg(self, method: str, v: ir.Expr) -> None:
+        t = v.type
+        ok = isinstance(t, T.Header) if method == "extract" else \
+            isinstance(t, (T.Header, T.HeaderUnion, T.Stack, T.Struct))
+        if not ok:
+            want = "a header" if method == "extract" else "a header, header stack, header union or struct"
+            raise P4Error(start(v), f"argument of {method} must be {want}, not {show(t)}")
 
     def static_assert(self, e: ir.CallExpr, args: list[ir.Argument]) -> ir.Expr:
         cond = args[0].value
@@ -1744,6 +1820,8 @@ class Checker:
         cands = [g for g in sigs if fits_arity(g)]
         if explicit:
             cands = [g for g in cands if len(g.tvars) == len(explicit)] or cands
+        if not cands and len(sigs) == 1:
+            return self.check_args(sigs[0], args, s, what, loc, explicit, outer, explicit_outer)
         if not cands:
             if not sigs:
                 raise P4Error(loc, f"{what} cannot be called")
@@ -1773,22 +1851,22 @@ class Checker:
         if explicit:
             if len(explicit) != len(sig.tvars):
                 raise P4Error(loc, f"{what} expects {len(sig.tvars)} type arguments, got {len(explicit)}")
-            for tv, t in zip(sig.tvars, explicit):
+            for tv, t in zip(sig.tvars, explicit, strict=False):
                 if not isinstance(t, T.DontCare):
                     m[tv.id] = t
         if isinstance(sig.ret, T.Extern) and sig.kind == "constructor":
-            for tv in sig.ret.type_args:
-                if isinstance(tv, TypeVar):
-                    free[tv.id] = tv
+            for rv in sig.ret.type_args:
+                if isinstance(rv, TypeVar):
+                    free[rv.id] = rv
             if explicit_outer:
-                for tv, t in zip(sig.ret.type_args, explicit_outer):
-                    if isinstance(tv, TypeVar) and not isinstance(t, T.DontCare):
-                        m[tv.id] = t
+                for rv, t in zip(sig.ret.type_args, explicit_outer, strict=False):
+                    if isinstance(rv, TypeVar) and not isinstance(t, T.DontCare):
+                        m[rv.id] = t
         # extern type params not given (e.g. register<T, I> used as register<T>) are inferred
-        for k, v in list(m.items()):
-            if isinstance(v, TypeVar) and v.id == k:
+        for k, bound in list(m.items()):
+            if isinstance(bound, TypeVar) and bound.id == k:
                 del m[k]
-                free[k] = v
+                free[k] = bound
         slots: list[ir.Argument | None] = [None] * len(sig.params)
         pos = 0
         for a in args:
@@ -1798,7 +1876,7 @@ class Checker:
                     raise P4Error(a.loc, f"{what} has no parameter named '{a.name}'")
             else:
                 if pos >= len(sig.params):
-                    raise P4Error(a.loc, f"wrong number of arguments to {what}: expected "
+                    raise P4Error(loc, f"wrong number of arguments to {what}: expected "
                                   f"{len(sig.params)}, got {len(args)}")
                 idx = pos
                 pos += 1
@@ -1806,11 +1884,10 @@ class Checker:
                 raise P4Error(a.loc, f"parameter '{sig.params[idx].name}' of {what} given twice")
             slots[idx] = a
         out: list[ir.Argument] = []
-        pending: list[tuple[int, ir.Argument]] = []
-        for i, (p, a) in enumerate(zip(sig.params, slots)):
-            if a is None:
+        for p, slot in zip(sig.params, slots, strict=False):
+            if slot is None:
                 if p.default is not None:
-                    out.append(ir.Argument(loc=loc, value=p.default, name=p.name))
+                    out.append(ir.Argument(loc=loc, value=clone_literal(p.default), name=p.name))
                 elif p.optional:
                     out.append(ir.Argument(loc=loc, value=ir.DontCareExpr(loc=loc, type=subst(p.type, m)),
                                            name=p.name))
@@ -1819,44 +1896,38 @@ class Checker:
                                   f"parameter '{p.name}'")
                 continue
             pt = subst(p.type, m)
-            v = a.value
+            v: ir.Expr = slot.value
+            if p.direction in ("out", "inout"):
+                self.pre_lvalue(v, s, f"pass as {p.direction} argument '{p.name}'")
             if isinstance(v, ir.DontCareExpr):
                 if p.direction not in ("out",) and not p.optional:
                     if p.direction != "inout":
                         raise P4Error(v.loc, f"'_' can only be passed for an out parameter ('{p.name}')")
                 v.type = pt
-                out.append(ir.Argument(loc=a.loc, value=v, name=a.name))
-                pending.append((i, out[-1]))
+                out.append(ir.Argument(loc=slot.loc, value=v, name=slot.name))
                 continue
             if free_vars(pt, free):
                 v = self.expr(v, s, None)
                 self.unify(pt, v.type, m, free)
-                pending.append((i, None))  # type: ignore[arg-type]
             else:
                 v = self.expr(v, s, pt)
                 v = self.convert(v, pt, f"in argument '{p.name}' of {what}")
             if p.direction in ("out", "inout"):
                 self.check_lvalue(v, f"pass as {p.direction} argument '{p.name}'")
-            out.append(ir.Argument(loc=a.loc, value=v, name=a.name))
+            out.append(ir.Argument(loc=slot.loc, value=v, name=slot.name))
         # second pass: arguments whose parameter type needed inference
-        for i, (p, a) in enumerate(zip(sig.params, out)):
+        for p, a in zip(sig.params, out, strict=False):
+            generic = free_vars(p.type, free)
             pt = subst(p.type, m)
-            if free_vars(pt, free):
-                if isinstance(a.value.type, T.InfInt) or isinstance(a.value, ir.DontCareExpr) and \
-                        isinstance(a.value.type, TypeVar):
-                    raise P4Error(a.value.loc, f"cannot infer the type of argument '{p.name}' of {what}; "
-                                  f"use a cast or a sized literal")
-                self.unify(pt, a.value.type, m, free)
-                pt = subst(p.type, m)
             if isinstance(a.value, ir.DontCareExpr):
+                if free_vars(pt, free):
+                    raise P4Error(a.value.loc, f"cannot infer the type of argument '{p.name}' of {what}")
                 a.value.type = pt
                 continue
+            if generic and contains_infint(a.value.type):
+                raise P4Error(start(a.value), f"cannot infer a width for argument '{p.name}' of {what}; "
+                              f"use a cast or a sized literal")
             a.value = self.convert(a.value, pt, f"in argument '{p.name}' of {what}")
-            if p.direction != "" and isinstance(a.value.type, T.InfInt) and not free_vars(p.type, free) is False:
-                pass
-            if isinstance(a.value.type, T.InfInt) and p.direction in ("in", "out", "inout") and \
-                    isinstance(subst(p.type, m), TypeVar):
-                raise P4Error(a.value.loc, f"cannot infer the type of argument '{p.name}' of {what}")
         for tv in sig.tvars:
             if tv.id not in m:
                 raise P4Error(loc, f"cannot infer type parameter {tv.name} of {what}")
@@ -1871,16 +1942,14 @@ class Checker:
                 return
             if isinstance(at, (T.InfInt, T.DontCare)) or isinstance(at, TypeVar):
                 return
-            if isinstance(at, T.Struct) and at.name == "<anonymous>":
-                pass
             m[pt.id] = at
             return
         if isinstance(pt, T.Tuple) and isinstance(at, T.Tuple) and len(pt.elems) == len(at.elems):
-            for x, y in zip(pt.elems, at.elems):
+            for x, y in zip(pt.elems, at.elems, strict=False):
                 self.unify(x, y, m, free)
         elif isinstance(pt, T.Stack) and isinstance(at, T.Stack):
             self.unify(pt.elem, at.elem, m, free)
         elif isinstance(pt, (T.Extern, T.Block)) and isinstance(at, type(pt)) and \
                 len(pt.type_args) == len(at.type_args):
-            for x, y in zip(pt.type_args, at.type_args):
+            for x, y in zip(pt.type_args, at.type_args, strict=False):
                 self.unify(x, y, m, free)

@@ -58,17 +58,17 @@ def _shift_amount(r: int, loc: Location) -> int:
     return r
 
 
-def fold_binary(op: str, l: ir.Expr, r: ir.Expr, typ: T.P4Type, loc: Location) -> ir.Expr | None:
-    """Fold ``l op r`` when both are literals; ``typ`` is the result type."""
-    if isinstance(l, ir.BoolLit) and isinstance(r, ir.BoolLit):
-        a, b = l.value, r.value
-        table = {"&&": a and b, "||": a or b, "==": a == b, "!=": a != b}
+def fold_binary(op: str, lhs: ir.Expr, r: ir.Expr, typ: T.P4Type, loc: Location) -> ir.Expr | None:
+    """Fold ``lhs op r`` when both are literals; ``typ`` is the result type."""
+    if isinstance(lhs, ir.BoolLit) and isinstance(r, ir.BoolLit):
+        p, q = lhs.value, r.value
+        table = {"&&": p and q, "||": p or q, "==": p == q, "!=": p != q}
         if op in table:
             return bool_lit(table[op], loc)
         return None
-    if not (isinstance(l, ir.IntLit) and isinstance(r, ir.IntLit)):
+    if not (isinstance(lhs, ir.IntLit) and isinstance(r, ir.IntLit)):
         return None
-    a, b = l.value, r.value
+    a, b = lhs.value, r.value
     if op in ("==", "!=", "<", "<=", ">", ">="):
         res = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b,
                ">": a > b, ">=": a >= b}[op]

@@ -7,7 +7,8 @@ typed, every name resolved, no ``int``-typed value left in run-time code.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ..frontend import ir
 from . import types as T

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import random as _random
+import struct as _struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,9 +42,7 @@ def pack_bits(data: list[tuple[int, int]]) -> bytes:
     acc = 0
     nbits = 0
     for value, width in data:
-        if width <= 0:
-            continue
-        acc = (acc << width) | (int(value) & ((1 << width) - 1))
+        acc = (acc << width) | (value & ((1 << width) - 1))
         nbits += width
     pad = (-nbits) % 8
     acc <<= pad
@@ -104,12 +103,16 @@ class CrcConfig:
 
 _REFLECT8 = [_reflect(i, 8) for i in range(256)]
 
-CRC16_DEFAULT = dict(width=16, poly=0x8005, init=0x0000, xor_out=0x0000, refin=True, refout=True)
-CRC32_DEFAULT = dict(width=32, poly=0x04C11DB7, init=0xFFFFFFFF, xor_out=0xFFFFFFFF, refin=True,
-                     refout=True)
+def crc16_default() -> CrcConfig:
+    return CrcConfig(16, 0x8005, 0x0000, 0x0000, True, True)
 
-_CRC16 = CrcConfig(**CRC16_DEFAULT)
-_CRC32 = CrcConfig(**CRC32_DEFAULT)
+
+def crc32_default() -> CrcConfig:
+    return CrcConfig(32, 0x04C11DB7, 0xFFFFFFFF, 0xFFFFFFFF, True, True)
+
+
+_CRC16 = crc16_default()
+_CRC32 = crc32_default()
 
 
 def crc16(buf: bytes) -> int:
@@ -125,7 +128,7 @@ def csum16(buf: bytes) -> int:
     sum of big-endian 16-bit words, an odd last byte padded with zero."""
     if len(buf) % 2:
         buf = buf + b"\x00"
-    s = sum(int.from_bytes(buf[i:i + 2], "big") for i in range(0, len(buf), 2))
+    s = sum(_struct.unpack(f">{len(buf) // 2}H", buf))
     while s >> 16:
         s = (s & 0xFFFF) + (s >> 16)
     return (~s) & 0xFFFF
@@ -135,8 +138,8 @@ def xor16(buf: bytes) -> int:
     if len(buf) % 2:
         buf = buf + b"\x00"
     r = 0
-    for i in range(0, len(buf), 2):
-        r ^= (buf[i] << 8) | buf[i + 1]
+    for w in _struct.unpack(f">{len(buf) // 2}H", buf):
+        r ^= w
     return r
 
 
@@ -149,8 +152,8 @@ class HashEngine:
 
     def __init__(self, rng: _random.Random | None = None) -> None:
         self.rng = rng or _random.Random()
-        self.crc16_custom = CrcConfig(**CRC16_DEFAULT)
-        self.crc32_custom = CrcConfig(**CRC32_DEFAULT)
+        self.crc16_custom = crc16_default()
+        self.crc32_custom = crc32_default()
         self._algos: dict[str, Callable[[bytes], int]] = {
             "crc16": crc16,
             "crc32": crc32,
@@ -326,21 +329,32 @@ class MeterArray:
 
 
 def format_log_msg(fmt: str, args: list[Any]) -> str:
-    """Replace each ``{}`` with the next argument (decimal for ints)."""
+    """BMv2's log_msg: each ``{...}`` takes the next argument (decimal);
+    ``\\{`` and ``\\}`` are literal braces. A placeholder without an
+    argument is left as written."""
     out = []
     i = 0
     ai = 0
     n = len(fmt)
     while i < n:
-        if fmt.startswith("{}", i):
-            if ai < len(args):
-                a = args[ai]
-                out.append(str(int(a)) if isinstance(a, bool) else str(a))
-                ai += 1
-            else:
-                out.append("{}")
+        c = fmt[i]
+        if c == "\\" and i + 1 < n and fmt[i + 1] in "{}":
+            out.append(fmt[i + 1])
             i += 2
-        else:
-            out.append(fmt[i])
-            i += 1
+            continue
+        if c == "{":
+            j = i + 1
+            while j < n and not (fmt[j] == "}" and fmt[j - 1] != "\\"):
+                j += 1
+            if j < n:
+                if ai < len(args):
+                    a = args[ai]
+                    out.append(str(int(a)) if isinstance(a, bool) else str(a))
+                    ai += 1
+                else:
+                    out.append(fmt[i:j + 1])
+                i = j + 1
+                continue
+        out.append(c)
+        i += 1
     return "".join(out)

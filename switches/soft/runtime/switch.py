@@ -3,7 +3,8 @@
 API (what the daemon, the control server and the STF runner use)::
 
     sw = SoftSwitch(program_module, priority_queues=1, now_us=None, log=None,
-                    drop_port=511)
+                    drop_port=511, max_loops=32, seed=None, digest_handler=None)
+                                      # digest_handler(receiver, type name, values)
     sw.receive(port, data)            # ingress (+ resubmit/clone/replication), enqueue in the TM
     sw.dequeue_ready() -> [(port, frame), ...]
                                       # egress for every packet the TM releases now
@@ -14,7 +15,13 @@ API (what the daemon, the control server and the STF runner use)::
                                       # rates; outputs in order
     sw.lock                           # threading.Lock; hold it around every call above
                                       # and around control verbs
-    sw.stats() -> dict                # JSON-serialisable counters
+    sw.stats() -> dict                # JSON-serialisable counters: rx, rx_bytes, tx,
+                                      # tx_bytes (per port, keys are strings), drops by
+                                      # reason (drop_port, egress_drop_port, tm_full,
+                                      # priority_out_of_range, mcast_no_replica,
+                                      # loop_limit, exception), events (clone_i2e,
+                                      # clone_e2e, clone_no_session, resubmit,
+                                      # recirculate, replicas, digests), queued, queues
     sw.control                        # control.verbs.ControlPlane (simple_switch_CLI verbs)
     sw.digests                        # recent digests: (receiver, type name, values)
 
@@ -74,6 +81,23 @@ _M48 = (1 << 48) - 1
 _M19 = (1 << 19) - 1
 
 
+class _DirectCounterView:
+    """A direct counter is updated by its table; explicit counts are no-ops."""
+
+    def count(self, index: int, packet_length: int) -> None:
+        pass
+
+
+class _DirectMeterView:
+    """A direct meter reads the entry its table hit last."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def execute(self, index: int, packet_length: int) -> int:
+        return self.table.direct_meter_color(packet_length)
+
+
 def _monotonic_us() -> int:
     return time.monotonic_ns() // 1000
 
@@ -106,6 +130,8 @@ class SoftSwitch:
             name: Table(t, info.actions, meter_kind_of_table.get(name), self.now_us)
             for name, t in info.tables.items()
         }
+        self._counted_tables = [t for t in self.tables.values() if t.has_counter]
+        self._metered_tables = [t for t in self.tables.values() if t.meter_kind is not None]
         self.registers = {n: RegisterArray(n, r.width, r.size) for n, r in info.registers.items()}
         self.counters = {n: CounterArray(n, c.size, c.kind) for n, c in info.counters.items()
                          if not c.direct_table}
@@ -121,6 +147,7 @@ class SoftSwitch:
         self.tx_bytes: Counter[int] = Counter()
         self.drops: Counter[str] = Counter()
         self.events: Counter[str] = Counter()
+        self.last_error: str | None = None  # the latest per-packet exception, for tests/logs
 
         self.program = program_module.make_program(self)
 
@@ -135,11 +162,23 @@ class SoftSwitch:
     def register(self, name: str) -> RegisterArray:
         return self.registers[name]
 
-    def counter(self, name: str) -> CounterArray:
-        return self.counters[name]
+    def counter(self, name: str) -> Any:
+        c = self.counters.get(name)
+        if c is not None:
+            return c
+        cinfo = self.info.counters.get(name)
+        if cinfo is not None and cinfo.direct_table:
+            return _DirectCounterView()  # counted by the table on a hit
+        raise KeyError(f"program has no counter {name!r}")
 
-    def meter(self, name: str) -> MeterArray:
-        return self.meters[name]
+    def meter(self, name: str) -> Any:
+        m = self.meters.get(name)
+        if m is not None:
+            return m
+        minfo = self.info.meters.get(name)
+        if minfo is not None and minfo.direct_table:
+            return _DirectMeterView(self.tables[minfo.direct_table])
+        raise KeyError(f"program has no meter {name!r}")
 
     def direct_meter_read(self, table: str, packet_length: int) -> int:
         return self.tables[table].direct_meter_color(packet_length)
@@ -229,15 +268,25 @@ class SoftSwitch:
     def _drop(self, reason: str) -> None:
         self.drops[reason] += 1
 
+    def _should_log_error(self) -> bool:
+        """Full tracebacks for the first errors, then one per thousand (a flood
+        of bad packets must not flood the log)."""
+        n = self.drops["exception"]
+        return n <= 10 or n % 1000 == 0
+
     def _fresh_meta(self, st: PacketState) -> None:
         """Reset user and standard metadata, as BMv2's reset_metadata does."""
         fresh = self.program.new_state()
         st.meta = fresh.meta
         st.sm = fresh.sm
 
-    def _set_length(self, length: int) -> None:
-        for t in self.tables.values():
+    def _start_packet(self, length: int) -> None:
+        """Per-packet table context: the length direct counters add, and no
+        entry hit yet for direct meters."""
+        for t in self._counted_tables:
             t.current_length = length
+        for t in self._metered_tables:
+            t.last_hit = None
 
     def _run_ingress(self, port: int, data: bytes, itype: int,
                      preserved: dict[str, Any] | None, gen: int) -> None:
@@ -246,10 +295,12 @@ class SoftSwitch:
             args = work.pop()
             try:
                 more = self._ingress_one(*args)
-            except Exception:
+            except Exception as e:
                 self._drop("exception")
-                self.log.exception("ingress failed on a %d-byte packet from port %d",
-                                   len(args[1]), args[0])
+                self.last_error = f"ingress: {type(e).__name__}: {e}"
+                if self._should_log_error():
+                    self.log.exception("ingress failed on a %d-byte packet from port %d",
+                                       len(args[1]), args[0])
                 continue
             if more is not None:
                 work.append(more)
@@ -267,9 +318,7 @@ class SoftSwitch:
         sm.instance_type = itype
         if preserved:
             prog.restore_field_list(st, preserved)
-        self._set_length(length)
-        for t in self.tables.values():
-            t.last_hit = None
+        self._start_packet(length)
         prog.parse(st, data)
         prog.verify_checksum(st)
         prog.ingress(st)
@@ -325,7 +374,7 @@ class SoftSwitch:
             return None
 
         if egress_spec == self.drop_port:
-            self._drop("ingress_drop")
+            self._drop("drop_port")
             return None
         sm.instance_type = NORMAL
         self._enqueue(egress_spec, st, length, gen)
@@ -354,8 +403,10 @@ class SoftSwitch:
         prio = st.sm.priority
         if not 0 <= prio < self.priority_queues:
             self._drop("priority_out_of_range")
-            self.log.error("priority %d out of range (%d queue(s) per port), dropping packet",
-                           prio, self.priority_queues)
+            n = self.drops["priority_out_of_range"]
+            if n <= 10 or n % 1000 == 0:
+                self.log.error("priority %d out of range (%d queue(s) per port), dropping "
+                               "packet (%d so far)", prio, self.priority_queues, n)
             return
         if not self.tm.enqueue(port, prio, (st, length, gen), length):
             self._drop("tm_full")
@@ -364,9 +415,11 @@ class SoftSwitch:
         port, prio, (st, length, gen), meta = item
         try:
             self._egress_one(port, st, length, gen, meta, out)
-        except Exception:
+        except Exception as e:
             self._drop("exception")
-            self.log.exception("egress failed on a packet to port %d", port)
+            self.last_error = f"egress: {type(e).__name__}: {e}"
+            if self._should_log_error():
+                self.log.exception("egress failed on a packet to port %d", port)
 
     def _egress_one(self, port: int, st: PacketState, length: int, gen: int, meta: Any,
                     out: list[tuple[int, bytes]]) -> None:
@@ -381,9 +434,7 @@ class SoftSwitch:
         sm.egress_port = port
         sm.egress_spec = (self.drop_port + 1) & 0x1FF
         sm.packet_length = length
-        self._set_length(length)
-        for t in self.tables.values():
-            t.last_hit = None
+        self._start_packet(length)
         prog.egress(st)
 
         if st.clone_session is not None:
@@ -406,11 +457,13 @@ class SoftSwitch:
                 self.events["clone_no_session"] += 1
 
         if sm.egress_spec == self.drop_port:
-            self._drop("egress_drop")
+            self._drop("egress_drop_port")
             return
 
         prog.compute_checksum(st)
         frame = prog.deparse(st)
+        if st.truncate_len is not None and st.truncate_len < len(frame):
+            frame = frame[:st.truncate_len]
 
         if st.recirculate_field_list is not None:
             fl = st.recirculate_field_list
@@ -422,8 +475,6 @@ class SoftSwitch:
             self._run_ingress(0, frame, RECIRC, prog.field_list(st, fl), gen + 1)
             return
 
-        if st.truncate_len is not None and st.truncate_len < len(frame):
-            frame = frame[:st.truncate_len]
         self.tx[port] += 1
         self.tx_bytes[port] += len(frame)
         out.append((port, frame))

@@ -17,6 +17,7 @@ Each entry carries its direct counter cells and its direct meter.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ class TableError(Exception):
         self.detail = detail
 
 
+_LINEAR_MAX = 8  # priority tables up to this size are scanned linearly
 PRIORITY_KINDS = frozenset({"ternary", "range", "optional"})
 _MAX_PRIO = (1 << 31) - 1
 
@@ -70,13 +72,17 @@ class Entry:
     _ranges: tuple[tuple[int, int, int], ...] = ()  # (key index, lo, hi)
 
     def matches_key(self, key: tuple[int, ...]) -> bool:
-        for k, m, v in zip(key, self._masks, self._values):
+        for k, m, v in zip(key, self._masks, self._values, strict=False):
             if (k & m) != v:
                 return False
         for i, lo, hi in self._ranges:
             if not lo <= key[i] <= hi:
                 return False
         return True
+
+
+def _order(e: Entry) -> tuple[int, int]:
+    return (e.priority, e.seq)
 
 
 class Table:
@@ -111,7 +117,11 @@ class Table:
         self._exact: dict[tuple[int, ...], Entry] = {}
         self._lpm: dict[int, dict[tuple[int, ...], Entry]] = {}
         self._lpm_lens: list[int] = []  # descending
-        self._sorted: list[Entry] = []
+        self._sorted: list[Entry] = []  # priority tables: best first
+        self._prio_keys: set[tuple[int, tuple[Any, ...]]] = set()
+        # tuple-space search for larger priority tables: one dict per mask tuple,
+        # masked key -> entries of that mask, best first
+        self._groups: dict[tuple[int, ...], dict[tuple[int, ...], list[Entry]]] = {}
         self.default_action = info.default_action
         self.default_args = tuple(info.default_args)
         self.last_hit: Entry | None = None
@@ -149,10 +159,22 @@ class Table:
                 if e is not None:
                     return e
             return None
-        for e in self._sorted:
-            if e.matches_key(key):
-                return e
-        return None
+        if len(self._sorted) <= _LINEAR_MAX:
+            for e in self._sorted:
+                if e.matches_key(key):
+                    return e
+            return None
+        best: Entry | None = None
+        for masks, d in self._groups.items():
+            cands = d.get(tuple([k & m for k, m in zip(key, masks, strict=True)]))
+            if cands:
+                for e in cands:
+                    if best is not None and (e.priority, e.seq) >= (best.priority, best.seq):
+                        break
+                    if e.matches_key(key):
+                        best = e
+                        break
+        return best
 
     def direct_meter_color(self, packet_length: int) -> int:
         e = self.last_hit
@@ -208,7 +230,7 @@ class Table:
         if len(args) != len(params):
             raise TableError("INVALID_ACTION_NAME", f"action {action} needs {len(params)} "
                              f"parameters, got {len(args)}")
-        return tuple(int(a) & ((1 << p.width) - 1) for a, p in zip(args, params))
+        return tuple(int(a) & ((1 << p.width) - 1) for a, p in zip(args, params, strict=False))
 
     def _alloc_handle(self) -> int:
         if self._free:
@@ -247,12 +269,11 @@ class Table:
         e = Entry(handle=-1, matches=norm, action=action, args=args_t, priority=prio, seq=seq,
                   const=const)
         if self.mode == "priority":
-            for other in self._sorted:
-                if other.priority == prio and other.matches == norm:
-                    raise TableError("DUPLICATE_ENTRY", f"same key and priority as entry "
-                                     f"{other.handle}")
+            if (prio, tuple(norm)) in self._prio_keys:
+                raise TableError("DUPLICATE_ENTRY", "an entry with the same key and priority "
+                                 "exists")
             masks, values, ranges = [], [], []
-            for i, (kind, m) in enumerate(zip(self.kinds, norm)):
+            for i, (kind, m) in enumerate(zip(self.kinds, norm, strict=False)):
                 w = self.widths[i]
                 full = (1 << w) - 1
                 if kind == "exact":
@@ -295,8 +316,10 @@ class Table:
                 self._lpm_lens = sorted(self._lpm, reverse=True)
             d[self._index_key(e)] = e
         else:
-            self._sorted.append(e)
-            self._sorted.sort(key=lambda x: (x.priority, x.seq))
+            bisect.insort(self._sorted, e, key=_order)
+            self._prio_keys.add((prio, tuple(norm)))
+            bucket = self._groups.setdefault(e._masks, {}).setdefault(e._values, [])
+            bisect.insort(bucket, e, key=_order)
         return e.handle
 
     def get_entry(self, handle: int) -> Entry:
@@ -332,6 +355,14 @@ class Table:
                 self._lpm_lens = sorted(self._lpm, reverse=True)
         else:
             self._sorted.remove(e)
+            self._prio_keys.discard((e.priority, tuple(e.matches)))
+            group = self._groups[e._masks]
+            bucket = group[e._values]
+            bucket.remove(e)
+            if not bucket:
+                del group[e._values]
+                if not group:
+                    del self._groups[e._masks]
         if self.last_hit is e:
             self.last_hit = None
 

@@ -17,8 +17,9 @@ BMv2 behaviour reproduced:
 
 Soft-target extensions (not in BMv2):
 - ``set_port_rate_bps``: a per-port line rate in bits/s; each packet keeps
-  the port busy for ``length*8/rate`` seconds (serialization pacing), and no
-  packet of that port leaves while it is busy;
+  the port busy for ``length*8/rate`` seconds (serialization pacing, with the
+  length the packet had when queued), and no packet of that port leaves
+  while it is busy;
 - ``set_priority_weights``: deficit round robin among the priorities of a
   port with the given weights (quantum = weight x 1500 bytes per round),
   instead of strict priority.

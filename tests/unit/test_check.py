@@ -1,0 +1,283 @@
+"""Checker diagnostics: every error points at file:line:col of the offending node."""
+
+from __future__ import annotations
+
+import pytest
+from check_helpers import check_prog, check_text, expect_error, position, program_text
+
+from switches.soft.frontend.source import P4Error
+
+# -- names -------------------------------------------------------------------
+
+
+def test_undeclared_name() -> None:
+    expect_error("nosuch", "undeclared name 'nosuch'", apply="meta.m = nosuch;")
+
+
+def test_undeclared_type() -> None:
+    expect_error("missing_t", "undeclared type 'missing_t'", apply="missing_t v;")
+
+
+def test_duplicate_local_declaration() -> None:
+    msg = expect_error("x = 2", "duplicate declaration of 'x'", apply="bit<8> x = 1; bit<8> x = 2;")
+    assert "previous declaration at prog.p4:" in msg
+
+
+def test_duplicate_top_level_declaration() -> None:
+    expect_error("h_t { bit<1> z; }", "duplicate declaration of 'h_t'", decls="header h_t { bit<1> z; }")
+
+
+def test_shadowing_in_inner_block_is_allowed() -> None:
+    check_prog(apply="bit<8> x = 1; { bit<16> x = 2; meta.x = x; } meta.m = x;")
+
+
+def test_unknown_field() -> None:
+    expect_error("nofield", "header h_t has no field 'nofield'", apply="meta.m = hdr.h.nofield;")
+
+
+def test_unknown_struct_field() -> None:
+    expect_error("zz", "struct meta_t has no field 'zz'", apply="meta.zz = 1;")
+
+
+def test_unknown_extern_method() -> None:
+    expect_error("bump", "extern register<bit<8>> has no method 'bump'",
+                 locals_="register<bit<8>>(4) r;", apply="r.bump(0);")
+
+
+def test_unknown_error_member() -> None:
+    expect_error("Bogus", "unknown error member 'error.Bogus'",
+                 apply="if (sm.parser_error == error.Bogus) { meta.m = 1; }")
+
+
+def test_unknown_enum_member() -> None:
+    expect_error("C)", "enum E has no member 'C'", decls="enum E { A, B }",
+                 apply="meta.m = (E.A == E.C) ? 8w1 : 8w0;")
+
+
+# -- types ---------------------------------------------------------------------
+
+
+def test_assignment_width_mismatch() -> None:
+    expect_error("hdr.h.b;", "type mismatch in assignment", "expected bit<8>", "got bit<16>",
+                 apply="meta.m = hdr.h.b;")
+
+
+def test_bool_is_not_bit1() -> None:
+    expect_error("true;", "type mismatch in assignment", "expected bit<1>", "got bool",
+                 apply="bit<1> flag; flag = true;")
+
+
+def test_argument_type_mismatch() -> None:
+    expect_error("hdr.h.c);", "type mismatch in argument 'v' of action set", "expected bit<8>", "got bit<32>",
+                 locals_="action set(bit<8> v) { meta.m = v; }", apply="set(hdr.h.c);")
+
+
+def test_wrong_number_of_arguments() -> None:
+    expect_error("set(1, 2)", "wrong number of arguments to action set", "expected 1", "got 2",
+                 locals_="action set(bit<8> v) { meta.m = v; }", apply="set(1, 2);")
+
+
+def test_missing_argument() -> None:
+    expect_error("set()", "missing argument for parameter 'v'",
+                 locals_="action set(bit<8> v) { meta.m = v; }", apply="set();")
+
+
+def test_out_argument_must_be_lvalue() -> None:
+    expect_error("hdr.h.a + 1, 0)", "pass as out argument 'result'", "not an lvalue",
+                 locals_="register<bit<8>>(4) r;", apply="r.read(hdr.h.a + 1, 0);")
+
+
+def test_calling_a_non_callable() -> None:
+    expect_error("m()", "'m' is not a method", apply="meta.m();")
+
+
+def test_calling_a_variable() -> None:
+    expect_error("v()", "'v' is not callable", apply="bit<8> v = 0; v();")
+
+
+def test_literal_does_not_fit() -> None:
+    expect_error("8w256", "integer literal 256 does not fit in bit<8>", apply="meta.m = 8w256;")
+
+
+def test_invalid_cast() -> None:
+    expect_error("(bool)hdr.h.a", "invalid cast from bit<8> to bool", apply="meta.f = (bool)hdr.h.a;")
+
+
+def test_invalid_cast_struct() -> None:
+    expect_error("(bit<8>)meta", "invalid cast from meta_t to bit<8>", apply="meta.m = (bit<8>)meta;")
+
+
+def test_non_bool_condition() -> None:
+    expect_error("hdr.h.a) {", "condition of if must be bool, not bit<8>",
+                 apply="if (hdr.h.a) { meta.m = 1; }")
+
+
+def test_non_bool_ternary_condition() -> None:
+    expect_error("meta.m ?", "condition of '?:' must be bool", apply="meta.x = meta.m ? 16w1 : 16w2;")
+
+
+def test_slice_out_of_range() -> None:
+    expect_error("hdr.h.a[8:1]", "slice [8:1] is out of range for bit<8>", apply="meta.m = (bit<8>)hdr.h.a[8:1];")
+
+
+def test_slice_bounds_not_constant() -> None:
+    expect_error("meta.m:0]", "slice bounds must be compile-time constants",
+                 apply="meta.m = (bit<8>)hdr.h.c[meta.m:0];")
+
+
+def test_unknown_match_kind() -> None:
+    expect_error("hdr.h.a: fuzzy", "unknown match kind 'fuzzy'",
+                 locals_="table t { key = { hdr.h.a: fuzzy; } actions = { NoAction; } }", apply="t.apply();")
+
+
+def test_default_action_not_listed() -> None:
+    expect_error("drop();", "default_action action 'drop' is not listed in the actions of table t",
+                 locals_="action drop() { mark_to_drop(sm); }\n"
+                         "table t { key = { hdr.h.a: exact; } actions = { NoAction; } default_action = drop(); }",
+                 apply="t.apply();")
+
+
+def test_entry_action_not_listed() -> None:
+    expect_error("drop();", "entry action 'drop' is not listed",
+                 locals_="action drop() { mark_to_drop(sm); }\n"
+                         "table t { key = { hdr.h.a: exact; } actions = { NoAction; }\n"
+                         "  const entries = { 1: drop(); } }",
+                 apply="t.apply();")
+
+
+def test_return_value_in_action() -> None:
+    expect_error("1; }", "cannot return a value from action a",
+                 locals_="action a() { return 1; }", apply="a();")
+
+
+def test_missing_return_value_in_function() -> None:
+    expect_error("return; }", "function f must return a value of type bit<8>",
+                 decls="bit<8> f(in bit<8> x) { return; }")
+
+
+def test_exit_in_function() -> None:
+    expect_error("exit;", "'exit' is not allowed in a function",
+                 decls="bit<8> f(in bit<8> x) { exit; return x; }")
+
+
+def test_exit_in_parser() -> None:
+    expect_error("exit;", "'exit' is not allowed in a parser",
+                 parser="    state start { exit; transition accept; }")
+
+
+def test_select_keyset_arity() -> None:
+    expect_error("(1, 2, 3)", "keyset has 3 elements but select has 2 expressions",
+                 parser="    state start { pk.extract(hdr.h);\n"
+                        "      transition select(hdr.h.a, hdr.h.b) { (1, 2, 3): accept; default: reject; } }")
+
+
+def test_unknown_parser_state() -> None:
+    expect_error("nowhere", "unknown parser state 'nowhere'",
+                 parser="    state start { transition nowhere; }")
+
+
+def test_arithmetic_width_mismatch() -> None:
+    expect_error("hdr.h.a + hdr.h.b", "mismatched widths", "bit<8> + bit<16>",
+                 apply="meta.x = hdr.h.a + hdr.h.b;")
+
+
+def test_negative_shift() -> None:
+    expect_error("-1;", "shift by a negative amount", apply="meta.m = hdr.h.a << -1;")
+
+
+def test_assign_to_constant() -> None:
+    expect_error("LIMIT = 3", "cannot assign to constant 'LIMIT'", decls="const bit<8> LIMIT = 4;",
+                 apply="LIMIT = 3;")
+
+
+def test_assign_to_in_parameter() -> None:
+    text = program_text()
+    text = text.replace("control D(packet_out pk, in headers hdr) { apply { pk.emit(hdr.h); } }",
+                        "control D(packet_out pk, in headers hdr) { apply { hdr.h.a = 1; pk.emit(hdr.h); } }")
+    with pytest.raises(P4Error) as ei:
+        check_text(text)
+    assert str(ei.value).startswith(position(text, "hdr.h.a = 1") + ": ")
+    assert "cannot assign to 'in' parameter 'hdr'" in str(ei.value)
+
+
+def test_assign_to_directionless_action_parameter() -> None:
+    expect_error("v = 1", "cannot assign to directionless parameter 'v'",
+                 locals_="action a(bit<8> v) { v = 1; }", apply="a(2);")
+
+
+def test_missing_main() -> None:
+    text = program_text(main="")
+    with pytest.raises(P4Error) as ei:
+        check_text(text)
+    assert "no 'main' declaration" in str(ei.value)
+
+
+def test_main_must_be_v1switch() -> None:
+    expect_error("main;", "'main' must be a V1Switch",
+                 decls="package Other(); ", main="Other() main;")
+
+
+def test_v1switch_argument_kind() -> None:
+    expect_error("VC(), P()", "must be a parser", main="V1Switch(VC(), P(), I(), E(), CC(), D()) main;")
+
+
+def test_int_without_width_in_runtime_context() -> None:
+    expect_error("meta.f ? 1", "'?:' with int operands needs a width",
+                 apply="if ((meta.f ? 1 : 2) == 2) { meta.m = 1; }")
+
+
+def test_switch_label_not_an_action_of_the_table() -> None:
+    expect_error("other:", "'other' is not an action of table t",
+                 locals_="action other() {}\ntable t { key = { hdr.h.a: exact; } actions = { NoAction; } }",
+                 apply="switch (t.apply().action_run) { other: {} }")
+
+
+def test_mask_not_allowed_for_exact() -> None:
+    expect_error("1 &&& 3", "mask '&&&' is not allowed for a key matched by 'exact'",
+                 locals_="table t { key = { hdr.h.a: exact; } actions = { NoAction; }\n"
+                         "  const entries = { 1 &&& 3: NoAction(); } }",
+                 apply="t.apply();")
+
+
+def test_stack_index_out_of_bounds() -> None:
+    expect_error("4].a", "index 4 out of bounds for stack of size 4", apply="hdr.st[4].a = 1;")
+
+
+def test_break_outside_loop() -> None:
+    expect_error("break;", "'break' outside of a loop", apply="break;")
+
+
+def test_error_locations_inside_included_file_use_that_file() -> None:
+    # errors in the program itself name the program file, never the includes
+    msg = expect_error("nosuch", apply="meta.m = nosuch;")
+    assert msg.startswith("prog.p4:")
+
+
+def test_select_keyset_must_be_constant() -> None:
+    expect_error("hdr.h.b: accept", "keyset must be a compile-time constant",
+                 parser="    state start { pk.extract(hdr.h);\n"
+                        "      transition select(hdr.h.b) { hdr.h.b: accept; default: reject; } }")
+
+
+def test_extract_needs_a_header() -> None:
+    expect_error("hdr.h.a);", "argument of extract must be a header, not bit<8>",
+                 parser="    state start { pk.extract(hdr.h.a); transition accept; }")
+
+
+def test_generic_argument_needs_a_width() -> None:
+    expect_error("{hdr.h.a, 5}", "cannot infer a width for argument 'data' of function digest",
+                 apply="digest(1, {hdr.h.a, 5});")
+
+
+def test_control_called_like_a_function() -> None:
+    expect_error("VC();", "control VC is instantiated here but never used", apply="VC();")
+
+
+def test_out_argument_type_must_match_exactly() -> None:
+    expect_error("meta.m, 0)", "type mismatch in argument 'result' of method register.read",
+                 "expected bit<32>", "got bit<8>",
+                 locals_="register<bit<32>>(4) r;", apply="r.read(meta.m, 0);")
+
+
+def test_signedness_mismatch() -> None:
+    expect_error("hdr.h.a + hdr.h.s", "mismatched signedness", apply="meta.m = hdr.h.a + hdr.h.s;")
