@@ -93,6 +93,11 @@ def bench(seconds: float, program: Path, tool: str) -> dict[str, Any]:
         "switch_cpu_s": round(cpu, 3),
         "cpu_s_per_million_packets": round(cpu / frames * 1e6, 2) if frames else None,
         "goodput_mbps": round(result["goodput_mbps"], 2),
+        # Whether the switch kept up: frames lost at its sockets, and how long
+        # frames waited in the kernel before being processed (whole run).
+        "kernel_drops": after["kernel_drops"] - before["kernel_drops"],
+        "lag_us_max": after["lag_us"]["max"],
+        "lag_us_mean": after["lag_us"]["mean"],
     })
     return result
 
@@ -114,6 +119,8 @@ def main() -> None:
     print(f"Mb/s (switch)     : {r['mbps_through_switch']}")
     print(f"TCP goodput Mb/s  : {r['goodput_mbps']}")
     print(f"CPU s / M packets : {r['cpu_s_per_million_packets']}")
+    print(f"socket drops      : {r['kernel_drops']}")
+    print(f"lag us mean / max : {r['lag_us_mean']} / {r['lag_us_max']}")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from typing import Any
 
 from switches.soft.control.server import CommandFailed, ControlServer
 from switches.soft.pcap import PcapWriter
-from switches.soft.ports import Port, PortError, parse_interface_spec
+from switches.soft.ports import SOCKET_BUFFER, Port, PortError, parse_interface_spec
 
 log = logging.getLogger("softswitch")
 
@@ -75,6 +75,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--pcap-dir", help="write <ifname>_in.pcap / <ifname>_out.pcap here")
     p.add_argument("--priority-queues", type=int, default=1,
                    help="egress queues per port, strict priority (as simple_switch)")
+    p.add_argument("--socket-buffer", type=int, default=SOCKET_BUFFER, metavar="BYTES",
+                   help="receive/send buffer per port socket; frames beyond it are dropped "
+                        "by the kernel (counted as kernel_drops)")
     p.add_argument("--cli-file", help="control commands to apply before any traffic")
     p.add_argument("--ready-file",
                    help="written (JSON: pid, control_port) once ports and control server are up")
@@ -99,6 +102,11 @@ class SwitchDaemon:
         self.rx_errors = 0  # frames the pipeline raised on
         self.tx_no_port = 0  # frames for a port with no interface
         self.started_us = now_us()
+        # Processing lag: how long the last frame of a batch waited in the
+        # kernel before the pipeline had handled it (sampled once per batch).
+        self.lag_max_us = 0
+        self.lag_sum_us = 0
+        self.lag_samples = 0
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -118,11 +126,19 @@ class SwitchDaemon:
     def stats(self) -> dict[str, Any]:
         with self.switch.lock:
             sw = self.switch.stats()
+        for p in self.ports.values():
+            p.update_kernel_drops()
         return {
             "switch": _jsonable(sw),
             "ports": {
                 str(n): {"ifname": p.ifname, **vars(p.stats)} for n, p in sorted(self.ports.items())
             },
+            "lag_us": {
+                "max": self.lag_max_us,
+                "mean": round(self.lag_sum_us / self.lag_samples) if self.lag_samples else 0,
+                "samples": self.lag_samples,
+            },
+            "kernel_drops": sum(p.stats.kernel_drops for p in self.ports.values()),
             "rx_errors": self.rx_errors,
             "tx_no_port": self.tx_no_port,
             "uptime_s": (now_us() - self.started_us) / 1e6,
@@ -204,6 +220,13 @@ class SwitchDaemon:
                         out = sw.dequeue_ready()
                         if out:
                             self._send(out)
+                arrived = port.last_rx_wallclock()
+                if arrived is not None:
+                    lag = int((time.time() - arrived) * 1e6)
+                    if lag > self.lag_max_us:
+                        self.lag_max_us = lag
+                    self.lag_sum_us += lag
+                    self.lag_samples += 1
             with lock:
                 out = sw.dequeue_ready()
             if out:
@@ -355,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         switch = load_switch(args)
         try:
             for number, ifname in specs:
-                ports.append(Port(number, ifname))
+                ports.append(Port(number, ifname, buffer_bytes=args.socket_buffer))
         except PortError as e:
             raise StartupError(4, str(e)) from e
         daemon = SwitchDaemon(switch, ports, args.pcap_dir)

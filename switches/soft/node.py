@@ -81,7 +81,9 @@ class SoftP4Switch(Switch):
     ``control_port=None`` lets the daemon pick a free port (read back from
     its ready file into :attr:`control_port`). ``cli_commands`` are applied
     before any traffic. Logs (and pcaps with ``pcap=True``) go to
-    ``log_dir`` (a fresh temporary directory by default).
+    ``log_dir`` (a fresh temporary directory by default). ``daemon_args``
+    are passed on to ``python -m switches.soft.daemon`` (e.g.
+    ``["--socket-buffer", "262144"]``).
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class SoftP4Switch(Switch):
         ready_timeout: float = 120.0,
         include_dirs: Sequence[str] = (),
         log_level: str = "info",
+        daemon_args: Sequence[str] = (),
         **params: Any,
     ) -> None:
         super().__init__(name, **params)
@@ -111,6 +114,7 @@ class SoftP4Switch(Switch):
         self.ready_timeout = ready_timeout
         self.include_dirs = list(include_dirs)
         self.log_level = log_level
+        self.daemon_args = list(daemon_args)
         self.log_path = os.path.join(self.log_dir, f"{name}.log")
         self.ready_path = os.path.join(self.log_dir, f"{name}.ready")
         self.proc: subprocess.Popen[bytes] | None = None
@@ -134,6 +138,7 @@ class SoftP4Switch(Switch):
             cmd += ["-i", f"{port}@{ifname}"]
         if self.pcap:
             cmd += ["--pcap-dir", self.log_dir]
+        cmd += self.daemon_args
         if self.cli_commands:
             cli_file = os.path.join(self.log_dir, f"{self.name}-commands.txt")
             Path(cli_file).write_text("\n".join(self.cli_commands) + "\n")

@@ -9,6 +9,7 @@ which the kernel loops back to every packet socket as PACKET_OUTGOING.
 from __future__ import annotations
 
 import errno
+import fcntl
 import socket
 import struct
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ PACKET_ADD_MEMBERSHIP = 1
 PACKET_DROP_MEMBERSHIP = 2
 PACKET_MR_PROMISC = 1
 PACKET_OUTGOING = 4
+PACKET_STATISTICS = 6
+SIOCGSTAMP = 0x8906
 # Big enough for a jumbo frame; offloads are turned off on the links so
 # frames never exceed the MTU in practice.
 MAX_FRAME = 65535
@@ -36,6 +39,9 @@ class PortStats:
     tx_frames: int = 0
     tx_bytes: int = 0
     tx_errors: int = 0
+    # Frames the kernel dropped because the socket buffer was full: the
+    # switch did not keep up with the offered load.
+    kernel_drops: int = 0
 
 
 class Port:
@@ -99,6 +105,25 @@ class Port:
         self.stats.tx_frames += 1
         self.stats.tx_bytes += len(frame)
         return True
+
+    def last_rx_wallclock(self) -> float | None:
+        """Kernel receive time (CLOCK_REALTIME seconds) of the last frame read."""
+        try:
+            raw = fcntl.ioctl(self.sock.fileno(), SIOCGSTAMP, bytes(16))
+        except OSError:
+            return None
+        sec, usec = struct.unpack("qq", raw)
+        return sec + usec / 1e6
+
+    def update_kernel_drops(self) -> int:
+        """Add the kernel's drop count since the last call (reading resets it)."""
+        try:
+            raw = self.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
+        except OSError:
+            return self.stats.kernel_drops
+        _packets, drops = struct.unpack("II", raw)
+        self.stats.kernel_drops += drops
+        return self.stats.kernel_drops
 
     def close(self) -> None:
         if self.sock.fileno() < 0:

@@ -281,3 +281,18 @@ def test_out_argument_type_must_match_exactly() -> None:
 
 def test_signedness_mismatch() -> None:
     expect_error("hdr.h.a + hdr.h.s", "mismatched signedness", apply="meta.m = hdr.h.a + hdr.h.s;")
+
+
+def test_function_must_return_on_every_path() -> None:
+    expect_error("f(in bit<8> x)", "function f does not return a value on every path",
+                 decls="bit<8> f(in bit<8> x) { if (x == 0) { return 1; } }")
+
+
+def test_function_returning_on_both_branches_is_fine() -> None:
+    check_prog(decls="bit<8> f(in bit<8> x) { if (x == 0) { return 1; } else { return x; } }",
+               apply="meta.m = f(hdr.h.a);")
+
+
+def test_duplicate_switch_label() -> None:
+    expect_error("1: { meta.m = 2; }", "duplicate switch label",
+                 apply="switch (hdr.h.a) { 1: { meta.m = 1; } 1: { meta.m = 2; } }")

@@ -352,3 +352,70 @@ def test_whole_program_meets_the_annotation_contract() -> None:
                     apply="if (t.apply().hit) { meta.m = K; } hdr.h.c = hdr.h.c << 2;\n"
                           "meta.x = ((bit<8>)hdr.h.a ++ 8w0) + 1;")
     assert annotation_problems(cp.program) == []
+
+
+# -- more declarations -------------------------------------------------------------------
+
+
+def test_header_union_members_and_validity() -> None:
+    cp = check_prog(decls="header a_t { bit<8> x; } header b_t { bit<16> y; }\n"
+                          "header_union u_t { a_t a; b_t b; }",
+                    apply="u_t u; u.a.setValid(); u.a.x = 1; meta.f = u.isValid() && u.b.isValid();")
+    stmts = apply_stmts(cp)
+    assert isinstance(stmts[0].type.resolved, T.HeaderUnion)
+    assert stmts[2].lhs.type == T.Bits(8) and is_lit(stmts[2].rhs, 1, 8)
+    assert stmts[3].rhs.left.type == T.Bool()
+
+
+def test_tuples_typedefs_and_newtypes() -> None:
+    cp = check_prog(decls="typedef bit<8> byte_t; type bit<16> port_t;",
+                    apply="tuple<byte_t, bool> tp = {1, true}; byte_t b = tp[0];\n"
+                          "port_t p = (port_t)hdr.h.b; meta.x = (bit<16>)p; meta.m = b;")
+    tp, b, p, x, m = apply_stmts(cp)
+    assert tp.type.resolved == T.Tuple((T.Bits(8), T.Bool()))
+    assert is_lit(tp.init.elems[0], 1, 8) and tp.init.type == tp.type.resolved
+    assert b.type.resolved == T.Bits(8) and b.init.type == T.Bits(8)
+    assert isinstance(p.type.resolved, T.NewType) and p.type.resolved.base == T.Bits(16)
+    assert isinstance(p.init, ir.CastExpr) and p.init.type is p.type.resolved
+    assert isinstance(x.rhs, ir.CastExpr) and x.rhs.type == T.Bits(16)
+    assert m.rhs.type == T.Bits(8)
+
+
+def test_bool_bit_and_signed_casts() -> None:
+    e = rhs("bit<1> v = (bit<1>)meta.f; meta.f = (bool)v;")
+    assert isinstance(e, ir.CastExpr) and e.type == T.Bool() and e.expr.type == T.Bits(1)
+    e = rhs("meta.m = (bit<8>)hdr.h.s;")
+    assert isinstance(e, ir.CastExpr) and e.type == T.Bits(8) and e.expr.type == T.Bits(8, True)
+
+
+def test_extern_instances_and_table_properties() -> None:
+    cp = check_prog(locals_="direct_counter(CounterType.packets) dc;\n"
+                            "meter(32w16, MeterType.bytes) mt;\n"
+                            "action a() { dc.count(); }\n"
+                            "table t { key = { hdr.h.a: exact; } actions = { a; } counters = dc;\n"
+                            "  implementation = action_profile(32w64); support_timeout = true; }",
+                    apply="bit<2> color; mt.execute_meter(3, color); t.apply();")
+    t = local(cp, "t")
+    assert isinstance(t.properties["counters"], ir.PathExpr) and t.properties["counters"].decl is local(cp, "dc")
+    impl = t.properties["implementation"]
+    assert isinstance(impl, ir.CallExpr) and isinstance(impl.type, T.Extern) and impl.type.name == "action_profile"
+    assert isinstance(t.properties["support_timeout"], ir.BoolLit)
+    mt = local(cp, "mt")
+    assert isinstance(mt.type.resolved, T.Extern) and mt.type.resolved.name == "meter"
+    assert is_lit(mt.args[0].value, 16, 32)
+    call = apply_stmts(cp)[1].call
+    assert [x.resolved for x in call.type_args] == [T.Bits(2)]
+    assert is_lit(call.args[0].value, 3, 32)
+    assert [d for d in cp.instances if d.name in ("dc", "mt")] == [local(cp, "dc"), mt]
+    assert cp.instances[-1] is cp.main
+
+
+def test_sub_control_with_constructor_arguments() -> None:
+    cp = check_prog(decls="control Sub(inout bit<8> v)(bit<8> step) { apply { v = v + step; } }",
+                    locals_="Sub(8w3) sub;", apply="sub.apply(meta.m);")
+    inst = local(cp, "sub")
+    assert isinstance(inst.type.resolved, T.Block) and inst.type.resolved.decl.name == "Sub"
+    assert is_lit(inst.args[0].value, 3, 8)
+    call = apply_stmts(cp)[0].call
+    assert isinstance(call.func.type, T.Callable) and call.func.type.kind == "apply"
+    assert call.func.expr.decl is inst and call.type == T.Void()

@@ -55,8 +55,11 @@ Annotation contract (what the backend may rely on after ``check``):
   header type for stack ``next``/``last``; ``Bool`` for ``t.apply().hit``/
   ``miss`` and ``ActionEnum`` for ``action_run``.  ``t.apply()`` has type
   ``ApplyResult``.
-- ``CallExpr.args`` are in the callee's parameter order (named arguments
-  resolved and the ``Argument.name`` kept), defaults filled in (the
+- ``CallExpr.args`` (and ``InstantiationDecl.args``, ``default_action``/
+  entry ``ActionRef.args``) are in the callee's parameter order, one per
+  parameter, each ``Argument.name`` set to its parameter's name (an
+  ``ActionRef`` in a table's ``actions`` list has either no arguments or one
+  per directional parameter); defaults filled in (the
   parameter's default expression), omitted ``@optional`` parameters are a
   ``DontCareExpr``.  ``CallExpr.type`` is the return type (``Void`` for
   statements).  ``CallExpr.type_args`` are resolved ``TypeRef`` s: for

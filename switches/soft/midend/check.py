@@ -198,6 +198,20 @@ def show(t: Any) -> str:
     return str(t)
 
 
+def always_returns(st: ir.Stmt | None) -> bool:
+    """Whether every path through ``st`` ends in a return (or exit)."""
+    if isinstance(st, (ir.ReturnStmt, ir.ExitStmt)):
+        return True
+    if isinstance(st, ir.BlockStmt):
+        return any(always_returns(x) for x in st.stmts)
+    if isinstance(st, ir.IfStmt):
+        return always_returns(st.then) and always_returns(st.else_)
+    if isinstance(st, ir.SwitchStmt):
+        has_default = any(isinstance(c.label, ir.DefaultExpr) for c in st.cases)
+        return has_default and all(c.body is None or always_returns(c.body) for c in st.cases)
+    return False
+
+
 def contains_infint(t: T.P4Type) -> bool:
     if isinstance(t, T.InfInt):
         return True
@@ -566,6 +580,8 @@ class Checker:
         body = Scope(s)
         self.declare_params(d.params, body)
         self.block(d.body, body, Ctx("function", sig.ret, d.name))
+        if not isinstance(sig.ret, T.Void) and not always_returns(d.body):
+            raise P4Error(d.loc, f"function {d.name} does not return a value on every path")
         s.declare(d.name, d, d.loc)
 
     def block_scope(self, d: ir.ParserDecl | ir.ControlDecl, s: Scope) -> Scope:
@@ -791,7 +807,8 @@ class Checker:
                 elif not isinstance(want, TypeVar) and not type_eq(want, bp.type):
                     raise P4Error(bp.node.loc, f"parameter '{bp.name}' of {blk.name} has type {bp.type}, "
                                   f"expected {want}")
-        d.args = [a for a in ordered if a is not None]
+        d.args = [ir.Argument(loc=a.loc, value=a.value, name=p.name)
+                  for p, a in zip(psig.params, ordered, strict=True) if a is not None]
         t.type_args = [bindings.get(v.id, v) for v in psig.tvars]
 
     # --------------------------------------------------------------- tables
@@ -1011,6 +1028,7 @@ class Checker:
         if isinstance(e.type, T.ActionEnum):
             table = self.table_of_action_run(e)
             names = {ar.decl.name: ar.decl for ar in table.actions}
+            seen: set[int] = set()
             for c in st.cases:
                 lab = c.label
                 if isinstance(lab, ir.DefaultExpr):
@@ -1021,6 +1039,9 @@ class Checker:
                     decl = ds[0] if ds else None
                     if not isinstance(decl, ir.ActionDecl) or all(decl is not x for x in names.values()):
                         raise P4Error(lab.loc, f"'{dn}' is not an action of table {table.name}")
+                    if id(decl) in seen:
+                        raise P4Error(lab.loc, f"duplicate switch label '{dn}'")
+                    seen.add(id(decl))
                     lab.decl = decl
                     lab.type = e.type
                 else:
@@ -1031,13 +1052,20 @@ class Checker:
         if not isinstance(e.type, (T.Bits, T.Enum, T.ErrorType, T.NewType)):
             raise P4Error(e.loc, f"cannot switch on a value of type {e.type}")
         self.runtime_value(e)
+        values: set[Any] = set()
         for c in st.cases:
             if isinstance(c.label, ir.DefaultExpr):
                 c.label.type = T.DontCare()
             else:
                 lab = self.convert(self.expr(c.label, s, e.type), e.type, "in switch label")
                 if not self.is_compile_time(lab):
-                    raise P4Error(lab.loc, "switch label must be a compile-time constant")
+                    raise P4Error(start(lab), "switch label must be a compile-time constant")
+                key = lab.value if isinstance(lab, ir.IntLit) else (
+                    lab.member if isinstance(lab, ir.MemberExpr) else None)
+                if key is not None:
+                    if key in values:
+                        raise P4Error(start(lab), "duplicate switch label")
+                    values.add(key)
                 c.label = lab
             if c.body is not None:
                 c.body = self.block(c.body, Scope(s), ctx)
@@ -1904,7 +1932,7 @@ class Checker:
                     if p.direction != "inout":
                         raise P4Error(v.loc, f"'_' can only be passed for an out parameter ('{p.name}')")
                 v.type = pt
-                out.append(ir.Argument(loc=slot.loc, value=v, name=slot.name))
+                out.append(ir.Argument(loc=slot.loc, value=v, name=p.name))
                 continue
             if free_vars(pt, free):
                 v = self.expr(v, s, None)
@@ -1914,7 +1942,7 @@ class Checker:
                 v = self.convert(v, pt, f"in argument '{p.name}' of {what}")
             if p.direction in ("out", "inout"):
                 self.check_lvalue(v, f"pass as {p.direction} argument '{p.name}'")
-            out.append(ir.Argument(loc=slot.loc, value=v, name=slot.name))
+            out.append(ir.Argument(loc=slot.loc, value=v, name=p.name))
         # second pass: arguments whose parameter type needed inference
         for p, a in zip(sig.params, out, strict=False):
             generic = free_vars(p.type, free)
