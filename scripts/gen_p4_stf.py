@@ -190,12 +190,12 @@ def setup_routes() -> list[str]:
 
 
 def with_ihl6(pkt: bytes) -> bytes:
-    """The same packet with 4 bytes of IPv4 options (NOPs) and a valid checksum."""
+    """The same packet with 4 bytes of IPv4 options (end-of-list + padding), valid checksum."""
     ip = bytearray(pkt[14:34])
     ip[0] = 0x46
     tot = int.from_bytes(ip[2:4], "big") + 4
     ip[2:4] = tot.to_bytes(2, "big")
-    hdr = bytes(ip) + b"\x01\x01\x01\x01"
+    hdr = bytes(ip) + b"\0\0\0\0"  # EOL + padding: the checksum stays the 20-byte one
     hdr = hdr[:10] + b"\0\0" + hdr[12:]
     hdr = hdr[:10] + csum16(hdr).to_bytes(2, "big") + hdr[12:]
     return pkt[:14] + hdr + pkt[34:]
@@ -215,7 +215,7 @@ def routing_cases() -> list[Case]:
     send_only_imm = roce(bth(0x05, 0x000104, 0xFFFFFF, job_id=3, ackreq=1) + immdt(0x01020304),
                          b"\x22" * 12)
     ack = roce(bth(0x11, 0x000105, 41) + aeth(0x1F, 0x000029), b"")
-    cnp = roce(bth(0x81, 0x000106, 0), bytes(16))
+    cnp = roce(bth(0x81, 0x000106, 0, job_id=0x40), bytes(16))  # byte 4: BECN set
     cases = [
         fwd("route 10.0.0.0/8 only: port 1, new MACs, TTL 64 -> 63, checksum recomputed",
             ipv4("10.1.2.3")),

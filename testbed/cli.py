@@ -97,7 +97,8 @@ def stf_cmd(program: str, test: str, as_json: bool) -> None:
 
 
 @main.command("switch-cli")
-@click.option("--port", "-p", type=int, required=True, help="the switch's control port")
+@click.option("--port", "--thrift-port", "-p", "port", type=int, required=True,
+              help="the switch's control port (--thrift-port as in simple_switch_CLI)")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--keep-going", "-k", is_flag=True, help="go on after a failing command")
 @click.option("--quiet", "-q", is_flag=True, help="print only errors")

@@ -73,7 +73,7 @@ control MyEgress(inout headers_t hdr,
             } else if (q >= cfg_kmin) {
                 /* here Kmin <= q < Kmax, so Kmax - Kmin > 0 */
                 bit<32> r;
-                random(r, 0, 99);
+                random<bit<32>>(r, 32w0, 32w99);
                 if (r * (cfg_kmax - cfg_kmin) < cfg_pmax * (q - cfg_kmin)) {
                     mark_ce();
                 }

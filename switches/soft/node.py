@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mininet.log import warn
 from mininet.node import Host, Switch
 
 from switches.soft.control.client import SwitchClient
@@ -46,9 +47,17 @@ def _tail(path: str | os.PathLike[str], lines: int = 20) -> str:
     return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
 
 
+_warned_no_ethtool = False
+
+
 def offload_off_command(intf: str) -> str:
     """Shell command turning off the offloads that break userspace forwarding."""
+    global _warned_no_ethtool
     if shutil.which("ethtool") is None:
+        if not _warned_no_ethtool:
+            _warned_no_ethtool = True
+            warn("*** ethtool not found: offloads stay on and TCP through soft switches "
+                 "will stall (apt-get install ethtool)\n")
         return "true"
     return f"ethtool -K {intf} {' '.join(f'{o} off' for o in OFFLOADS)} >/dev/null 2>&1"
 

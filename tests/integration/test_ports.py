@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from switches.soft.ports import Port, PortError
+from switches.soft.ports import PACKET_IGNORE_OUTGOING, SOL_PACKET, Port, PortError
 
 pytestmark = pytest.mark.root
 
@@ -34,8 +34,14 @@ def _recv_all(port: Port, want: int, timeout: float = 2.0) -> list[bytes]:
     return got
 
 
-def test_frames_cross_and_own_transmissions_are_not_received(veth: tuple[str, str]) -> None:
+@pytest.mark.parametrize("kernel_filter", [True, False], ids=["ignore-outgoing", "pkttype"])
+def test_frames_cross_and_own_transmissions_are_not_received(
+        veth: tuple[str, str], kernel_filter: bool) -> None:
     a, b = Port(1, veth[0]), Port(2, veth[1])
+    if not kernel_filter:  # the path for kernels without PACKET_IGNORE_OUTGOING
+        for p in (a, b):
+            p.sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 0)
+            p.kernel_ignores_outgoing = False
     try:
         # A unicast frame to a MAC neither side owns: only promiscuous mode lets it in.
         frames = [bytes.fromhex("0200000000aa" "0200000000bb" "88b5") + bytes([i]) * 50

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from switches.soft.pcap import read_pcap
-from testbed.net import P4_DIR, REPO_ROOT, leftovers, running, star_router
+from testbed.net import P4_DIR, REPO_ROOT, leftovers, router_commands, running, star_router
 
 from .helpers import host_result, host_run, host_start, wait_for
 
@@ -22,8 +22,12 @@ pytestmark = [pytest.mark.root, pytest.mark.usefixtures("no_leftovers")]
 
 def test_l3_router_ping_and_tcp_transfer(tmp_path: Path) -> None:
     net, sw, (h1, h2), (a1, a2) = star_router(2, P4_DIR / "l3_router.p4", log_dir=tmp_path,
-                                              pcap=True)
+                                              pcap=True, install_routes=False)
     with running(net):
+        # No routes yet: the router drops everything.
+        assert " 100% packet loss" in h1.cmd(f"ping -c 1 -W 1 {a2.ip}")
+        for line in router_commands([a1, a2]):
+            assert "Entry has been added" in sw.cmd_cli(line)
         ping = h1.cmd(f"ping -c 3 -i 0.2 -W 2 {a2.ip}")
         assert " 0% packet loss" in ping, ping
         # TTL went down by one: the switch routed rather than bridged.
@@ -43,11 +47,13 @@ def test_l3_router_ping_and_tcp_transfer(tmp_path: Path) -> None:
         assert "0a000201/32" in dump
         stats = sw.stats()
         assert stats["ports"]["2"]["tx_frames"] > 1000
+        assert stats["lag_us"]["samples"] > 0 and stats["lag_us"]["max"] >= stats["lag_us"]["mean"]
     # pcaps are complete once the switch has stopped: what h1 sent and what went to h2.
     into = read_pcap(tmp_path / "s1-eth1_in.pcap")
     out = read_pcap(tmp_path / "s1-eth2_out.pcap")
-    assert len(into) == stats["ports"]["1"]["rx_frames"]
-    assert len(out) == stats["ports"]["2"]["tx_frames"]
+    # (>=: the stats were read a moment before the switch stopped)
+    assert len(into) >= stats["ports"]["1"]["rx_frames"] > 1000
+    assert len(out) >= stats["ports"]["2"]["tx_frames"]
     # Routed: destination MAC is h2's, source MAC the switch port's, TTL one less.
     first_ip_out = next(f for _t, f in out if f[12:14] == b"\x08\x00")
     assert first_ip_out[0:6].hex(":") == a2.mac and first_ip_out[6:12].hex(":") == a2.gateway_mac
@@ -76,6 +82,23 @@ def test_ecn_marking_under_congestion_only(tmp_path: Path) -> None:
         assert congested["received"] > 0, congested
         assert congested["ecn"]["3"] > 0, f"no CE under congestion: {congested}"
         assert congested["ecn"]["3"] + congested["ecn"]["2"] == congested["received"]
+
+
+def test_queue_rate_paces_the_egress_port(tmp_path: Path) -> None:
+    net, sw, (h1, h2), (_a1, a2) = star_router(2, P4_DIR / "l3_router.p4", log_dir=tmp_path)
+    with running(net):
+        sw.cmd_cli("set_queue_depth 5000 2")
+        sw.cmd_cli("set_queue_rate 2000 2")
+        sink = host_start(h2, "udp-sink", 6000, 1.0)
+        try:
+            host_run(h1, "udp-source", a2.ip, 6000, 3000, 200, "0", 3000)
+            got = host_result(sink)
+        finally:
+            sink.kill()
+            sink.wait()
+        assert got["received"] == 3000, got
+        rate = (got["received"] - 1) / got["span_s"]
+        assert 1900 < rate < 2100, f"{rate:.0f} packets/s instead of 2000"
 
 
 def test_garbage_frames_do_not_break_forwarding(tmp_path: Path) -> None:
@@ -146,6 +169,7 @@ def test_sigint_during_a_run_leaves_nothing(tmp_path: Path) -> None:
     with open(err, "w") as errf:
         proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                                 stderr=errf, text=True, cwd=str(REPO_ROOT))
+    assert proc.stdout is not None
     try:
         line = proc.stdout.readline()
         if not line.startswith("UP"):
@@ -161,3 +185,39 @@ def test_sigint_during_a_run_leaves_nothing(tmp_path: Path) -> None:
             proc.wait()
     assert not os.path.exists(f"/proc/{daemon_pid}")
     assert wait_for(lambda: not leftovers(), 5), leftovers()
+
+
+def test_two_soft_switches_in_a_line_route_end_to_end(tmp_path: Path) -> None:
+    """h1 - s1 - s2 - h2: two daemons, each with its own automatic control port."""
+    from mininet.link import Link
+    from mininet.net import Mininet
+
+    from switches.soft.node import P4Host, SoftP4Switch
+    from testbed.net import host_addr
+
+    a1, a2 = host_addr(1), host_addr(2)
+    prog = str(P4_DIR / "l3_router.p4")
+    net = Mininet(controller=None, switch=SoftP4Switch, host=P4Host, link=Link, build=False)
+    s1 = net.addSwitch("s1", program=prog, log_dir=tmp_path, cli_commands=[
+        f"table_add MyIngress.ipv4_lpm MyIngress.set_nhop {a1.ip}/32 => {a1.mac} 1",
+        f"table_add MyIngress.ipv4_lpm MyIngress.set_nhop {a2.ip}/32 => 02:00:00:00:02:02 2",
+    ])
+    s2 = net.addSwitch("s2", program=prog, log_dir=tmp_path, cli_commands=[
+        f"table_add MyIngress.ipv4_lpm MyIngress.set_nhop {a2.ip}/32 => {a2.mac} 1",
+        f"table_add MyIngress.ipv4_lpm MyIngress.set_nhop {a1.ip}/32 => 02:00:00:00:01:02 2",
+        f"table_add MyIngress.port_smac MyIngress.set_smac 1 => {a2.gateway_mac}",
+    ])
+    h1 = net.addHost("h1", ip=f"{a1.ip}/24", mac=a1.mac, defaultRoute=f"via {a1.gateway_ip}")
+    h2 = net.addHost("h2", ip=f"{a2.ip}/24", mac=a2.mac, defaultRoute=f"via {a2.gateway_ip}")
+    net.addLink(h1, s1, port2=1)
+    net.addLink(s1, s2, port1=2, port2=2)
+    net.addLink(h2, s2, port2=1)
+    net.build()
+    h1.cmd(f"ip neigh replace {a1.gateway_ip} lladdr {a1.gateway_mac} dev h1-eth0 nud permanent")
+    h2.cmd(f"ip neigh replace {a2.gateway_ip} lladdr {a2.gateway_mac} dev h2-eth0 nud permanent")
+    with running(net):
+        assert s1.control_port != s2.control_port
+        ping = h1.cmd(f"ping -c 2 -i 0.2 -W 2 {a2.ip}")
+        assert " 0% packet loss" in ping and "ttl=62" in ping, ping
+        assert s1.stats()["ports"]["2"]["tx_frames"] >= 2
+        assert s2.stats()["ports"]["2"]["tx_frames"] >= 2

@@ -70,6 +70,7 @@ def udp_sink(port: int, idle: float) -> None:
     s.settimeout(idle)
     print(json.dumps({"listening": port}), flush=True)
     counts = {"0": 0, "1": 0, "2": 0, "3": 0}
+    t_first = t_last = 0.0
     first = True
     while True:
         try:
@@ -80,12 +81,16 @@ def udp_sink(port: int, idle: float) -> None:
                 continue
             break
         first = False
+        t_last = time.monotonic()
+        if not t_first:
+            t_first = t_last
         tos = 0
         for level, typ, val in anc:
             if level == socket.IPPROTO_IP and typ == socket.IP_TOS:
                 tos = val[0]
         counts[str(tos & 3)] += 1
-    print(json.dumps({"received": sum(counts.values()), "ecn": counts}), flush=True)
+    print(json.dumps({"received": sum(counts.values()), "ecn": counts,
+                      "span_s": t_last - t_first}), flush=True)
 
 
 def udp_source(ip: str, port: int, count: int, size: int, tos: int, pps: float) -> None:

@@ -296,3 +296,107 @@ def test_function_returning_on_both_branches_is_fine() -> None:
 def test_duplicate_switch_label() -> None:
     expect_error("1: { meta.m = 2; }", "duplicate switch label",
                  apply="switch (hdr.h.a) { 1: { meta.m = 1; } 1: { meta.m = 2; } }")
+
+
+def test_table_apply_only_in_control_body() -> None:
+    expect_error("apply(); }", "table t can only be applied in a control's apply block, not in action a",
+                 locals_="table t { key = { hdr.h.a: exact; } actions = { NoAction; } }\n"
+                         "action a() { t.apply(); }",
+                 apply="a();")
+
+
+def test_cast_cannot_change_width_and_signedness_at_once() -> None:
+    expect_error("(bit<16>)hdr.h.s", "invalid cast from int<8> to bit<16>", apply="meta.x = (bit<16>)hdr.h.s;")
+
+
+def test_new_type_casts_only_to_its_base() -> None:
+    expect_error("(port_t)hdr.h.a", "invalid cast from bit<8> to port_t",
+                 decls="type bit<16> port_t;", apply="port_t p = (port_t)hdr.h.a;")
+
+
+def test_stack_last_outside_parser() -> None:
+    expect_error("last.a", "'last' of a header stack can only be used in a parser",
+                 apply="meta.m = hdr.st.last.a;")
+
+
+def test_action_run_outside_switch() -> None:
+    expect_error("action_run ==", "'action_run' can only be used as the expression of a switch",
+                 locals_="table t { key = { hdr.h.a: exact; } actions = { NoAction; } }",
+                 apply="if (t.apply().action_run == t.apply().action_run) { meta.m = 1; }")
+
+
+def test_default_label_must_be_last() -> None:
+    expect_error("2: { meta.m = 2; }", "switch label follows the 'default' label",
+                 apply="switch (hdr.h.a) { default: { meta.m = 1; } 2: { meta.m = 2; } }")
+
+
+def test_division_by_zero_literal() -> None:
+    expect_error("hdr.h.a / 0", "division by zero", apply="meta.m = hdr.h.a / 0;")
+
+
+def test_function_cannot_call_action() -> None:
+    expect_error("a(); return", "action a cannot be called from a function",
+                 decls="action a() {}\nbit<8> f(in bit<8> x) { a(); return x; }")
+
+
+def test_verify_only_in_parsers() -> None:
+    expect_error("verify(", "verify can only be called in a parser",
+                 apply="verify(true, error.NoMatch);")
+
+
+def test_parser_instantiated_in_control() -> None:
+    expect_error("p;", "a parser cannot be instantiated in a control",
+                 decls="parser Sub(packet_in pk) { state start { transition accept; } }",
+                 locals_="Sub() p;")
+
+
+def test_variable_of_type_int() -> None:
+    expect_error("v = 1", "variable 'v' cannot have type int", apply="int v = 1;")
+
+
+def test_directionless_action_parameters_come_last() -> None:
+    expect_error("x, in bit<8> y", "directionless parameter 'x' of action a must come after",
+                 locals_="action a(bit<8> x, in bit<8> y) { meta.m = x + y; }")
+
+
+def test_out_parameter_with_default() -> None:
+    expect_error("x = 1", "out parameter 'x' cannot have a default value",
+                 decls="action a(out bit<8> x = 1) { x = 2; }")
+
+
+def test_duplicate_error_member() -> None:
+    text = program_text(decls="error { Oops }\nerror { Oops }")
+    with pytest.raises(P4Error) as ei:
+        check_text(text)
+    assert str(ei.value).startswith(position(text, "error { Oops }", 2) + ": ")
+    assert "duplicate declaration of error.Oops" in str(ei.value)
+
+
+def test_lpm_mask_must_be_a_prefix() -> None:
+    expect_error("0x11 &&& 0xe1", "invalid mask 0xe1 for an lpm key",
+                 locals_="table t { key = { hdr.h.a: lpm; } actions = { NoAction; }\n"
+                         "  const entries = { 0x11 &&& 0xe1: NoAction(); } }",
+                 apply="t.apply();")
+
+
+def test_default_action_argument_must_be_constant() -> None:
+    expect_error("hdr.h.a); }", "argument 'v' of action set must be a compile-time constant",
+                 locals_="action set(bit<8> v) { meta.m = v; }\n"
+                         "table t { key = { hdr.h.a: exact; } actions = { set; } default_action = set(hdr.h.a); }",
+                 apply="t.apply();")
+
+
+def test_extract_of_varbit_header_needs_length() -> None:
+    expect_error("hdr2.v);", "has a varbit field: extract it with a length argument",
+                 decls="header v_t { varbit<32> opt; }\nstruct h2_t { v_t v; }",
+                 parser="    h2_t hdr2;\n    state start { pk.extract(hdr2.v); transition accept; }")
+
+
+def test_table_without_actions() -> None:
+    expect_error("t { key", "table t has no 'actions' property",
+                 locals_="table t { key = { hdr.h.a: exact; } }", apply="t.apply();")
+
+
+def test_select_on_a_struct() -> None:
+    expect_error("meta) {", "cannot select on a value of type meta_t",
+                 parser="    state start { transition select(meta) { default: accept; } }")

@@ -15,6 +15,7 @@
  *     IP ECN). The testbed's hosts carry the job id there, field bth.job_id.
  *     The ICRC masks this byte, so setting it does not change the ICRC.
  *     Job id 0 means "not part of a tagged job": such packets carry no step.
+ *     CNPs (opcode BTH_OP_CNP) set BECN (0x40) in this byte: no job id there.
  *   - step index: the UDP source port. Its top 2 bits are fixed to 0b11 so the
  *     port stays in the dynamic range 0xC000-0xFFFF that RoCEv2 senders use for
  *     flow entropy; the low 14 bits carry the step (0..16383):

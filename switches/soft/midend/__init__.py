@@ -27,6 +27,9 @@ Annotation contract (what the backend may rely on after ``check``):
   parameters, table properties such as ``priority_delta``) and the operand
   of a ``CastExpr`` converting a non-constant ``int`` value - a reference to
   an ``int`` constructor parameter, possibly inside ``int`` arithmetic.
+  Such ``int`` parameter expressions may also be compared (``n == 3`` is a
+  ``Bool`` ``BinaryExpr`` over ``InfInt`` operands); they are evaluated with
+  unbounded integers.
   ``switches.soft.midend.verify.annotation_problems(program)`` lists every
   violation of this contract (used by the tests).
 - Constants are folded: references to ``const`` declarations of int/bit/bool/

@@ -24,6 +24,8 @@ CORE_ERRORS = ("NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds",
 V1SWITCH_ROLES = ("parser", "verify_checksum", "ingress", "egress",
                   "compute_checksum", "deparser")
 
+MAX_WIDTH = 2048  # widest bit<W>/int<W>/varbit<W> accepted, as in p4c
+
 SIZE_METHODS = ("minSizeInBits", "minSizeInBytes", "maxSizeInBits", "maxSizeInBytes")
 
 _tv_ids = itertools.count()
@@ -269,16 +271,21 @@ class Checker:
         self.errors: list[str] = list(CORE_ERRORS)
         self.match_kinds: list[str] = []
         self.error_decl: ir.ErrorDecl | None = None
+        declared_errors: set[str] = set()
         for d in program.decls:
             if isinstance(d, ir.ErrorDecl):
                 self.error_decl = self.error_decl or d
                 for m in d.members:
+                    if m in declared_errors:
+                        raise P4Error(d.loc, f"duplicate declaration of error.{m}")
+                    declared_errors.add(m)
                     if m not in self.errors:
                         self.errors.append(m)
             elif isinstance(d, ir.MatchKindDecl):
                 for m in d.members:
-                    if m not in self.match_kinds:
-                        self.match_kinds.append(m)
+                    if m in self.match_kinds:
+                        raise P4Error(d.loc, f"duplicate declaration of match_kind {m}")
+                    self.match_kinds.append(m)
         self.error_type = T.ErrorType(tuple(self.errors))
         self.decl_types: dict[int, T.P4Type] = {}  # id(decl) -> type it declares / has
         self.sigs: dict[int, Sig] = {}  # id(callable decl) -> signature
@@ -286,6 +293,8 @@ class Checker:
         self.methods: dict[int, dict[str, list[Sig]]] = {}  # id(ExternDecl) -> name -> sigs
         self.enums: dict[str, T.Enum] = {}
         self.instances: list[ir.InstantiationDecl] = []
+        self.ctx = Ctx("toplevel")  # the statement context being checked
+        self.switch_head = False  # typing the expression of a switch statement
         self._keep: list[Any] = []  # keeps id()-keyed objects alive
 
     # ------------------------------------------------------------------ types
@@ -299,12 +308,15 @@ class Checker:
         if isinstance(tr, ir.TypeBits):
             w = self.const_int(tr.width, scope, "width")
             tr.width = w
-            if w.value <= 0 and not (w.value == 0 and not tr.signed):
-                raise P4Error(tr.loc, f"invalid width {w.value} for {'int' if tr.signed else 'bit'}<>")
+            if w.value <= 0 and not (w.value == 0 and not tr.signed) or w.value > MAX_WIDTH:
+                raise P4Error(tr.loc, f"invalid width {w.value} for {'int' if tr.signed else 'bit'}<>"
+                              + (f" (at most {MAX_WIDTH})" if w.value > MAX_WIDTH else ""))
             return T.Bits(w.value, tr.signed)
         if isinstance(tr, ir.TypeVarbit):
             w = self.const_int(tr.max_width, scope, "varbit width")
             tr.max_width = w
+            if not 0 < w.value <= MAX_WIDTH:
+                raise P4Error(tr.loc, f"invalid width {w.value} for varbit<>")
             return T.Varbit(w.value)
         if isinstance(tr, ir.TypeInfInt):
             return T.InfInt()
@@ -388,9 +400,7 @@ class Checker:
         elif isinstance(d, ir.EnumDecl):
             self.enum_decl(d, s)
         elif isinstance(d, ir.TypedefDecl):
-            base = self.resolve(d.type, s)
-            self.decl_types[id(d)] = T.NewType(d.name, base) if d.is_newtype else base
-            s.declare(d.name, d, d.loc)
+            self.typedef_decl(d, s)
         elif isinstance(d, ir.ExternDecl):
             s.declare(d.name, d, d.loc)
             self.extern_decl(d)
@@ -398,7 +408,8 @@ class Checker:
             self.sigs[id(d)] = self.signature(d.params, d.return_type, d.type_params, s, d, "extern_function")
             s.declare(d.name, d, d.loc)
         elif isinstance(d, (ir.ParserTypeDecl, ir.ControlTypeDecl, ir.PackageTypeDecl)):
-            self.sigs[id(d)] = self.signature(d.params, None, d.type_params, s, d, "apply")
+            kind = "package" if isinstance(d, ir.PackageTypeDecl) else "apply"
+            self.sigs[id(d)] = self.signature(d.params, None, d.type_params, s, d, kind)
             s.declare(d.name, d, d.loc)
         else:
             self.local_decl(d, s, Ctx("toplevel"))
@@ -415,6 +426,10 @@ class Checker:
             if cls is T.Header and not isinstance(ft, (T.Bits, T.Varbit, T.Bool)) and not (
                     isinstance(ft, (T.Enum, T.NewType)) and self._has_width(ft)) and not isinstance(ft, T.Struct):
                 raise P4Error(f.loc, f"header field '{f.name}' has type {ft}, which is not allowed in a header")
+            if isinstance(ft, (T.String, T.InfInt, T.Extern, T.Block, T.MatchKind)):
+                raise P4Error(f.loc, f"field '{f.name}' cannot have type {ft}")
+            if cls is T.Header and isinstance(ft, T.Varbit) and any(isinstance(x.type, T.Varbit) for x in fields):
+                raise P4Error(f.loc, f"header {d.name} has more than one varbit field")
             if cls is T.HeaderUnion and not isinstance(ft, T.Header):
                 raise P4Error(f.loc, f"header union field '{f.name}' must be a header, not {ft}")
             fields.append(T.Field(f.name, ft, f.annotations))
@@ -429,6 +444,13 @@ class Checker:
             return True
         except TypeError:
             return False
+
+    def typedef_decl(self, d: ir.TypedefDecl, s: Scope) -> None:
+        base = self.resolve(d.type, s)
+        if d.is_newtype and not isinstance(base, (T.Bits, T.Bool, T.NewType)):
+            raise P4Error(d.loc, f"'type' can only name bit<W>, int<W>, bool or another 'type', not {show(base)}")
+        self.decl_types[id(d)] = T.NewType(d.name, base) if d.is_newtype else base
+        s.declare(d.name, d, d.loc)
 
     def enum_decl(self, d: ir.EnumDecl, s: Scope) -> None:
         if len(set(d.members)) != len(d.members):
@@ -490,6 +512,7 @@ class Checker:
                 raise P4Error(p.loc, f"duplicate parameter '{p.name}'")
             names.add(p.name)
             pt = self.resolve(p.type, ss)
+            self.check_param(p, pt, kind)
             default = None
             if p.default is not None:
                 p.default = self.convert(self.expr(p.default, ss, pt), pt, "in default value")
@@ -499,6 +522,20 @@ class Checker:
         rt = self.resolve(ret, ss) if ret is not None else T.Void()
         sig = Sig(sps, rt, tvs, decl, kind)
         return sig
+
+    def check_param(self, p: ir.Param, pt: T.P4Type, kind: str) -> None:
+        """Parameter rules that do not depend on the call sites."""
+        if p.default is not None and p.direction in ("out", "inout"):
+            raise P4Error(p.loc, f"{p.direction} parameter '{p.name}' cannot have a default value")
+        if p.direction and isinstance(pt, (T.Extern, T.String, T.InfInt, T.Block)):
+            raise P4Error(p.loc, f"parameter '{p.name}' of type {show(pt)} cannot have a direction")
+        if kind in ("action", "function", "apply") and isinstance(pt, T.Block):
+            raise P4Error(p.loc, f"parameter '{p.name}' cannot have type {pt}")
+        if isinstance(pt, T.Block) and isinstance(pt.decl, (ir.ParserDecl, ir.ControlDecl)):
+            raise P4Error(p.loc, f"parameter '{p.name}' cannot have type {pt}: use a {pt.kind} type "
+                          f"declaration (a prototype) instead")
+        if kind == "action" and isinstance(pt, (T.Extern, T.InfInt)):
+            raise P4Error(p.loc, f"action parameter '{p.name}' cannot have type {pt}")
 
     # ------------------------------------------------------------ declarations
 
@@ -512,6 +549,8 @@ class Checker:
             s.declare(d.name, d, d.loc)
         elif isinstance(d, ir.VarDecl):
             t = self.resolve(d.type, s)
+            if isinstance(t, (T.InfInt, T.Block, T.Extern, T.String, T.MatchKind)):
+                raise P4Error(d.loc, f"variable '{d.name}' cannot have type {show(t)}")
             if d.init is not None:
                 d.init = self.convert(self.expr(d.init, s, t), t, f"in initializer of '{d.name}'")
             s.declare(d.name, d, d.loc)
@@ -537,9 +576,7 @@ class Checker:
         elif isinstance(d, ir.EnumDecl):
             self.enum_decl(d, s)
         elif isinstance(d, ir.TypedefDecl):
-            base = self.resolve(d.type, s)
-            self.decl_types[id(d)] = T.NewType(d.name, base) if d.is_newtype else base
-            s.declare(d.name, d, d.loc)
+            self.typedef_decl(d, s)
         else:
             raise P4Unsupported(d.loc, f"declaration {type(d).__name__} here")
 
@@ -565,6 +602,13 @@ class Checker:
             s.declare(p.name, p, p.loc)
 
     def action_decl(self, d: ir.ActionDecl, s: Scope) -> None:
+        seen_directionless = None
+        for p in d.params:
+            if p.direction == "":
+                seen_directionless = p
+            elif seen_directionless is not None:
+                raise P4Error(seen_directionless.loc, f"directionless parameter '{seen_directionless.name}' of "
+                              f"action {d.name} must come after all parameters with a direction")
         sig = self.signature(d.params, None, [], s, d, "action")
         self.sigs[id(d)] = sig
         body = Scope(s)
@@ -604,8 +648,10 @@ class Checker:
     def parser_decl(self, d: ir.ParserDecl, s: Scope) -> None:
         ps = self.block_scope(d, s)
         ctx = Ctx("parser", None, d.name)
-        for lhs in d.locals:
-            self.local_decl(lhs, ps, ctx)
+        outer, self.ctx = self.ctx, ctx
+        for ld in d.locals:
+            self.local_decl(ld, ps, ctx)
+        self.ctx = outer
         states: dict[str, ir.ParserState] = {}
         for st in d.states:
             if st.name in states or st.name in ("accept", "reject"):
@@ -632,6 +678,8 @@ class Checker:
         for e in tr.exprs:
             e = self.expr(e, s, None)
             self.runtime_value(e)
+            if not isinstance(e.type, (T.Bits, T.Bool, T.Enum, T.ErrorType, T.NewType)):
+                raise P4Error(start(e), f"cannot select on a value of type {show(e.type)}")
             exprs.append(e)
         tr.exprs = exprs
         ktypes = [e.type for e in exprs]
@@ -693,8 +741,10 @@ class Checker:
     def control_decl(self, d: ir.ControlDecl, s: Scope) -> None:
         cs = self.block_scope(d, s)
         ctx = Ctx("control", T.Void(), d.name)
-        for lhs in d.locals:
-            self.local_decl(lhs, cs, ctx)
+        outer, self.ctx = self.ctx, ctx
+        for ld in d.locals:
+            self.local_decl(ld, cs, ctx)
+        self.ctx = outer
         self.block(d.body, Scope(cs), ctx)
         s.declare(d.name, d, d.loc)
 
@@ -716,6 +766,10 @@ class Checker:
             d.args = args
             self.fold_ctor_args(d.args)
         elif isinstance(t, T.Block) and isinstance(t.decl, (ir.ParserDecl, ir.ControlDecl)):
+            where = self.ctx.kind
+            if where not in ("parser", "control") or (where == "control") != (t.kind == "control"):
+                place = "at top level" if where == "toplevel" else f"in a {where}"
+                raise P4Error(d.loc, f"a {t.kind} cannot be instantiated {place}")
             sig, args, _ = self.match_call(self.ctors[id(t.decl)], d.args, s, f"constructor of {t.name}", d.loc)
             d.args = args
             self.fold_ctor_args(d.args)
@@ -814,6 +868,13 @@ class Checker:
     # --------------------------------------------------------------- tables
 
     def table_decl(self, d: ir.TableDecl, s: Scope) -> None:
+        locs = d.property_locs
+        if locs and "actions" not in locs:
+            raise P4Error(d.loc, f"table {d.name} has no 'actions' property")
+        for later, earlier in (("default_action", "actions"), ("entries", "actions"), ("entries", "key")):
+            if later in locs and earlier in locs and \
+                    (locs[later].line, locs[later].col) < (locs[earlier].line, locs[earlier].col):
+                raise P4Error(locs[later], f"table property '{later}' must come after '{earlier}'")
         ktypes = []
         for k in d.keys:
             k.expr = self.expr(k.expr, s, None)
@@ -861,7 +922,7 @@ class Checker:
             raise P4Error(ar.loc, f"{what} action '{ar.name}' is not listed in the actions of table {t.name}")
 
     def action_ref(self, ar: ir.ActionRef, s: Scope, partial: bool) -> None:
-        ds = s.lookup(ar.name.lstrip("."))
+        ds = self.top.lookup(ar.name[1:]) if ar.name.startswith(".") else s.lookup(ar.name)
         if not ds:
             raise P4Error(ar.loc, f"undeclared action '{ar.name}'")
         a = ds[0]
@@ -879,13 +940,18 @@ class Checker:
                 return
             sig = Sig(params, sig.ret, [], a, "action")
         _, ar.args, _ = self.match_call([sig], ar.args, s, f"action {a.name}", ar.loc)
+        if not partial:
+            for p, arg in zip(sig.params, ar.args, strict=True):
+                if p.direction == "" and not self.is_compile_time(arg.value):
+                    raise P4Error(start(arg.value), f"argument '{p.name}' of action {a.name} must be a "
+                                  f"compile-time constant")
 
     def entry_key(self, k: ir.Expr, kt: T.P4Type, mk: str, s: Scope) -> ir.Expr:
         if isinstance(k, (ir.DefaultExpr, ir.DontCareExpr)):
             k.type = T.DontCare()
             return k
         if isinstance(k, ir.BinaryExpr) and k.op == "&&&":
-            if mk not in ("ternary", "lpm", "optional"):
+            if mk not in ("ternary", "lpm"):
                 raise P4Error(k.loc, f"mask '&&&' is not allowed for a key matched by '{mk}'")
         elif isinstance(k, ir.BinaryExpr) and k.op == "..":
             if mk != "range":
@@ -895,6 +961,12 @@ class Checker:
         for p in parts:
             if not self.is_compile_time(p):
                 raise P4Error(p.loc, "table entry keys must be compile-time constants")
+        if mk == "lpm" and isinstance(k, ir.BinaryExpr) and k.op == "&&&" and isinstance(k.right, ir.IntLit) \
+                and isinstance(kt, T.Bits):
+            mask = k.right.value & ((1 << kt.width) - 1)
+            inv = ~mask & ((1 << kt.width) - 1)
+            if inv & (inv + 1):
+                raise P4Error(start(k), f"invalid mask {k.right.value:#x} for an lpm key: it must be a prefix")
         return k
 
     # ------------------------------------------------------------ statements
@@ -904,6 +976,13 @@ class Checker:
         return b
 
     def stmt(self, st: ir.Stmt, s: Scope, ctx: Ctx) -> ir.Stmt:
+        outer, self.ctx = self.ctx, ctx
+        try:
+            return self._stmt(st, s, ctx)
+        finally:
+            self.ctx = outer
+
+    def _stmt(self, st: ir.Stmt, s: Scope, ctx: Ctx) -> ir.Stmt:
         if isinstance(st, ir.BlockStmt):
             return self.block(st, Scope(s), ctx)
         if isinstance(st, ir.AssignStmt):
@@ -1023,7 +1102,16 @@ class Checker:
         return e
 
     def switch(self, st: ir.SwitchStmt, s: Scope, ctx: Ctx) -> ir.Stmt:
-        e = self.expr(st.expr, s, None)
+        defaults = [i for i, c in enumerate(st.cases) if isinstance(c.label, ir.DefaultExpr)]
+        if len(defaults) > 1:
+            raise P4Error(st.cases[defaults[1]].label.loc, "switch has more than one 'default' label")
+        if defaults and defaults[0] != len(st.cases) - 1:
+            raise P4Error(st.cases[defaults[0] + 1].label.loc, "switch label follows the 'default' label")
+        self.switch_head = True
+        try:
+            e = self.expr(st.expr, s, None)
+        finally:
+            self.switch_head = False
         st.expr = e
         if isinstance(e.type, T.ActionEnum):
             table = self.table_of_action_run(e)
@@ -1219,13 +1307,19 @@ class Checker:
         sb = s.base if isinstance(s, T.NewType) else s
         tb = t.base if isinstance(t, T.NewType) else t
         if isinstance(s, T.NewType) or isinstance(t, T.NewType):
-            return self.cast_ok(sb, tb)
+            # a new type converts only to and from its own base type
+            if isinstance(t, T.NewType) and (type_eq(s, tb) or isinstance(s, T.InfInt)):
+                return True
+            return (isinstance(s, T.NewType) and type_eq(sb, t)) or type_eq(sb, tb)
         if isinstance(s, T.Enum):
             return s.underlying is not None and (isinstance(tb, T.Bits) or type_eq(s.underlying, tb))
         if isinstance(t, T.Enum):
             return t.underlying is not None and isinstance(sb, (T.Bits, T.InfInt))
         if isinstance(tb, T.Bits):
-            if isinstance(sb, (T.Bits, T.InfInt)):
+            if isinstance(sb, T.Bits):
+                # change the width or the signedness, not both at once
+                return sb.signed == tb.signed or sb.width == tb.width
+            if isinstance(sb, T.InfInt):
                 return True
             if isinstance(sb, T.Bool):
                 return tb.width == 1 and not tb.signed
@@ -1250,7 +1344,7 @@ class Checker:
         if e.width is None:
             e.type = T.InfInt()
             return e
-        if e.width <= 0 and not (e.width == 0 and not e.signed):
+        if e.width <= 0 and not (e.width == 0 and not e.signed) or e.width > MAX_WIDTH:
             raise P4Error(e.loc, f"invalid width {e.width} for an integer literal")
         limit = 1 << e.width
         if e.signed:
@@ -1375,6 +1469,8 @@ class Checker:
                 "header union" if isinstance(bt, T.HeaderUnion) else "struct")
             raise P4Error(e.loc, f"{kind} {bt.name} has no field '{name}'")
         if isinstance(bt, T.Stack):
+            if name in ("next", "last", "lastIndex") and self.ctx.kind not in ("parser", "toplevel"):
+                raise P4Error(e.loc, f"'{name}' of a header stack can only be used in a parser")
             if name in ("next", "last"):
                 e.type = bt.elem
                 return e
@@ -1396,6 +1492,9 @@ class Checker:
         if isinstance(bt, T.TableType):
             if name != "apply":
                 raise P4Error(e.loc, f"table {bt.decl.name} has no member '{name}'")
+            if self.ctx.kind in ("action", "function", "parser"):
+                raise P4Error(e.loc, f"table {bt.decl.name} can only be applied in a control's apply block, "
+                              f"not in {self.ctx.kind} {self.ctx.name}")
             e.type = T.Callable("apply", [], T.ApplyResult(bt.decl.name), bt.decl)
             return e
         if isinstance(bt, T.Block):
@@ -1409,6 +1508,8 @@ class Checker:
                 e.type = T.Bool()
                 return e
             if name == "action_run":
+                if not self.switch_head:
+                    raise P4Error(e.loc, "'action_run' can only be used as the expression of a switch statement")
                 e.type = T.ActionEnum(bt.table)
                 return e
             raise P4Error(e.loc, f"table apply result has no member '{name}' (use hit, miss or action_run)")
@@ -1544,7 +1645,7 @@ class Checker:
             if op not in ("==", "!=") and not isinstance(t, (T.Bits, T.InfInt)):
                 raise P4Error(e.loc, f"operator '{op}' needs integer operands, not {t}")
             if op in ("==", "!=") and isinstance(t, (T.Extern, T.TableType, T.Block, T.String, T.Void,
-                                                     T.Callable, T.TypeOfType)):
+                                                     T.Callable, T.TypeOfType, T.ApplyResult, T.ActionEnum)):
                 raise P4Error(e.loc, f"values of type {t} cannot be compared")
             e.type = T.Bool()
             return CE.fold_binary(op, lhs, r, e.type, e.loc) or e
@@ -1555,6 +1656,8 @@ class Checker:
                 raise P4Error(e.loc, f"saturating operator '{op}' needs bit<W> or int<W> operands")
             if op in ("/", "%") and isinstance(t, T.Bits) and t.signed:
                 raise P4Error(e.loc, f"operator '{op}' is not allowed on signed values ({t})")
+            if op in ("/", "%") and isinstance(r, ir.IntLit) and r.value == 0:
+                raise P4Error(e.loc, "division by zero")
             e.type = t
             return CE.fold_binary(op, lhs, r, t, e.loc) or e
         raise P4Unsupported(e.loc, f"binary operator {op}")
@@ -1653,6 +1756,12 @@ class Checker:
             raise P4Error(e.loc, f"invalid cast from {x.type} to {t}")
         if isinstance(x.type, T.InfInt) and isinstance(t, T.Enum) and isinstance(x, ir.IntLit) and t.underlying:
             x = CE.int_lit(x.value, t.underlying, x.loc)
+        if isinstance(x.type, T.InfInt) and isinstance(t, T.NewType) and isinstance(x, ir.IntLit):
+            base: T.P4Type = t
+            while isinstance(base, T.NewType):
+                base = base.base
+            if isinstance(base, T.Bits):
+                x = CE.int_lit(x.value, base, x.loc)
         e.expr = x
         e.type = t
         folded = self.fold_cast(x, t)
@@ -1703,6 +1812,9 @@ class Checker:
     def e_CallExpr(self, e: ir.CallExpr, s: Scope, exp: Any) -> ir.Expr:
         f = e.func
         explicit = [self.resolve(t, s) for t in e.type_args]
+        for tr, t in zip(e.type_args, explicit, strict=True):
+            if isinstance(t, (T.Void, T.String, T.InfInt)):
+                raise P4Error(tr.loc, f"{t} cannot be used as a type argument")
         if isinstance(f, ir.MemberExpr):
             fm = self.expr(f, s, None)
             if not isinstance(fm, ir.MemberExpr):
@@ -1724,7 +1836,7 @@ class Checker:
                                                explicit=explicit, outer=outer)
                 e.args = args
                 if bt.name in ("packet_in", "packet_out") and name in ("extract", "emit") and args:
-                    self.check_packet_arg(name, args[0].value)
+                    self.check_packet_arg(name, args[0].value, len(args))
                 fm.type = self.callable_type(sig, {**outer, **m})
                 e.type = fm.type.ret
                 own = [m[tv.id] for tv in sig.tvars]
@@ -1735,6 +1847,9 @@ class Checker:
                 raise P4Error(e.loc, f"'{name}' is not a method and cannot be called")
             if ct.kind == "apply" and isinstance(ct.decl, (ir.ParserDecl, ir.ControlDecl, ir.ParserTypeDecl,
                                                            ir.ControlTypeDecl)):
+                if self.ctx.kind in ("action", "function"):
+                    raise P4Error(e.loc, f"{ct.decl.name}.apply cannot be called from a{'n' * (self.ctx.kind == 'action')} "
+                                  f"{self.ctx.kind}")
                 sig = self.sigs[id(ct.decl)]
                 bt2 = bt.of if isinstance(bt, T.TypeOfType) else bt
                 outer = {tv.id: a for tv, a in zip(sig.tvars, getattr(bt2, "type_args", []), strict=False)}
@@ -1760,6 +1875,11 @@ class Checker:
             if isinstance(d, (ir.ActionDecl, ir.FunctionDecl, ir.ExternFunctionDecl)):
                 sigs = [self.sigs[id(x)] for x in ds if id(x) in self.sigs]
                 kind = "action" if isinstance(d, ir.ActionDecl) else "function"
+                if isinstance(d, ir.ActionDecl) and self.ctx.kind in ("function", "parser"):
+                    raise P4Error(e.loc, f"action {d.name} cannot be called from a {self.ctx.kind}")
+                if isinstance(d, ir.ExternFunctionDecl) and d.name == "verify" and \
+                        self.ctx.kind in ("control", "action", "function"):
+                    raise P4Error(e.loc, "verify can only be called in a parser")
                 sig, args, m = self.match_call(sigs, e.args, s, f"{kind} {d.name}", e.loc, explicit=explicit)
                 if isinstance(d, ir.ExternFunctionDecl) and d.name == "static_assert":
                     return self.static_assert(e, args)
@@ -1796,13 +1916,19 @@ class Checker:
         fx = self.expr(f, s, None)
         raise P4Error(e.loc, f"expression of type {show(fx.type)} is not callable")
 
-    def check_packet_arg(self, method: str, v: ir.Expr) -> None:
+    def check_packet_arg(self, method: str, v: ir.Expr, nargs: int) -> None:
         t = v.type
         ok = isinstance(t, T.Header) if method == "extract" else \
             isinstance(t, (T.Header, T.HeaderUnion, T.Stack, T.Struct))
         if not ok:
             want = "a header" if method == "extract" else "a header, header stack, header union or struct"
             raise P4Error(start(v), f"argument of {method} must be {want}, not {show(t)}")
+        if method == "extract" and isinstance(t, T.Header):
+            has_varbit = any(isinstance(f.type, T.Varbit) for f in t.fields)
+            if nargs == 1 and has_varbit:
+                raise P4Error(start(v), f"header {t} has a varbit field: extract it with a length argument")
+            if nargs == 2 and not has_varbit:
+                raise P4Error(start(v), f"extract with a length needs a header with a varbit field, not {t}")
 
     def static_assert(self, e: ir.CallExpr, args: list[ir.Argument]) -> ir.Expr:
         cond = args[0].value
@@ -1956,6 +2082,8 @@ class Checker:
                 raise P4Error(start(a.value), f"cannot infer a width for argument '{p.name}' of {what}; "
                               f"use a cast or a sized literal")
             a.value = self.convert(a.value, pt, f"in argument '{p.name}' of {what}")
+            if generic and p.direction and isinstance(pt, (T.String, T.Extern, T.TableType, T.Block)):
+                raise P4Error(start(a.value), f"argument '{p.name}' of {what} cannot have type {show(pt)}")
         for tv in sig.tvars:
             if tv.id not in m:
                 raise P4Error(loc, f"cannot infer type parameter {tv.name} of {what}")

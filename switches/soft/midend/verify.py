@@ -40,6 +40,19 @@ def _flatten(v: Any) -> Iterator[Any]:
             yield from _flatten(x)
 
 
+def _int_param_expr(e: ir.Expr) -> bool:
+    """An ``int`` value built from ``int`` constructor parameters and literals."""
+    if isinstance(e, ir.IntLit):
+        return True
+    if isinstance(e, ir.PathExpr):
+        return isinstance(e.decl, ir.Param)
+    if isinstance(e, ir.UnaryExpr):
+        return _int_param_expr(e.expr)
+    if isinstance(e, ir.BinaryExpr):
+        return _int_param_expr(e.left) and _int_param_expr(e.right)
+    return False
+
+
 def annotation_problems(program: ir.Program) -> list[str]:
     """Every place where the annotation contract is not met, as messages."""
     out: list[str] = []
@@ -55,7 +68,7 @@ def annotation_problems(program: ir.Program) -> list[str]:
         if isinstance(n, ir.Expr):
             if n.type is None:
                 out.append(f"{n.loc}: untyped {type(n).__name__}")
-            elif runtime and isinstance(n.type, T.InfInt):
+            elif runtime and isinstance(n.type, T.InfInt) and not _int_param_expr(n):
                 out.append(f"{n.loc}: int-typed {type(n).__name__} in run-time code")
             if isinstance(n, ir.PathExpr) and n.decl is None:
                 out.append(f"{n.loc}: unresolved name {n.name}")

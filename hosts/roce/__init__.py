@@ -1,0 +1,75 @@
+"""Userspace RoCEv2 Reliable Connection transport with a verbs-shaped API.
+
+Wire bytes are real RoCEv2 (BTH/RETH/AETH/ImmDt/ICRC on UDP 4791), so P4
+programs, scapy and Wireshark see ordinary RoCE traffic.
+
+Modules
+-------
+constants   opcodes (``Opcode``), AETH syndromes, UDP port, ECN codepoints, tag
+            layout: ``tag_sport(step) -> 0xC000 | step``, ``sport_step(sport)``;
+            the job id travels in BTH byte 4 (``job_id``). P4 copy:
+            switches/p4/include/headers.p4.
+wire        struct-based encode/decode (``encode_packet``, ``decode``) and the
+            ICRC (``icrc``, ``pseudo_header``).
+scapy_layers  scapy layers (BTH with job_id, RETH, AETH, ImmDt, CNP) for tests/pcaps.
+scale       ``Scale``: one setting from which RTO, CNP interval, ACK coalescing...
+            derive (``scale.ns(real_us)``, ``scale.bytes(real_bytes)``,
+            ``scale.timers()`` for run outputs).
+rate        ``RateController`` and ``Pacer`` protocols (DCQCN and pacers plug in),
+            defaults ``FixedRate(rate_bps)`` and ``GapPacer()``.
+verbs       Context, PD, MR, CQ, QP, work requests and completions, ``Engine``.
+udp_provider  ``UdpProvider(local_ip)``: kernel UDP sockets (Mininet hosts).
+sim         ``SimWire``: deterministic in-process wire with a fake clock and
+            loss/reorder/duplication/CE marking, for tests.
+
+Usage
+-----
+::
+
+    from hosts.roce import *
+    ctx = Context(UdpProvider("10.0.0.1"), scale=Scale())   # ctx.engine drives I/O
+    pd = ctx.alloc_pd()
+    mr = pd.reg_mr(bytearray(1 << 20), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+    cq = ctx.create_cq()
+    qp = pd.create_qp(cq, cq, sport=tag_sport(0), job_id=1,
+                      rate_controller=None, pacer=None)   # None -> context defaults
+    qp.modify(state=QPState.INIT)
+    qp.modify(state=QPState.RTR, dest_ip="10.0.0.2", dest_qp_num=peer_qpn, rq_psn=0)
+    qp.modify(state=QPState.RTS, sq_psn=0)               # path_mtu 1024, retry_cnt 7
+    qp.post_recv(RecvWR(wr_id=7, sge=mr.sge(0, 4096)))
+    qp.post_send(SendWR(wr_id=1, opcode=WROpcode.RDMA_WRITE_WITH_IMM,
+                        sge=mr.sge(0, 65536), remote_addr=peer_addr, rkey=peer_rkey,
+                        imm_data=42))
+    wcs = cq.poll(16)            # nonblocking; makes progress first
+    wcs = cq.wait(1, timeout=2.0)  # runs the engine until >= 1 completion
+    ctx.engine.run(until=lambda: done, timeout=5.0)
+    qp.modify(sport=tag_sport(step))   # retag the flow (any state)
+
+Objects
+-------
+- ``MR``: ``buf`` (memoryview), ``addr`` (virtual base, what remote_addr refers
+  to), ``length``, ``lkey``, ``rkey``, ``sge(offset=0, length=None) -> SGE``.
+- ``SendWR(wr_id, opcode: WROpcode, sge: SGE | None, remote_addr=0, rkey=0,
+  imm_data: int | None = None, signaled=True)``; WROpcode RDMA_WRITE,
+  RDMA_WRITE_WITH_IMM, SEND, SEND_WITH_IMM. Data is read from the MR when each
+  packet is (re)sent, as on a NIC: do not modify it before the completion.
+- ``RecvWR(wr_id, sge)`` consumed by SEND and RDMA_WRITE_WITH_IMM messages.
+- ``WC``: wr_id, status (WCStatus), opcode (WCOpcode SEND, RDMA_WRITE, RECV,
+  RECV_RDMA_WITH_IMM), byte_len, imm_data (int | None), qp_num, src_qp,
+  timestamp_ns (CLOCK_MONOTONIC).
+- ``QP`` attributes (``QPAttr`` fields or ``modify(**kw)``): state, dest_ip,
+  dest_qp_num, rq_psn, sq_psn, path_mtu (256..4096, default 1024), timeout_ns
+  (None -> scale.rto_ns), retry_cnt (default 7), rnr_retry (7 = infinite),
+  sport (the flow tag, default tag_sport(0)), job_id (0..255), max_inflight.
+  ``qp.stats`` is a dict of counters; ``qp.rate_controller``, ``qp.pacer``.
+- Transport: 24-bit PSNs with wrap; responder ACKs at AckReq / message end /
+  every ``scale.ack_every_pkts`` / after ``scale.ack_delay_ns``; duplicates
+  re-ACKed, not re-applied; one NAK (PSN sequence error) per gap; go-back-N
+  from the NAKed PSN; RTO with retry_cnt -> WCStatus.RETRY_EXC_ERR and QP ERR
+  (other WRs flushed with WR_FLUSH_ERR); RNR NAK when no receive WQE.
+- DCQCN notification point: data leaves with ECT(0); a CE-marked data packet
+  makes the receiving QP send a CNP (opcode 0x81) to its peer QP, at most one
+  per ``scale.cnp_interval_ns``; the peer calls its ``rate_controller.on_cnp``.
+- ``Engine``: ``run(until=None, timeout=None)``, ``progress()``, ``now_ns()``,
+  ``stats`` (icrc_drops, unknown_qp_drops, ...), ``timers()``.
+"""

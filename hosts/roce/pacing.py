@@ -1,0 +1,196 @@
+"""Token-bucket pacer for one sender, with a lateness metric.
+
+The bucket fills at the rate the congestion controller allows and holds about
+one MTU-sized packet, so the sender can never burst more than a packet above
+its rate. `next_send_time(nbytes, now)` says when a packet may leave;
+`consume(nbytes, now)` records that it left. The gap between the scheduled and
+the actual send time is the lateness: how far the emulation fell behind the
+schedule (a busy CPU, a slow event loop). Runs report it so a run that did not
+keep up is flagged.
+
+Rates in bit/s, sizes in bytes (Ethernet frame lengths, as the transport
+counts them), times in CLOCK_MONOTONIC nanoseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Pacer", "LatenessStats"]
+
+
+@dataclass
+class LatenessStats:
+    """How late sends were relative to when the pacer allowed them."""
+
+    # Sends later than this many packet times count as "late" (noise below it).
+    late_threshold_s: float = 0.0
+    sends: int = 0
+    late_sends: int = 0
+    total_s: float = 0.0
+    max_s: float = 0.0
+    _hist: dict[int, int] = field(default_factory=dict)  # log2(us) bucket -> count
+
+    last_s: float = 0.0
+
+    def record(self, lateness_s: float) -> None:
+        lateness_s = max(0.0, lateness_s)
+        self.last_s = lateness_s
+        self.sends += 1
+        self.total_s += lateness_s
+        self.max_s = max(self.max_s, lateness_s)
+        if lateness_s > self.late_threshold_s:
+            self.late_sends += 1
+        us = lateness_s * 1e6
+        b = 0 if us < 1 else int(math.log2(us)) + 1
+        self._hist[b] = self._hist.get(b, 0) + 1
+
+    @property
+    def mean_s(self) -> float:
+        return self.total_s / self.sends if self.sends else 0.0
+
+    def quantile_s(self, q: float) -> float:
+        """Upper bound of the histogram bucket holding quantile q (coarse, x2)."""
+        if not self.sends:
+            return 0.0
+        need = q * self.sends
+        seen = 0
+        for b in sorted(self._hist):
+            seen += self._hist[b]
+            if seen >= need:
+                return 0.0 if b == 0 else (2**b) * 1e-6
+        return self.max_s
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "sends": self.sends,
+            "late_sends": self.late_sends,
+            "late_fraction": self.late_sends / self.sends if self.sends else 0.0,
+            "late_threshold_s": self.late_threshold_s,
+            "mean_s": self.mean_s,
+            "p99_s": self.quantile_s(0.99),
+            "max_s": self.max_s,
+        }
+
+
+class Pacer:
+    """Token bucket of `burst_bytes` (~one frame) filled at the controller's rate.
+
+    Implements the transport's Pacer protocol (`next_send_ns`, `on_sent`, with
+    CLOCK_MONOTONIC nanoseconds and the current rate passed in each call);
+    `next_send_time`/`consume` are the same in seconds with the pacer's own rate.
+    """
+
+    def __init__(
+        self,
+        rate_bps: float = float("inf"),
+        burst_bytes: int = 1100,
+        now_ns: int = 0,
+        late_threshold_packets: float = 1.0,
+    ) -> None:
+        if rate_bps <= 0 or burst_bytes <= 0:
+            raise ValueError("rate and burst must be positive")
+        self._rate = float(rate_bps)
+        self.burst_bytes = int(burst_bytes)
+        self._tokens = float(burst_bytes)  # bytes; may go negative after a big packet
+        self._t = float(now_ns)
+        self._late_packets = late_threshold_packets
+        self.lateness = LatenessStats(self._late_threshold_s())
+        self.bytes_sent = 0
+        self.first_send_ns: int | None = None
+        self.last_send_ns: int | None = None
+        self._bytes_after_first = 0
+        self._scheduled: float | None = None
+
+    def _late_threshold_s(self) -> float:
+        if self._rate == float("inf"):
+            return 0.0
+        return self._late_packets * self.burst_bytes * 8 / self._rate
+
+    @property
+    def rate_bps(self) -> float:
+        return self._rate
+
+    def set_rate(self, rate_bps: float, now_ns: int) -> None:
+        """Change the fill rate; tokens earned until now are kept at the old rate."""
+        if rate_bps <= 0:
+            raise ValueError("rate must be positive")
+        if rate_bps == self._rate:
+            return
+        self._refill(float(now_ns))
+        self._rate = float(rate_bps)
+        if self.lateness.sends == 0:
+            self.lateness.late_threshold_s = self._late_threshold_s()
+
+    def _refill(self, now: float) -> None:
+        if now > self._t:
+            if self._rate == float("inf"):
+                self._tokens = float(self.burst_bytes)
+            else:
+                self._tokens = min(
+                    float(self.burst_bytes), self._tokens + (now - self._t) * self._rate / 8e9
+                )
+            self._t = now
+
+    # ---- transport Pacer protocol (ns) ----
+    def next_send_ns(self, nbytes: int, now_ns: int, rate_bps: float | None = None) -> int:
+        """Earliest time (ns) a packet of `nbytes` may leave; remembered as the
+        schedule the next send's lateness is measured against."""
+        if rate_bps is not None:
+            self.set_rate(rate_bps, now_ns)
+        now = float(now_ns)
+        self._refill(now)
+        # A packet larger than the bucket waits for a full bucket and then goes
+        # into debt, so the long-run rate still holds.
+        deficit = min(nbytes, self.burst_bytes) - self._tokens
+        if deficit <= 0 or self._rate == float("inf"):
+            t = now
+        else:
+            t = self._t + deficit * 8e9 / self._rate
+        self._scheduled = t
+        return math.ceil(t)
+
+    def on_sent(self, nbytes: int, now_ns: int, rate_bps: float | None = None) -> None:
+        """A packet of `nbytes` left at `now_ns`."""
+        if rate_bps is not None:
+            self.set_rate(rate_bps, now_ns)
+        now = float(now_ns)
+        scheduled = self._scheduled if self._scheduled is not None else now
+        self._scheduled = None
+        self._refill(now)
+        self.lateness.record(max(0.0, now - math.ceil(scheduled)) / 1e9)
+        self._tokens -= nbytes
+        if self.first_send_ns is None:
+            self.first_send_ns = now_ns
+        else:
+            self._bytes_after_first += nbytes
+        self.bytes_sent += nbytes
+        self.last_send_ns = now_ns
+
+    # ---- the same in seconds ----
+    def next_send_time(self, nbytes: int, now: float) -> float:
+        return self.next_send_ns(nbytes, round(now * 1e9)) / 1e9
+
+    def consume(self, nbytes: int, now: float) -> float:
+        """Record a send at `now` (s); returns its lateness in seconds."""
+        self.on_sent(nbytes, round(now * 1e9))
+        return self.lateness.last_s
+
+    def achieved_rate_bps(self) -> float:
+        """Rate over the sends so far: bytes after the first send / elapsed time."""
+        if self.first_send_ns is None or self.last_send_ns is None:
+            return 0.0
+        if self.last_send_ns <= self.first_send_ns:
+            return 0.0
+        return self._bytes_after_first * 8e9 / (self.last_send_ns - self.first_send_ns)
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "rate_bps": self._rate,
+            "burst_bytes": self.burst_bytes,
+            "bytes_sent": self.bytes_sent,
+            "achieved_rate_bps": self.achieved_rate_bps(),
+            "lateness": self.lateness.as_dict(),
+        }

@@ -1,0 +1,41 @@
+"""What the transport engine needs from a packet I/O provider (udp, sim)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+# One received datagram: (RoCE packet, src ip, src port, dst ip, dst port, ECN bits).
+Datagram = tuple[bytes | bytearray | memoryview, str, int, str, int, int]
+
+
+class Provider(Protocol):
+    local_ip: str
+
+    def now_ns(self) -> int:
+        """CLOCK_MONOTONIC (or the simulated clock), ns."""
+        ...
+
+    def open_port(self, sport: int) -> None:
+        """A QP starts sending from UDP source port ``sport`` (reference counted)."""
+        ...
+
+    def close_port(self, sport: int) -> None:
+        ...
+
+    def send(self, sport: int, dst_ip: str, dst_port: int,
+             parts: Sequence[bytes | memoryview], ecn: int) -> bool:
+        """Send the concatenation of ``parts`` as one datagram; False if it was dropped
+        locally (socket buffer full)."""
+        ...
+
+    def recv(self, max_pkts: int) -> list[Datagram]:
+        """Datagrams received so far (nonblocking), at most ``max_pkts``."""
+        ...
+
+    def wait(self, deadline_ns: int | None) -> None:
+        """Block until a datagram may be readable or ``deadline_ns`` (None: forever)."""
+        ...
+
+    def close(self) -> None:
+        ...

@@ -1,0 +1,95 @@
+"""Token-bucket pacer on a fake clock: long-run rate, burst limit, rate
+changes, and the lateness report."""
+
+from __future__ import annotations
+
+import pytest
+
+from hosts.roce.pacing import Pacer
+
+
+def drive(p: Pacer, n: int, size: int, t: float = 0.0, delay=lambda i: 0.0) -> float:
+    for i in range(n):
+        t = p.next_send_time(size, t) + delay(i)
+        p.consume(size, t)
+    return t
+
+
+@pytest.mark.parametrize("rate", [2e6, 10e6, 40e6])
+def test_achieves_configured_rate_within_one_percent(rate: float) -> None:
+    p = Pacer(rate, burst_bytes=1100)
+    drive(p, 5000, 1060)
+    assert p.achieved_rate_bps() == pytest.approx(rate, rel=0.01)
+    assert p.lateness.max_s == 0.0
+
+
+def test_packets_bigger_than_the_bucket_still_hold_the_rate() -> None:
+    p = Pacer(10e6, burst_bytes=500)
+    drive(p, 2000, 1500)
+    assert p.achieved_rate_bps() == pytest.approx(10e6, rel=0.01)
+
+
+def test_burst_is_at_most_one_bucket_after_idle() -> None:
+    p = Pacer(10e6, burst_bytes=1100)
+    drive(p, 10, 1000)
+    t = 10.0  # long idle: the bucket holds at most one packet
+    assert p.next_send_time(1000, t) == t
+    p.consume(1000, t)
+    nxt = p.next_send_time(1000, t)
+    assert nxt > t
+    assert nxt - t == pytest.approx((1000 - 100) * 8 / 10e6)
+
+
+def test_rate_change_takes_effect() -> None:
+    p = Pacer(10e6, burst_bytes=1100)
+    t = drive(p, 1000, 1000)
+    p.set_rate(2.5e6, t)
+    start = p.next_send_time(1000, t)
+    p2_first = start
+    p.consume(1000, start)
+    t2 = drive(p, 1000, 1000, start)
+    assert 1000 * 1000 * 8 / (t2 - p2_first) == pytest.approx(2.5e6, rel=0.01)
+
+
+def test_lateness_is_measured_against_the_schedule() -> None:
+    rate = 10e6
+    p = Pacer(rate, burst_bytes=1100)
+    # Every 10th send leaves 2 ms after its scheduled time (a stalled loop).
+    drive(p, 1000, 1000, delay=lambda i: 2e-3 if i % 10 == 9 else 0.0)
+    lat = p.lateness.as_dict()
+    assert lat["sends"] == 1000
+    assert lat["late_sends"] == 100  # threshold = one bucket time = 0.88 ms
+    assert lat["max_s"] == pytest.approx(2e-3)
+    assert lat["mean_s"] == pytest.approx(2e-4)
+    assert lat["p99_s"] >= 2e-3
+    # The pacer never lets the sender exceed its rate to catch up beyond one packet.
+    assert p.achieved_rate_bps() < rate
+    assert p.report()["lateness"]["late_fraction"] == pytest.approx(0.1)
+
+
+def test_unscheduled_send_counts_as_on_time() -> None:
+    p = Pacer(10e6)
+    p.consume(100, 5.0)
+    assert p.lateness.sends == 1 and p.lateness.max_s == 0.0
+
+
+def test_transport_protocol_with_rate_from_the_controller() -> None:
+    from hosts.roce.rate import Pacer as PacerProtocol
+
+    p = Pacer(burst_bytes=1100)
+    assert isinstance(p, PacerProtocol)
+    t = 1_000_000_000
+    rate = 5e6
+    for i in range(3000):
+        if i == 1500:
+            rate = 1e6  # the controller cut the rate
+        t = max(t, p.next_send_ns(1000, t, rate))
+        p.on_sent(1000, t, rate)
+        if i == 1499:
+            t_cut = t
+    assert isinstance(p.next_send_ns(1000, t, rate), int)
+    assert 1499 * 1000 * 8e9 / (t_cut - p.first_send_ns) == pytest.approx(5e6, rel=0.01)
+    assert 1500 * 1000 * 8e9 / (t - t_cut) == pytest.approx(1e6, rel=0.01)
+    # An infinite rate means unpaced.
+    q = Pacer()
+    assert q.next_send_ns(1000, 7, float("inf")) == 7
