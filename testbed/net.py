@@ -130,9 +130,12 @@ def star_router(
 _INTF_RE = re.compile(r"^\d+:\s+([^:@\s]+)")
 
 
-def leftovers(node_names: Sequence[str] = ("s1", "h1", "h2", "h3", "h4")) -> list[str]:
+_MININET_INTF = re.compile(r"^[a-z]+\d+-eth\d+$")
+
+
+def leftovers() -> list[str]:
     """What a finished run left behind: soft switch daemons, Mininet node shells,
-    and interfaces named like Mininet's (``<node>-eth<n>``) for ``node_names``."""
+    and interfaces named like Mininet's (``<node>-eth<n>``, e.g. ``s1-eth2``)."""
     found: list[str] = []
     me = os.getpid()
     for entry in Path("/proc").iterdir():
@@ -148,9 +151,8 @@ def leftovers(node_names: Sequence[str] = ("s1", "h1", "h2", "h3", "h4")) -> lis
         elif any(w.startswith("mininet:") for w in words):
             found.append(f"process {entry.name}: {' '.join(words)}")
     out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    prefixes = tuple(f"{n}-eth" for n in node_names)
     for line in out.splitlines():
         m = _INTF_RE.match(line)
-        if m and m.group(1).startswith(prefixes):
+        if m and _MININET_INTF.match(m.group(1)):
             found.append(f"interface {m.group(1)}")
     return found

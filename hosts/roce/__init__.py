@@ -73,3 +73,48 @@ Objects
 - ``Engine``: ``run(until=None, timeout=None)``, ``progress()``, ``now_ns()``,
   ``stats`` (icrc_drops, unknown_qp_drops, ...), ``timers()``.
 """
+
+from hosts.roce.constants import (
+    ROCE_UDP_PORT,
+    Opcode,
+    sport_step,
+    tag_sport,
+)
+from hosts.roce.rate import FixedRate, GapPacer, Pacer, RateController
+from hosts.roce.scale import Scale
+from hosts.roce.sim import SimWire
+from hosts.roce.verbs import (
+    CQ,
+    MR,
+    PD,
+    QP,
+    SGE,
+    WC,
+    Access,
+    Context,
+    Engine,
+    QPAttr,
+    QPState,
+    RecvWR,
+    SendWR,
+    VerbsError,
+    WCOpcode,
+    WCStatus,
+    WROpcode,
+)
+
+
+def __getattr__(name: str):
+    # The UDP provider is imported lazily: it is not needed by simulations.
+    if name == "UdpProvider":
+        from hosts.roce.udp_provider import UdpProvider
+        return UdpProvider
+    raise AttributeError(name)
+
+
+__all__ = [
+    "ROCE_UDP_PORT", "Opcode", "sport_step", "tag_sport", "FixedRate", "GapPacer", "Pacer",
+    "RateController", "Scale", "SimWire", "CQ", "MR", "PD", "QP", "SGE", "WC", "Access",
+    "Context", "Engine", "QPAttr", "QPState", "RecvWR", "SendWR", "VerbsError", "WCOpcode",
+    "WCStatus", "WROpcode", "UdpProvider",
+]

@@ -81,6 +81,10 @@ class Pacer:
     Implements the transport's Pacer protocol (`next_send_ns`, `on_sent`, with
     CLOCK_MONOTONIC nanoseconds and the current rate passed in each call);
     `next_send_time`/`consume` are the same in seconds with the pacer's own rate.
+
+    A packet's schedule is the later of when it was first asked about and when
+    the bucket held enough tokens for it; asking again (an event loop waking up)
+    does not move the schedule, so lateness = actual send time - schedule.
     """
 
     def __init__(
@@ -94,15 +98,16 @@ class Pacer:
             raise ValueError("rate and burst must be positive")
         self._rate = float(rate_bps)
         self.burst_bytes = int(burst_bytes)
-        self._tokens = float(burst_bytes)  # bytes; may go negative after a big packet
+        # Bucket level at time _t; between events it grows linearly up to the burst.
+        self._tokens = float(burst_bytes)  # may go negative after a big packet
         self._t = float(now_ns)
+        self._ask: float | None = None  # when the next packet was first asked about
         self._late_packets = late_threshold_packets
         self.lateness = LatenessStats(self._late_threshold_s())
         self.bytes_sent = 0
         self.first_send_ns: int | None = None
         self.last_send_ns: int | None = None
         self._bytes_after_first = 0
-        self._scheduled: float | None = None
 
     def _late_threshold_s(self) -> float:
         if self._rate == float("inf"):
@@ -134,33 +139,36 @@ class Pacer:
                 )
             self._t = now
 
-    # ---- transport Pacer protocol (ns) ----
-    def next_send_ns(self, nbytes: int, now_ns: int, rate_bps: float | None = None) -> int:
-        """Earliest time (ns) a packet of `nbytes` may leave; remembered as the
-        schedule the next send's lateness is measured against."""
-        if rate_bps is not None:
-            self.set_rate(rate_bps, now_ns)
-        now = float(now_ns)
-        self._refill(now)
+    def _schedule(self, nbytes: int) -> float:
+        assert self._ask is not None
         # A packet larger than the bucket waits for a full bucket and then goes
         # into debt, so the long-run rate still holds.
         deficit = min(nbytes, self.burst_bytes) - self._tokens
         if deficit <= 0 or self._rate == float("inf"):
-            t = now
-        else:
-            t = self._t + deficit * 8e9 / self._rate
-        self._scheduled = t
-        return math.ceil(t)
+            return self._ask
+        return max(self._ask, self._t + deficit * 8e9 / self._rate)
+
+    # ---- transport Pacer protocol (ns) ----
+    def next_send_ns(self, nbytes: int, now_ns: int, rate_bps: float | None = None) -> int:
+        """Time (ns) the next packet, of `nbytes`, may leave; <= now_ns means now."""
+        if rate_bps is not None:
+            self.set_rate(rate_bps, now_ns)
+        if self._ask is None:
+            self._ask = float(now_ns)
+        return math.ceil(self._schedule(nbytes))
 
     def on_sent(self, nbytes: int, now_ns: int, rate_bps: float | None = None) -> None:
         """A packet of `nbytes` left at `now_ns`."""
         if rate_bps is not None:
             self.set_rate(rate_bps, now_ns)
         now = float(now_ns)
-        scheduled = self._scheduled if self._scheduled is not None else now
-        self._scheduled = None
+        if self._ask is not None:
+            late = max(0.0, now - math.ceil(self._schedule(nbytes)))
+        else:
+            late = 0.0  # sent without asking: nothing to be late against
+        self._ask = None
         self._refill(now)
-        self.lateness.record(max(0.0, now - math.ceil(scheduled)) / 1e9)
+        self.lateness.record(late / 1e9)
         self._tokens -= nbytes
         if self.first_send_ns is None:
             self.first_send_ns = now_ns

@@ -400,3 +400,15 @@ def test_table_without_actions() -> None:
 def test_select_on_a_struct() -> None:
     expect_error("meta) {", "cannot select on a value of type meta_t",
                  parser="    state start { transition select(meta) { default: accept; } }")
+
+
+def test_default_action_must_repeat_bound_arguments() -> None:
+    expect_error("meta.x, 0)", "argument 'b' of default_action action a does not match",
+                 locals_="action a(inout bit<16> b, bit<16> d) { b = d; }\n"
+                         "table t { key = { hdr.h.a: exact; } actions = { a(hdr.h.b); } default_action = a(meta.x, 0); }",
+                 apply="t.apply();")
+
+
+def test_control_plane_parameter_type() -> None:
+    expect_error("h) {", "directionless action parameter 'h' has type h_t",
+                 locals_="action a(in bit<8> x, h_t h) { meta.m = x; }")

@@ -419,3 +419,10 @@ def test_sub_control_with_constructor_arguments() -> None:
     call = apply_stmts(cp)[0].call
     assert isinstance(call.func.type, T.Callable) and call.func.type.kind == "apply"
     assert call.func.expr.decl is inst and call.type == T.Void()
+
+
+def test_serializable_enum_compared_with_a_literal_uses_the_underlying_type() -> None:
+    e = rhs("Col v = Col.A; meta.f = v == 2;", decls="enum bit<8> Col { A = 1, B = 2 }")
+    assert isinstance(e, ir.BinaryExpr) and e.type == T.Bool()
+    assert isinstance(e.left, ir.CastExpr) and e.left.type == T.Bits(8)
+    assert is_lit(e.right, 2, 8)

@@ -93,3 +93,23 @@ def test_transport_protocol_with_rate_from_the_controller() -> None:
     # An infinite rate means unpaced.
     q = Pacer()
     assert q.next_send_ns(1000, 7, float("inf")) == 7
+
+
+def test_asking_again_does_not_move_the_schedule() -> None:
+    # The transport's loop asks, sleeps until the answer, wakes 3 ms late and
+    # asks again: the lateness is against the first answer, not the second.
+    p = Pacer(burst_bytes=1000)
+    rate = 8e6  # 1000 bytes per ms
+    p.next_send_ns(1000, 0, rate)
+    p.on_sent(1000, 0, rate)
+    s = p.next_send_ns(1000, 100_000, rate)
+    assert s == 1_000_000
+    wake = s + 3_000_000
+    assert p.next_send_ns(1000, wake, rate) == s
+    p.on_sent(1000, wake, rate)
+    assert p.lateness.max_s == pytest.approx(3e-3)
+    # After an idle second a new packet is due the moment it is asked about.
+    t = wake + 1_000_000_000
+    assert p.next_send_ns(1000, t, rate) == t
+    p.on_sent(1000, t, rate)
+    assert p.lateness.sends == 3 and p.lateness.late_sends == 1

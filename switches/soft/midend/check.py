@@ -4,6 +4,25 @@ The checker walks the IR once, in declaration order (P4 requires declaration
 before use), and rewrites it into the annotated form described in
 ``switches.soft.midend`` (the annotation contract).  Expression visitors
 return a possibly new node which the caller stores back in place.
+
+Diagnostics (each a ``P4Error`` at the offending node): undeclared names and
+types; duplicate declarations (scopes, fields, parameters, states, error and
+match_kind members, switch labels); unknown fields, methods, enum/error
+members; type mismatches in assignments, initializers, arguments, returns,
+keysets, switch labels and operands (widths, signedness, bool vs bit<1>);
+argument count/name errors and uninferable generic arguments; out/inout
+arguments and assignment targets that are not writable (constants, ``in``
+and directionless parameters, non-lvalues); calls of non-callables; sized
+literals that do not fit; invalid casts (width and signedness change at once,
+new types other than to/from their base, non-serializable enums); non-bool
+conditions; slice bounds; constant-only positions (widths, sizes, keysets,
+entry keys, control-plane action arguments, constant initializers, switch
+labels); table rules (match kinds, key types, actions listed for
+default_action/entries, mask/range per match kind, lpm prefix masks,
+property order); return/exit/break placement; parser states and select
+arity; where tables, sub-blocks, actions, ``verify`` and stack
+``next``/``last``/``lastIndex`` may be used; instantiation placement;
+parameter and variable types; ``main`` being a well-formed V1Switch.
 """
 
 from __future__ import annotations
@@ -198,6 +217,30 @@ def show(t: Any) -> str:
     if isinstance(t, T.ActionEnum):
         return f"{t.table}.apply().action_run"
     return str(t)
+
+
+def same_expr(a: ir.Expr, b: ir.Expr) -> bool:
+    """Structural equality of two checked expressions (same value or same location)."""
+    if type(a) is not type(b):
+        return False
+    b_: Any = b  # same class as ``a``
+    if isinstance(a, (ir.IntLit, ir.BoolLit, ir.StringLit)):
+        return a.value == b_.value and type_eq(a.type, b_.type)
+    if isinstance(a, ir.PathExpr):
+        return a.decl is b_.decl
+    if isinstance(a, ir.MemberExpr):
+        return a.member == b_.member and same_expr(a.expr, b_.expr)
+    if isinstance(a, ir.IndexExpr):
+        return same_expr(a.expr, b_.expr) and same_expr(a.index, b_.index)
+    if isinstance(a, ir.SliceExpr):
+        return same_expr(a.expr, b_.expr) and same_expr(a.hi, b_.hi) and same_expr(a.lo, b_.lo)
+    if isinstance(a, ir.CastExpr):
+        return type_eq(a.type, b_.type) and same_expr(a.expr, b_.expr)
+    if isinstance(a, ir.UnaryExpr):
+        return a.op == b_.op and same_expr(a.expr, b_.expr)
+    if isinstance(a, ir.BinaryExpr):
+        return a.op == b_.op and same_expr(a.left, b_.left) and same_expr(a.right, b_.right)
+    return False
 
 
 def always_returns(st: ir.Stmt | None) -> bool:
@@ -536,6 +579,10 @@ class Checker:
                           f"declaration (a prototype) instead")
         if kind == "action" and isinstance(pt, (T.Extern, T.InfInt)):
             raise P4Error(p.loc, f"action parameter '{p.name}' cannot have type {pt}")
+        if kind == "action" and p.direction == "" and not (
+                isinstance(pt, (T.Bits, T.Bool, T.NewType)) or (isinstance(pt, T.Enum) and pt.underlying)):
+            raise P4Error(p.loc, f"directionless action parameter '{p.name}' has type {show(pt)}; control-plane "
+                          f"values must be bit<W>, int<W>, bool, a 'type' or a serializable enum")
 
     # ------------------------------------------------------------ declarations
 
@@ -920,6 +967,14 @@ class Checker:
     def require_listed(self, ar: ir.ActionRef, listed: list[ir.ActionDecl], t: ir.TableDecl, what: str) -> None:
         if not any(ar.decl is x for x in listed):
             raise P4Error(ar.loc, f"{what} action '{ar.name}' is not listed in the actions of table {t.name}")
+        # arguments bound in the actions list must be repeated unchanged
+        listed_ref = next(r for r in t.actions if r.decl is ar.decl)
+        if listed_ref.args:
+            bound = {a.name: a.value for a in listed_ref.args}
+            for a in ar.args:
+                if a.name in bound and not same_expr(a.value, bound[a.name]):
+                    raise P4Error(start(a.value), f"argument '{a.name}' of {what} action {ar.name} does not match "
+                                  f"the one bound in the actions list of table {t.name}")
 
     def action_ref(self, ar: ir.ActionRef, s: Scope, partial: bool) -> None:
         ds = self.top.lookup(ar.name[1:]) if ar.name.startswith(".") else s.lookup(ar.name)
@@ -1697,6 +1752,12 @@ class Checker:
         lt, rt = lhs.type, r.type
         if type_eq(lt, rt):
             return lhs, r, lt
+        if isinstance(rt, T.Enum) and rt.underlying is not None and isinstance(lt, T.InfInt):
+            u = rt.underlying
+            return self.convert(lhs, u, f"in operand of '{op}'"), self.make_cast(r, u), u
+        if isinstance(lt, T.Enum) and lt.underlying is not None and isinstance(rt, T.InfInt):
+            u = lt.underlying
+            return self.make_cast(lhs, u), self.convert(r, u, f"in operand of '{op}'"), u
         if isinstance(lt, T.InfInt) and not isinstance(rt, T.InfInt):
             return self.convert_operand(op, lhs, rt, lt, rt, loc), r, rt
         if isinstance(rt, T.InfInt):
@@ -1717,16 +1778,10 @@ class Checker:
 
     def convert_operand(self, op: str, x: ir.Expr, t: T.P4Type, lt: T.P4Type, rt: T.P4Type,
                         loc: Location) -> ir.Expr:
-        base = t.underlying if isinstance(t, T.Enum) else t
-        if not isinstance(base, (T.Bits, T.NewType)) or (isinstance(t, T.Enum) and base is None):
+        """Convert the ``int`` operand ``x`` to the other operand's type ``t``."""
+        if not isinstance(t, (T.Bits, T.NewType)):
             raise P4Error(loc, f"operands of '{op}' have mismatched types: {show(lt)} and {show(rt)}")
-        return self.convert(x, t if not isinstance(t, T.Enum) else base, f"in operand of '{op}'") \
-            if not isinstance(t, T.Enum) else self.enum_literal(x, t, loc)
-
-    def enum_literal(self, x: ir.Expr, t: T.Enum, loc: Location) -> ir.Expr:
-        # comparing a serializable enum with a literal: make the literal the enum's underlying type
-        assert t.underlying is not None
-        return self.convert(x, t.underlying, "in operand")
+        return self.convert(x, t, f"in operand of '{op}'")
 
     def e_TernaryExpr(self, e: ir.TernaryExpr, s: Scope, exp: Any) -> ir.Expr:
         e.cond = self.condition(e.cond, s, "'?:'")
