@@ -101,6 +101,7 @@ from hosts.roce.verbs import (
     WCOpcode,
     WCStatus,
     WROpcode,
+    connect_pair,
 )
 
 
@@ -116,5 +117,5 @@ __all__ = [
     "ROCE_UDP_PORT", "Opcode", "sport_step", "tag_sport", "FixedRate", "GapPacer", "Pacer",
     "RateController", "Scale", "SimWire", "CQ", "MR", "PD", "QP", "SGE", "WC", "Access",
     "Context", "Engine", "QPAttr", "QPState", "RecvWR", "SendWR", "VerbsError", "WCOpcode",
-    "WCStatus", "WROpcode", "UdpProvider",
+    "WCStatus", "WROpcode", "UdpProvider", "connect_pair",
 ]

@@ -951,3 +951,16 @@ class Engine:
             if dl is None or dl > now:
                 self.provider.wait(dl)
 
+
+
+def connect_pair(qa: QP, qb: QP, *, psn_a: int = 0, psn_b: int = 0, **attrs) -> None:
+    """Bring two QPs of this process to RTS towards each other (tests, one-host
+    setups). ``psn_a`` is the first PSN ``qa`` sends; ``attrs`` apply to both
+    (e.g. path_mtu)."""
+    port_a = getattr(qa.ctx.provider, "port", ROCE_UDP_PORT)
+    port_b = getattr(qb.ctx.provider, "port", ROCE_UDP_PORT)
+    for q, peer, sq, rq, dport in ((qa, qb, psn_a, psn_b, port_b), (qb, qa, psn_b, psn_a, port_a)):
+        q.modify(state=QPState.INIT)
+        q.modify(state=QPState.RTR, dest_ip=peer.ctx.local_ip, dest_qp_num=peer.qp_num,
+                 dest_port=dport, rq_psn=rq, **attrs)
+        q.modify(state=QPState.RTS, sq_psn=sq)

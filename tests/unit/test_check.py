@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from check_helpers import check_prog, check_text, expect_error, position, program_text
 
+from switches.soft.frontend import parse_file
 from switches.soft.frontend.source import P4Error
+from switches.soft.midend import check
 
 # -- names -------------------------------------------------------------------
 
@@ -247,10 +249,14 @@ def test_break_outside_loop() -> None:
     expect_error("break;", "'break' outside of a loop", apply="break;")
 
 
-def test_error_locations_inside_included_file_use_that_file() -> None:
-    # errors in the program itself name the program file, never the includes
-    msg = expect_error("nosuch", apply="meta.m = nosuch;")
-    assert msg.startswith("prog.p4:")
+def test_error_in_an_included_file_names_that_file(tmp_path) -> None:
+    (tmp_path / "defs.p4").write_text("const bit<4> BAD = 8w1;\n")
+    main = tmp_path / "main.p4"
+    main.write_text(program_text(decls='#include "defs.p4"'))
+    with pytest.raises(P4Error) as ei:
+        check(parse_file(str(main)))
+    assert str(ei.value).startswith(f"{tmp_path / 'defs.p4'}:1:20: ")
+    assert "expected bit<4>, got bit<8>" in str(ei.value)
 
 
 def test_select_keyset_must_be_constant() -> None:
@@ -412,3 +418,7 @@ def test_default_action_must_repeat_bound_arguments() -> None:
 def test_control_plane_parameter_type() -> None:
     expect_error("h) {", "directionless action parameter 'h' has type h_t",
                  locals_="action a(in bit<8> x, h_t h) { meta.m = x; }")
+
+
+def test_signed_literal_does_not_fit() -> None:
+    expect_error("8s128", "integer literal 128 does not fit in int<8>", apply="hdr.h.s = 8s128;")

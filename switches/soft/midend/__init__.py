@@ -6,8 +6,8 @@ Errors raise ``P4Error`` (``file:line:col: message``) or ``P4Unsupported``.
 
 Annotation contract (what the backend may rely on after ``check``):
 
-- Every ``ir.Expr`` reachable from the program has ``.type`` set to a
-  ``midend.types`` type.  Every ``TypeRef`` has ``.resolved``; typedefs are
+- Every ``ir.Expr`` reachable from the program (except inside annotations,
+  which are left as parsed) has ``.type`` set to a ``midend.types`` type.  Every ``TypeRef`` has ``.resolved``; typedefs are
   resolved away (``type`` new-types stay ``NewType``).  ``TypeBits.width``,
   ``TypeVarbit.max_width`` and ``TypeStack.size`` are replaced by ``IntLit``.
 - Implicit conversions are explicit.  Where P4 converts implicitly (an unsized
@@ -80,7 +80,8 @@ Annotation contract (what the backend may rely on after ``check``):
   ``size`` and entry ``priority`` are ``IntLit``.
 - Select keysets, switch labels and table entry keys: a value is converted to
   the key type; ``a &&& m`` / ``lo .. hi`` are ``BinaryExpr`` whose operands
-  are converted to the key type and whose ``.type`` is the key type;
+  are converted to the key type (the mask of a serializable-enum key has the
+  enum's underlying type) and whose ``.type`` is the key type;
   ``default``/``_`` have type ``DontCare``; a multi-key keyset is a
   ``ListExpr`` of type ``Tuple``.  A value set used as a keyset is a
   ``PathExpr`` (decl ``ValueSetDecl``, type the value set's element type).

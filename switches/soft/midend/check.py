@@ -84,9 +84,6 @@ class Sig:
     decl: Any = None
     kind: str = "function"
 
-    def required(self) -> int:
-        return sum(1 for p in self.params if p.default is None and not p.optional)
-
 
 TYPE_DECLS = (ir.HeaderDecl, ir.HeaderUnionDecl, ir.StructDecl, ir.EnumDecl, ir.TypedefDecl,
               ir.ExternDecl, ir.ParserTypeDecl, ir.ControlTypeDecl, ir.PackageTypeDecl,
@@ -338,7 +335,6 @@ class Checker:
         self.instances: list[ir.InstantiationDecl] = []
         self.ctx = Ctx("toplevel")  # the statement context being checked
         self.switch_head = False  # typing the expression of a switch statement
-        self._keep: list[Any] = []  # keeps id()-keyed objects alive
 
     # ------------------------------------------------------------------ types
 
@@ -526,7 +522,6 @@ class Checker:
             tvs.append(tv)
             es.declare(tp, tv, d.loc)
         self.decl_types[id(d)] = T.Extern(d.name, list(tvs), d)
-        self._keep.append(tvs)
         meths: dict[str, list[Sig]] = {}
         ctors: list[Sig] = []
         for m in d.methods:
@@ -696,9 +691,15 @@ class Checker:
         ps = self.block_scope(d, s)
         ctx = Ctx("parser", None, d.name)
         outer, self.ctx = self.ctx, ctx
+        try:
+            self.parser_body(d, ps, ctx)
+        finally:
+            self.ctx = outer
+        s.declare(d.name, d, d.loc)
+
+    def parser_body(self, d: ir.ParserDecl, ps: Scope, ctx: Ctx) -> None:
         for ld in d.locals:
             self.local_decl(ld, ps, ctx)
-        self.ctx = outer
         states: dict[str, ir.ParserState] = {}
         for st in d.states:
             if st.name in states or st.name in ("accept", "reject"):
@@ -714,7 +715,6 @@ class Checker:
                 self.check_state(tr.state, states, tr.loc)
             elif isinstance(tr, ir.SelectTransition):
                 self.select(tr, ss, states)
-        s.declare(d.name, d, d.loc)
 
     def check_state(self, name: str, states: dict[str, ir.ParserState], loc: Location) -> None:
         if name not in states and name not in ("accept", "reject"):
@@ -789,9 +789,11 @@ class Checker:
         cs = self.block_scope(d, s)
         ctx = Ctx("control", T.Void(), d.name)
         outer, self.ctx = self.ctx, ctx
-        for ld in d.locals:
-            self.local_decl(ld, cs, ctx)
-        self.ctx = outer
+        try:
+            for ld in d.locals:
+                self.local_decl(ld, cs, ctx)
+        finally:
+            self.ctx = outer
         self.block(d.body, Scope(cs), ctx)
         s.declare(d.name, d, d.loc)
 
@@ -1403,7 +1405,7 @@ class Checker:
             raise P4Error(e.loc, f"invalid width {e.width} for an integer literal")
         limit = 1 << e.width
         if e.signed:
-            ok = -(limit >> 1) <= e.value < limit
+            ok = -(limit >> 1) <= e.value < (limit >> 1)
         else:
             ok = 0 <= e.value < limit
         if not ok:
@@ -1524,7 +1526,7 @@ class Checker:
                 "header union" if isinstance(bt, T.HeaderUnion) else "struct")
             raise P4Error(e.loc, f"{kind} {bt.name} has no field '{name}'")
         if isinstance(bt, T.Stack):
-            if name in ("next", "last", "lastIndex") and self.ctx.kind not in ("parser", "toplevel"):
+            if name in ("next", "last", "lastIndex") and self.ctx.kind != "parser":
                 raise P4Error(e.loc, f"'{name}' of a header stack can only be used in a parser")
             if name in ("next", "last"):
                 e.type = bt.elem
@@ -2016,15 +2018,16 @@ class Checker:
         n = len(args)
         named = {a.name for a in args if a.name is not None}
 
+        positional = sum(1 for a in args if a.name is None)
+
         def fits_arity(sig: Sig) -> bool:
             if n > len(sig.params):
                 return False
-            pnames = {p.name for p in sig.params}
-            if not named <= pnames:
+            pnames = [p.name for p in sig.params]
+            if not named <= set(pnames):
                 return False
-            given = n
-            return given >= sig.required() or all(
-                (p.default is not None or p.optional or p.name in named) for p in sig.params[n - len(named):])
+            filled = set(pnames[:positional]) | named
+            return all(p.name in filled or p.default is not None or p.optional for p in sig.params)
 
         cands = [g for g in sigs if fits_arity(g)]
         if explicit:

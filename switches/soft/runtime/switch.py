@@ -24,6 +24,9 @@ API (what the daemon, the control server and the STF runner use)::
                                       # recirculate, replicas, digests), queued, queues
     sw.control                        # control.verbs.ControlPlane (simple_switch_CLI verbs)
     sw.digests                        # recent digests: (receiver, type name, values)
+    sw.load_program(program_module)   # replace the P4 program at run time (clean state)
+    sw.set_port_handler(port, fn)     # frames leaving ``port`` go to fn(frame) instead of
+                                      # the output list (a CPU port); fn=None undoes it
 
 ``program_module`` has ``INFO`` (contract.ProgramInfo) and
 ``make_program(rt)``; the switch is the ``rt`` (contract.Services).
@@ -123,20 +126,6 @@ class SoftSwitch:
         self.digest_handler = digest_handler
         self.digests: deque[tuple[int, str, dict[str, int]]] = deque(maxlen=1024)
 
-        info = self.info
-        meter_kind_of_table = {m.direct_table: m.kind for m in info.meters.values()
-                               if m.direct_table}
-        self.tables: dict[str, Table] = {
-            name: Table(t, info.actions, meter_kind_of_table.get(name), self.now_us)
-            for name, t in info.tables.items()
-        }
-        self._counted_tables = [t for t in self.tables.values() if t.has_counter]
-        self._metered_tables = [t for t in self.tables.values() if t.meter_kind is not None]
-        self.registers = {n: RegisterArray(n, r.width, r.size) for n, r in info.registers.items()}
-        self.counters = {n: CounterArray(n, c.size, c.kind) for n, c in info.counters.items()
-                         if not c.direct_table}
-        self.meters = {n: MeterArray(n, m.size, m.kind, self.now_us)
-                       for n, m in info.meters.items() if not m.direct_table}
         self.pre = ReplicationEngine()
         self.mirrors = MirroringSessions()
         self.tm = TrafficManager(priority_queues, self._clock)
@@ -148,11 +137,72 @@ class SoftSwitch:
         self.drops: Counter[str] = Counter()
         self.events: Counter[str] = Counter()
         self.last_error: str | None = None  # the latest per-packet exception, for tests/logs
+        # port -> callable taking the frame: frames egressing that port go there
+        self.port_handlers: dict[int, Callable[[bytes], None]] = {}
 
-        self.program = program_module.make_program(self)
+        self._install_program(program_module)
 
         from switches.soft.control.verbs import ControlPlane
         self.control = ControlPlane(self)
+
+    def _install_program(self, program_module: Any) -> None:
+        """Build the program's stateful objects, then the program around them."""
+        info: ProgramInfo = program_module.INFO
+        meter_kind_of_table = {m.direct_table: m.kind for m in info.meters.values()
+                               if m.direct_table}
+        tables: dict[str, Table] = {
+            name: Table(t, info.actions, meter_kind_of_table.get(name), self.now_us)
+            for name, t in info.tables.items()
+        }
+        old = (self.__dict__.get("module"), self.__dict__.get("info"),
+               self.__dict__.get("tables"), self.__dict__.get("registers"),
+               self.__dict__.get("counters"), self.__dict__.get("meters"))
+        self.module = program_module
+        self.info = info
+        self.tables = tables
+        self.registers = {n: RegisterArray(n, r.width, r.size) for n, r in info.registers.items()}
+        self.counters = {n: CounterArray(n, c.size, c.kind) for n, c in info.counters.items()
+                         if not c.direct_table}
+        self.meters = {n: MeterArray(n, m.size, m.kind, self.now_us)
+                       for n, m in info.meters.items() if not m.direct_table}
+        try:
+            program = program_module.make_program(self)
+        except Exception:
+            if "program" in self.__dict__:  # keep the running program
+                (self.module, self.info, self.tables, self.registers, self.counters,
+                 self.meters) = old
+            raise
+        self.program = program
+        self._counted_tables = [t for t in tables.values() if t.has_counter]
+        self._metered_tables = [t for t in tables.values() if t.meter_kind is not None]
+
+    def load_program(self, program_module: Any) -> None:
+        """Replace the P4 program at run time, as if the switch had started with it.
+
+        Table entries, registers, counters, meters, multicast groups and
+        mirroring sessions start empty (they belong to the old program);
+        packets waiting in the traffic manager are dropped (counted as drop
+        reason ``program_change``). Queue settings, port rates, hash
+        parameters, port counters and handlers stay. Hold ``lock``.
+        If the new program fails to build, the old one keeps running."""
+        self._install_program(program_module)
+        self.pre.reset()
+        self.mirrors.reset()
+        queued = self.tm.total
+        if queued:
+            self.tm.clear()
+            self.drops["program_change"] += queued
+        self.digests.clear()
+        self.events["program_loads"] += 1
+
+    def set_port_handler(self, port: int, handler: Callable[[bytes], None] | None) -> None:
+        """Hand frames egressing ``port`` to ``handler(frame)`` (called with
+        ``lock`` held) instead of returning them from dequeue_ready/process_sync;
+        they are still counted in tx. ``None`` removes the handler."""
+        if handler is None:
+            self.port_handlers.pop(port, None)
+        else:
+            self.port_handlers[port] = handler
 
     # ------------------------------------------------------------------
     # contract.Services
@@ -477,4 +527,11 @@ class SoftSwitch:
 
         self.tx[port] += 1
         self.tx_bytes[port] += len(frame)
+        handler = self.port_handlers.get(port)
+        if handler is not None:
+            try:
+                handler(frame)
+            except Exception:
+                self.log.exception("handler of port %d failed", port)
+            return
         out.append((port, frame))

@@ -1,0 +1,42 @@
+"""CommLib: communicators and ring collectives over the RoCE transport.
+
+- `Communicator(ctx, rank, size, job_id, channels=C, max_bytes=..., event_sink=...)`
+  with `local_info()` / `connect(infos)` or `Communicator.init(..., rendezvous)`;
+  `all_reduce`, `reduce_scatter`, `all_gather` (blocking) and `start_*`
+  (returning a `CollectiveOp` driven by `progress()`).
+- Rendezvous for the out-of-band exchange: `TcpRendezvous`, `FileRendezvous`,
+  `LocalRendezvous`.
+- `schedule`: the ring plans (which chunk moves at which step), pure data.
+- Step events (dicts, CLOCK_MONOTONIC ns) go to `event_sink`: `collective_start`,
+  `step_start`, `step_end`, `collective_end`.
+"""
+
+from hosts.commlib.communicator import CollectiveOp, CommError, Communicator, EventSink
+from hosts.commlib.reduce import ReduceOp
+from hosts.commlib.rendezvous import (
+    FileRendezvous,
+    LocalRendezvous,
+    Rendezvous,
+    RendezvousError,
+    TcpRendezvous,
+)
+from hosts.commlib.schedule import Collective, Phase, RingStep, channel_chunks, ring_steps, split
+
+__all__ = [
+    "Collective",
+    "CollectiveOp",
+    "CommError",
+    "Communicator",
+    "EventSink",
+    "FileRendezvous",
+    "LocalRendezvous",
+    "Phase",
+    "ReduceOp",
+    "Rendezvous",
+    "RendezvousError",
+    "RingStep",
+    "TcpRendezvous",
+    "channel_chunks",
+    "ring_steps",
+    "split",
+]

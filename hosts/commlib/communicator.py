@@ -1,0 +1,418 @@
+"""Communicators and ring collectives over the RoCE transport (hosts.roce).
+
+A `Communicator` is one rank of a job: `size` ranks in a ring, `channels`
+parallel rings. Per channel a rank has two RC QPs: `right` sends the ring's data
+to rank+1, `left` receives rank-1's data (and returns its ACKs). Connection data
+(QPN, PSN, buffer address and rkey) is exchanged out of band (`rendezvous`).
+
+Each rank registers two buffers of `max_bytes`: `work` (the collective's data,
+reduced in place) and `staging` (where ReduceScatter pieces land before they
+are reduced). Piece (channel c, chunk j) has the same offset in both and in the
+peers' buffers, so the sender computes the remote address itself. Every piece a
+step moves is written exactly once per collective, so no step can overwrite
+data a slower rank still needs.
+
+Each ring step of each channel is ONE RDMA WRITE_WITH_IMM (the immediate says
+which collective and step it was, so the receiver knows the step's data is
+complete). Before posting it the QPs are retagged: UDP source port
+`tag_sport(step)` (hosts.roce.constants) and the job id in BTH byte 4. A step
+ends when its write is acknowledged and the step's data from the left has
+arrived (and been reduced); only then does the next step start. Waiting for the
+acknowledgement also guarantees that no retransmission of step s leaves with
+step s+1's tag.
+
+Step numbers are per communicator and keep counting across collectives
+(modulo 2**14 on the wire), so a step of the next collective never looks older
+than a lagging step of the previous one.
+
+Progress is explicit: `start_*` returns a `CollectiveOp` whose `progress()`
+polls completions and posts what is ready (drive several ranks from one loop,
+e.g. a simulated wire); `all_reduce`/`reduce_scatter`/`all_gather` run the
+engine until done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from hosts.commlib.reduce import ReduceOp, check_dtype, reduce_into
+from hosts.commlib.schedule import Collective, Phase, channel_chunks, num_steps, ring_steps, split
+from hosts.roce.constants import JOB_ID_MAX, PSN_MASK, ROCE_UDP_PORT, TAG_STEP_MASK, tag_sport
+from hosts.roce.verbs import (
+    QP,
+    Access,
+    Context,
+    QPState,
+    RecvWR,
+    SendWR,
+    WCOpcode,
+    WCStatus,
+    WROpcode,
+)
+
+__all__ = ["Communicator", "CollectiveOp", "CommError", "EventSink"]
+
+EventSink = Callable[[dict[str, Any]], None]
+
+_RECV_DEPTH = 64  # receive WQEs kept posted per left QP (one per incoming step)
+
+
+class CommError(RuntimeError):
+    pass
+
+
+def _imm(seq: int, step: int) -> int:
+    return ((seq & 0xFFFF) << 16) | (step & 0xFFFF)
+
+
+class Communicator:
+    """One rank of a ring communicator."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        rank: int,
+        size: int,
+        job_id: int,
+        *,
+        channels: int = 1,
+        max_bytes: int = 1 << 20,
+        event_sink: EventSink | None = None,
+        rate_controller_factory: Callable[[], Any] | None = None,
+        pacer_factory: Callable[[], Any] | None = None,
+        path_mtu: int | None = None,
+        psn_base: int = 0,
+        step_base: int = 0,
+        timeout_s: float = 60.0,
+    ) -> None:
+        if not 0 <= rank < size:
+            raise ValueError(f"rank {rank} out of range for size {size}")
+        if not 0 <= job_id <= JOB_ID_MAX:
+            raise ValueError("job_id must fit BTH's 8-bit field")
+        if channels < 1:
+            raise ValueError("channels must be >= 1")
+        self.ctx = ctx
+        self.rank, self.size, self.job_id, self.channels = rank, size, job_id, channels
+        self.max_bytes = max_bytes
+        self.event_sink = event_sink
+        self.timeout_s = timeout_s
+        self.path_mtu = path_mtu
+        self.step_counter = step_base  # next step number on the wire (unmasked)
+        self.seq = 0  # collectives started so far
+        self.pd = ctx.alloc_pd()
+        self.cq = ctx.create_cq()
+        access = Access.LOCAL_WRITE | Access.REMOTE_WRITE
+        self.work = bytearray(max(1, max_bytes))
+        self.staging = bytearray(max(1, max_bytes))
+        self.work_mr = self.pd.reg_mr(self.work, access)
+        self.staging_mr = self.pd.reg_mr(self.staging, access)
+        self.right: list[QP] = []
+        self.left: list[QP] = []
+        self._psn: list[tuple[int, int]] = []
+        for c in range(channels):
+            kw: dict[str, Any] = {"sport": tag_sport(step_base), "job_id": job_id}
+            r_qp = self.pd.create_qp(
+                self.cq,
+                self.cq,
+                rate_controller=rate_controller_factory() if rate_controller_factory else None,
+                pacer=pacer_factory() if pacer_factory else None,
+                **kw,
+            )
+            l_qp = self.pd.create_qp(self.cq, self.cq, **kw)
+            self.right.append(r_qp)
+            self.left.append(l_qp)
+            base = (psn_base + 2 * c) & PSN_MASK
+            self._psn.append((base, (base + 1) & PSN_MASK))
+        self._left_channel = {qp.qp_num: c for c, qp in enumerate(self.left)}
+        # (seq16, channel, step) -> completion time, filled by _poll.
+        self._arrived: dict[tuple[int, int, int], int] = {}
+        self._sent: dict[tuple[int, int, int], int] = {}
+        self._recv_ids = 0
+        self.connected = False
+        self._active: CollectiveOp | None = None
+
+    # ---- set-up ----
+    def local_info(self) -> dict[str, Any]:
+        """What peers need to connect to this rank (JSON-able)."""
+        return {
+            "rank": self.rank,
+            "ip": self.ctx.local_ip,
+            "port": getattr(self.ctx.provider, "port", ROCE_UDP_PORT),
+            "work": {"addr": self.work_mr.addr, "rkey": self.work_mr.rkey},
+            "staging": {"addr": self.staging_mr.addr, "rkey": self.staging_mr.rkey},
+            "max_bytes": self.max_bytes,
+            "channels": [
+                {
+                    "right_qpn": self.right[c].qp_num,
+                    "right_psn": self._psn[c][0],
+                    "left_qpn": self.left[c].qp_num,
+                    "left_psn": self._psn[c][1],
+                }
+                for c in range(self.channels)
+            ],
+        }
+
+    def connect(self, infos: list[dict[str, Any]]) -> None:
+        """Bring every QP to RTS given all ranks' `local_info()`, in rank order."""
+        n, r = self.size, self.rank
+        if len(infos) != n or any(int(i["rank"]) != k for k, i in enumerate(infos)):
+            raise CommError("connect needs every rank's info, in rank order")
+        if any(len(i["channels"]) != self.channels for i in infos):
+            raise CommError("ranks disagree on the number of channels")
+        if n == 1:
+            self.connected = True
+            return
+        right, left = infos[(r + 1) % n], infos[(r - 1) % n]
+        self._right_info = right
+        self.remote_max_bytes = int(right["max_bytes"])
+        for c in range(self.channels):
+            mine_r, mine_l = self._psn[c]
+            rc, lc = right["channels"][c], left["channels"][c]
+            for qp, peer, qpn, rq_psn, sq_psn in (
+                (self.right[c], right, rc["left_qpn"], rc["left_psn"], mine_r),
+                (self.left[c], left, lc["right_qpn"], lc["right_psn"], mine_l),
+            ):
+                qp.modify(state=QPState.INIT)
+                attrs: dict[str, Any] = {
+                    "state": QPState.RTR,
+                    "dest_ip": peer["ip"],
+                    "dest_qp_num": int(qpn),
+                    "dest_port": int(peer.get("port", ROCE_UDP_PORT)),
+                    "rq_psn": int(rq_psn),
+                }
+                if self.path_mtu is not None:
+                    attrs["path_mtu"] = self.path_mtu
+                qp.modify(**attrs)
+                qp.modify(state=QPState.RTS, sq_psn=int(sq_psn))
+            for _ in range(_RECV_DEPTH):
+                self._post_recv(c)
+        self.connected = True
+
+    @classmethod
+    def init(
+        cls, ctx: Context, rank: int, size: int, job_id: int, rendezvous: Any, **kw: Any
+    ) -> Communicator:
+        """Create, exchange connection data through `rendezvous`, connect."""
+        comm = cls(ctx, rank, size, job_id, **kw)
+        infos = rendezvous.allgather(comm.local_info(), tag=f"commlib-job{job_id}")
+        comm.connect(infos)
+        return comm
+
+    def close(self) -> None:
+        for qp in self.right + self.left:
+            qp.destroy()
+
+    # ---- completions ----
+    def _post_recv(self, c: int) -> None:
+        self._recv_ids += 1
+        self.left[c].post_recv(RecvWR(wr_id=self._recv_ids))
+
+    def _poll(self) -> None:
+        for wc in self.cq.poll(1024):
+            if wc.status != WCStatus.SUCCESS:
+                raise CommError(
+                    f"rank {self.rank}: work request {wc.wr_id:#x} failed: {wc.status.name}"
+                )
+            if wc.opcode == WCOpcode.RECV_RDMA_WITH_IMM:
+                c = self._left_channel[wc.qp_num]
+                imm = wc.imm_data or 0
+                self._arrived[(imm >> 16, c, imm & 0xFFFF)] = wc.timestamp_ns
+                self._post_recv(c)
+            elif wc.opcode == WCOpcode.RDMA_WRITE:
+                seq, c, step = wc.wr_id >> 32, (wc.wr_id >> 16) & 0xFFFF, wc.wr_id & 0xFFFF
+                self._sent[(seq & 0xFFFF, c, step)] = wc.timestamp_ns
+
+    def _emit(self, ev: dict[str, Any]) -> None:
+        if self.event_sink is not None:
+            self.event_sink(ev)
+
+    # ---- collectives ----
+    def start_all_reduce(self, x: np.ndarray, op: ReduceOp = ReduceOp.SUM) -> CollectiveOp:
+        return self._start(Collective.ALL_REDUCE, x, op)
+
+    def start_reduce_scatter(self, x: np.ndarray, op: ReduceOp = ReduceOp.SUM) -> CollectiveOp:
+        return self._start(Collective.REDUCE_SCATTER, x, op)
+
+    def start_all_gather(self, x: np.ndarray) -> CollectiveOp:
+        return self._start(Collective.ALL_GATHER, x, ReduceOp.SUM)
+
+    def all_reduce(self, x: np.ndarray, op: ReduceOp = ReduceOp.SUM) -> np.ndarray:
+        """Element-wise reduction of `x` over all ranks; a new array."""
+        return self.wait(self.start_all_reduce(x, op))
+
+    def reduce_scatter(self, x: np.ndarray, op: ReduceOp = ReduceOp.SUM) -> np.ndarray:
+        """Chunk `rank` (of `size` near-equal chunks) of the reduction of `x`."""
+        return self.wait(self.start_reduce_scatter(x, op))
+
+    def all_gather(self, x: np.ndarray) -> np.ndarray:
+        """Every rank's `x` (all the same length), concatenated in rank order."""
+        return self.wait(self.start_all_gather(x))
+
+    def wait(self, op: CollectiveOp) -> np.ndarray:
+        if not self.ctx.engine.run(until=op.progress, timeout=self.timeout_s):
+            raise CommError(
+                f"rank {self.rank}: {op.kind.value} #{op.seq} timed out at steps "
+                f"{[ch.i for ch in op.chans]}"
+            )
+        return op.result()
+
+    def _start(self, kind: Collective, x: np.ndarray, op: ReduceOp) -> CollectiveOp:
+        if not self.connected:
+            raise CommError("communicator is not connected")
+        if self._active is not None and not self._active.done:
+            raise CommError("a collective is already in progress on this communicator")
+        o = CollectiveOp(self, kind, x, op)
+        self._active = o
+        return o
+
+
+class _Chan:
+    __slots__ = ("i", "posted", "t_start")
+
+    def __init__(self) -> None:
+        self.i = 0  # index of the step in progress
+        self.posted = False
+        self.t_start = 0
+
+
+class CollectiveOp:
+    """One collective in progress on one rank; `progress()` -> True when done."""
+
+    def __init__(self, comm: Communicator, kind: Collective, x: np.ndarray, op: ReduceOp) -> None:
+        self.comm, self.kind, self.op = comm, kind, ReduceOp(op)
+        x = np.ascontiguousarray(x).reshape(-1)
+        self.dtype = check_dtype(x.dtype)
+        n = comm.size
+        self.in_count = x.size
+        total = x.size * n if kind is Collective.ALL_GATHER else x.size
+        nbytes = total * self.dtype.itemsize
+        limit = min(comm.max_bytes, getattr(comm, "remote_max_bytes", comm.max_bytes))
+        if nbytes > limit:
+            raise CommError(f"{kind.value} of {nbytes} bytes exceeds max_bytes={limit}")
+        self.count = total
+        self.layout = channel_chunks(total, n, comm.channels)
+        self.plan = ring_steps(kind, comm.rank, n)
+        self.seq = comm.seq
+        comm.seq += 1
+        self.step_base = comm.step_counter
+        comm.step_counter += num_steps(kind, n)
+        self.work = np.frombuffer(comm.work, dtype=self.dtype, count=total)
+        self.staging = np.frombuffer(comm.staging, dtype=self.dtype, count=total)
+        if kind is Collective.ALL_GATHER:
+            off, ln = split(total, n)[comm.rank]
+            self.work[off : off + ln] = x
+        else:
+            self.work[:] = x
+        self.chans = [_Chan() for _ in range(comm.channels)]
+        self.done = False
+        self.t_start = comm.ctx.engine.now_ns()
+        self.t_end: int | None = None
+        comm._emit(self._base("collective_start") | {"t_ns": self.t_start, "bytes": nbytes})
+
+    def _base(self, event: str) -> dict[str, Any]:
+        c = self.comm
+        return {
+            "event": event,
+            "job_id": c.job_id,
+            "rank": c.rank,
+            "size": c.size,
+            "collective": self.kind.value,
+            "seq": self.seq,
+        }
+
+    def tag_step(self, i: int) -> int:
+        """Step number carried on the wire for local step index i."""
+        return (self.step_base + i) & TAG_STEP_MASK
+
+    def progress(self) -> bool:
+        if self.done:
+            return True
+        comm = self.comm
+        comm._poll()
+        seq16 = self.seq & 0xFFFF
+        finished = 0
+        for c, ch in enumerate(self.chans):
+            while ch.i < len(self.plan):
+                st = self.plan[ch.i]
+                if not ch.posted:
+                    self._post(c, ch, st.step)
+                key = (seq16, c, st.step)
+                if key not in comm._sent or key not in comm._arrived:
+                    break
+                t_sent = comm._sent.pop(key)
+                t_recv = comm._arrived.pop(key)
+                off, ln = self.layout[c][st.recv_chunk]
+                if st.phase is Phase.REDUCE_SCATTER and ln:
+                    reduce_into(self.work[off : off + ln], self.staging[off : off + ln], self.op)
+                now = comm.ctx.engine.now_ns()
+                comm._emit(
+                    self._base("step_end")
+                    | {
+                        "channel": c,
+                        "step": st.step,
+                        "tag_step": self.tag_step(st.step),
+                        "phase": st.phase.value,
+                        "t_ns": now,
+                        "t_start_ns": ch.t_start,
+                        "send_done_ns": t_sent,
+                        "recv_done_ns": t_recv,
+                    }
+                )
+                ch.i += 1
+                ch.posted = False
+            if ch.i >= len(self.plan):
+                finished += 1
+        if finished == len(self.chans):
+            self.done = True
+            self.t_end = comm.ctx.engine.now_ns()
+            comm._emit(self._base("collective_end") | {"t_ns": self.t_end, "t_start_ns": self.t_start})
+        return self.done
+
+    def _post(self, c: int, ch: _Chan, step: int) -> None:
+        comm = self.comm
+        st = self.plan[step]
+        tag = tag_sport(self.tag_step(step))
+        r_qp, l_qp = comm.right[c], comm.left[c]
+        if r_qp.sport != tag:
+            r_qp.modify(sport=tag)
+        if l_qp.sport != tag:
+            l_qp.modify(sport=tag)  # our ACKs for this step carry the same tag
+        off, ln = self.layout[c][st.send_chunk]
+        isz = self.dtype.itemsize
+        peer = comm._right_info
+        region = peer["staging"] if st.phase is Phase.REDUCE_SCATTER else peer["work"]
+        wr = SendWR(
+            wr_id=((self.seq & 0xFFFF) << 32) | (c << 16) | step,
+            opcode=WROpcode.RDMA_WRITE_WITH_IMM,
+            sge=comm.work_mr.sge(off * isz, ln * isz) if ln else None,
+            remote_addr=int(region["addr"]) + off * isz,
+            rkey=int(region["rkey"]),
+            imm_data=_imm(self.seq, step),
+        )
+        ch.t_start = comm.ctx.engine.now_ns()
+        ch.posted = True
+        comm._emit(
+            self._base("step_start")
+            | {
+                "channel": c,
+                "step": step,
+                "tag_step": self.tag_step(step),
+                "phase": st.phase.value,
+                "t_ns": ch.t_start,
+                "bytes": ln * isz,
+                "send_chunk": st.send_chunk,
+                "recv_chunk": st.recv_chunk,
+            }
+        )
+        r_qp.post_send(wr)
+
+    def result(self) -> np.ndarray:
+        if not self.done:
+            raise CommError("collective not finished")
+        if self.kind is Collective.REDUCE_SCATTER:
+            off, ln = split(self.count, self.comm.size)[self.comm.rank]
+            return self.work[off : off + ln].copy()
+        return self.work.copy()

@@ -1,0 +1,217 @@
+"""Ring collectives over the RoCE transport on the simulated wire (all ranks in
+one process, one loop): results against numpy, step tags and job id as seen on
+the wire, step events, and behaviour under loss and congestion marking."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from hosts.commlib import CommError, Communicator, ReduceOp, split
+from hosts.roce import wire
+from hosts.roce.constants import OPS_LAST, OPS_ONLY, OPS_WRITE, Opcode, sport_step, tag_sport
+from hosts.roce.dcqcn import Dcqcn, DcqcnParams
+from hosts.roce.pacing import Pacer
+from hosts.roce.scale import Scale
+from hosts.roce.sim import SimWire
+from hosts.roce.verbs import Context
+
+JOB = 42
+
+
+def make_ring(n: int, channels: int, *, max_bytes: int = 1 << 16, scale: Scale | None = None,
+              dcqcn: bool = False, **wire_kw):
+    w = SimWire(record=True, **wire_kw)
+    events: list[dict] = []
+    comms = []
+    for r in range(n):
+        kw = {}
+        if dcqcn:
+            sc = scale or Scale()
+            kw = {
+                "rate_controller_factory": lambda sc=sc: Dcqcn(DcqcnParams.for_scale(sc)),
+                "pacer_factory": Pacer,
+            }
+        ctx = Context(w.provider(f"10.0.0.{r + 1}"), scale=scale or Scale(), **kw)
+        comms.append(Communicator(ctx, r, n, JOB, channels=channels, max_bytes=max_bytes,
+                                  event_sink=events.append))
+    infos = [c.local_info() for c in comms]
+    for c in comms:
+        c.connect(infos)
+    return w, comms, events
+
+
+def run_all(w: SimWire, ops, timeout: float = 30.0) -> None:
+    assert w.run(until=lambda: all([o.progress() for o in ops]), timeout=timeout)
+
+
+def data_packets(w: SimWire):
+    """(time, src ip, sport, decoded packet) of every RDMA WRITE packet sent."""
+    out = []
+    for rec in w.records:
+        p = wire.decode(rec.data)
+        if p.opcode in OPS_WRITE:
+            out.append((rec.time_ns, rec.src_ip, rec.sport, p))
+    return out
+
+
+@pytest.mark.parametrize("n", [4, 8])
+@pytest.mark.parametrize("channels", [1, 2])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_allreduce_integers_bit_exact(n: int, channels: int, dtype) -> None:
+    w, comms, _ = make_ring(n, channels)
+    rng = np.random.default_rng(n * 100 + channels)
+    info = np.iinfo(dtype)
+    # Large values so the sums wrap around: still bit-exact with numpy's wrapping sum.
+    xs = [rng.integers(info.min // 2, info.max // 2, 1003, dtype=dtype) for _ in range(n)]
+    ops = [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)]
+    run_all(w, ops)
+    expect = np.sum(np.stack(xs), axis=0, dtype=dtype)
+    for o in ops:
+        res = o.result()
+        assert res.dtype == dtype
+        assert np.array_equal(res, expect)
+
+
+def test_allreduce_float32_and_max() -> None:
+    n = 4
+    w, comms, _ = make_ring(n, 2)
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal(777).astype(np.float32) for _ in range(n)]
+    ops = [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)]
+    run_all(w, ops)
+    for o in ops:
+        np.testing.assert_allclose(o.result(), np.sum(xs, axis=0), rtol=1e-5, atol=1e-5)
+    ops = [c.start_all_reduce(x, ReduceOp.MAX) for c, x in zip(comms, xs, strict=True)]
+    run_all(w, ops)
+    for o in ops:
+        assert np.array_equal(o.result(), np.max(xs, axis=0))
+
+
+@pytest.mark.parametrize("n", [4, 8])
+@pytest.mark.parametrize("channels", [1, 2])
+def test_reduce_scatter_and_all_gather(n: int, channels: int) -> None:
+    w, comms, _ = make_ring(n, channels)
+    rng = np.random.default_rng(n + channels)
+    xs = [rng.integers(-(2**40), 2**40, 501, dtype=np.int64) for _ in range(n)]
+    ops = [c.start_reduce_scatter(x) for c, x in zip(comms, xs, strict=True)]
+    run_all(w, ops)
+    total = np.sum(xs, axis=0)
+    for r, o in enumerate(ops):
+        off, ln = split(501, n)[r]
+        assert np.array_equal(o.result(), total[off : off + ln])
+    parts = [rng.integers(0, 2**31, 37, dtype=np.int32) for _ in range(n)]
+    ops = [c.start_all_gather(p) for c, p in zip(comms, parts, strict=True)]
+    run_all(w, ops)
+    for o in ops:
+        assert np.array_equal(o.result(), np.concatenate(parts))
+
+
+def test_step_tags_and_job_id_on_the_wire() -> None:
+    n, channels = 4, 2
+    w, comms, _ = make_ring(n, channels)
+    steps = 2 * (n - 1)
+    xs = [np.arange(4000, dtype=np.int32) * (r + 1) for r in range(n)]  # multi-packet steps
+    for _ in range(2):  # two collectives: step numbers keep counting
+        ops = [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)]
+        run_all(w, ops)
+    pkts = data_packets(w)
+    assert pkts
+    assert all(p.job_id == JOB for _, _, _, p in pkts)
+    # Per sending QP (source ip, destination QP): the tags in wire order are the
+    # steps 0, 1, ..., 2*steps-1, each a run of packets ending with the step's
+    # last (immediate-carrying) packet.
+    flows = defaultdict(list)
+    for t, ip, sport, p in pkts:
+        flows[(ip, p.dqpn)].append((t, sport, p))
+    assert len(flows) == n * channels
+    for seq in flows.values():
+        tags = [sport_step(s) for _, s, _ in seq]
+        assert all(s & 0xC000 == 0xC000 for _, s, _ in seq)
+        runs = [tags[0]] + [b for a, b in zip(tags, tags[1:], strict=False) if b != a]
+        assert runs == list(range(2 * steps))
+        # Each step is one message: its last packet carries the immediate.
+        ends = [sport_step(s) for _, s, p in seq if p.opcode in OPS_LAST | OPS_ONLY]
+        assert ends == list(range(2 * steps))
+        assert all(p.opcode in (Opcode.RDMA_WRITE_LAST_IMM, Opcode.RDMA_WRITE_ONLY_IMM)
+                   for _, _, p in seq if p.opcode in OPS_LAST | OPS_ONLY)
+
+
+def test_retransmissions_keep_their_step_tag_under_loss() -> None:
+    n = 4
+    w, comms, _ = make_ring(n, 2, loss=0.03, reorder=0.02, seed=5)
+    rng = np.random.default_rng(9)
+    xs = [rng.integers(-(2**31), 2**31 - 1, 6000, dtype=np.int32) for _ in range(n)]
+    ops = [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)]
+    run_all(w, ops, timeout=120)
+    expect = np.sum(np.stack(xs), axis=0, dtype=np.int32)
+    assert all(np.array_equal(o.result(), expect) for o in ops)
+    assert w.counters["dropped"] > 0
+    retx = sum(c.right[k].stats["retransmits"] for c in comms for k in range(2))
+    assert retx > 0
+    # Every transmission of a given PSN on a QP carries the same tag.
+    tag_of: dict[tuple[str, int, int], int] = {}
+    for _, ip, sport, p in data_packets(w):
+        key = (ip, p.dqpn, p.psn)
+        assert tag_of.setdefault(key, sport) == sport
+
+
+def test_step_events_cover_every_step_and_channel() -> None:
+    n, channels = 4, 2
+    w, comms, events = make_ring(n, channels)
+    xs = [np.ones(1000, dtype=np.int64) for _ in range(n)]
+    ops = [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)]
+    run_all(w, ops)
+    by = defaultdict(dict)
+    for e in events:
+        if e["event"] in ("step_start", "step_end"):
+            assert e["job_id"] == JOB and e["collective"] == "all_reduce"
+            by[(e["rank"], e["channel"], e["step"])][e["event"]] = e
+    assert set(by) == {(r, c, s) for r in range(n) for c in range(channels)
+                       for s in range(2 * (n - 1))}
+    for (r, c, s), d in by.items():
+        st, en = d["step_start"], d["step_end"]
+        assert st["phase"] == ("RS" if s < n - 1 else "AG")
+        assert st["tag_step"] == s and en["tag_step"] == s
+        assert st["t_ns"] <= en["send_done_ns"] <= en["t_ns"]
+        assert en["recv_done_ns"] <= en["t_ns"]
+        if s:  # a step starts only after the previous one ended
+            assert st["t_ns"] >= by[(r, c, s - 1)]["step_end"]["t_ns"]
+    ends = [e for e in events if e["event"] == "collective_end"]
+    assert len(ends) == n and all(e["t_ns"] > e["t_start_ns"] for e in ends)
+
+
+def test_dcqcn_reacts_to_ce_marks_during_a_collective() -> None:
+    n = 4
+    sc = Scale(slowdown=1000.0, nic_rate_bps=10e9)  # 10 Mb/s links
+    w, comms, _ = make_ring(n, 1, scale=sc, dcqcn=True, ce=0.05, seed=2, max_bytes=1 << 18)
+    xs = [np.full(40_000, r, dtype=np.int32) for r in range(n)]
+    ops = [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)]
+    run_all(w, ops, timeout=600)
+    assert all(np.array_equal(o.result(), np.full(40_000, 6, dtype=np.int32)) for o in ops)
+    ccs = [c.right[0].rate_controller for c in comms]
+    assert all(isinstance(cc, Dcqcn) for cc in ccs)
+    assert sum(cc.stats.rate_cuts for cc in ccs) > 0
+    pacers = [c.right[0].pacer for c in comms]
+    assert all(p.bytes_sent > 0 for p in pacers)
+
+
+def test_single_rank_and_errors() -> None:
+    w, comms, _ = make_ring(1, 1)
+    x = np.arange(10, dtype=np.int32)
+    op = comms[0].start_all_reduce(x)
+    assert op.progress() and np.array_equal(op.result(), x)
+    w, comms, _ = make_ring(2, 1, max_bytes=64)
+    with pytest.raises(CommError):
+        comms[0].start_all_reduce(np.zeros(100, dtype=np.int32))
+    with pytest.raises(TypeError):
+        comms[0].start_all_reduce(np.zeros(4, dtype=np.int16))
+    comms[0].start_all_reduce(np.zeros(4, dtype=np.int32))
+    with pytest.raises(CommError):
+        comms[0].start_all_reduce(np.zeros(4, dtype=np.int32))  # one at a time
+
+
+def test_tag_sport_layout_matches_the_step() -> None:
+    assert tag_sport(5) == 0xC005 and sport_step(tag_sport(16384 + 3)) == 3
