@@ -8,10 +8,11 @@
   `LocalRendezvous`.
 - `schedule`: the ring plans (which chunk moves at which step), pure data.
 - Step events (dicts, CLOCK_MONOTONIC ns) go to `event_sink`: `collective_start`,
-  `step_start`, `step_end`, `collective_end`.
+  `step_start`, `step_end`, `collective_end`; `JsonlSink(path)` writes them as JSONL.
 """
 
 from hosts.commlib.communicator import CollectiveOp, CommError, Communicator, EventSink
+from hosts.commlib.events import JsonlSink
 from hosts.commlib.reduce import ReduceOp
 from hosts.commlib.rendezvous import (
     FileRendezvous,
@@ -29,6 +30,7 @@ __all__ = [
     "Communicator",
     "EventSink",
     "FileRendezvous",
+    "JsonlSink",
     "LocalRendezvous",
     "Phase",
     "ReduceOp",

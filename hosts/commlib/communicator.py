@@ -5,12 +5,14 @@ parallel rings. Per channel a rank has two RC QPs: `right` sends the ring's data
 to rank+1, `left` receives rank-1's data (and returns its ACKs). Connection data
 (QPN, PSN, buffer address and rkey) is exchanged out of band (`rendezvous`).
 
-Each rank registers two buffers of `max_bytes`: `work` (the collective's data,
-reduced in place) and `staging` (where ReduceScatter pieces land before they
-are reduced). Piece (channel c, chunk j) has the same offset in both and in the
-peers' buffers, so the sender computes the remote address itself. Every piece a
-step moves is written exactly once per collective, so no step can overwrite
-data a slower rank still needs.
+Each rank registers two buffers: `work` (the collective's data, reduced in
+place) and `staging` (where ReduceScatter pieces land before they are reduced),
+each with two halves of `max_bytes` that consecutive collectives alternate
+between (a left neighbour can be at most one collective ahead). Piece (channel
+c, chunk j) has the same offset in both and in the peers' buffers, so the
+sender computes the remote address itself. Every piece a step moves is written
+exactly once per collective, and a ring neighbour only writes a chunk after
+this rank's last use of it, so no step overwrites data still needed.
 
 Each ring step of each channel is ONE RDMA WRITE_WITH_IMM (the immediate says
 which collective and step it was, so the receiver knows the step's data is
@@ -105,8 +107,10 @@ class Communicator:
         self.pd = ctx.alloc_pd()
         self.cq = ctx.create_cq()
         access = Access.LOCAL_WRITE | Access.REMOTE_WRITE
-        self.work = bytearray(max(1, max_bytes))
-        self.staging = bytearray(max(1, max_bytes))
+        # Two halves, used by alternate collectives: a neighbour that already
+        # finished collective k may write k+1's data while we still finish k.
+        self.work = bytearray(2 * max(1, max_bytes))
+        self.staging = bytearray(2 * max(1, max_bytes))
         self.work_mr = self.pd.reg_mr(self.work, access)
         self.staging_mr = self.pd.reg_mr(self.staging, access)
         self.right: list[QP] = []
@@ -299,8 +303,11 @@ class CollectiveOp:
         comm.seq += 1
         self.step_base = comm.step_counter
         comm.step_counter += num_steps(kind, n)
-        self.work = np.frombuffer(comm.work, dtype=self.dtype, count=total)
-        self.staging = np.frombuffer(comm.staging, dtype=self.dtype, count=total)
+        self.half = self.seq & 1
+        base = self.half * comm.max_bytes
+        self.base = base
+        self.work = np.frombuffer(comm.work, dtype=self.dtype, count=total, offset=base)
+        self.staging = np.frombuffer(comm.staging, dtype=self.dtype, count=total, offset=base)
         if kind is Collective.ALL_GATHER:
             off, ln = split(total, n)[comm.rank]
             self.work[off : off + ln] = x
@@ -368,7 +375,9 @@ class CollectiveOp:
         if finished == len(self.chans):
             self.done = True
             self.t_end = comm.ctx.engine.now_ns()
-            comm._emit(self._base("collective_end") | {"t_ns": self.t_end, "t_start_ns": self.t_start})
+            comm._emit(
+                self._base("collective_end") | {"t_ns": self.t_end, "t_start_ns": self.t_start}
+            )
         return self.done
 
     def _post(self, c: int, ch: _Chan, step: int) -> None:
@@ -387,8 +396,8 @@ class CollectiveOp:
         wr = SendWR(
             wr_id=((self.seq & 0xFFFF) << 32) | (c << 16) | step,
             opcode=WROpcode.RDMA_WRITE_WITH_IMM,
-            sge=comm.work_mr.sge(off * isz, ln * isz) if ln else None,
-            remote_addr=int(region["addr"]) + off * isz,
+            sge=comm.work_mr.sge(self.base + off * isz, ln * isz) if ln else None,
+            remote_addr=int(region["addr"]) + self.half * comm.remote_max_bytes + off * isz,
             rkey=int(region["rkey"]),
             imm_data=_imm(self.seq, step),
         )

@@ -7,17 +7,21 @@ sequential sum only by rounding order.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
 __all__ = ["ReduceOp", "SUPPORTED_DTYPES", "reduce_into", "check_dtype"]
 
-SUPPORTED_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float32),
-                    np.dtype(np.float64))
+SUPPORTED_DTYPES = (
+    np.dtype(np.int32),
+    np.dtype(np.int64),
+    np.dtype(np.float32),
+    np.dtype(np.float64),
+)
 
 
-class ReduceOp(str, Enum):
+class ReduceOp(StrEnum):
     SUM = "sum"
     PROD = "prod"
     MAX = "max"

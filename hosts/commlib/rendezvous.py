@@ -128,8 +128,14 @@ class TcpRendezvous:
 
 
 class FileRendezvous:
-    def __init__(self, directory: str | os.PathLike[str], rank: int, size: int,
-                 timeout: float = 30.0, poll_s: float = 0.02) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        rank: int,
+        size: int,
+        timeout: float = 30.0,
+        poll_s: float = 0.02,
+    ) -> None:
         if not 0 <= rank < size:
             raise ValueError("rank out of range")
         self.dir = Path(directory)

@@ -16,7 +16,7 @@ AllReduce = ReduceScatter then AllGather: 2(size-1) steps, numbered on.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 __all__ = [
     "Collective",
@@ -29,13 +29,13 @@ __all__ = [
 ]
 
 
-class Collective(str, Enum):
+class Collective(StrEnum):
     REDUCE_SCATTER = "reduce_scatter"
     ALL_GATHER = "all_gather"
     ALL_REDUCE = "all_reduce"
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     REDUCE_SCATTER = "RS"
     ALL_GATHER = "AG"
 

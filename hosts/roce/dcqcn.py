@@ -342,4 +342,3 @@ class Dcqcn:
             "byte_stage": self.byte_stage,
             **dataclasses.asdict(self.stats),
         }
-

@@ -18,7 +18,20 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Pacer", "LatenessStats"]
+from hosts.roce.constants import (
+    BTH_LEN,
+    DEFAULT_PATH_MTU,
+    FRAME_OVERHEAD,
+    ICRC_LEN,
+    IMMDT_LEN,
+    RETH_LEN,
+)
+
+__all__ = ["Pacer", "LatenessStats", "DEFAULT_BURST_BYTES"]
+
+# One full-size frame at the default path MTU with every header a data packet
+# can carry: the bucket holds about one packet.
+DEFAULT_BURST_BYTES = DEFAULT_PATH_MTU + BTH_LEN + RETH_LEN + IMMDT_LEN + ICRC_LEN + FRAME_OVERHEAD
 
 
 @dataclass
@@ -90,7 +103,7 @@ class Pacer:
     def __init__(
         self,
         rate_bps: float = float("inf"),
-        burst_bytes: int = 1100,
+        burst_bytes: int = DEFAULT_BURST_BYTES,
         now_ns: int = 0,
         late_threshold_packets: float = 1.0,
     ) -> None:

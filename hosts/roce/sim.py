@@ -3,7 +3,8 @@
 All attached engines share the wire's fake clock. Impairments are drawn from a
 seeded RNG (loss, duplication, reordering, CE marking, corruption) or decided
 per packet by ``hook`` (sees the decoded packet; returns None or one of "drop",
-"dup", "ce", "corrupt", or an int: extra delay in ns).
+"dup", "ce", "corrupt", an int: extra delay in ns, or a list of extra
+delays: one copy delivered after each).
 """
 
 from __future__ import annotations
@@ -97,8 +98,12 @@ class SimWire:
         elif self.reorder and rng.random() < self.reorder:
             c["reordered"] += 1
             delay += self.reorder_delay_ns
-        for i in range(copies):
-            heapq.heappush(self._heap, (self.clock + delay + i, next(self._seq), dst_ip,
+        extra = list(range(copies))
+        if isinstance(action, (list, tuple)):     # one copy per extra delay given
+            extra = list(action)
+            c["duplicated"] += len(extra) - 1
+        for d in extra:
+            heapq.heappush(self._heap, (self.clock + delay + d, next(self._seq), dst_ip,
                                         (data, src_ip, sport, dst_ip, dport, ecn & ECN_MASK)))
 
     def _deliver_due(self) -> None:

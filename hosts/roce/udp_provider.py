@@ -35,6 +35,8 @@ class UdpProvider:
     """Kernel UDP sockets of one host address.
 
     ``port`` is the local RoCE port (4791; tests on one address use others).
+    ``data_ecn`` is what data packets (ECT(0) by default) carry instead: Not-ECT
+    turns ECN off, CE marks everything (tests).
     """
 
     def __init__(self, local_ip: str, *, port: int = ROCE_UDP_PORT, rcvbuf: int = 8 << 20,
@@ -90,6 +92,8 @@ class UdpProvider:
     def send(self, sport: int, dst_ip: str, dst_port: int,
              parts: Sequence[bytes | memoryview], ecn: int) -> bool:
         s = self._tx[sport]
+        if ecn == ECN_ECT0:
+            ecn = self.data_ecn
         anc = () if ecn == self.data_ecn else _TOS_CMSG[ecn & ECN_MASK]
         try:
             s.sendmsg(parts, anc, 0, (dst_ip, dst_port))

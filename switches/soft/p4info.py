@@ -43,7 +43,7 @@ from switches.soft.runtime.contract import ParamInfo, ProgramInfo
 
 try:
     from google.protobuf import text_format
-    from p4.config.v1 import p4info_pb2, p4types_pb2
+    from p4.config.v1 import p4info_pb2
 except ImportError as _e:  # pragma: no cover - exercised only without the extra
     _IMPORT_ERROR: ImportError | None = _e
 else:

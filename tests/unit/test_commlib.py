@@ -21,8 +21,15 @@ from hosts.roce.verbs import Context
 JOB = 42
 
 
-def make_ring(n: int, channels: int, *, max_bytes: int = 1 << 16, scale: Scale | None = None,
-              dcqcn: bool = False, **wire_kw):
+def make_ring(
+    n: int,
+    channels: int,
+    *,
+    max_bytes: int = 1 << 16,
+    scale: Scale | None = None,
+    dcqcn: bool = False,
+    **wire_kw,
+):
     w = SimWire(record=True, **wire_kw)
     events: list[dict] = []
     comms = []
@@ -35,8 +42,11 @@ def make_ring(n: int, channels: int, *, max_bytes: int = 1 << 16, scale: Scale |
                 "pacer_factory": Pacer,
             }
         ctx = Context(w.provider(f"10.0.0.{r + 1}"), scale=scale or Scale(), **kw)
-        comms.append(Communicator(ctx, r, n, JOB, channels=channels, max_bytes=max_bytes,
-                                  event_sink=events.append))
+        comms.append(
+            Communicator(
+                ctx, r, n, JOB, channels=channels, max_bytes=max_bytes, event_sink=events.append
+            )
+        )
     infos = [c.local_info() for c in comms]
     for c in comms:
         c.connect(infos)
@@ -135,8 +145,11 @@ def test_step_tags_and_job_id_on_the_wire() -> None:
         # Each step is one message: its last packet carries the immediate.
         ends = [sport_step(s) for _, s, p in seq if p.opcode in OPS_LAST | OPS_ONLY]
         assert ends == list(range(2 * steps))
-        assert all(p.opcode in (Opcode.RDMA_WRITE_LAST_IMM, Opcode.RDMA_WRITE_ONLY_IMM)
-                   for _, _, p in seq if p.opcode in OPS_LAST | OPS_ONLY)
+        assert all(
+            p.opcode in (Opcode.RDMA_WRITE_LAST_IMM, Opcode.RDMA_WRITE_ONLY_IMM)
+            for _, _, p in seq
+            if p.opcode in OPS_LAST | OPS_ONLY
+        )
 
 
 def test_retransmissions_keep_their_step_tag_under_loss() -> None:
@@ -169,8 +182,9 @@ def test_step_events_cover_every_step_and_channel() -> None:
         if e["event"] in ("step_start", "step_end"):
             assert e["job_id"] == JOB and e["collective"] == "all_reduce"
             by[(e["rank"], e["channel"], e["step"])][e["event"]] = e
-    assert set(by) == {(r, c, s) for r in range(n) for c in range(channels)
-                       for s in range(2 * (n - 1))}
+    assert set(by) == {
+        (r, c, s) for r in range(n) for c in range(channels) for s in range(2 * (n - 1))
+    }
     for (r, c, s), d in by.items():
         st, en = d["step_start"], d["step_end"]
         assert st["phase"] == ("RS" if s < n - 1 else "AG")
@@ -215,3 +229,42 @@ def test_single_rank_and_errors() -> None:
 
 def test_tag_sport_layout_matches_the_step() -> None:
     assert tag_sport(5) == 0xC005 and sport_step(tag_sport(16384 + 3)) == 3
+
+
+def test_back_to_back_collectives_with_ranks_out_of_phase() -> None:
+    # Packets to rank 0 are slow, so its neighbours finish each collective
+    # earlier and start the next while rank 0 is still in the previous one.
+    n = 4
+    w, comms, _ = make_ring(n, 2)
+    w.hook = lambda p, src, dst: 400_000 if dst == "10.0.0.1" else None
+    rng = np.random.default_rng(11)
+    xs = [rng.integers(-(2**31), 2**31 - 1, 3001, dtype=np.int32) for _ in range(n)]
+    parts = [x[:50] for x in xs]
+    program = [("ar", xs), ("ag", parts), ("rs", xs), ("ar", xs), ("ag", parts)]
+    results: list[list] = [[] for _ in range(n)]
+    current = [None] * n
+
+    def drive() -> bool:
+        for r, c in enumerate(comms):
+            op = current[r]
+            if op is not None and op.progress():
+                results[r].append(op.result())
+                op = current[r] = None
+            if op is None and len(results[r]) < len(program):
+                kind, data = program[len(results[r])]
+                start = {
+                    "ar": c.start_all_reduce,
+                    "ag": c.start_all_gather,
+                    "rs": c.start_reduce_scatter,
+                }[kind]
+                current[r] = start(data[r])
+                current[r].progress()
+        return all(len(res) == len(program) for res in results)
+
+    assert w.run(until=drive, timeout=60)
+    total = np.sum(np.stack(xs), axis=0, dtype=np.int32)
+    for r in range(n):
+        off, ln = split(3001, n)[r]
+        expect = [total, np.concatenate(parts), total[off : off + ln], total, np.concatenate(parts)]
+        for got, exp in zip(results[r], expect, strict=True):
+            assert np.array_equal(got, exp)

@@ -54,9 +54,17 @@ def test_allreduce_over_udp_with_tcp_rendezvous(channels: int) -> None:
         rdv = rdv0 if r == 0 else TcpRendezvous("127.0.0.1", rdv0.port, r, n, timeout=20)
         ctx = Context(UdpProvider(f"127.0.0.{r + 1}", port=port), scale=Scale(slowdown=100.0))
         try:
-            comm = Communicator.init(ctx, r, n, job_id=9, rendezvous=rdv, channels=channels,
-                                     max_bytes=1 << 17, event_sink=events[r].append,
-                                     timeout_s=30)
+            comm = Communicator.init(
+                ctx,
+                r,
+                n,
+                job_id=9,
+                rendezvous=rdv,
+                channels=channels,
+                max_bytes=1 << 17,
+                event_sink=events[r].append,
+                timeout_s=30,
+            )
             out = comm.all_reduce(xs[r])
             out2 = comm.all_gather(xs[r][:100])
             return out, out2
@@ -88,3 +96,17 @@ def test_file_and_local_rendezvous(tmp_path) -> None:
     hub = LocalRendezvous(n)
     for got in run_threads(lambda r: hub.view(r).allgather(r * 10, tag="t"), n):
         assert got == [0, 10, 20]
+
+
+def test_jsonl_sink_writes_one_event_per_line(tmp_path) -> None:
+    import json
+
+    from hosts.commlib import JsonlSink
+
+    path = tmp_path / "events.jsonl"
+    with JsonlSink(path, extra={"host": "h1"}) as sink:
+        sink({"event": "step_start", "step": 0, "t_ns": 5})
+        sink({"event": "step_end", "step": 0, "t_ns": 9})
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [e["event"] for e in lines] == ["step_start", "step_end"]
+    assert all(e["host"] == "h1" for e in lines)

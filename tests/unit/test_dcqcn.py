@@ -98,7 +98,9 @@ def run_timer_only(cc: Dcqcn, limit: int = 1000) -> list[tuple[str, float, float
         cc.on_timer(d)
         after = (cc.stats.fast_recovery, cc.stats.additive_increase, cc.stats.hyper_increase)
         if after != before:
-            stage = ("FR", "AI", "HI")[[a != b for a, b in zip(after, before, strict=True)].index(True)]
+            stage = ("FR", "AI", "HI")[
+                [a != b for a, b in zip(after, before, strict=True)].index(True)
+            ]
             seq.append((stage, cc.rt, cc.rate_bps))
     return seq
 

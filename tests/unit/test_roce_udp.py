@@ -1,0 +1,95 @@
+"""The transport over real kernel UDP sockets on 127.0.0.1 (two engines, two threads)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from hosts.roce import (
+    Access,
+    Context,
+    FixedRate,
+    RecvWR,
+    Scale,
+    SendWR,
+    WCOpcode,
+    WCStatus,
+    WROpcode,
+    connect_pair,
+)
+from hosts.roce.constants import ECN_CE
+from hosts.roce.udp_provider import UdpProvider
+
+LO = "127.0.0.1"
+
+
+def _pair(port_a, port_b, size, rate_bps, data_ecn_a=None):
+    kw = {} if data_ecn_a is None else {"data_ecn": data_ecn_a}
+    scale = Scale(slowdown=100.0)
+    A = Context(UdpProvider(LO, port=port_a, **kw), scale,
+                rate_controller_factory=lambda: FixedRate(rate_bps))
+    B = Context(UdpProvider(LO, port=port_b), scale)
+    src = bytearray(i * 31 % 256 for i in range(size))
+    ma = A.alloc_pd().reg_mr(src)
+    mb = B.alloc_pd().reg_mr(bytearray(size), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+    ca, cb = A.create_cq(), B.create_cq()
+    qa = ma.pd.create_qp(ca, job_id=2)
+    qb = mb.pd.create_qp(cb)
+    connect_pair(qa, qb, psn_a=0xFFFF00, psn_b=0xFFFF00)
+    return A, B, src, ma, mb, ca, cb, qa, qb
+
+
+def _serve(ctx, stop):
+    ctx.engine.run(until=stop.is_set, timeout=20)
+
+
+def test_one_mib_rdma_write_over_loopback_udp():
+    size = 1 << 20
+    A, B, src, ma, mb, ca, cb, qa, qb = _pair(24791, 24792, size, 2e9)
+    stop = threading.Event()
+    th = threading.Thread(target=_serve, args=(B, stop))
+    th.start()
+    try:
+        qb.post_recv(RecvWR(5, None))
+        qa.post_send(SendWR(1, WROpcode.RDMA_WRITE_WITH_IMM, ma.sge(), remote_addr=mb.addr,
+                            rkey=mb.rkey, imm_data=1234))
+        wcs = ca.wait(1, timeout=20)
+        assert [(w.wr_id, w.status) for w in wcs] == [(1, WCStatus.SUCCESS)]
+    finally:
+        stop.set()
+        th.join()
+    wb = cb.poll(5)
+    assert [(w.opcode, w.byte_len, w.imm_data) for w in wb] == [
+        (WCOpcode.RECV_RDMA_WITH_IMM, size, 1234)]
+    assert bytes(mb.buf) == bytes(src)
+    assert A.engine.stats["icrc_drops"] == 0 and B.engine.stats["icrc_drops"] == 0
+    assert qb.stats["rx_pkts"] == size // 1024
+    A.close()
+    B.close()
+
+
+def test_ce_marked_datagrams_make_the_receiver_send_cnps():
+    # The sender's sockets mark data CE themselves: this exercises IP_RECVTOS on the
+    # receiver and the per-datagram Not-ECT of CNPs/ACKs.
+    A, B, src, ma, mb, ca, cb, qa, qb = _pair(24793, 24794, 64 * 1024, 50e6, ECN_CE)
+    stop = threading.Event()
+    th = threading.Thread(target=_serve, args=(B, stop))
+    th.start()
+    try:
+        qa.post_send(SendWR(1, WROpcode.RDMA_WRITE, ma.sge(), remote_addr=mb.addr,
+                            rkey=mb.rkey))
+        wcs = ca.wait(1, timeout=20)
+        assert wcs and wcs[0].status == WCStatus.SUCCESS
+    finally:
+        stop.set()
+        th.join()
+    assert qb.stats["ce_pkts"] == 64
+    assert qb.stats["cnps_sent"] >= 1 and qa.stats["cnps_rcvd"] == qb.stats["cnps_sent"]
+    assert qa.rate_controller.cnps == qa.stats["cnps_rcvd"]
+    A.close()
+    B.close()
+
+
+if __name__ == "__main__":   # pragma: no cover
+    pytest.main([__file__, "-q"])
