@@ -9,7 +9,7 @@ parallel. Prints PASS/FAIL per test and two totals:
 The corpus is read in place; nothing from it is copied into the repository.
 
     .venv/bin/python scripts/p4c_corpus.py [--corpus DIR] [--filter SUBSTR]
-        [--only-failures] [--json] [--jobs 2] [--timeout 60]
+        [--only-failures] [--json] [--jobs 2] [--timeout 60] [--backend pypy]
 
 The corpus directory defaults to $P4C_CORPUS, else
 /work/p4c-corpus/testdata/p4_16_samples.
@@ -75,7 +75,7 @@ def discover(corpus: Path, substr: str | None) -> list[tuple[Path, Path]]:
     return tests
 
 
-def run_one(p4: str, stf: str) -> int:
+def run_one(p4: str, stf: str, backend: str = "python") -> int:
     """Child process: run one test, print one JSON line, exit 0."""
     sys.path.insert(0, str(ROOT))
     out: dict[str, object] = {"status": "crash", "detail": "", "packets": 0}
@@ -84,7 +84,7 @@ def run_one(p4: str, stf: str) -> int:
         from switches.soft.stf import run_stf
 
         try:
-            res = run_stf(Path(p4), Path(stf))
+            res = run_stf(Path(p4), Path(stf), backend=backend)
         except P4Unsupported as e:
             out.update(status="unsupported", detail=str(e))
         except P4Error as e:
@@ -102,13 +102,15 @@ def run_one(p4: str, stf: str) -> int:
     return 0
 
 
-def run_test(p4: Path, stf: Path, corpus: Path, timeout: float) -> Outcome:
+def run_test(p4: Path, stf: Path, corpus: Path, timeout: float,
+             backend: str = "python") -> Outcome:
     name = str(stf.relative_to(corpus).with_suffix(""))
     needs_add = bool(_ADD.search(stf.read_text(errors="replace")))
     t0 = time.monotonic()
     try:
         proc = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--run-one", str(p4), str(stf)],
+            [sys.executable, str(Path(__file__).resolve()), "--run-one", str(p4), str(stf),
+             "--backend", backend],
             capture_output=True, text=True, timeout=timeout, cwd=str(ROOT),
         )
     except subprocess.TimeoutExpired:
@@ -132,10 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per test")
+    ap.add_argument("--backend", default="python",
+                    help="data-path backend the tests run on (python, pypy)")
     ap.add_argument("--run-one", nargs=2, metavar=("P4", "STF"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.run_one:
-        return run_one(*args.run_one)
+        return run_one(*args.run_one, backend=args.backend)
 
     corpus = args.corpus.resolve()
     if not corpus.is_dir():
@@ -143,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     tests = discover(corpus, args.substr)
     outcomes: list[Outcome] = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(run_test, p4, stf, corpus, args.timeout) for p4, stf in tests]
+        futures = [pool.submit(run_test, p4, stf, corpus, args.timeout, args.backend)
+                   for p4, stf in tests]
         for fut in futures:
             o = fut.result()
             outcomes.append(o)
@@ -156,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     no_add = [o for o in outcomes if not o.needs_add]
     summary = {
         "corpus": str(corpus),
+        "backend": args.backend,
         "no_add": {"passed": sum(o.passed for o in no_add), "total": len(no_add)},
         "all": {"passed": sum(o.passed for o in outcomes), "total": len(outcomes)},
         "by_status": {s: sum(o.status == s for o in outcomes)

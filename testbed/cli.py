@@ -259,5 +259,55 @@ def doctor_cmd(as_json: bool) -> None:
         click.echo("network runs need root and Mininet (apt-get install mininet)")
 
 
+# ---------------------------------------------------------------------------
+# bench
+
+
+@main.group("bench")
+def bench_group() -> None:
+    """Benchmarks (they print figures; they are not tests)."""
+
+
+@bench_group.command("forwarding")
+@click.option("--backend", "backends", multiple=True,
+              help="data-path backend: python (default) or pypy; repeat for several, "
+                   "'all' for every installed one")
+@click.option("--seconds", type=float, default=5.0, show_default=True,
+              help="length of each measured TCP transfer")
+@click.option("--runs", type=int, default=3, show_default=True,
+              help="runs per backend; the median is reported")
+@click.option("--program", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="P4 program (default switches/p4/l3_router.p4)")
+@click.option("--json", "as_json", is_flag=True,
+              help="print a JSON list: backend, pps, mbps, cpu_s_per_mpkt")
+def bench_forwarding_cmd(backends: tuple[str, ...], seconds: float, runs: int,
+                         program: str | None, as_json: bool) -> None:
+    """h1 - s1 - h2 through the soft switch (L3 router), one iperf3 TCP flow:
+    median TCP goodput (Mb/s), packets/s and switch CPU s per million packets."""
+    from switches.soft.backends import BACKENDS, backend_available
+
+    chosen = list(backends) or ["python"]
+    if "all" in chosen:
+        chosen = [b for b in BACKENDS if backend_available(b)]
+    for b in chosen:
+        if b not in BACKENDS:
+            raise click.UsageError(f"unknown backend {b!r} (choose from {', '.join(BACKENDS)})")
+        if not backend_available(b):
+            raise click.ClickException(f"backend {b}: its interpreter is not installed "
+                                       "(pypy: apt-get install pypy3)")
+    if os.geteuid() != 0:
+        raise click.ClickException("the benchmark builds a Mininet network: run as root")
+    if runs < 1 or seconds <= 0:
+        raise click.UsageError("--runs and --seconds must be positive")
+    from testbed.bench import DEFAULT_PROGRAM, format_run, format_summary, forwarding
+
+    summary, _ = forwarding(chosen, seconds, runs, program or DEFAULT_PROGRAM,
+                            on_run=lambda r: click.echo(format_run(r), err=True))
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        click.echo(format_summary(summary))
+
+
 if __name__ == "__main__":
     main()

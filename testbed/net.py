@@ -96,8 +96,10 @@ def star_router(
     extra_commands: Sequence[str] = (),
     install_routes: bool = True,
     ready_timeout: float = 120.0,
+    backend: str = "python",
 ) -> tuple[Any, Any, list[Any], list[HostAddr]]:
-    """(net, switch, hosts, addresses) for N hosts around one soft switch; not started."""
+    """(net, switch, hosts, addresses) for N hosts around one soft switch (data
+    path on ``backend``, see ``switches.soft.backends``); not started."""
     from mininet.link import Link
     from mininet.net import Mininet
 
@@ -109,7 +111,7 @@ def star_router(
                   autoSetMacs=False, build=False)
     sw = net.addSwitch("s1", program=str(program), log_dir=log_dir, pcap=pcap,
                        priority_queues=priority_queues, cli_commands=cmds,
-                       ready_timeout=ready_timeout)
+                       ready_timeout=ready_timeout, backend=backend)
     hosts = []
     for a in addrs:
         h = net.addHost(a.name, ip=f"{a.ip}/24", mac=a.mac,

@@ -9,18 +9,29 @@ constants   opcodes (``Opcode``), AETH syndromes, UDP port, ECN codepoints, tag
             layout: ``tag_sport(step) -> 0xC000 | step``, ``sport_step(sport)``;
             the job id travels in BTH byte 4 (``job_id``). P4 copy:
             switches/p4/include/headers.p4.
-wire        struct-based encode/decode (``encode_packet``, ``decode``) and the
-            ICRC (``icrc``, ``pseudo_header``).
+wire        struct-based encode/decode (``encode_packet``, ``encode_cnp``, ``decode``)
+            and the ICRC (``icrc``, ``pseudo_header``, ``icrc_of_ipv4`` for whole
+            IPv4 packets). Receivers rebuild the IPv4 header with identification 0
+            and DF (what Linux sends from these sockets): a switch that rewrites
+            headers must keep those and recompute the ICRC, or the receiving
+            ``Context(check_icrc=False)`` must be used.
 scapy_layers  scapy layers (BTH with job_id, RETH, AETH, ImmDt, CNP) for tests/pcaps.
 scale       ``Scale``: one setting from which RTO, CNP interval, ACK coalescing...
             derive (``scale.ns(real_us)``, ``scale.bytes(real_bytes)``,
             ``scale.timers()`` for run outputs).
 rate        ``RateController`` and ``Pacer`` protocols (DCQCN and pacers plug in),
             defaults ``FixedRate(rate_bps)`` and ``GapPacer()``.
-verbs       Context, PD, MR, CQ, QP, work requests and completions, ``Engine``.
-udp_provider  ``UdpProvider(local_ip)``: kernel UDP sockets (Mininet hosts).
-sim         ``SimWire``: deterministic in-process wire with a fake clock and
-            loss/reorder/duplication/CE marking, for tests.
+verbs       Context, PD, MR, CQ, QP, work requests and completions, ``Engine``,
+            ``connect_pair(qa, qb, psn_a=0, psn_b=0, **attrs)`` (both QPs in one
+            process: tests, single-host setups).
+provider    the ``Provider`` protocol an engine runs on (now_ns, open_port/close_port,
+            send, recv, wait, close).
+udp_provider  ``UdpProvider(local_ip, port=4791, data_ecn=ECT0)``: kernel UDP
+            sockets (Mininet hosts); ``data_ecn`` replaces ECT(0) on data packets.
+sim         ``SimWire(latency_ns, seed, loss, dup, reorder, ce, corrupt, record)``:
+            deterministic in-process wire with a fake clock; ``wire.provider(ip)``,
+            ``wire.run(until, timeout)``, per-packet ``wire.hook``, ``wire.records``,
+            ``wire.write_pcap(path)``.
 
 Usage
 -----
@@ -28,6 +39,7 @@ Usage
 
     from hosts.roce import *
     ctx = Context(UdpProvider("10.0.0.1"), scale=Scale())   # ctx.engine drives I/O
+    # also: rate_controller_factory=..., pacer_factory=..., check_icrc=True
     pd = ctx.alloc_pd()
     mr = pd.reg_mr(bytearray(1 << 20), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
     cq = ctx.create_cq()
@@ -60,8 +72,12 @@ Objects
 - ``QP`` attributes (``QPAttr`` fields or ``modify(**kw)``): state, dest_ip,
   dest_qp_num, rq_psn, sq_psn, path_mtu (256..4096, default 1024), timeout_ns
   (None -> scale.rto_ns), retry_cnt (default 7), rnr_retry (7 = infinite),
-  sport (the flow tag, default tag_sport(0)), job_id (0..255), max_inflight.
+  sport (the flow tag, default tag_sport(0)), job_id (0..255), max_inflight
+  (unacknowledged packets, default scale.max_inflight_pkts), dest_port (the
+  peer's UDP port, 4791; tests on one address override it). Also ``qp.qp_num``,
+  ``qp.sq_psn``, ``qp.epsn``, ``qp.outstanding``, ``qp.destroy()``;
   ``qp.stats`` is a dict of counters; ``qp.rate_controller``, ``qp.pacer``.
+  ``ctx.close()`` destroys the QPs and closes the provider; ``mr.dereg()``.
 - Transport: 24-bit PSNs with wrap; responder ACKs at AckReq / message end /
   every ``scale.ack_every_pkts`` / after ``scale.ack_delay_ns``; duplicates
   re-ACKed, not re-applied; one NAK (PSN sequence error) per gap; go-back-N
@@ -70,8 +86,17 @@ Objects
 - DCQCN notification point: data leaves with ECT(0); a CE-marked data packet
   makes the receiving QP send a CNP (opcode 0x81) to its peer QP, at most one
   per ``scale.cnp_interval_ns``; the peer calls its ``rate_controller.on_cnp``.
+- Rate control: each QP has a ``RateController`` (``qp.rate_controller``) and a
+  ``Pacer``; defaults come from ``Context(rate_controller_factory=...,
+  pacer_factory=...)``, else ``FixedRate(scale.line_rate_bps)`` and ``GapPacer``.
+  The engine calls ``next_deadline()`` on every pass (keep it cheap), ``on_timer``
+  once it is due, ``on_bytes_sent`` for every data packet (retransmissions too;
+  Ethernet frame bytes) and reads ``rate_bps`` before each packet.
 - ``Engine``: ``run(until=None, timeout=None)``, ``progress()``, ``now_ns()``,
-  ``stats`` (icrc_drops, unknown_qp_drops, ...), ``timers()``.
+  ``next_deadline()``, ``stats`` (rx_datagrams, icrc_drops, malformed_drops,
+  unknown_qp_drops), ``summary()`` (engine + all QP counters, incl. pacing
+  lateness ``pacing_late_sum_ns``/``pacing_late_max_ns``), ``timers()``.
+  One thread per Context; nothing here is thread-safe.
 """
 
 from hosts.roce.constants import (

@@ -66,7 +66,7 @@ class BTH(_scapy_roce.BTH):
     def compute_icrc(self, p: bytes) -> bytes:
         udp = self.underlayer
         ip = udp.underlayer if isinstance(udp, UDP) else None
-        if not isinstance(ip, IP):
+        if not isinstance(udp, UDP) or not isinstance(ip, IP):
             return b"\x00" * ICRC_LEN
         roce_len = len(p)
         flags_frag = (int(ip.flags) << 13) | (ip.frag or 0)

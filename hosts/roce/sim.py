@@ -117,6 +117,25 @@ class SimWire:
                 self.counters["delivered"] += 1
                 p._inbox.append(dgram)
 
+    def write_pcap(self, path: str) -> int:
+        """Write the recorded datagrams as Ethernet/IPv4/UDP frames (timestamps from the
+        simulated clock); returns the number of frames."""
+        from scapy.layers.inet import IP, UDP
+        from scapy.layers.l2 import Ether
+        from scapy.packet import Raw
+        from scapy.utils import wrpcap
+
+        if self.records is None:
+            raise ValueError("the wire was created with record=False")
+        frames = []
+        for r in self.records:
+            f = (Ether() / IP(src=r.src_ip, dst=r.dst_ip, tos=r.ecn, id=0, flags="DF")
+                 / UDP(sport=r.sport, dport=r.dport) / Raw(r.data))
+            f.time = r.time_ns / 1e9
+            frames.append(f)
+        wrpcap(path, frames)
+        return len(frames)
+
     # -- time ------------------------------------------------------------------
     def _next_event(self) -> int | None:
         t = self._heap[0][0] if self._heap else None

@@ -143,6 +143,21 @@ class Packet:
 
     __slots__ = ("opcode", "se", "migreq", "padcnt", "tver", "pkey", "job_id", "dqpn",
                  "ackreq", "psn", "reth", "aeth", "imm", "payload", "icrc")
+    opcode: int
+    se: bool
+    migreq: bool
+    padcnt: int
+    tver: int
+    pkey: int
+    job_id: int
+    dqpn: int
+    ackreq: bool
+    psn: int
+    reth: tuple[int, int, int] | None     # va, rkey, dma_len
+    aeth: tuple[int, int] | None          # syndrome, msn
+    imm: int | None
+    payload: memoryview
+    icrc: int
 
     def __repr__(self) -> str:
         try:

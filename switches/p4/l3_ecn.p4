@@ -22,6 +22,20 @@
  * (arguments: kmin kmax pmax). Kmax <= Kmin gives a plain threshold: every
  * ECT packet with q >= Kmin is marked (Kmin 0, Kmax 0 marks every ECT packet).
  *
+ * Lossy link emulation (so that it works the same on BMv2, which has no
+ * netem): every packet leaving egress is dropped with probability
+ * per_10k / 10000, drawn with random() in [0, 9999]. Configuration: the
+ * default action of the keyless table MyEgress.link_loss; built-in default 0
+ * (no loss). 1% loss on every port:
+ *   table_set_default MyEgress.link_loss MyEgress.set_loss 100
+ * A lost packet is not ECN-marked and not counted in qdepth_max.
+ *
+ * Queue watermark: the register MyEgress.qdepth_max (indexed by egress port)
+ * keeps the largest enq_qdepth any packet saw on that port, so runs read an
+ * exact maximum queue depth on either target:
+ *   register_read MyEgress.qdepth_max 3
+ *   register_reset MyEgress.qdepth_max
+ *
  * Routing is configured as for l3_router (see include/l3_ingress.p4):
  *   table_add MyIngress.ipv4_lpm MyIngress.set_nhop 10.0.1.1/32 => 00:00:00:00:01:01 1
  *   table_add MyIngress.port_smac MyIngress.set_smac 1 => 02:00:00:00:00:01
@@ -38,6 +52,7 @@ struct metadata_t {
 const bit<19> ECN_DEFAULT_KMIN = 5;
 const bit<19> ECN_DEFAULT_KMAX = 20;
 const bit<8>  ECN_DEFAULT_PMAX = 10;
+const bit<16> LOSS_DEFAULT_PER_10K = 0;
 
 control MyEgress(inout headers_t hdr,
                  inout metadata_t meta,
@@ -45,6 +60,20 @@ control MyEgress(inout headers_t hdr,
     bit<32> cfg_kmin = 0;
     bit<32> cfg_kmax = 0;
     bit<32> cfg_pmax = 0;
+    bit<16> cfg_loss = 0;
+
+    register<bit<32>>(512) qdepth_max;
+
+    action set_loss(bit<16> per_10k) {
+        cfg_loss = per_10k;
+    }
+
+    table link_loss {
+        actions = {
+            set_loss;
+        }
+        default_action = set_loss(LOSS_DEFAULT_PER_10K);
+    }
 
     action set_ecn_params(bit<19> kmin, bit<19> kmax, bit<8> pmax) {
         cfg_kmin = (bit<32>)kmin;
@@ -64,6 +93,21 @@ control MyEgress(inout headers_t hdr,
     }
 
     apply {
+        link_loss.apply();
+        if (cfg_loss != 0) {
+            bit<16> lr;
+            random<bit<16>>(lr, 16w0, 16w9999);
+            if (lr < cfg_loss) {
+                mark_to_drop(standard_metadata);
+                return;
+            }
+        }
+        bit<32> seen;
+        qdepth_max.read(seen, (bit<32>)standard_metadata.egress_port);
+        if ((bit<32>)standard_metadata.enq_qdepth > seen) {
+            qdepth_max.write((bit<32>)standard_metadata.egress_port,
+                             (bit<32>)standard_metadata.enq_qdepth);
+        }
         if (hdr.ipv4.isValid() &&
                 (hdr.ipv4.ecn == ECN_ECT0 || hdr.ipv4.ecn == ECN_ECT1)) {
             ecn_config.apply();

@@ -11,6 +11,12 @@ longer than the next queued release (rate-limited queues). A second thread
 serves the control line protocol on loopback; commands run under the
 switch's lock so they never interleave with a packet.
 
+``--backend pypy`` runs the data path under PyPy: this process (CPython)
+compiles the program, writes the generated module to a file and replaces
+itself (same pid) with ``pypy3 -m switches.soft.daemon ... --generated FILE``
+(see ``switches.soft.backends``). ``--backend python`` (the default) runs
+everything here.
+
 Timestamps are CLOCK_MONOTONIC microseconds, the clock every process of a
 Mininet run shares.
 
@@ -34,7 +40,6 @@ import logging
 import os
 import select
 import signal
-import socket
 import sys
 import threading
 import time
@@ -42,9 +47,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from switches.soft.backends import (
+    BACKENDS,
+    install_compat,
+    interpreter,
+    load_generated,
+    write_generated,
+)
 from switches.soft.control.server import CommandFailed, ControlServer
 from switches.soft.pcap import PcapWriter
-from switches.soft.ports import SOCKET_BUFFER, Port, PortError, parse_interface_spec
+from switches.soft.ports import (
+    SOCKET_BUFFER,
+    Port,
+    PortError,
+    if_index,
+    parse_interface_spec,
+)
 
 log = logging.getLogger("softswitch")
 
@@ -89,6 +107,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--cli-file", help="control commands to apply before any traffic")
     p.add_argument("--ready-file",
                    help="written (JSON: pid, control_port) once ports and control server are up")
+    p.add_argument("--backend", default="python", choices=BACKENDS,
+                   help="interpreter of the data path (default python: this one)")
+    p.add_argument("--generated", help=argparse.SUPPRESS)  # set when re-executed by --backend
     return p
 
 
@@ -275,7 +296,7 @@ class SwitchDaemon:
 
 def _interface_exists(ifname: str) -> bool:
     try:
-        socket.if_nametoindex(ifname)
+        if_index(ifname)
     except OSError:
         return False
     return True
@@ -327,11 +348,38 @@ def _compile(args: argparse.Namespace) -> Any:
         raise StartupError(3, f"compile error: {e}") from e
 
 
-def load_switch(args: argparse.Namespace) -> Any:
-    """Compile ``args.program`` and build the switch around it."""
+def _exec_backend(args: argparse.Namespace, argv: Sequence[str]) -> None:
+    """Compile here, then become the data-path process of ``args.backend``."""
     t0 = time.monotonic()
     module = _compile(args)
     log.info("compiled %s in %.2f s", args.program, time.monotonic() - t0)
+    try:
+        exe = interpreter(args.backend)
+    except FileNotFoundError as e:
+        raise StartupError(2, str(e)) from e
+    path = write_generated(module)
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    cmd = [exe, "-m", "switches.soft.daemon", *argv, "--generated", path]
+    log.info("backend %s: running the data path under %s", args.backend, exe)
+    logging.shutdown()
+    try:
+        os.execve(exe, cmd, env)
+    except OSError as e:
+        raise StartupError(2, f"cannot run {exe}: {e.strerror}") from e
+
+
+def load_switch(args: argparse.Namespace) -> Any:
+    """Compile ``args.program`` (or load ``--generated``) and build the switch."""
+    t0 = time.monotonic()
+    if args.generated:
+        install_compat()
+        module = load_generated(args.generated)
+    else:
+        module = _compile(args)
+    log.info("%s %s in %.2f s (backend %s, %s)", "loaded" if args.generated else "compiled",
+             args.program, time.monotonic() - t0, args.backend, sys.version.split()[0])
     from switches.soft.runtime.switch import SoftSwitch
 
     return SoftSwitch(module, priority_queues=args.priority_queues, now_us=now_us,
@@ -362,6 +410,7 @@ def _write_ready(path: str, info: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_arg_parser().parse_args(argv)
     _setup_logging(args.log, args.log_level)
     daemon: SwitchDaemon | None = None
@@ -387,6 +436,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise StartupError(2, "--priority-queues must be 1..8")
         log.info("soft switch pid %d: program %s, ports %s", os.getpid(), args.program,
                  ", ".join(f"{n}@{i}" for n, i in specs) or "none")
+        if args.backend != "python" and not args.generated:
+            _exec_backend(args, argv)  # does not return
         switch = load_switch(args)
         try:
             for number, ifname in specs:

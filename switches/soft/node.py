@@ -92,7 +92,9 @@ class SoftP4Switch(Switch):
     before any traffic. Logs (and pcaps with ``pcap=True``) go to
     ``log_dir`` (a fresh temporary directory by default). ``daemon_args``
     are passed on to ``python -m switches.soft.daemon`` (e.g.
-    ``["--socket-buffer", "262144"]``).
+    ``["--socket-buffer", "262144"]``). ``backend`` picks the interpreter of
+    the data path (``switches.soft.backends``: ``python``, the default, or
+    ``pypy``).
     """
 
     def __init__(
@@ -108,6 +110,7 @@ class SoftP4Switch(Switch):
         include_dirs: Sequence[str] = (),
         log_level: str = "info",
         daemon_args: Sequence[str] = (),
+        backend: str = "python",
         **params: Any,
     ) -> None:
         super().__init__(name, **params)
@@ -124,6 +127,8 @@ class SoftP4Switch(Switch):
         self.include_dirs = list(include_dirs)
         self.log_level = log_level
         self.daemon_args = list(daemon_args)
+        from switches.soft.backends import check_backend
+        self.backend = check_backend(backend)
         self.log_path = os.path.join(self.log_dir, f"{name}.log")
         self.ready_path = os.path.join(self.log_dir, f"{name}.ready")
         self.proc: subprocess.Popen[bytes] | None = None
@@ -147,6 +152,8 @@ class SoftP4Switch(Switch):
             cmd += ["-i", f"{port}@{ifname}"]
         if self.pcap:
             cmd += ["--pcap-dir", self.log_dir]
+        if self.backend != "python":
+            cmd += ["--backend", self.backend]
         cmd += self.daemon_args
         if self.cli_commands:
             cli_file = os.path.join(self.log_dir, f"{self.name}-commands.txt")

@@ -287,10 +287,10 @@ def build_p4info(info: ProgramInfo,
         if t.entries:
             pt.has_initial_entries = True
 
-    for aname, a in info.actions.items():
+    for aname, ainfo in info.actions.items():
         pa = p4i.actions.add()
         _preamble(pa.preamble, ids[ACTION][aname], aname, aliases[aname])
-        for i, p in enumerate(a.params, 1):
+        for i, p in enumerate(ainfo.params, 1):
             pp = pa.params.add()
             pp.id = i
             pp.name = p.name

@@ -31,6 +31,21 @@ MAX_FRAME = 65535
 SOCKET_BUFFER = 4 * 1024 * 1024
 
 
+def if_index(ifname: str) -> int:
+    """Interface index of ``ifname`` (OSError if there is none). PyPy's socket
+    module has no if_nametoindex; sysfs has the same number."""
+    nametoindex = getattr(socket, "if_nametoindex", None)
+    if nametoindex is not None:
+        return int(nametoindex(ifname))
+    if "/" in ifname or ifname in ("", ".", ".."):
+        raise OSError(errno.ENODEV, f"no interface {ifname!r}")
+    try:
+        with open(f"/sys/class/net/{ifname}/ifindex") as f:
+            return int(f.read())
+    except (OSError, ValueError) as e:
+        raise OSError(errno.ENODEV, f"no interface {ifname!r}") from e
+
+
 class PortError(OSError):
     """An interface could not be opened as a switch port."""
 
@@ -55,7 +70,7 @@ class Port:
         self.ifname = ifname
         self.stats = PortStats()
         try:
-            ifindex = socket.if_nametoindex(ifname)
+            ifindex = if_index(ifname)
         except OSError as e:
             raise PortError(errno.ENODEV, f"port {number}: no interface named {ifname!r}") from e
         self.ifindex = ifindex

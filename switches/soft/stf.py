@@ -414,22 +414,66 @@ def run_stf_text(module: Any, text: str, switch_factory: Callable[[Any], Any] | 
     return StfResult(passed=not mism, packets=r.packets, mismatches=mism)
 
 
-def run_stf(p4_path: str | Path, stf_path: str | Path) -> StfResult:
-    """Compile ``p4_path`` (includes from its directory) and run ``stf_path``."""
+def run_stf(p4_path: str | Path, stf_path: str | Path, backend: str = "python",
+            timeout: float | None = None) -> StfResult:
+    """Compile ``p4_path`` (includes from its directory) and run ``stf_path``
+    on data-path ``backend`` (see ``switches.soft.backends``; anything but
+    ``python`` runs in a subprocess of that backend's interpreter, which may
+    take ``timeout`` seconds)."""
+    from switches.soft.backends import check_backend
     from switches.soft.compiler import compile_program
+    check_backend(backend)
     p4_path = Path(p4_path)
     module = compile_program(str(p4_path), include_dirs=[str(p4_path.parent)])
-    return run_stf_text(module, Path(stf_path).read_text())
+    if backend == "python":
+        return run_stf_text(module, Path(stf_path).read_text())
+    return _run_stf_subprocess(backend, module, Path(stf_path), timeout)
+
+
+def _run_stf_subprocess(backend: str, module: Any, stf_path: Path,
+                        timeout: float | None) -> StfResult:
+    import os
+    import subprocess
+
+    from switches.soft.backends import interpreter, write_generated
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    cmd = [interpreter(backend), "-m", "switches.soft.stf", "--generated",
+           write_generated(module), str(stf_path), "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root,
+                          timeout=timeout, check=False)
+    lines = proc.stdout.strip().splitlines()
+    try:
+        rec = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        raise StfError(f"backend {backend}: STF run failed (exit {proc.returncode}): "
+                       f"{proc.stderr.strip()[-2000:]}") from None
+    if proc.returncode == 2:
+        raise StfError(f"backend {backend}: {'; '.join(rec.get('mismatches', []))}")
+    return StfResult(passed=bool(rec["passed"]), packets=int(rec["packets"]),
+                     mismatches=list(rec["mismatches"]))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="stf", description="Run an STF test on the soft switch")
-    ap.add_argument("p4", help="P4_16 v1model program")
+    ap.add_argument("p4", nargs="?", help="P4_16 v1model program")
     ap.add_argument("stf", help="STF test file")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--backend", default="python", help="data-path backend (python, pypy)")
+    ap.add_argument("--generated", metavar="FILE",
+                    help="run an already generated program module instead of compiling P4 "
+                         "(what a non-default backend's subprocess does)")
     a = ap.parse_args(argv)
+    if (a.p4 is None) == (a.generated is None):
+        ap.error("give either a P4 program or --generated FILE")
     try:
-        res = run_stf(a.p4, a.stf)
+        if a.generated:
+            from switches.soft.backends import install_compat, load_generated
+            install_compat()
+            res = run_stf_text(load_generated(a.generated), Path(a.stf).read_text())
+        else:
+            res = run_stf(a.p4, a.stf, backend=a.backend)
     except Exception as e:  # compile errors and unreadable files
         if a.json:
             print(json.dumps({"passed": False, "packets": 0, "mismatches": [str(e)]}))

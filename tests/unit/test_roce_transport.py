@@ -315,6 +315,15 @@ def test_bad_icrc_is_counted_and_dropped():
     assert t.qb.stats["naks_sent"] == 1            # the corrupted packet counts as lost
 
 
+def test_icrc_check_can_be_disabled():
+    t = Pair(size=MTU)
+    t.B.check_icrc = False          # e.g. a switch rewrites headers without fixing the ICRC
+    t.wire.hook = lambda p, s, d: "corrupt" if p.opcode in OPS_DATA else None
+    t.write(length=100)
+    t.run_until_wc()
+    assert t.B.engine.stats["icrc_drops"] == 0 and t.qb.stats["rx_pkts"] == 1
+
+
 def test_send_without_receive_wqe_gets_rnr_nak_then_completes():
     t = Pair(size=2 * MTU)
     rmr = t.qb.pd.reg_mr(bytearray(MTU), Access.LOCAL_WRITE)
@@ -381,3 +390,193 @@ def test_retagging_changes_the_source_port_on_the_wire():
     recs = t.data_records()
     assert [(r.sport, p.job_id) for r, p in recs] == [(0xC000, 4), (0xC005, 9)]
     assert bytes(t.mb.buf[:10]) == bytes(t.src[:10])
+
+
+def test_acks_are_coalesced():
+    t = Pair(size=64 * MTU)
+    t.write()
+    t.run_until_wc()
+    every = t.A.scale.ack_every_pkts
+    assert 64 // every <= t.qb.stats["acks_sent"] <= 64 // every + 1
+    assert t.qa.stats["acks_rcvd"] == t.qb.stats["acks_sent"]
+
+
+def test_delayed_ack_covers_packets_before_a_lost_tail():
+    t = Pair(size=8 * MTU, scale=Scale(max_inflight_pkts=8, ack_every_pkts=64))
+    t.wire.hook = drop_psns({7})
+    t.write()
+    wa, _ = t.run_until_wc()
+    assert wa[0].status == WCStatus.SUCCESS and bytes(t.mb.buf) == bytes(t.src)
+    # the delayed ACK acknowledged PSNs 0..6, so the timeout resends only PSN 7
+    assert t.qa.stats["rto"] == 1 and t.qa.stats["retransmits"] == 1
+
+
+class TimerRate(FixedRate):
+    """Halves the rate on a CNP and restores it ``hold_ns`` later."""
+
+    def __init__(self, rate_bps, hold_ns):
+        super().__init__(rate_bps)
+        self.base, self.hold = rate_bps, hold_ns
+        self.deadline = None
+        self.fired: list[tuple[int, int]] = []
+
+    def on_cnp(self, now_ns):
+        self._rate = self.base / 2
+        self.deadline = now_ns + self.hold
+
+    def next_deadline(self):
+        return self.deadline
+
+    def on_timer(self, now_ns):
+        self.fired.append((self.deadline, now_ns))
+        self._rate = self.base
+        self.deadline = None
+
+
+def test_rate_controller_timers_and_rate_changes_are_honoured():
+    rc = TimerRate(10e6, hold_ns=3_000_000)
+    t = Pair(size=64 * MTU, rc_a=rc, scale=Scale(cnp_interval_us=100.0))
+    marked = []
+    t.wire.hook = lambda p, s, d: "ce" if p.opcode in OPS_DATA and p.psn == 10 and \
+        not marked and not marked.append(1) else None
+    t.write()
+    t.run_until_wc(timeout=60)
+    assert t.qa.stats["cnps_rcvd"] == 1
+    assert len(rc.fired) == 1 and rc.fired[0][0] == rc.fired[0][1]   # fired exactly on time
+    times = [r.time_ns for r, _ in t.data_records()]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    full = (MTU + 12 + 4 + 42) * 8 / 10e6 * 1e9
+    assert max(gaps) == pytest.approx(2 * full, rel=0.02)   # half rate while held
+    assert min(gaps[:5]) == pytest.approx(full, rel=0.02)
+
+
+def test_scale_derives_every_timer_and_reports_them():
+    s = Scale(slowdown=500.0, rto_us=200.0, cnp_interval_us=50.0, floor_ms=2.0)
+    assert s.line_rate_bps == 100e9 / 500
+    assert s.rto_ns == 100_000_000 and s.cnp_interval_ns == 25_000_000
+    assert s.ack_delay_ns == 2_000_000          # 1 ms scaled, raised to the floor
+    assert s.bytes(10e6) == 20_000
+    rep = s.timers()
+    assert rep["rto_ns"] == s.rto_ns and rep["slowdown"] == 500.0
+    with pytest.raises(ValueError):
+        Scale(slowdown=0)
+
+
+def test_recorded_wire_writes_a_pcap_scapy_dissects(tmp_path):
+    from scapy.utils import rdpcap
+
+    from hosts.roce import scapy_layers as L
+    t = Pair(size=3 * MTU)
+    t.write(imm=5)
+    t.qb.post_recv(RecvWR(1, None))
+    t.run_until_wc(1, 1)
+    n = t.wire.write_pcap(str(tmp_path / "x.pcap"))
+    pkts = rdpcap(str(tmp_path / "x.pcap"))
+    assert len(pkts) == n == len(t.wire.records)
+    ops = [p[L.BTH].opcode for p in pkts]
+    assert ops[:3] == [Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_MIDDLE,
+                       Opcode.RDMA_WRITE_LAST_IMM] and Opcode.ACK in ops
+    assert all(L.icrc_ok(p) for p in pkts)
+    assert pkts[2][L.ImmDt].imm == 5
+
+
+def test_engine_summary_adds_up_qps():
+    t = Pair(size=8 * MTU)
+    t.write()
+    t.run_until_wc()
+    sa = t.A.engine.summary()
+    assert sa["tx_pkts"] == 8 and sa["acks_rcvd"] == t.qa.stats["acks_rcvd"]
+    assert t.B.engine.summary()["rx_bytes"] == 8 * MTU
+
+
+def test_refused_datagrams_are_sent_later_not_lost():
+    t = Pair(size=8 * MTU)
+    prov = t.A.provider
+    real_send = prov.send
+    refusals = [3]
+
+    def send(sport, dst, dport, parts, ecn):   # the kernel's socket buffer is full
+        if ecn == ECN_ECT0 and refusals[0] and len(t.data_records()) == 2:
+            refusals[0] -= 1
+            return False
+        return real_send(sport, dst, dport, parts, ecn)
+    prov.send = send
+    t.write()
+    wa, _ = t.run_until_wc()
+    assert wa[0].status == WCStatus.SUCCESS and bytes(t.mb.buf) == bytes(t.src)
+    assert refusals[0] == 0 and t.qa.stats["tx_drops"] == 3
+    assert t.qa.stats["retransmits"] == 0 and t.qa.stats["rto"] == 0
+    assert [p.psn for _, p in t.data_records()] == list(range(8))
+
+
+def test_both_directions_at_once_with_loss():
+    t = Pair(size=32 * MTU, loss=0.1, seed=7, record=False)
+    back = bytearray(b"\x00" * len(t.src))
+    mback = t.qa.pd.reg_mr(back, Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+    t.write()
+    # a zero-length WRITE (no SGE) is a valid one-packet message
+    t.qb.post_send(SendWR(9, WROpcode.RDMA_WRITE, None, remote_addr=mback.addr,
+                          rkey=mback.rkey))
+    src_b = t.qb.pd.reg_mr(bytearray(reversed(t.src)))
+    t.qb.post_send(SendWR(10, WROpcode.RDMA_WRITE, src_b.sge(), remote_addr=mback.addr,
+                          rkey=mback.rkey))
+    wa, wb = t.run_until_wc(1, 2, timeout=60)
+    assert [w.status for w in wa + wb] == [WCStatus.SUCCESS] * 3
+    assert bytes(t.mb.buf) == bytes(t.src) and bytes(back) == bytes(reversed(t.src))
+    assert t.wire.counters["dropped"] > 0
+
+
+def test_ring_of_three_hosts_sharing_cqs():
+    w = SimWire(loss=0.02, seed=3, reorder=0.02)
+    ips = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    ctxs = [Context(w.provider(ip)) for ip in ips]
+    n = 20 * MTU + 8
+    hosts = []
+    for i, c in enumerate(ctxs):
+        pd = c.alloc_pd()
+        cq = c.create_cq()
+        src = pd.reg_mr(bytearray(((i + 1) * k) % 256 for k in range(n)))
+        dst = pd.reg_mr(bytearray(n), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+        hosts.append(dict(pd=pd, cq=cq, src=src, dst=dst,
+                          to_next=pd.create_qp(cq, sport=0xC000 | i, job_id=1),
+                          from_prev=pd.create_qp(cq, sport=0xC000 | i, job_id=1)))
+    for i in range(3):
+        connect_pair(hosts[i]["to_next"], hosts[(i + 1) % 3]["from_prev"])
+    for i, h in enumerate(hosts):
+        nxt = hosts[(i + 1) % 3]
+        nxt["from_prev"].post_recv(RecvWR(100 + i, None))
+        h["to_next"].post_send(SendWR(i, WROpcode.RDMA_WRITE_WITH_IMM, h["src"].sge(),
+                                      remote_addr=nxt["dst"].addr, rkey=nxt["dst"].rkey,
+                                      imm_data=i))
+    assert w.run(lambda: all(len(h["cq"]) >= 2 for h in hosts), timeout=60)
+    for i, h in enumerate(hosts):
+        wcs = h["cq"].poll(10)
+        assert sorted((c.opcode, c.imm_data) for c in wcs) == [
+            (WCOpcode.RDMA_WRITE, None), (WCOpcode.RECV_RDMA_WITH_IMM, (i - 1) % 3)]
+        prev = hosts[(i - 1) % 3]
+        assert bytes(h["dst"].buf) == bytes(prev["src"].buf)
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_heavy_loss_still_delivers_exactly(seed):
+    t = Pair(size=24 * MTU + 5, loss=0.2, seed=seed, record=False, retry_cnt=7)
+    t.qb.post_recv(RecvWR(1, None))
+    t.write(imm=3)
+    wa, wb = t.run_until_wc(1, 1, timeout=600)
+    assert wa[0].status == WCStatus.SUCCESS and wb[0].imm_data == 3
+    assert bytes(t.mb.buf) == bytes(t.src)
+
+
+def test_cq_wait_and_engine_run_drive_a_simulated_wire():
+    # Application code written against CQ.wait / Engine.run works on the simulated
+    # wire too: waiting advances the shared fake clock and the other engines.
+    t = Pair(size=16 * MTU, loss=0.05, seed=5)
+    t.qb.post_recv(RecvWR(4, None))
+    t.write(imm=8)
+    wa = t.ca.wait(1, timeout=30)
+    assert [(w.wr_id, w.status) for w in wa] == [(1, WCStatus.SUCCESS)]
+    assert t.B.engine.run(until=lambda: len(t.cb) > 0, timeout=30)
+    assert t.cb.poll(1)[0].imm_data == 8 and bytes(t.mb.buf) == bytes(t.src)
+    before = t.wire.clock
+    assert t.cb.wait(1, timeout=0.5) == []          # nothing more comes: times out
+    assert t.wire.clock - before >= 500_000_000

@@ -3,9 +3,19 @@
 ``generate(checked)`` (``pygen``) emits a module with ``INFO`` and
 ``make_program(rt)``; ``rtlib`` is the small support library that generated
 modules import.  ``switches.soft.compiler`` drives parse -> check -> generate
-and caches the result.
+and caches the result.  ``pygen`` is imported on first use, so that loading a
+generated module (which imports ``rtlib``) does not need the compiler: a
+data-path process may run on an interpreter that only runs generated code.
 """
 
-from .pygen import generate
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["generate"]
+
+
+def generate(checked: Any) -> str:
+    from .pygen import generate as _generate
+
+    return _generate(checked)

@@ -1610,15 +1610,18 @@ class Gen:
                         args[0].type, ce.loc)
             return None
         if en == "Checksum16" and m == "get":
-            data = self.flatten_data(args[0])
-            return f"(rt.checksum('csum16', {data}) & 0xffff)"
+            return f"({self.checksum_expr('csum16', args[0])} & 0xffff)"
         raise P4Unsupported(ce.loc, f"extern method {en}.{m}")
 
     # -- extern functions ----------------------------------------------------
 
     def flatten_data(self, e: ir.Expr) -> str:
         """A list of (value, width) pairs in P4 order for hash/checksum data."""
-        items: list[str] = []
+        return "[" + ", ".join(f"({v}, {w})" for v, w in self.flatten_pairs(e)) + "]"
+
+    def flatten_pairs(self, e: ir.Expr) -> list[tuple[str, str]]:
+        """(value code, width code) per leaf of hash/checksum data, in P4 order."""
+        items: list[tuple[str, str]] = []
 
         def go(x: ir.Expr) -> None:
             t = base_t(x.type)
@@ -1637,15 +1640,15 @@ class Gen:
                 return
             code = self.ex(x)
             if isinstance(t, T.Varbit):
-                items.append(f"({code}, {code.rsplit('.', 1)[0]}.{code.rsplit('.', 1)[1]}__w)"
-                             if "." in code else f"({code}, {t.max_width})")
+                items.append((code, f"{code}__w") if "." in code else (code, str(t.max_width)))
                 return
-            items.append(f"({unsigned(code, t)}, {scalar_width(t, x.loc)})")
+            items.append((unsigned(code, t), str(scalar_width(t, x.loc))))
 
         go(e)
-        return "[" + ", ".join(items) + "]"
+        return items
 
-    def _flatten_obj(self, code: str, t: Any, items: list[str], loc: Location) -> None:
+    def _flatten_obj(self, code: str, t: Any, items: list[tuple[str, str]],
+                     loc: Location) -> None:
         for f in t.fields:
             ft = base_t(f.type)
             c = f"{code}.{fname(f.name)}"
@@ -1655,9 +1658,25 @@ class Gen:
                 for i in range(ft.size):
                     self._flatten_obj(f"{c}.e[{i}]", base_t(ft.elem), items, loc)
             elif isinstance(ft, T.Varbit):
-                items.append(f"({c}, {c}__w)")
+                items.append((c, f"{c}__w"))
             else:
-                items.append(f"({unsigned(c, ft)}, {scalar_width(ft, loc)})")
+                items.append((unsigned(c, ft), str(scalar_width(ft, loc))))
+
+    def checksum_expr(self, algo: str, e: ir.Expr) -> str:
+        """The checksum of data ``e``; csum16 over fixed-width data is computed
+        inline on one packed integer (no list, no bytes)."""
+        pairs = self.flatten_pairs(e)
+        if algo == "csum16" and pairs and all(w.isdigit() for _, w in pairs):
+            total = sum(int(w) for _, w in pairs)
+            parts = []
+            sh = total + (-total) % 16  # zero padding up to whole 16-bit words
+            for v, w in pairs:
+                sh -= int(w)
+                if not re.fullmatch(r"[\w.]+", v):
+                    v = f"({v} & {mask_of(int(w)):#x})"
+                parts.append(f"({v} << {sh})" if sh else v)
+            return f"csum16_int({' | '.join(parts)})"
+        return f"rt.checksum({algo!r}, [{', '.join(f'({v}, {w})' for v, w in pairs)}])"
 
     def extern_function(self, name: str, ce: ir.CallExpr, want: bool) -> str | None:
         args = [a.value for a in ce.args]
@@ -1689,23 +1708,29 @@ class Gen:
             return None
         if name in ("verify_checksum", "verify_checksum_with_payload"):
             cond = self.ex(args[0])
-            data = self.flatten_data(args[1])
-            if name.endswith("payload"):
-                data = f"{data} + [(int.from_bytes(st.payload, 'big'), 8 * len(st.payload))]"
-            ck = self.ex(args[2])
             algo = self.enum_member(args[3])
-            self.w(f"if {cond} and rt.checksum({algo!r}, {data}) != {unsigned(ck, args[2].type)}:")
+            if name.endswith("payload"):
+                data = self.flatten_data(args[1])
+                data = f"{data} + [(int.from_bytes(st.payload, 'big'), 8 * len(st.payload))]"
+                value = f"rt.checksum({algo!r}, {data})"
+            else:
+                value = self.checksum_expr(algo, args[1])
+            ck = self.ex(args[2])
+            self.w(f"if {cond} and {value} != {unsigned(ck, args[2].type)}:")
             self.w(f"    {sm}.checksum_error = 1")
             return None
         if name in ("update_checksum", "update_checksum_with_payload"):
             cond = self.ex(args[0])
-            data = self.flatten_data(args[1])
-            if name.endswith("payload"):
-                data = f"{data} + [(int.from_bytes(st.payload, 'big'), 8 * len(st.payload))]"
             algo = self.enum_member(args[3])
+            if name.endswith("payload"):
+                data = self.flatten_data(args[1])
+                data = f"{data} + [(int.from_bytes(st.payload, 'big'), 8 * len(st.payload))]"
+                value = f"rt.checksum({algo!r}, {data})"
+            else:
+                value = self.checksum_expr(algo, args[1])
             self.w(f"if {cond}:")
             with self.indent():
-                self.assign(args[2], wrap(f"rt.checksum({algo!r}, {data})", args[2].type),
+                self.assign(args[2], wrap(value, args[2].type),
                             args[2].type, loc)
             return None
         if name == "digest":
@@ -2392,8 +2417,8 @@ class Gen:
         a("    ActionInfo, CounterInfo, DigestInfo, EntryInfo, KeyInfo, MeterInfo, ParamInfo,")
         a("    ProgramInfo, RegisterInfo, TableInfo, PacketState)")
         a("from switches.soft.backend.rtlib import (")
-        a("    EXIT, HeaderStack, P4AssertionError, P4Exit, ParserError, Program, stack_index,")
-        a("    stack_index_p)")
+        a("    EXIT, HeaderStack, P4AssertionError, P4Exit, ParserError, Program, csum16_int,")
+        a("    stack_index, stack_index_p)")
         a("")
         a("")
         for c in self.class_src:

@@ -95,6 +95,17 @@ def stack_index_p(stack: HeaderStack, i: int) -> Any:
     raise ParserError(3)
 
 
+def csum16_int(v: int) -> int:
+    """Internet checksum of the data whose 16-bit big-endian words make up
+    ``v``: the ones' complement sum of the words is ``v`` modulo 0xFFFF
+    (2**16 is 1 modulo 0xFFFF), written as 0xFFFF rather than 0 unless every
+    word is zero."""
+    r = v % 0xFFFF
+    if r == 0 and v:
+        r = 0xFFFF
+    return 0xFFFF ^ r
+
+
 class Program:
     """The CompiledProgram returned by a generated ``make_program``."""
 
@@ -106,5 +117,5 @@ class Program:
 
 __all__ = [
     "P4Exit", "EXIT", "ParserError", "P4AssertionError", "HeaderStack",
-    "stack_index", "stack_index_p", "Program", "PacketState",
+    "stack_index", "stack_index_p", "Program", "PacketState", "csum16_int",
 ]

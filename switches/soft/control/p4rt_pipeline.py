@@ -204,16 +204,18 @@ class Pipeline:
                 scopes[ref.id] = ref.scope
             dc = next((dcounters[r] for r in t.direct_resource_ids if r in dcounters), None)
             dm = next((dmeters[r] for r in t.direct_resource_ids if r in dmeters), None)
-            meta = TableMeta(
+            if tinfo.direct_counter and dc is None:
+                problems.append(f"table {name}: the P4Info lacks its direct counter")
+            if tinfo.direct_meter and dm is None:
+                problems.append(f"table {name}: the P4Info lacks its direct meter")
+            tmeta = TableMeta(
                 id=t.preamble.id, name=name, info=tinfo, fields=fields,
                 fields_by_id={f.id: f for f in fields}, scopes=scopes,
                 needs_priority=any(f.kind in PRIORITY_KINDS for f in fields),
                 is_const=tinfo.entries_const, const_default=tinfo.default_const,
-                direct_counter=tinfo.direct_counter if dc is not None or tinfo.direct_counter
-                else None,
-                direct_meter=tinfo.direct_meter if dm is not None or tinfo.direct_meter else None)
-            self.tables[meta.id] = meta
-            self.table_by_name[name] = meta
+                direct_counter=tinfo.direct_counter, direct_meter=tinfo.direct_meter)
+            self.tables[tmeta.id] = tmeta
+            self.table_by_name[name] = tmeta
 
         def extern(kind: str, entries: Iterable[Any], known: Mapping[str, Any], direct: bool,
                    out: dict[int, ExternMeta]) -> None:
@@ -233,12 +235,12 @@ class Pipeline:
         extern("direct meter", p.direct_meters, info.meters, True, self.direct_meters)
         extern("register", p.registers, info.registers, False, self.registers)
         for r in p.registers:
-            meta = self.registers.get(r.preamble.id)
-            if meta is not None and r.type_spec.HasField("bitstring"):
+            rmeta = self.registers.get(r.preamble.id)
+            if rmeta is not None and r.type_spec.HasField("bitstring"):
                 bs = r.type_spec.bitstring
                 w = bs.bit.bitwidth or bs.int.bitwidth
-                if w and w != meta.width:
-                    problems.append(f"register {meta.name}: {w} bits in P4Info, {meta.width} "
+                if w and w != rmeta.width:
+                    problems.append(f"register {rmeta.name}: {w} bits in P4Info, {rmeta.width} "
                                     "in the program")
         for d in p.digests:
             name = d.preamble.name

@@ -84,6 +84,7 @@ from switches.soft.control.p4rt_pipeline import (  # noqa: E402
     load_device_config,
     pipeline_for,
 )
+from switches.soft.runtime.pre import MirroringSessions, ReplicationEngine  # noqa: E402
 
 if TYPE_CHECKING:
     from switches.soft.runtime.switch import SoftSwitch
@@ -159,7 +160,8 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
     def __init__(self, switch: SoftSwitch, device_id: int = 0, *, cpu_port: int | None = None,
                  program_path: str | None = None, include_dirs: Iterable[str] = (),
                  defines: dict[str, object] | None = None, p4info: Any = None,
-                 wake: Callable[[], None] | None = None, workdir: str | None = None) -> None:
+                 wake: Callable[[], None] | None = None, workdir: str | None = None,
+                 initial_pipeline: bool = True) -> None:
         self.sw = switch
         self.device_id = device_id
         self.cpu_port = cpu_port
@@ -196,7 +198,8 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                 cfg["defines"] = {k: v for k, v in defines.items()}
             device_config = json.dumps(cfg).encode()
         loaded = LoadedProgram(module, headers, program_path or module.INFO.name)
-        self.pipe: Pipeline | None = pipeline_for(p4info, loaded, device_config)
+        self.pipe: Pipeline | None = (pipeline_for(p4info, loaded, device_config)
+                                      if initial_pipeline else None)
 
         self._prev_digest_handler = switch.digest_handler
         switch.digest_handler = self._on_digest
@@ -265,20 +268,21 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                     errors.append(None)
                 except P4RTError as e:
                     errors.append(e)
-                except Exception as e:  # never let a bad request take the server down
+                except Exception as exc:  # never let a bad request take the server down
                     log.exception("write failed")
                     errors.append(P4RTError(grpc.StatusCode.INTERNAL,
-                                            f"{type(e).__name__}: {e}"))
-        if any(e is not None for e in errors):
+                                            f"{type(exc).__name__}: {exc}"))
+        failed = [x for x in errors if x is not None]
+        if failed:
             st = status_pb2.Status(code=code_pb2.UNKNOWN, message="Write failure.")
-            for e in errors:
+            for x in errors:
                 err = pb.Error(canonical_code=code_pb2.OK)
-                if e is not None:
-                    err.canonical_code = code_number(e.code)
-                    err.message = e.message
+                if x is not None:
+                    err.canonical_code = code_number(x.code)
+                    err.message = x.message
                     err.space = "p4testbed-soft"
                 st.details.add().Pack(err)
-            first = next(e for e in errors if e is not None)
+            first = failed[0]
             context.abort_with_status(_Status(
                 grpc.StatusCode.UNKNOWN, f"Write failure: {first.message}",
                 (("grpc-status-details-bin", st.SerializeToString()),)))
@@ -406,8 +410,12 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         sw = self.sw
         with sw.lock:
             snap = _snapshot(sw, cand) if reconcile else None
+            pre, mirrors = sw.pre, sw.mirrors
+            if snap is not None:  # load_program empties these: keep the objects aside
+                sw.pre, sw.mirrors = ReplicationEngine(), MirroringSessions()
             sw.load_program(cand.module)
             if snap is not None:
+                sw.pre, sw.mirrors = pre, mirrors
                 _restore(sw, snap)
             self.pipe = cand
             with self._digest_lock:
@@ -819,10 +827,7 @@ def _snapshot(sw: SoftSwitch, cand: Pipeline) -> dict[str, Any]:
         nm = new.meters.get(name)
         if nm is not None and not nm.direct_table:
             meters[name] = [list(x.rates) if x.configured else None for x in m.meters[:nm.size]]
-    pre = (dict(sw.pre.groups), dict(sw.pre.nodes), list(sw.pre._free), sw.pre._next)
-    mirrors = dict(sw.mirrors.sessions)
-    return {"tables": tables, "registers": regs, "counters": counters, "meters": meters,
-            "pre": pre, "mirrors": mirrors}
+    return {"tables": tables, "registers": regs, "counters": counters, "meters": meters}
 
 
 def _restore(sw: SoftSwitch, snap: dict[str, Any]) -> None:
@@ -847,12 +852,6 @@ def _restore(sw: SoftSwitch, snap: dict[str, Any]) -> None:
         for m, r in zip(sw.meters[name].meters, rates, strict=False):
             if r is not None:
                 m.set_rates(r)
-    groups, nodes, free, nxt = snap["pre"]
-    sw.pre.groups.update(groups)
-    sw.pre.nodes.update(nodes)
-    sw.pre._free = free
-    sw.pre._next = nxt
-    sw.mirrors.sessions.update(snap["mirrors"])
 
 
 # ---------------------------------------------------------------------------
@@ -879,6 +878,7 @@ def start_p4runtime_server(switch: SoftSwitch, address: str = "127.0.0.1:9559",
                            program_path: str | None = None, include_dirs: Iterable[str] = (),
                            defines: dict[str, object] | None = None, p4info: Any = None,
                            wake: Callable[[], None] | None = None,
+                           initial_pipeline: bool = True,
                            max_workers: int = 16) -> P4RuntimeHandle:
     """Serve P4Runtime for ``switch`` on ``address`` (host:port; port 0 picks a
     free one, see ``handle.port``).
@@ -890,10 +890,14 @@ def start_p4runtime_server(switch: SoftSwitch, address: str = "127.0.0.1:9559",
     message to use instead of the one built from the program (e.g. p4c's).
     ``wake``: called after a packet-out was handed to the switch, so a data
     path that sleeps between packets drains the traffic manager at once.
+    ``initial_pipeline=False``: behave like BMv2's simple_switch_grpc started
+    without a P4Info: Read/Write answer FAILED_PRECONDITION until a controller
+    calls SetForwardingPipelineConfig (the switch keeps forwarding with its
+    program meanwhile).
     """
     service = P4RuntimeService(switch, device_id, cpu_port=cpu_port, program_path=program_path,
                                include_dirs=include_dirs, defines=defines, p4info=p4info,
-                               wake=wake)
+                               wake=wake, initial_pipeline=initial_pipeline)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers,
                                                     thread_name_prefix="p4rt"),
                          options=[("grpc.max_receive_message_length", 64 << 20),

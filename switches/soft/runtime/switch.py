@@ -154,7 +154,7 @@ class SoftSwitch:
             name: Table(t, info.actions, meter_kind_of_table.get(name), self.now_us)
             for name, t in info.tables.items()
         }
-        old = (self.__dict__.get("module"), self.__dict__.get("info"),
+        old: tuple[Any, ...] = (self.__dict__.get("module"), self.__dict__.get("info"),
                self.__dict__.get("tables"), self.__dict__.get("registers"),
                self.__dict__.get("counters"), self.__dict__.get("meters"))
         self.module = program_module
@@ -175,6 +175,8 @@ class SoftSwitch:
         self.program = program
         self._counted_tables = [t for t in tables.values() if t.has_counter]
         self._metered_tables = [t for t in tables.values() if t.meter_kind is not None]
+        # whether tables need per-packet context (direct counters or meters)
+        self._table_context = bool(self._counted_tables or self._metered_tables)
 
     def load_program(self, program_module: Any) -> None:
         """Replace the P4 program at run time, as if the switch had started with it.
@@ -259,11 +261,19 @@ class SoftSwitch:
     def receive(self, port: int, data: bytes) -> None:
         self.rx[port] += 1
         self.rx_bytes[port] += len(data)
-        self._run_ingress(port, data, NORMAL, None, 0)
+        try:
+            more = self._ingress_one(port, data, NORMAL, None, 0)
+        except Exception as e:
+            self._ingress_failed(e, port, data)
+            return
+        if more is not None:  # a resubmitted packet
+            self._run_ingress(*more)
 
     def dequeue_ready(self, limit: int = 4096) -> list[tuple[int, bytes]]:
         out: list[tuple[int, bytes]] = []
         tm = self.tm
+        if not tm.total:
+            return out
         for _ in range(limit):
             item = tm.pop_ready()
             if item is None:
@@ -346,14 +356,17 @@ class SoftSwitch:
             try:
                 more = self._ingress_one(*args)
             except Exception as e:
-                self._drop("exception")
-                self.last_error = f"ingress: {type(e).__name__}: {e}"
-                if self._should_log_error():
-                    self.log.exception("ingress failed on a %d-byte packet from port %d",
-                                       len(args[1]), args[0])
+                self._ingress_failed(e, args[0], args[1])
                 continue
             if more is not None:
                 work.append(more)
+
+    def _ingress_failed(self, e: Exception, port: int, data: bytes) -> None:
+        self._drop("exception")
+        self.last_error = f"ingress: {type(e).__name__}: {e}"
+        if self._should_log_error():
+            self.log.exception("ingress failed on a %d-byte packet from port %d",
+                               len(data), port)
 
     def _ingress_one(self, port: int, data: bytes, itype: int,
                      preserved: dict[str, Any] | None, gen: int) -> tuple | None:
@@ -368,7 +381,8 @@ class SoftSwitch:
         sm.instance_type = itype
         if preserved:
             prog.restore_field_list(st, preserved)
-        self._start_packet(length)
+        if self._table_context:
+            self._start_packet(length)
         prog.parse(st, data)
         prog.verify_checksum(st)
         prog.ingress(st)
@@ -484,7 +498,8 @@ class SoftSwitch:
         sm.egress_port = port
         sm.egress_spec = (self.drop_port + 1) & 0x1FF
         sm.packet_length = length
-        self._start_packet(length)
+        if self._table_context:
+            self._start_packet(length)
         prog.egress(st)
 
         if st.clone_session is not None:
@@ -527,7 +542,7 @@ class SoftSwitch:
 
         self.tx[port] += 1
         self.tx_bytes[port] += len(frame)
-        handler = self.port_handlers.get(port)
+        handler = self.port_handlers.get(port) if self.port_handlers else None
         if handler is not None:
             try:
                 handler(frame)

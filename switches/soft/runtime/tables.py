@@ -72,8 +72,10 @@ class Entry:
     _ranges: tuple[tuple[int, int, int], ...] = ()  # (key index, lo, hi)
 
     def matches_key(self, key: tuple[int, ...]) -> bool:
-        for k, m, v in zip(key, self._masks, self._values, strict=False):
-            if (k & m) != v:
+        masks = self._masks
+        values = self._values
+        for i in range(len(masks)):
+            if (key[i] & masks[i]) != values[i]:
                 return False
         for i, lo, hi in self._ranges:
             if not lo <= key[i] <= hi:
@@ -117,6 +119,11 @@ class Table:
         self._exact: dict[tuple[int, ...], Entry] = {}
         self._lpm: dict[int, dict[tuple[int, ...], Entry]] = {}
         self._lpm_lens: list[int] = []  # descending
+        # tables with a single lpm key: [(prefix mask, {masked value: entry})],
+        # longest prefix first (a view of _lpm for lookups)
+        self._lpm1: list[tuple[int, dict[int, Entry]]] | None = (
+            [] if self.mode == "lpm" and len(self.keys) == 1 else None)
+        self._lpm1_of: dict[int, dict[int, Entry]] = {}
         self._sorted: list[Entry] = []  # priority tables: best first
         self._prio_keys: set[tuple[int, tuple[Any, ...]]] = set()
         # tuple-space search for larger priority tables: one dict per mask tuple,
@@ -148,6 +155,13 @@ class Table:
     def lookup(self, key: tuple[int, ...]) -> Entry | None:
         if self.mode == "exact":
             return self._exact.get(tuple(key))
+        if self._lpm1 is not None:  # one lpm key: per prefix length, masked value -> entry
+            v = key[0]
+            for mask, d in self._lpm1:
+                e = d.get(v & mask)
+                if e is not None:
+                    return e
+            return None
         if self.mode == "lpm":
             i = self._lpm_index
             w = self.widths[i]
@@ -315,12 +329,25 @@ class Table:
                 d = self._lpm[plen] = {}
                 self._lpm_lens = sorted(self._lpm, reverse=True)
             d[self._index_key(e)] = e
+            if self._lpm1 is not None:
+                d1 = self._lpm1_of.get(plen)
+                if d1 is None:
+                    d1 = self._lpm1_of[plen] = {}
+                    self._rebuild_lpm1()
+                d1[norm[0][0]] = e
         else:
             bisect.insort(self._sorted, e, key=_order)
             self._prio_keys.add((prio, tuple(norm)))
             bucket = self._groups.setdefault(e._masks, {}).setdefault(e._values, [])
             bisect.insort(bucket, e, key=_order)
         return e.handle
+
+    def _rebuild_lpm1(self) -> None:
+        if self._lpm1 is None:
+            return
+        w = self.widths[0]
+        self._lpm1 = [((((1 << plen) - 1) << (w - plen)) if plen else 0, self._lpm1_of[plen])
+                      for plen in sorted(self._lpm1_of, reverse=True)]
 
     def get_entry(self, handle: int) -> Entry:
         e = self.entries.get(handle)
@@ -350,6 +377,12 @@ class Table:
             plen = e.matches[self._lpm_index][1]
             d = self._lpm[plen]
             del d[self._index_key(e)]
+            if self._lpm1 is not None:
+                d1 = self._lpm1_of[plen]
+                del d1[e.matches[0][0]]
+                if not d1:
+                    del self._lpm1_of[plen]
+                    self._rebuild_lpm1()
             if not d:
                 del self._lpm[plen]
                 self._lpm_lens = sorted(self._lpm, reverse=True)

@@ -39,24 +39,34 @@ DEFAULT_DEPTH = 64
 DRR_QUANTUM_BYTES = 1500
 
 
-@dataclass
 class QueueMeta:
     """What egress sees about the queue a packet went through."""
 
-    enq_timestamp: int  # now_us() at enqueue
-    enq_qdepth: int
-    deq_qdepth: int
-    deq_timedelta: int
-    qid: int
+    __slots__ = ("enq_timestamp", "enq_qdepth", "deq_qdepth", "deq_timedelta", "qid")
+
+    def __init__(self, enq_timestamp: int, enq_qdepth: int, deq_qdepth: int,
+                 deq_timedelta: int, qid: int) -> None:
+        self.enq_timestamp = enq_timestamp  # now_us() at enqueue
+        self.enq_qdepth = enq_qdepth
+        self.deq_qdepth = deq_qdepth
+        self.deq_timedelta = deq_timedelta
+        self.qid = qid
+
+    def __repr__(self) -> str:
+        return (f"QueueMeta(enq_timestamp={self.enq_timestamp}, enq_qdepth={self.enq_qdepth}, "
+                f"deq_qdepth={self.deq_qdepth}, deq_timedelta={self.deq_timedelta}, "
+                f"qid={self.qid})")
 
 
-@dataclass
 class _Item:
-    obj: Any
-    length: int
-    enq_us: int
-    enq_qdepth: int
-    seq: int
+    __slots__ = ("obj", "length", "enq_us", "enq_qdepth", "seq")
+
+    def __init__(self, obj: Any, length: int, enq_us: int, enq_qdepth: int, seq: int) -> None:
+        self.obj = obj
+        self.length = length
+        self.enq_us = enq_us
+        self.enq_qdepth = enq_qdepth
+        self.seq = seq
 
 
 @dataclass
@@ -102,6 +112,14 @@ class TrafficManager:
         self.ports: dict[int, _Port] = {}
         self._seq = 0
         self.total = 0
+        # No rate, port rate or weights anywhere: every queued head may leave
+        # at once, so pop_ready takes the short path.
+        self._plain = True
+
+    def _update_plain(self) -> None:
+        self._plain = (self.default_rate == 0 and self.default_port_bps == 0 and all(
+            p.rate_bps == 0 and p.weights is None and all(q.rate_pps == 0 for q in p.queues)
+            for p in self.ports.values()))
 
     # -- configuration ----------------------------------------------------------
     def _port(self, port: int) -> _Port:
@@ -110,6 +128,8 @@ class TrafficManager:
             p = _Port([_Queue(self.default_depth, self.default_rate) for _ in range(self.nq)],
                       rate_bps=self.default_port_bps)
             self.ports[port] = p
+            if not self._plain:
+                self._update_plain()
         return p
 
     def _check_prio(self, prio: int) -> None:
@@ -145,6 +165,7 @@ class TrafficManager:
             qs = [self._port(port).queues[prio]]
         for q in qs:
             q.rate_pps = pps
+        self._update_plain()
 
     def set_port_rate_bps(self, bps: int, port: int | None = None) -> None:
         if bps < 0:
@@ -155,11 +176,13 @@ class TrafficManager:
                 p.rate_bps = bps
         else:
             self._port(port).rate_bps = bps
+        self._update_plain()
 
     def set_priority_weights(self, port: int, weights: list[int] | None) -> None:
         p = self._port(port)
         if weights is None:
             p.weights = None
+            self._update_plain()
             return
         if len(weights) != self.nq:
             raise ValueError(f"expected {self.nq} weights (one per priority), got {len(weights)}")
@@ -170,6 +193,7 @@ class TrafficManager:
         p.drr_fresh = True
         for q in p.queues:
             q.deficit = 0
+        self._update_plain()
 
     # -- data path ----------------------------------------------------------------
     def depth(self, port: int, prio: int = 0) -> int:
@@ -178,8 +202,9 @@ class TrafficManager:
 
     def enqueue(self, port: int, prio: int, obj: Any, length: int) -> bool:
         """Queue ``obj``; False if the queue is full (tail drop)."""
-        self._check_prio(prio)
-        p = self._port(port)
+        if not 0 <= prio < self.nq:
+            self._check_prio(prio)
+        p = self.ports.get(port) or self._port(port)
         q = p.queues[prio]
         n = len(q.items)
         if n >= q.capacity:
@@ -252,6 +277,8 @@ class TrafficManager:
         Among ports, the earliest-scheduled head goes first."""
         if self.total == 0:
             return None
+        if self._plain:
+            return self._pop_plain()
         now = float(self.now_us())
         best = None
         for port, p in self.ports.items():
@@ -265,6 +292,38 @@ class TrafficManager:
             return None
         _, port, p, prio, t = best
         return self._pop(port, p, prio, t, now)
+
+    def _pop_plain(self) -> tuple[int, int, Any, QueueMeta] | None:
+        """pop_ready when no queue or port is rate limited and no weights are
+        set: per port the highest non-empty priority, across ports the oldest
+        head (by enqueue time, then arrival order)."""
+        now = self.now_us()
+        best = None
+        bkey = None
+        for port, p in self.ports.items():
+            if p.count == 0:
+                continue
+            for prio in range(self.nq - 1, -1, -1):
+                items = p.queues[prio].items
+                if items:
+                    head = items[0]
+                    if head.enq_us <= now:
+                        key = (head.enq_us, head.seq)
+                        if bkey is None or key < bkey:
+                            bkey = key
+                            best = (port, p, prio)
+                        break
+        if best is None:
+            return None
+        port, p, prio = best
+        q = p.queues[prio]
+        it = q.items.popleft()
+        q.dequeued += 1
+        p.count -= 1
+        self.total -= 1
+        q.last_sched = it.enq_us
+        return port, prio, it.obj, QueueMeta(it.enq_us, it.enq_qdepth, len(q.items),
+                                             max(0, int(now) - it.enq_us), prio)
 
     def pop_any(self) -> tuple[int, int, Any, QueueMeta] | None:
         """Next packet ignoring rates (strict priority per port; across ports

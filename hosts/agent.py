@@ -1,0 +1,620 @@
+"""Host agent: runs one job spec inside a Mininet host and writes its timeline.
+
+    python -m hosts.agent --spec job.json --events out.jsonl
+
+The spec (hosts.agent_spec.JobSpec) lists queue pairs to drive (senders
+posting RDMA WRITE_WITH_IMM messages under DCQCN and a token-bucket pacer, or
+the receivers they land at) and/or a CommLib collective rank. Set-up, in order:
+create QPs and buffers, exchange connection data with each peer through files
+in the spec's ``rendezvous_dir`` (hosts.commlib.FileRendezvous), meet every
+agent of the phase at a start barrier (all start at the same CLOCK_MONOTONIC
+instant), run, then keep answering the network (late ACKs, retransmissions)
+until every agent of the phase has finished: a done barrier.
+
+Events are JSON lines ``{"event": ..., "t_ns": CLOCK_MONOTONIC ns, "host": ...}``:
+
+- ``agent_start`` (pid, spec), ``setup_done``, ``start`` (the common start time),
+  ``agent_end`` (ok, engine counters), ``error`` (message)
+- ``flow_start`` / ``flow_end`` (per flow; flow_end has the QP counters, the
+  pacer's lateness report, the DCQCN state, sha256 of the buffer and, for
+  receivers, ``bytes_ok``: the buffer equals what the sender sent)
+- ``completion`` (one per message: flow, role, index, bytes)
+- ``rate`` (sender, every ``sample_interval_us``: rc_bps, rt_bps, alpha,
+  tx_bytes, retransmits, pacing lateness so far), ``rx`` (receiver, same
+  period: rx_bytes = payload delivered in order, ce_pkts, cnps_sent)
+- ``cnp_rx`` (sender, each CNP, with the rate after it), ``cnp_tx`` (receiver,
+  CNPs sent since the last check), ``retransmit`` (sender: packets resent,
+  RTOs and NAKs since the last check)
+- CommLib's ``collective_start`` / ``step_start`` / ``step_end`` /
+  ``collective_end``, and ``collective_check`` (ok: bit-exact, sha256)
+- ``progress`` (done / total, every ``progress_interval_s``; the runner shows it)
+
+Exit status: 0 success; 1 the job failed (a work request failed, a timeout,
+data did not verify; the reason is on stderr and in an ``error`` event); 2 the
+spec is invalid or unreadable; 3 the agent's parent (the runner) is gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+import zlib
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from hosts.agent_spec import CollectiveSpec, FlowSpec, JobSpec, SpecError
+from hosts.commlib import Communicator, FileRendezvous, split
+from hosts.commlib.communicator import CollectiveOp
+from hosts.roce import Scale
+from hosts.roce.constants import ROCE_UDP_PORT, tag_sport
+from hosts.roce.dcqcn import Dcqcn, DcqcnParams
+from hosts.roce.pacing import DEFAULT_BURST_BYTES, Pacer
+from hosts.roce.rate import FixedRate
+from hosts.roce.verbs import (
+    CQ,
+    MR,
+    QP,
+    Access,
+    Context,
+    QPState,
+    RecvWR,
+    SendWR,
+    WCOpcode,
+    WCStatus,
+    WROpcode,
+)
+
+__all__ = ["main", "AgentError", "EventLog", "flow_pattern", "collective_input"]
+
+PR_SET_PDEATHSIG = 1
+PR_SET_TIMERSLACK = 29
+
+
+class AgentError(RuntimeError):
+    """The job failed; the message says why."""
+
+
+def now_ns() -> int:
+    return time.monotonic_ns()
+
+
+class EventLog:
+    """JSON lines with a CLOCK_MONOTONIC timestamp and the host name."""
+
+    def __init__(self, path: str | os.PathLike[str], host: str) -> None:
+        self._f: IO[str] = open(path, "a", buffering=1)  # closed by close()
+        self.host = host
+
+    def emit(self, event: str, **fields: Any) -> None:
+        rec = {"event": event, "t_ns": fields.pop("t_ns", None) or now_ns(), "host": self.host}
+        rec.update(fields)
+        self._f.write(json.dumps(rec, separators=(",", ":"), default=_jsonable) + "\n")
+
+    def sink(self, ev: dict[str, Any]) -> None:
+        """CommLib's event sink: its events already carry event and t_ns."""
+        self._f.write(json.dumps({"host": self.host, **ev}, separators=(",", ":"),
+                                 default=_jsonable) + "\n")
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x)
+    return str(x)
+
+
+# ---------------------------------------------------------------------------
+# data every side can recompute
+
+
+def flow_pattern(spec: FlowSpec) -> bytes:
+    """The bytes a flow's sender sends (both ends derive them from the seed)."""
+    return np.random.default_rng([spec.seed, 0xF10]).bytes(spec.total_bytes)
+
+
+def collective_input(spec: CollectiveSpec, rank: int, iteration: int) -> np.ndarray:
+    """Rank ``rank``'s input of ``iteration``: small integers of the spec's dtype."""
+    rng = np.random.default_rng([spec.seed, rank, iteration])
+    return rng.integers(-(1 << 20), 1 << 20, spec.count, dtype=np.dtype(spec.dtype))
+
+
+def collective_expected(spec: CollectiveSpec, iteration: int) -> np.ndarray:
+    xs = [collective_input(spec, r, iteration) for r in range(spec.size)]
+    if spec.op == "all_gather":
+        return np.concatenate(xs)
+    total = np.zeros(spec.count, dtype=np.dtype(spec.dtype))
+    with np.errstate(over="ignore"):
+        for x in xs:
+            np.add(total, x, out=total)  # wraps exactly as CommLib's sums do
+    if spec.op == "reduce_scatter":
+        off, ln = split(spec.count, spec.size)[spec.rank]
+        return total[off: off + ln]
+    return total
+
+
+# ---------------------------------------------------------------------------
+# rate controller wrapper: CNP events with their exact time
+
+
+class LoggedRate:
+    """A RateController that logs each CNP, then delegates."""
+
+    def __init__(self, inner: Any, log: EventLog, flow: str) -> None:
+        self.inner = inner
+        self.log = log
+        self.flow = flow
+        self.cnps = 0
+
+    @property
+    def rate_bps(self) -> float:
+        return float(self.inner.rate_bps)
+
+    def on_cnp(self, now: int) -> None:
+        before = self.inner.rate_bps
+        self.inner.on_cnp(now)
+        self.cnps += 1
+        self.log.emit("cnp_rx", t_ns=now, flow=self.flow, rate_before_bps=before,
+                      rate_bps=self.inner.rate_bps)
+
+    def on_bytes_sent(self, nbytes: int, now: int) -> None:
+        self.inner.on_bytes_sent(nbytes, now)
+
+    def next_deadline(self) -> int | None:
+        d: int | None = self.inner.next_deadline()
+        return d
+
+    def on_timer(self, now: int) -> None:
+        self.inner.on_timer(now)
+
+
+def make_rate_controller(spec: JobSpec, scale: Scale) -> Any:
+    """DCQCN for the spec's scale, or a fixed rate at the scale's line rate."""
+    d = spec.transport.dcqcn
+    if d is None:
+        return FixedRate(scale.line_rate_bps)
+    params = DcqcnParams.for_scale(scale, preset=d.get("preset", "paper"),
+                                   **dict(d.get("overrides", {})))
+    return Dcqcn(params, now_ns())
+
+
+def dcqcn_params(spec: JobSpec) -> dict[str, Any] | None:
+    d = spec.transport.dcqcn
+    if d is None:
+        return None
+    scale = Scale(**spec.transport.scale)
+    return DcqcnParams.for_scale(scale, preset=d.get("preset", "paper"),
+                                 **dict(d.get("overrides", {}))).as_dict()
+
+
+# ---------------------------------------------------------------------------
+# flows
+
+
+class _Flow:
+    """One QP end and its application loop."""
+
+    def __init__(self, agent: Agent, spec: FlowSpec) -> None:
+        self.agent = agent
+        self.spec = spec
+        self.name = spec.flow
+        ctx = agent.ctx
+        self.pd = ctx.alloc_pd()
+        self.cq: CQ = ctx.create_cq()
+        self.sender = spec.role == "sender"
+        self.rc: LoggedRate | None = None
+        self.pacer: Pacer | None = None
+        if self.sender:
+            self.buf = bytearray(flow_pattern(spec))
+            self.mr: MR = self.pd.reg_mr(self.buf, Access.LOCAL_WRITE)
+            self.rc = LoggedRate(make_rate_controller(agent.spec, agent.scale), agent.log, self.name)
+            self.pacer = agent.make_pacer()
+            self.qp: QP = self.pd.create_qp(self.cq, self.cq, sport=tag_sport(spec.step),
+                                            job_id=spec.job_id, rate_controller=self.rc,
+                                            pacer=self.pacer)
+        else:
+            self.buf = bytearray(spec.total_bytes)
+            self.mr = self.pd.reg_mr(self.buf, Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+            self.qp = self.pd.create_qp(self.cq, self.cq, sport=tag_sport(spec.step),
+                                        job_id=spec.job_id)
+        # A first PSN that differs per flow end (and is not 0), as real stacks pick.
+        self.psn = zlib.crc32(f"{spec.flow}/{spec.role}/{spec.seed}".encode()) & 0xFFFFFF
+        self.peer: dict[str, Any] = {}
+        self.posted = 0
+        self.completed = 0
+        self.done = False
+        self.t_start = 0
+        self.t_end = 0
+        self.next_post_ns = 0
+        self._seen = {"cnps_sent": 0, "retransmits": 0, "rto": 0, "naks_rcvd": 0}
+
+    def info(self) -> dict[str, Any]:
+        return {"ip": self.agent.spec.ip, "port": ROCE_UDP_PORT, "qpn": self.qp.qp_num,
+                "psn": self.psn, "addr": self.mr.addr, "rkey": self.mr.rkey,
+                "total_bytes": self.spec.total_bytes, "role": self.spec.role}
+
+    def connect(self, peer: dict[str, Any]) -> None:
+        if int(peer["total_bytes"]) != self.spec.total_bytes or peer["role"] == self.spec.role:
+            raise AgentError(f"flow {self.name}: the peer's spec does not match "
+                             f"(peer {peer['role']} of {peer['total_bytes']} bytes)")
+        if peer["ip"] != self.spec.peer_ip:
+            raise AgentError(f"flow {self.name}: peer is {peer['ip']}, spec says {self.spec.peer_ip}")
+        self.peer = peer
+        qp = self.qp
+        qp.modify(state=QPState.INIT)
+        qp.modify(state=QPState.RTR, dest_ip=peer["ip"], dest_qp_num=int(peer["qpn"]),
+                  dest_port=int(peer["port"]), rq_psn=int(peer["psn"]),
+                  path_mtu=self.agent.spec.transport.path_mtu)
+        qp.modify(state=QPState.RTS, sq_psn=self.psn)
+        if not self.sender:
+            for i in range(self.spec.count):
+                qp.post_recv(RecvWR(wr_id=i))
+
+    def start(self, t: int) -> None:
+        self.t_start = t
+        self.next_post_ns = t
+        self.agent.log.emit("flow_start", t_ns=t, flow=self.name, role=self.spec.role,
+                            qpn=self.qp.qp_num, peer_ip=self.spec.peer_ip,
+                            msg_bytes=self.spec.msg_bytes, count=self.spec.count,
+                            sport=self.qp.sport, job_id=self.spec.job_id)
+        if self.sender:
+            self._post_more(t)
+
+    # -- application loop ------------------------------------------------------
+    def _post_more(self, now: int) -> None:
+        s = self.spec
+        while (self.posted < s.count and self.posted - self.completed < s.window
+               and now >= self.next_post_ns):
+            i = self.posted
+            self.qp.post_send(SendWR(
+                wr_id=i, opcode=WROpcode.RDMA_WRITE_WITH_IMM,
+                sge=self.mr.sge(i * s.msg_bytes, s.msg_bytes),
+                remote_addr=int(self.peer["addr"]) + i * s.msg_bytes,
+                rkey=int(self.peer["rkey"]), imm_data=i & 0xFFFFFFFF))
+            self.posted += 1
+            if s.rate_bps is not None:
+                self.next_post_ns = self.t_start + int(self.posted * s.msg_bytes * 8e9 / s.rate_bps)
+
+    def step(self, now: int) -> None:
+        if self.done:
+            return
+        if len(self.cq):
+            for wc in self.cq.poll(len(self.cq)):
+                if wc.status != WCStatus.SUCCESS:
+                    raise AgentError(f"flow {self.name}: {self.spec.role} work request "
+                                     f"{wc.wr_id} failed: {wc.status.name} "
+                                     f"(QP counters {self.qp.stats})")
+                if self.sender and wc.opcode == WCOpcode.RDMA_WRITE:
+                    self.completed += 1
+                elif not self.sender and wc.opcode == WCOpcode.RECV_RDMA_WITH_IMM:
+                    self.completed += 1
+                else:
+                    continue
+                self.agent.log.emit("completion", t_ns=wc.timestamp_ns, flow=self.name,
+                                    role=self.spec.role, index=wc.wr_id if self.sender
+                                    else wc.imm_data, bytes=wc.byte_len)
+        self._counters(now)
+        if self.completed >= self.spec.count:
+            self._finish(now)
+        elif self.sender:
+            self._post_more(now)
+
+    def _counters(self, now: int) -> None:
+        st = self.qp.stats
+        seen = self._seen
+        if self.sender:
+            d = {k: st[k] - seen[k] for k in ("retransmits", "rto", "naks_rcvd")}
+            if any(d.values()):
+                self.agent.log.emit("retransmit", t_ns=now, flow=self.name, packets=d["retransmits"],
+                                    rto=d["rto"], naks=d["naks_rcvd"])
+                for k, v in d.items():
+                    seen[k] += v
+        else:
+            n = st["cnps_sent"] - seen["cnps_sent"]
+            if n:
+                self.agent.log.emit("cnp_tx", t_ns=now, flow=self.name, count=n)
+                seen["cnps_sent"] += n
+
+    def sample(self, now: int) -> None:
+        st = self.qp.stats
+        if self.sender:
+            assert self.rc is not None and self.pacer is not None
+            inner = self.rc.inner
+            lat = self.pacer.lateness
+            self.agent.log.emit(
+                "rate", t_ns=now, flow=self.name, rc_bps=self.rc.rate_bps,
+                rt_bps=getattr(inner, "rt", self.rc.rate_bps), alpha=getattr(inner, "alpha", None),
+                tx_bytes=st["tx_bytes"], tx_pkts=st["tx_pkts"], retransmits=st["retransmits"],
+                completed=self.completed, late_sends=lat.late_sends, sends=lat.sends,
+                late_max_s=lat.max_s)
+        else:
+            self.agent.log.emit("rx", t_ns=now, flow=self.name, rx_bytes=st["rx_bytes"],
+                                rx_pkts=st["rx_pkts"], ce_pkts=st["ce_pkts"],
+                                cnps_sent=st["cnps_sent"], completed=self.completed)
+
+    def _finish(self, now: int) -> None:
+        self.done = True
+        self.t_end = now
+        self.sample(now)
+        extra: dict[str, Any] = {}
+        digest = hashlib.sha256(self.buf).hexdigest()
+        if self.sender:
+            assert self.pacer is not None and self.rc is not None
+            extra["pacer"] = self.pacer.report()
+            state = getattr(self.rc.inner, "state", None)
+            extra["dcqcn"] = state() if callable(state) else None
+            extra["cnps_rcvd"] = self.rc.cnps
+        else:
+            extra["bytes_ok"] = bytes(self.buf) == flow_pattern(self.spec)
+        self.agent.log.emit("flow_end", t_ns=now, flow=self.name, role=self.spec.role,
+                            bytes=self.spec.total_bytes, count=self.completed,
+                            t_start_ns=self.t_start, duration_s=(now - self.t_start) / 1e9,
+                            qp=dict(self.qp.stats), sha256=digest, **extra)
+        if not self.sender and not extra["bytes_ok"]:
+            raise AgentError(f"flow {self.name}: received bytes differ from what was sent")
+
+    def progress(self) -> tuple[int, int]:
+        return self.completed, self.spec.count
+
+
+# ---------------------------------------------------------------------------
+# collective
+
+
+class _Collective:
+    def __init__(self, agent: Agent, spec: CollectiveSpec) -> None:
+        self.agent = agent
+        self.spec = spec
+        itemsize = np.dtype(spec.dtype).itemsize
+        n = spec.count * (spec.size if spec.op == "all_gather" else 1)
+        scale = agent.scale
+        self.comm = Communicator.init(
+            agent.ctx, spec.rank, spec.size, spec.job_id,
+            FileRendezvous(Path(agent.spec.rendezvous_dir) / "collective", spec.rank, spec.size,
+                           timeout=agent.spec.timeout_s),
+            channels=spec.channels, max_bytes=n * itemsize, event_sink=agent.log.sink,
+            rate_controller_factory=lambda: make_rate_controller(agent.spec, scale),
+            pacer_factory=agent.make_pacer,
+            path_mtu=agent.spec.transport.path_mtu, timeout_s=agent.spec.timeout_s)
+        self.iteration = 0
+        self.op: CollectiveOp | None = None
+        self.done = False
+        self.ok = True
+
+    def start(self, t: int) -> None:
+        self._start_next()
+
+    def _start_next(self) -> None:
+        spec = self.spec
+        x = collective_input(spec, spec.rank, self.iteration)
+        start = {"all_reduce": self.comm.start_all_reduce,
+                 "reduce_scatter": self.comm.start_reduce_scatter,
+                 "all_gather": self.comm.start_all_gather}[spec.op]
+        self.op = start(x)
+
+    def step(self, now: int) -> None:
+        if self.done or self.op is None:
+            return
+        if not self.op.progress():
+            return
+        got = self.op.result()
+        want = collective_expected(self.spec, self.iteration)
+        ok = got.dtype == want.dtype and np.array_equal(got, want)
+        self.agent.log.emit("collective_check", iteration=self.iteration, op=self.spec.op,
+                            rank=self.spec.rank, size=self.spec.size, ok=ok,
+                            sha256=hashlib.sha256(got.tobytes()).hexdigest(),
+                            expected_sha256=hashlib.sha256(want.tobytes()).hexdigest())
+        if not ok:
+            bad = int(np.count_nonzero(got != want)) if got.shape == want.shape else -1
+            raise AgentError(f"rank {self.spec.rank}: {self.spec.op} iteration {self.iteration} "
+                             f"is not bit-exact ({bad} elements differ)")
+        self.iteration += 1
+        if self.iteration >= self.spec.iterations:
+            self.done = True
+        else:
+            self._start_next()
+
+    def sample(self, now: int) -> None:
+        pass
+
+    def progress(self) -> tuple[int, int]:
+        return self.iteration, self.spec.iterations
+
+
+# ---------------------------------------------------------------------------
+# the agent
+
+
+class _DoneBarrier:
+    """Non-blocking: write my done file, then check whether everyone's is there."""
+
+    def __init__(self, directory: Path, rank: int, size: int) -> None:
+        self.dir = directory
+        self.rank, self.size = rank, size
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.arrived = False
+
+    def arrive(self) -> None:
+        tmp = self.dir / f".done.{self.rank}.tmp"
+        tmp.write_text(str(now_ns()))
+        os.replace(tmp, self.dir / f"done.{self.rank}")
+        self.arrived = True
+
+    def complete(self) -> bool:
+        return all((self.dir / f"done.{r}").exists() for r in range(self.size))
+
+
+class Agent:
+    def __init__(self, spec: JobSpec, log: EventLog) -> None:
+        self.spec = spec
+        self.log = log
+        self.scale = Scale(**spec.transport.scale)
+        from hosts.roce.udp_provider import UdpProvider
+
+        self.provider = UdpProvider(spec.ip)
+        self.ctx = Context(self.provider, self.scale)
+        self.rdv = Path(spec.rendezvous_dir)
+
+    def make_pacer(self) -> Pacer:
+        t = self.spec.transport
+        burst = int(DEFAULT_BURST_BYTES * t.pacer_burst_packets)
+        # Lateness counts in packet times of a full-size packet, not of the bucket.
+        return Pacer(rate_bps=self.scale.line_rate_bps, burst_bytes=burst, now_ns=now_ns(),
+                     late_threshold_packets=t.late_threshold_packets / t.pacer_burst_packets)
+
+    def run(self) -> None:
+        spec = self.spec
+        deadline = now_ns() + int(spec.timeout_s * 1e9)
+        flows = [_Flow(self, f) for f in sorted(spec.flows, key=lambda f: f.flow)]
+        # Same order on every agent: pairwise exchanges cannot wait on each other.
+        for fl in flows:
+            rank = 0 if fl.sender else 1
+            infos = FileRendezvous(self.rdv / "flows", rank, 2,
+                                   timeout=spec.timeout_s).allgather(fl.info(), tag=fl.name)
+            fl.connect(infos[1 - rank])
+        works: list[Any] = list(flows)
+        if spec.collective is not None:
+            works.append(_Collective(self, spec.collective))
+        self.log.emit("setup_done", flows=[f.name for f in flows],
+                      collective=spec.collective is not None)
+        b_rank, b_size = spec.barrier
+        ready = FileRendezvous(self.rdv / "barrier", b_rank, b_size,
+                               timeout=spec.timeout_s).allgather({"ready_ns": now_ns()}, "start")
+        t0 = max(int(r["ready_ns"]) for r in ready) + int(spec.start_delay_s * 1e9)
+        self.ctx.engine.run(until=lambda: now_ns() >= t0, timeout=max(0.0, (t0 - now_ns()) / 1e9))
+        t0 = max(t0, now_ns())
+        self.log.emit("start", t_ns=t0, barrier=b_size)
+        for w in works:
+            w.start(t0)
+        done_barrier = _DoneBarrier(self.rdv / "done", b_rank, b_size)
+        sample_ns = spec.transport.sample_interval_us * 1000
+        prog_ns = int(spec.progress_interval_s * 1e9)
+        next_sample = t0 + sample_ns
+        next_prog = t0
+        next_done_check = 0
+        engine = self.ctx.engine
+        prov = self.provider
+        while True:
+            engine.progress()
+            now = now_ns()
+            for w in works:
+                w.step(now)
+            if now >= next_sample:
+                for w in works:
+                    if not w.done:
+                        w.sample(now)
+                next_sample = now + sample_ns
+            if now >= next_prog:
+                self.log.emit("progress", t_ns=now, done=sum(w.progress()[0] for w in works),
+                              total=sum(w.progress()[1] for w in works))
+                next_prog = now + prog_ns
+            if all(w.done for w in works):
+                if not done_barrier.arrived:
+                    done_barrier.arrive()
+                    self.log.emit("work_done", t_ns=now)
+                if now >= next_done_check:
+                    if done_barrier.complete():
+                        break
+                    next_done_check = now + 20_000_000
+            if now >= deadline:
+                state = ", ".join(f"{getattr(w, 'name', 'collective')}: {w.progress()[0]}/"
+                                  f"{w.progress()[1]}" for w in works)
+                if all(w.done for w in works):
+                    raise AgentError(f"timed out after {spec.timeout_s:.0f} s waiting for the "
+                                     "other agents of the phase to finish")
+                raise AgentError(f"timed out after {spec.timeout_s:.0f} s ({state})")
+            dl = engine.next_deadline()
+            wake = min(next_sample, next_prog, deadline)
+            if all(w.done for w in works):
+                wake = min(wake, next_done_check)
+            for w in works:
+                if isinstance(w, _Flow) and w.sender and not w.done and w.spec.rate_bps:
+                    wake = min(wake, max(w.next_post_ns, now))
+            if dl is None or dl > wake:
+                dl = wake
+            if isinstance(dl, int) and dl > now:
+                prov.wait(dl)
+        self.log.emit("agent_end", ok=True, engine=engine.summary())
+
+    def close(self) -> None:
+        try:
+            self.ctx.close()
+        except OSError:
+            pass
+
+
+def _die_with_parent() -> bool:
+    """Ask for SIGTERM when the runner dies; False if it is already gone. Also
+    asks for exact timer wake-ups: the default 50 us slack would make every
+    paced packet late."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        libc.prctl(PR_SET_TIMERSLACK, 1)
+    except (OSError, AttributeError):
+        pass
+    return os.getppid() != 1
+
+
+def _on_sigterm(signum: int, _frame: Any) -> None:
+    raise AgentError(f"stopped by signal {signal.Signals(signum).name}")
+
+
+def _fail(log: EventLog, host: str, msg: str) -> int:
+    log.emit("error", message=msg)
+    print(f"agent {host}: error: {msg}", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m hosts.agent",
+                                 description="Run a job spec in this host; write JSONL events.")
+    ap.add_argument("--spec", required=True, help="job spec (JSON, hosts.agent_spec.JobSpec)")
+    ap.add_argument("--events", required=True, help="write events here (JSON lines, appended)")
+    args = ap.parse_args(argv)
+    if not _die_with_parent():
+        print("agent: the process that started this agent is gone", file=sys.stderr)
+        return 3
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        spec = JobSpec.from_json(Path(args.spec).read_text())
+    except OSError as e:
+        print(f"agent: cannot read spec {args.spec}: {e.strerror}", file=sys.stderr)
+        return 2
+    except SpecError as e:
+        print(f"agent: invalid spec {args.spec}: {e}", file=sys.stderr)
+        return 2
+    log = EventLog(args.events, spec.host)
+    log.emit("agent_start", pid=os.getpid(), phase=spec.phase, spec=spec.to_dict())
+    agent: Agent | None = None
+    try:
+        agent = Agent(spec, log)
+        agent.run()
+        return 0
+    except AgentError as e:
+        return _fail(log, spec.host, str(e))
+    except KeyboardInterrupt:
+        return _fail(log, spec.host, "interrupted")
+    except Exception as e:  # a bug or an OS error: keep the traceback in the log
+        traceback.print_exc(file=sys.stderr)
+        return _fail(log, spec.host, f"{type(e).__name__}: {e}")
+    finally:
+        if agent is not None:
+            agent.close()
+        log.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

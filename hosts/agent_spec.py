@@ -1,0 +1,215 @@
+"""Job specs for the host agent (``python -m hosts.agent``): plain, typed data.
+
+A :class:`JobSpec` says everything one agent does in one phase of a run: which
+transport settings it uses (:class:`TransportSpec`: the scale setting, DCQCN
+or a fixed rate, path MTU, how often to sample), which queue pairs it drives
+(:class:`FlowSpec`, one per QP end: a sender posting RDMA WRITE_WITH_IMM
+messages or the receiver they land at) and/or which collective rank it is
+(:class:`CollectiveSpec`, a CommLib ring). Specs round-trip through JSON
+(``to_json`` / ``from_json``), are validated on construction and are saved
+into the run directory, so a run is described by what it saved.
+
+Both ends of a flow carry the same ``flow`` name, sizes and seed: the sender
+fills its buffer from the seed, the receiver checks what arrived against the
+same bytes. Connection data (QPN, PSN, buffer address, rkey) is exchanged at
+run time through files in ``rendezvous_dir`` (hosts.commlib.FileRendezvous).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from hosts.roce.constants import (
+    BTH_LEN,
+    FRAME_OVERHEAD,
+    ICRC_LEN,
+    IMMDT_LEN,
+    PATH_MTUS,
+    RETH_LEN,
+)
+
+__all__ = [
+    "TransportSpec",
+    "FlowSpec",
+    "CollectiveSpec",
+    "JobSpec",
+    "SpecError",
+    "message_wire_bytes",
+    "DTYPES",
+]
+
+DTYPES = ("int32", "int64")  # integer types CommLib reduces (bit-exact sums)
+
+
+class SpecError(ValueError):
+    """A job spec that cannot be run (the message names the field)."""
+
+
+def message_wire_bytes(msg_bytes: int, path_mtu: int, with_imm: bool = True) -> int:
+    """Ethernet frame bytes (Ethernet + IPv4 + UDP + BTH [+ RETH] [+ ImmDt] + payload
+    padded to 4 + ICRC; no preamble, inter-frame gap or FCS) of one RDMA WRITE
+    [WITH_IMM] message of ``msg_bytes`` sent once, with ``path_mtu`` payload per packet."""
+    npkts = max(1, -(-msg_bytes // path_mtu))
+    last = msg_bytes - (npkts - 1) * path_mtu  # payload of the last packet
+    total = npkts * (FRAME_OVERHEAD + BTH_LEN + ICRC_LEN) + RETH_LEN
+    total += msg_bytes + (-last & 3)
+    if with_imm:
+        total += IMMDT_LEN
+    return total
+
+
+@dataclass(frozen=True)
+class TransportSpec:
+    """Transport settings of one agent (``scale``: hosts.roce.Scale fields)."""
+
+    scale: dict[str, Any] = field(default_factory=dict)
+    # None: a fixed rate at the scale's line rate. Else {"preset": "paper"|"nic",
+    # "overrides": {...unscaled DCQCN values...}} -> DcqcnParams.for_scale.
+    dcqcn: dict[str, Any] | None = None
+    path_mtu: int = 1024
+    sample_interval_us: int = 5000      # rate / rx samples of each flow
+    late_threshold_packets: float = 1.0  # pacing lateness above this many packet times is "late"
+    # Token bucket size in full-size packets: 1 loses every late wake-up's time for
+    # good; 2 lets a sender catch up one packet time of lateness (bursts <= 2 packets).
+    pacer_burst_packets: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.path_mtu not in PATH_MTUS:
+            raise SpecError(f"transport.path_mtu must be one of {PATH_MTUS}")
+        if self.pacer_burst_packets < 1:
+            raise SpecError("transport.pacer_burst_packets must be >= 1")
+        if self.sample_interval_us < 100:
+            raise SpecError("transport.sample_interval_us must be >= 100")
+        if self.dcqcn is not None and self.dcqcn.get("preset", "paper") not in ("paper", "nic"):
+            raise SpecError("transport.dcqcn.preset must be 'paper' or 'nic'")
+        from hosts.roce.scale import Scale
+
+        try:
+            Scale(**self.scale)
+        except (TypeError, ValueError) as e:
+            raise SpecError(f"transport.scale: {e}") from e
+
+
+@dataclass(frozen=True)
+class FlowSpec:
+    """One end of an RC connection: ``count`` messages of ``msg_bytes`` each."""
+
+    flow: str
+    role: Literal["sender", "receiver"]
+    peer_ip: str
+    msg_bytes: int
+    count: int
+    window: int = 4                 # messages the sender keeps outstanding
+    rate_bps: float | None = None   # application offered load; None = always backlogged
+    seed: int = 0
+    job_id: int = 0
+    step: int = 0                   # flow tag: UDP source port tag_sport(step)
+
+    def __post_init__(self) -> None:
+        if not self.flow or "/" in self.flow:
+            raise SpecError(f"flow name {self.flow!r} must be non-empty without '/'")
+        if self.role not in ("sender", "receiver"):
+            raise SpecError(f"flow {self.flow}: role must be 'sender' or 'receiver'")
+        if self.msg_bytes < 1 or self.count < 1 or self.window < 1:
+            raise SpecError(f"flow {self.flow}: msg_bytes, count and window must be >= 1")
+        if self.msg_bytes * self.count > 1 << 30:
+            raise SpecError(f"flow {self.flow}: more than 1 GiB in total")
+        if self.rate_bps is not None and self.rate_bps <= 0:
+            raise SpecError(f"flow {self.flow}: rate_bps must be positive")
+        if not 0 <= self.job_id <= 0xFF:
+            raise SpecError(f"flow {self.flow}: job_id must fit 8 bits")
+
+    @property
+    def total_bytes(self) -> int:
+        return self.msg_bytes * self.count
+
+
+@dataclass(frozen=True)
+class CollectiveSpec:
+    """One CommLib rank running ``iterations`` collectives of ``count`` elements.
+
+    Rank r's input of iteration i is a pure function of (seed, r, i), so every
+    rank can compute the exact expected result and check it bit for bit."""
+
+    rank: int
+    size: int
+    job_id: int = 1
+    op: Literal["all_reduce", "reduce_scatter", "all_gather"] = "all_reduce"
+    dtype: str = "int64"
+    count: int = 4096
+    iterations: int = 1
+    channels: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.rank < self.size:
+            raise SpecError(f"collective.rank {self.rank} out of range for size {self.size}")
+        if self.op not in ("all_reduce", "reduce_scatter", "all_gather"):
+            raise SpecError(f"collective.op {self.op!r} unknown")
+        if self.dtype not in DTYPES:
+            raise SpecError(f"collective.dtype must be one of {DTYPES} (bit-exact checks)")
+        if self.count < 1 or self.iterations < 1 or self.channels < 1:
+            raise SpecError("collective.count, iterations and channels must be >= 1")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What one agent runs in one phase."""
+
+    host: str
+    ip: str
+    phase: str = "main"
+    transport: TransportSpec = field(default_factory=TransportSpec)
+    flows: tuple[FlowSpec, ...] = ()
+    collective: CollectiveSpec | None = None
+    rendezvous_dir: str = ""     # filled in by the runner
+    barrier: tuple[int, int] = (0, 1)  # (rank, size) among the phase's agents: common start
+    start_delay_s: float = 0.05  # after the barrier, everyone starts at max(ready) + this
+    timeout_s: float = 60.0
+    progress_interval_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not self.flows and self.collective is None:
+            raise SpecError(f"job for {self.host}: no flows and no collective")
+        names = [f.flow for f in self.flows]
+        if len(set(names)) != len(names):
+            raise SpecError(f"job for {self.host}: a flow name appears twice")
+        r, n = self.barrier
+        if not 0 <= r < n:
+            raise SpecError(f"job for {self.host}: barrier rank {r} out of range {n}")
+        if self.timeout_s <= 0:
+            raise SpecError("timeout_s must be positive")
+
+    # -- JSON ------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> JobSpec:
+        try:
+            d = dict(d)
+            d["transport"] = TransportSpec(**d.get("transport", {}))
+            d["flows"] = tuple(FlowSpec(**f) for f in d.get("flows", ()))
+            c = d.get("collective")
+            d["collective"] = CollectiveSpec(**c) if c is not None else None
+            if "barrier" in d:
+                d["barrier"] = tuple(d["barrier"])
+            return cls(**d)
+        except TypeError as e:
+            raise SpecError(f"bad job spec: {e}") from e
+
+    @classmethod
+    def from_json(cls, text: str) -> JobSpec:
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise SpecError(f"job spec is not JSON: {e}") from e
+        if not isinstance(d, dict):
+            raise SpecError("job spec must be a JSON object")
+        return cls.from_dict(d)

@@ -1,0 +1,134 @@
+"""Data-path backends of the soft switch: which interpreter runs the pipeline.
+
+- ``python`` (the default, the most robust): the generated module runs in
+  the same CPython process that compiled it.
+- ``pypy``: the compiler still runs on CPython (it needs 3.10+); the
+  generated source is written to a file and the data path (the daemon, or an
+  STF run) runs under PyPy (``pypy3``, Python 3.9), whose JIT runs the
+  generated per-packet code about three times faster. Only generated code,
+  ``backend.rtlib``, the runtime, the control plane and the daemon are
+  loaded there, never the compiler.
+
+API::
+
+    BACKENDS                          # ("python", "pypy")
+    check_backend(name) -> str        # ValueError naming the choices if unknown
+    interpreter(name) -> str          # executable for a data-path process
+    backend_available(name) -> bool   # is that interpreter installed?
+    write_generated(module) -> str    # generated source of a compiled module as a file
+    load_generated(path) -> module    # load such a file (no compiler needed)
+    install_compat()                  # what a 3.9 interpreter lacks (call first)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import linecache
+import os
+import shutil
+import sys
+import tempfile
+import types
+from typing import Any
+
+BACKENDS = ("python", "pypy")
+PYPY_ENV = "SOFTSWITCH_PYPY"  # overrides the PyPy executable (default: pypy3 on PATH)
+
+
+def check_backend(name: str) -> str:
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r} (choose from {', '.join(BACKENDS)})")
+    return name
+
+
+def interpreter(name: str) -> str:
+    """The executable that runs a data-path process of backend ``name``."""
+    check_backend(name)
+    if name == "python":
+        return sys.executable
+    exe = os.environ.get(PYPY_ENV) or shutil.which("pypy3")
+    if not exe:
+        raise FileNotFoundError("backend 'pypy' needs pypy3 (apt-get install pypy3, "
+                                f"or set {PYPY_ENV})")
+    return exe
+
+
+def backend_available(name: str) -> bool:
+    try:
+        interpreter(name)
+    except (FileNotFoundError, ValueError):
+        return False
+    return True
+
+
+def write_generated(module: Any, directory: str | None = None) -> str:
+    """Write ``module.SOURCE`` to a file named by its hash (reused if present)."""
+    source: str = module.SOURCE
+    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    d = directory or os.path.join(tempfile.gettempdir(), f"p4testbed-gen-{os.getuid()}")
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    name = getattr(module, "__name__", "p4prog") or "p4prog"
+    path = os.path.join(d, f"{name}-{digest}.py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    return path
+
+
+def load_generated(path: str, name: str | None = None) -> types.ModuleType:
+    """Load a generated program module from ``path`` (as compiler.load_source)."""
+    with open(path) as f:
+        source = f.read()
+    if name is None:
+        base = os.path.basename(path)
+        name = base.rsplit("-", 1)[0] if "-" in base else base[:-3]
+    mod = types.ModuleType(name)
+    filename = f"<p4gen:{name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    mod.__file__ = filename
+    mod.SOURCE = source  # type: ignore[attr-defined]
+    exec(compile(source, filename, "exec"), mod.__dict__)
+    return mod
+
+
+def install_compat() -> None:
+    """Let the runtime and control plane run on Python 3.9 (PyPy): ``zip``
+    accepts ``strict`` and ``bisect.insort`` accepts ``key`` (3.10 features).
+    A no-op on 3.10 and later."""
+    if sys.version_info >= (3, 10):
+        return
+    import bisect
+    import builtins
+
+    plain_zip = builtins.zip
+
+    def zip_(*iterables: Any, strict: bool = False) -> Any:
+        if not strict:
+            return plain_zip(*iterables)
+        lists = [list(it) for it in iterables]
+        if len({len(x) for x in lists}) > 1:
+            raise ValueError("zip() arguments have different lengths")
+        return plain_zip(*lists)
+
+    plain_insort = bisect.insort_right
+
+    def insort(a: list[Any], x: Any, lo: int = 0, hi: int | None = None, *,
+               key: Any = None) -> None:
+        if key is None:
+            plain_insort(a, x, lo, len(a) if hi is None else hi)
+            return
+        kx = key(x)
+        hi = len(a) if hi is None else hi
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if kx < key(a[mid]):
+                hi = mid
+            else:
+                lo = mid + 1
+        a.insert(lo, x)
+
+    builtins.zip = zip_  # type: ignore[assignment]
+    bisect.insort = insort  # type: ignore[assignment]
+    bisect.insort_right = insort  # type: ignore[assignment]

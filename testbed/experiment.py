@@ -1,0 +1,225 @@
+"""Experiments as data: what a run brings up and what each host runs.
+
+An experiment is a module in ``experiments/`` with:
+
+- ``NAME`` (the CLI name, e.g. ``"roce-basics"``) and a docstring whose first
+  line describes it;
+- ``Params``: a frozen dataclass of typed parameters with defaults (the full
+  profile) and a classmethod ``quick()`` (the short profile);
+- ``plan(params) -> RunPlan``: the topology, the switch configuration and the
+  phases, each phase a set of job specs (hosts.agent_spec.JobSpec) by host;
+- ``analyze(run_dir) -> dict``: results from the saved timelines (merged into
+  ``summary.json``);
+- ``plot(run_dir) -> list[Path]``: PNG figures from the saved timelines.
+
+``RunPlan`` and everything in it is plain data: ``plan_to_dict`` writes it into
+the run directory, and ``analyze``/``plot`` read only what a run saved, so a
+run can be re-analysed and re-plotted later (``testbed plot DIR``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hosts.agent_spec import JobSpec
+
+__all__ = [
+    "Topology",
+    "PhasePlan",
+    "FidelityLimits",
+    "RunPlan",
+    "ExperimentError",
+    "discover",
+    "load",
+    "make_params",
+    "params_to_dict",
+    "plan_to_dict",
+]
+
+
+class ExperimentError(ValueError):
+    """An unknown experiment, a bad parameter, an inconsistent plan."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    """N hosts around one switch (testbed.net.star_router): host i is 10.0.i.1 on
+    port i. ``commands`` are control-plane lines applied before any traffic,
+    after the routes."""
+
+    n_hosts: int
+    program: str                      # P4 source, relative to the repository root
+    commands: tuple[str, ...] = ()
+    priority_queues: int = 1
+    # Register keeping the largest enq_qdepth per egress port (read after each
+    # phase and reset before it), or None if the program has none.
+    qdepth_register: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.n_hosts <= 250:
+            raise ExperimentError("n_hosts must be 1..250")
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """One phase: switch commands, then every job started together."""
+
+    name: str
+    jobs: dict[str, JobSpec]          # host name -> what it runs
+    commands: tuple[str, ...] = ()    # applied before the phase's agents start
+    timeout_s: float = 60.0
+    watch_ports: tuple[int, ...] = ()  # ports whose queue the plots show (the bottleneck)
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name or "/" in self.name:
+            raise ExperimentError(f"phase name {self.name!r} must be non-empty without '/'")
+        if not self.jobs:
+            raise ExperimentError(f"phase {self.name}: no jobs")
+        for host, spec in self.jobs.items():
+            if spec.host != host:
+                raise ExperimentError(f"phase {self.name}: job for {host} says host={spec.host}")
+
+
+@dataclass(frozen=True)
+class FidelityLimits:
+    """When a run counts as having kept up (``fidelity_ok``)."""
+
+    switch_lag_mean_us: float = 1000.0   # mean wait of frames in the kernel before the pipeline
+    switch_lag_max_us: float = 50_000.0  # worst sampled wait
+    kernel_drops: int = 0                # frames the kernel dropped before the switch read them
+    pacing_late_fraction: float = 0.05   # sends later than one packet time, per sender
+    host_tx_drops: int = 0               # datagrams a host's socket refused
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    topology: Topology
+    phases: tuple[PhasePlan, ...]
+    fidelity: FidelityLimits = field(default_factory=FidelityLimits)
+    switch_poll_interval_s: float = 0.02
+    info: dict[str, Any] = field(default_factory=dict)  # experiment facts saved with the run
+
+    def __post_init__(self) -> None:
+        names = [p.name for p in self.phases]
+        if not names or len(set(names)) != len(names):
+            raise ExperimentError("a plan needs phases with distinct names")
+        hosts = {f"h{i}" for i in range(1, self.topology.n_hosts + 1)}
+        for p in self.phases:
+            unknown = set(p.jobs) - hosts
+            if unknown:
+                raise ExperimentError(f"phase {p.name}: hosts {sorted(unknown)} not in the topology")
+
+
+# ---------------------------------------------------------------------------
+# registry
+
+
+def discover() -> dict[str, types.ModuleType]:
+    """Every experiment module of the ``experiments`` package, by NAME."""
+    import experiments
+
+    found: dict[str, types.ModuleType] = {}
+    for m in pkgutil.iter_modules(experiments.__path__):
+        if m.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"experiments.{m.name}")
+        name = getattr(mod, "NAME", None)
+        if isinstance(name, str) and hasattr(mod, "plan"):
+            found[name] = mod
+    return dict(sorted(found.items()))
+
+
+def load(name: str) -> types.ModuleType:
+    exps = discover()
+    mod = exps.get(name) or exps.get(name.replace("_", "-"))
+    if mod is None:
+        raise ExperimentError(f"unknown experiment {name!r} (known: {', '.join(exps) or 'none'})")
+    return mod
+
+
+def describe(mod: types.ModuleType) -> str:
+    doc = (mod.__doc__ or "").strip().splitlines()
+    return doc[0] if doc else ""
+
+
+# ---------------------------------------------------------------------------
+# parameters
+
+
+def _coerce(value: str, tp: Any, name: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value.lower() in ("none", "null"):
+            return None
+        return _coerce(value, args[0], name)
+    try:
+        if tp is bool:
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if tp is int:
+            return int(value, 0)
+        if tp is float:
+            return float(value)
+        if tp is str:
+            return value
+    except ValueError as e:
+        raise ExperimentError(f"parameter {name}: {value!r} is not a {tp.__name__}") from e
+    raise ExperimentError(f"parameter {name} of type {tp} cannot be set from the command line")
+
+
+def make_params(mod: types.ModuleType, quick: bool = False,
+                overrides: dict[str, str] | None = None) -> Any:
+    """The experiment's parameters: defaults or its quick profile, then overrides
+    given as strings (``name=value`` on the command line), converted by type."""
+    cls = mod.Params
+    params = cls.quick() if quick else cls()
+    if overrides:
+        hints = typing.get_type_hints(cls)
+        names = {f.name for f in dataclasses.fields(cls)}
+        changes = {}
+        for k, v in overrides.items():
+            if k not in names:
+                raise ExperimentError(f"{mod.NAME} has no parameter {k!r} "
+                                      f"(parameters: {', '.join(sorted(names))})")
+            changes[k] = _coerce(v, hints[k], k)
+        try:
+            params = dataclasses.replace(params, **changes)
+        except (TypeError, ValueError) as e:
+            raise ExperimentError(f"bad parameters: {e}") from e
+    return params
+
+
+def params_to_dict(params: Any) -> dict[str, Any]:
+    return dataclasses.asdict(params)
+
+
+def plan_to_dict(plan: RunPlan) -> dict[str, Any]:
+    return {
+        "topology": dataclasses.asdict(plan.topology),
+        "phases": [
+            {"name": p.name, "commands": list(p.commands), "timeout_s": p.timeout_s,
+             "watch_ports": list(p.watch_ports), "notes": p.notes,
+             "jobs": {h: s.to_dict() for h, s in sorted(p.jobs.items())}}
+            for p in plan.phases
+        ],
+        "fidelity": dataclasses.asdict(plan.fidelity),
+        "switch_poll_interval_s": plan.switch_poll_interval_s,
+        "info": plan.info,
+    }
+
+
+def repo_path(rel: str | Path) -> Path:
+    p = Path(rel)
+    return p if p.is_absolute() else Path(__file__).resolve().parents[1] / p

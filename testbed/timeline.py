@@ -1,0 +1,216 @@
+"""Reading a run's timelines and the analysis helpers experiments share.
+
+A run directory (written by testbed.runner) holds, per phase,
+``phases/<phase>/<host>.events.jsonl`` (the host agent's events) and
+``phases/<phase>/switch.jsonl`` (switch samples: ``t_ns``, ``queues``
+{port: depth}, ``tx_bytes`` {port: bytes}, ``lag_us``, ``kernel_drops``),
+plus ``phases/<phase>/switch_stats.json`` (switch counters before and after
+the phase, and the queue watermark per port). All times are CLOCK_MONOTONIC
+nanoseconds, one time base for hosts and switch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hosts.agent_spec import message_wire_bytes
+
+__all__ = [
+    "read_jsonl",
+    "PhaseData",
+    "load_phase",
+    "phase_names",
+    "jain_index",
+    "value_at",
+    "window_rate",
+    "rate_series",
+    "goodput_fraction",
+    "payload_efficiency",
+]
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """JSON objects, one per line; a torn last line (a killed writer) is skipped,
+    a bad line elsewhere is an error."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    lines = p.read_text(errors="replace").splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if i == len(lines) - 1:
+                break
+            raise ValueError(f"{p}:{i + 1}: not JSON: {e}") from e
+    return out
+
+
+@dataclass
+class PhaseData:
+    name: str
+    dir: Path
+    events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by host
+    switch: list[dict[str, Any]] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)
+
+    def all_events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        evs = [e for es in self.events.values() for e in es
+               if kind is None or e.get("event") == kind]
+        return sorted(evs, key=lambda e: e["t_ns"])
+
+    def flow_events(self, flow: str, kind: str, role: str | None = None) -> list[dict[str, Any]]:
+        out = []
+        for e in self.all_events(kind):
+            if e.get("flow") != flow:
+                continue
+            if role is not None and e.get("role", role) != role:
+                continue
+            out.append(e)
+        return out
+
+    def flow_end(self, flow: str, role: str) -> dict[str, Any]:
+        for e in self.all_events("flow_end"):
+            if e.get("flow") == flow and e.get("role") == role:
+                return e
+        raise KeyError(f"phase {self.name}: no flow_end of {role} of flow {flow}")
+
+    def flow_start(self, flow: str, role: str) -> dict[str, Any]:
+        for e in self.all_events("flow_start"):
+            if e.get("flow") == flow and e.get("role") == role:
+                return e
+        raise KeyError(f"phase {self.name}: no flow_start of {role} of flow {flow}")
+
+    def start_ns(self) -> int:
+        starts = [e["t_ns"] for e in self.all_events("start")]
+        if starts:
+            return int(min(starts))
+        evs = self.all_events()
+        return int(evs[0]["t_ns"]) if evs else 0
+
+    def flows(self) -> list[str]:
+        return sorted({e["flow"] for e in self.all_events("flow_start")})
+
+
+def phase_names(run_dir: str | Path) -> list[str]:
+    plan = json.loads((Path(run_dir) / "plan.json").read_text())
+    return [p["name"] for p in plan["phases"]]
+
+
+def load_phase(run_dir: str | Path, phase: str) -> PhaseData:
+    d = Path(run_dir) / "phases" / phase
+    if not d.is_dir():
+        raise FileNotFoundError(f"{d}: no such phase directory")
+    data = PhaseData(phase, d)
+    for f in sorted(d.glob("*.events.jsonl")):
+        data.events[f.name.split(".")[0]] = read_jsonl(f)
+    data.switch = read_jsonl(d / "switch.jsonl")
+    st = d / "switch_stats.json"
+    if st.exists():
+        data.stats = json.loads(st.read_text())
+    plan = Path(run_dir) / "plan.json"
+    if plan.exists():
+        for p in json.loads(plan.read_text())["phases"]:
+            if p["name"] == phase:
+                data.plan = p
+    return data
+
+
+# ---------------------------------------------------------------------------
+# numbers
+
+
+def jain_index(xs: Sequence[float]) -> float:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 = equal shares, 1/n = one
+    flow takes everything. Empty or all-zero input is 0."""
+    n = len(xs)
+    sq = sum(x * x for x in xs)
+    if n == 0 or sq == 0:
+        return 0.0
+    if any(x < 0 for x in xs):
+        raise ValueError("Jain's index is defined for non-negative shares")
+    return sum(xs) ** 2 / (n * sq)
+
+
+def value_at(points: Sequence[tuple[float, float]], t: float) -> float:
+    """A cumulative counter at time t, linearly interpolated between samples
+    (held flat outside them). ``points`` are (t, value) sorted by t."""
+    if not points:
+        raise ValueError("no samples")
+    if t <= points[0][0]:
+        return points[0][1]
+    if t >= points[-1][0]:
+        return points[-1][1]
+    lo, hi = 0, len(points) - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if points[mid][0] <= t:
+            lo = mid
+        else:
+            hi = mid
+    (t0, v0), (t1, v1) = points[lo], points[hi]
+    if t1 == t0:
+        return v1
+    return v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+
+
+def window_rate(points: Sequence[tuple[float, float]], t0: float, t1: float) -> float:
+    """Average rate of a cumulative counter over [t0, t1] (units per time unit)."""
+    if t1 <= t0:
+        raise ValueError("empty window")
+    return (value_at(points, t1) - value_at(points, t0)) / (t1 - t0)
+
+
+def rate_series(points: Sequence[tuple[float, float]], window: float,
+                step: float | None = None) -> tuple[list[float], list[float]]:
+    """(times, rates) of a cumulative counter, averaged over ``window`` and
+    evaluated every ``step`` (default: window / 2); times are window ends."""
+    if len(points) < 2 or window <= 0:
+        return [], []
+    step = step or window / 2
+    t_first, t_last = points[0][0], points[-1][0]
+    ts, rs = [], []
+    t = t_first + window
+    while t <= t_last + 1e-12:
+        ts.append(t)
+        rs.append(window_rate(points, t - window, t))
+        t += step
+    return ts, rs
+
+
+def payload_efficiency(msg_bytes: int, path_mtu: int) -> float:
+    """Payload bytes per frame byte of a WRITE_WITH_IMM message (Ethernet, IPv4,
+    UDP, BTH/RETH/ImmDt, padding and ICRC counted; preamble, gap, FCS not,
+    exactly what the switch's rate limiter counts)."""
+    return msg_bytes / message_wire_bytes(msg_bytes, path_mtu)
+
+
+def goodput_fraction(payload_bytes: float, duration_s: float, bottleneck_bps: float,
+                     msg_bytes: int, path_mtu: int) -> float:
+    """Delivered payload rate relative to the most payload the bottleneck can
+    carry with these messages: payload / (duration * rate/8 * efficiency)."""
+    if duration_s <= 0 or bottleneck_bps <= 0:
+        raise ValueError("duration and bottleneck rate must be positive")
+    best = bottleneck_bps / 8 * duration_s * payload_efficiency(msg_bytes, path_mtu)
+    return payload_bytes / best
+
+
+def counter_points(events: Iterable[dict[str, Any]], key: str,
+                   t0_ns: int = 0) -> list[tuple[float, float]]:
+    """(seconds since t0_ns, value) of a cumulative field of sample events."""
+    pts = [((e["t_ns"] - t0_ns) / 1e9, float(e[key])) for e in events if key in e]
+    pts.sort()
+    return pts
+
+
+def finite(x: float) -> float | None:
+    return x if isinstance(x, (int, float)) and math.isfinite(x) else None
