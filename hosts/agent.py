@@ -27,6 +27,8 @@ Events are JSON lines ``{"event": ..., "t_ns": CLOCK_MONOTONIC ns, "host": ...}`
   RTOs and NAKs since the last check)
 - CommLib's ``collective_start`` / ``step_start`` / ``step_end`` /
   ``collective_end``, and ``collective_check`` (ok: bit-exact, sha256)
+- ``pacer_report`` / ``qp_report`` (collective: each sending / receiving QP's
+  counters, pacing lateness and DCQCN state at the end)
 - ``progress`` (done / total, every ``progress_interval_s``; the runner shows it)
 
 Exit status: 0 success; 1 the job failed (a work request failed, a timeout,
@@ -423,8 +425,21 @@ class _Collective:
         self.iteration += 1
         if self.iteration >= self.spec.iterations:
             self.done = True
+            self._report()
         else:
             self._start_next()
+
+    def _report(self) -> None:
+        """Per sending QP: counters, pacing lateness, DCQCN state (fidelity, CNPs)."""
+        for c, qp in enumerate(self.comm.right):
+            report = getattr(qp.pacer, "report", None)
+            state = getattr(qp.rate_controller, "state", None)
+            self.agent.log.emit("pacer_report", flow=f"rank{self.spec.rank}-ch{c}",
+                                qp=dict(qp.stats), pacer=report() if callable(report) else None,
+                                dcqcn=state() if callable(state) else None)
+        for c, qp in enumerate(self.comm.left):
+            self.agent.log.emit("qp_report", flow=f"rank{self.spec.rank}-left{c}",
+                                qp=dict(qp.stats))
 
     def sample(self, now: int) -> None:
         pass

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 import click
 
 DAEMON_PATTERN = "switches.soft.daemon"
+AGENT_PATTERN = "hosts.agent"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -133,10 +134,98 @@ def switch_cli_cmd(port: int, host: str, keep_going: bool, quiet: bool,
 
 
 # ---------------------------------------------------------------------------
+# experiments: list, run, plot
+
+
+@main.command("list")
+@click.option("--params", "show_params", is_flag=True, help="also show each parameter's "
+              "default and quick value")
+def list_cmd(show_params: bool) -> None:
+    """List the experiments (``testbed run NAME``)."""
+    import dataclasses
+
+    from testbed.experiment import describe, discover
+
+    for name, mod in discover().items():
+        click.echo(f"{name:<20} {describe(mod)}")
+        if show_params:
+            full, quick = mod.Params(), mod.Params.quick()
+            for f in dataclasses.fields(full):
+                a, b = getattr(full, f.name), getattr(quick, f.name)
+                q = f"  (quick: {b})" if a != b else ""
+                click.echo(f"    {f.name} = {a}{q}")
+
+
+@main.command("run")
+@click.argument("name")
+@click.option("--quick", is_flag=True, help="the experiment's short profile")
+@click.option("--target", type=click.Choice(["soft", "bmv2"]), default="soft", show_default=True,
+              help="switch target")
+@click.option("--hosts", "hosts_provider", type=click.Choice(["udp", "rxe"]), default="udp",
+              show_default=True, help="host RoCE provider")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="run directory (default: results/NAME-TIMESTAMP/)")
+@click.option("--pcap", is_flag=True, help="write pcaps of every switch port")
+@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="override a parameter (see `testbed list --params`)")
+def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path | None,
+            pcap: bool, params: tuple[str, ...]) -> None:
+    """Run experiment NAME in Mininet; results, timelines and plots go to --out.
+
+    Exit status: 0 done (summary.json has the results and the fidelity
+    verdict), 1 the run failed (the message says where), 2 bad arguments,
+    130 interrupted.
+    """
+    from testbed.experiment import ExperimentError
+    from testbed.runner import RunError, RunOptions, run
+
+    overrides = {}
+    for item in params:
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--param")
+        overrides[k.strip()] = v.strip()
+    opts = RunOptions(quick=quick, target=target, hosts=hosts_provider, out=out, pcap=pcap,
+                      overrides=overrides, echo=lambda s: click.echo(s))
+    try:
+        summary = run(name, opts)
+    except ExperimentError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except RunError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("interrupted: network torn down", err=True)
+        sys.exit(130)
+    click.echo(f"summary: {Path(summary['run_dir']) / 'summary.json'}")
+    for p in summary.get("plots", []):
+        click.echo(f"plot: {Path(summary['run_dir']) / p}")
+    if not summary.get("fidelity_ok"):
+        click.echo("WARNING: fidelity_ok is false: the emulation did not keep up "
+                   "(see summary.json 'fidelity')", err=True)
+
+
+@main.command("plot")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def plot_cmd(run_dir: Path) -> None:
+    """Re-draw the figures of the run in RUN_DIR from its saved timelines."""
+    from testbed.runner import RunError, replot
+
+    try:
+        paths = replot(run_dir)
+    except RunError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    for p in paths:
+        click.echo(f"plot: {p}")
+
+
+# ---------------------------------------------------------------------------
 # clean
 
 
-def _daemon_pids() -> list[int]:
+def _daemon_pids(pattern: str = DAEMON_PATTERN) -> list[int]:
     pids = []
     me = os.getpid()
     for entry in Path("/proc").iterdir():
@@ -146,18 +235,20 @@ def _daemon_pids() -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(a.decode(errors="replace") == DAEMON_PATTERN for a in argv[:4]):
+        if any(a.decode(errors="replace") == pattern for a in argv[:4]):
             pids.append(int(entry.name))
     return pids
 
 
 @main.command("clean")
 def clean_cmd() -> None:
-    """Remove what a crashed run left: soft switch daemons, Mininet nodes, links."""
+    """Remove what a crashed run left: soft switch daemons, host agents, Mininet nodes, links."""
     if os.geteuid() != 0:
         click.echo("error: testbed clean needs root", err=True)
         sys.exit(1)
-    pids = _daemon_pids()
+    daemons = _daemon_pids()
+    agents = _daemon_pids(AGENT_PATTERN)
+    pids = daemons + agents
     for pid in pids:
         try:
             os.kill(pid, signal.SIGTERM)
@@ -171,7 +262,8 @@ def clean_cmd() -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    click.echo(f"soft switch daemons stopped: {len(pids)}")
+    click.echo(f"soft switch daemons stopped: {len(daemons)}")
+    click.echo(f"host agents stopped: {len(agents)}")
     try:
         from mininet.clean import cleanup
     except ImportError:

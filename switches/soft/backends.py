@@ -97,8 +97,11 @@ def install_compat() -> None:
     """Let the runtime and control plane run on Python 3.9 (PyPy): ``zip``
     accepts ``strict`` and ``bisect.insort`` accepts ``key`` (3.10 features).
     A no-op on 3.10 and later."""
-    if sys.version_info >= (3, 10):
-        return
+    try:
+        zip((), strict=True)
+        return  # 3.10 or later
+    except TypeError:
+        pass
     import bisect
     import builtins
 

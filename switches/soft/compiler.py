@@ -24,8 +24,8 @@ import linecache
 import os
 import sys
 import types
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from .frontend.source import Location, P4Error, P4Unsupported
 

@@ -473,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
             install_compat()
             res = run_stf_text(load_generated(a.generated), Path(a.stf).read_text())
         else:
-            res = run_stf(a.p4, a.stf, backend=a.backend)
+            res = (run_stf(a.p4, a.stf) if a.backend == "python"
+                   else run_stf(a.p4, a.stf, backend=a.backend))
     except Exception as e:  # compile errors and unreadable files
         if a.json:
             print(json.dumps({"passed": False, "packets": 0, "mismatches": [str(e)]}))

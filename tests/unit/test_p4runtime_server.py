@@ -643,3 +643,25 @@ def test_without_initial_pipeline_reads_and_writes_wait_for_a_config() -> None:
         assert [p for p, _ in rig.send(2, ipv4_frame("10.0.1.9"))] == [1]
     finally:
         rig.close()
+
+
+def test_digests_are_batched_by_list_size_and_timeout(cpu: Rig) -> None:
+    s = cpu.stream()
+    did = cpu.id("digests", "learn_t")
+    de = pb.DigestEntry(digest_id=did)
+    de.config.max_list_size = 3
+    de.config.max_timeout_ns = 10 * 10**9
+    cpu.write(update(INSERT, digest_entry=de))
+    for last in (1, 2, 2, 3):  # the repeated one is not added twice
+        cpu.send(1, eth_frame("02:00:00:00:00:22", src=f"02:00:00:00:00:0{last}"))
+    dl = s.next("digest").digest
+    assert [d.struct.members[0].bitstring[-1] for d in dl.data] == [1, 2, 3]
+
+    de.config.max_list_size = 0  # no size limit: the timeout sends the list
+    de.config.max_timeout_ns = 50 * 10**6
+    cpu.write(update(MODIFY, digest_entry=de))
+    t0 = time.monotonic()
+    cpu.send(1, eth_frame("02:00:00:00:00:22", src="02:00:00:00:00:09"))
+    dl = s.next("digest").digest
+    assert time.monotonic() - t0 >= 0.04
+    assert [d.struct.members[0].bitstring[-1] for d in dl.data] == [9]

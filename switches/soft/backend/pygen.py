@@ -15,15 +15,24 @@ from __future__ import annotations
 
 import keyword
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from ..frontend import ir
 from ..frontend.source import UNKNOWN, Location, P4Error, P4Unsupported
 from ..midend import types as T
 from ..runtime.contract import (
-    ActionInfo, CounterInfo, DigestInfo, EntryInfo, KeyInfo, MeterInfo, ParamInfo,
-    ProgramInfo, RegisterInfo, TableInfo,
+    ActionInfo,
+    CounterInfo,
+    DigestInfo,
+    EntryInfo,
+    KeyInfo,
+    MeterInfo,
+    ParamInfo,
+    ProgramInfo,
+    RegisterInfo,
+    TableInfo,
 )
 
 CORE_ERRORS = ["NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds",
@@ -114,7 +123,8 @@ def ident(s: str) -> str:
 
 def fname(n: str) -> str:
     """Python attribute name of a P4 field."""
-    if keyword.iskeyword(n) or n.startswith("_") or n in ("e", "nextIndex", "size"):
+    if keyword.iskeyword(n) or n.startswith("_") or n in (
+            "e", "nextIndex", "size", "isValid", "setValid", "setInvalid"):
         return "f_" + n
     return n
 
@@ -150,6 +160,43 @@ def expr_text(e: ir.Expr) -> str:
     if isinstance(e, ir.BinaryExpr):
         return f"{expr_text(e.left)} {e.op} {expr_text(e.right)}"
     return type(e).__name__
+
+
+# struct codes (big-endian) making up an n-byte unsigned unit, most significant first
+_BYTE_CODES = {1: "B", 2: "H", 3: "HB", 4: "I", 5: "IB", 6: "IH", 7: "IHB", 8: "Q"}
+_CODE_BYTES = {"B": 1, "H": 2, "I": 4, "Q": 8}
+
+
+def _struct_units(fields: list[tuple[str, str, Any]]
+                  ) -> list[tuple[int, list[tuple[str, Any, int, int]]]] | None:
+    """Split a fixed-width header's fields into units of 1..8 whole bytes
+    (a unit ends where the fields so far end on a byte boundary), each with
+    its fields as (attribute, type, width, shift within the unit); None if
+    some unit would exceed 8 bytes (e.g. a 128-bit field)."""
+    units: list[tuple[int, list[tuple[str, Any, int, int]]]] = []
+    cur: list[tuple[str, Any, int]] = []
+    bits = 0
+    for _, p, ft in fields:
+        b = base_t(ft)
+        if not isinstance(b, (T.Bits, T.Bool)):
+            return None
+        w = scalar_width(b)
+        cur.append((p, ft, w))
+        bits += w
+        if bits > 64:
+            return None
+        if bits % 8 == 0 and bits:
+            sh = bits
+            flds = []
+            for p2, ft2, w2 in cur:
+                sh -= w2
+                flds.append((p2, ft2, w2, sh))
+            units.append((bits // 8, flds))
+            cur = []
+            bits = 0
+    if cur or not units:
+        return None
+    return units
 
 
 # ---------------------------------------------------------------------------
@@ -336,19 +383,24 @@ class Gen:
         slots = ([] if kind != "H" else ["_valid"]) + [p for _, p, _ in fields]
         varbits = [p for _, p, ft in fields if isinstance(base_t(ft), T.Varbit)]
         slots += [p + "__w" for p in varbits]
-        a(f"    __slots__ = {tuple(slots)!r}")
         a(f"    _names = {tuple(n for n, _, _ in fields)!r}")
-        a("")
-        a("    def __init__(self):")
+        # Scalars start as class attributes (an instance stores only what is
+        # written, so creating a header or struct costs next to nothing);
+        # nested headers/structs/stacks are created per instance.
         if kind == "H":
-            a("        self._valid = False")
+            a("    _valid = False")
         for _, p, ft in fields:
-            a(f"        self.{p} = {self.default(ft, loc)}")
+            if not is_composite(ft):
+                a(f"    {p} = {self.default(ft, loc)}")
         for p in varbits:
-            a(f"        self.{p}__w = 0")
-        if not slots:
-            a("        pass")
+            a(f"    {p}__w = 0")
         a("")
+        composite = [(p, ft) for _, p, ft in fields if is_composite(ft)]
+        if composite:
+            a("    def __init__(self):")
+            for p, ft in composite:
+                a(f"        self.{p} = {self.default(ft, loc)}")
+            a("")
         # copy / set / eq
         def cp(src: str, p: str, ft: Any) -> str:
             return f"{src}.{p}._copy()" if is_composite(ft) else f"{src}.{p}"
@@ -379,8 +431,8 @@ class Gen:
         conds += [f"self.{p}__w == o.{p}__w" for p in varbits]
         body = " and ".join(conds) or "True"
         if kind == "H":
-            a(f"        if self._valid != o._valid:")
-            a(f"            return False")
+            a("        if self._valid != o._valid:")
+            a("            return False")
             a(f"        return not self._valid or ({body})")
         else:
             a(f"        return {body}")
@@ -441,7 +493,10 @@ class Gen:
             else:
                 return  # header with unsupported field types: no I/O
         a(f"    _fixed_bits = {fixed}")
-        if var is None:
+        units = _struct_units(fields) if var is None else None
+        if units is not None:
+            self._gen_header_struct_io(cls, fixed // 8, units, L)
+        elif var is None:
             nbytes = (fixed + 7) // 8
             a(f"    _nbytes = {nbytes}")
             a("")
@@ -505,6 +560,65 @@ class Gen:
                     a(f"        n += {wdt}")
             a("        return v.to_bytes(n >> 3, 'big')")
             a("")
+
+    def _gen_header_struct_io(self, cls: str, nbytes: int,
+                              units: list[tuple[int, list[tuple[str, Any, int, int]]]],
+                              L: list[str]) -> None:
+        """_ext/_emit through one precompiled struct format (see _struct_units)."""
+        a = L.append
+        fmt = ">" + "".join(c for n, _ in units for c in _BYTE_CODES[n])
+        a(f"    _nbytes = {nbytes}")
+        a("")
+        a("    def _ext(self, pkt, off):")
+        names: list[str] = []
+        for i, (n, _) in enumerate(units):
+            names += [f"u{i}_{j}" for j in range(len(_BYTE_CODES[n]))]
+        a(f"        {', '.join(names)}{',' if len(names) == 1 else ''} = _U_{cls}(pkt, off)")
+        k = 0
+        for i, (n, flds) in enumerate(units):
+            parts = _BYTE_CODES[n]
+            if len(parts) == 1:
+                u = names[k]
+            else:
+                u = f"u{i}"
+                sh = n * 8
+                terms = []
+                for j, c in enumerate(parts):
+                    sh -= _CODE_BYTES[c] * 8
+                    terms.append(f"({names[k + j]} << {sh})" if sh else names[k + j])
+                a(f"        {u} = {' | '.join(terms)}")
+            k += len(parts)
+            for p, ft, wdt, sh in flds:
+                raw = f"({u} >> {sh})" if sh else u
+                raw = f"({raw} & {mask_of(wdt):#x})" if sh + wdt < n * 8 else raw
+                a(f"        self.{p} = {from_unsigned(raw, ft)}")
+        a("        self._valid = True")
+        a("")
+        a("    def _emit(self):")
+        args: list[str] = []
+        for i, (n, flds) in enumerate(units):
+            parts = _BYTE_CODES[n]
+            terms = [f"({unsigned(f'self.{p}', ft)} << {sh})" if sh
+                     else unsigned(f"self.{p}", ft) for p, ft, _, sh in flds]
+            val = " | ".join(terms)
+            if len(parts) == 1:
+                args.append(val)
+                continue
+            if len(terms) > 1:
+                a(f"        u{i} = {val}")
+                val = f"u{i}"
+            sh = n * 8
+            for c in parts:
+                w = _CODE_BYTES[c] * 8
+                sh -= w
+                part = f"({val} >> {sh})" if sh else val
+                args.append(f"({part} & {mask_of(w):#x})" if sh + w < n * 8 else part)
+        a(f"        return _P_{cls}({', '.join(args)})")
+        a("")
+        a("")
+        a(f"_S_{cls} = _Struct({fmt!r})")
+        a(f"_U_{cls} = _S_{cls}.unpack_from")
+        a(f"_P_{cls} = _S_{cls}.pack")
 
     def leaves(self, fields: list[tuple[str, str, Any]]) -> list[tuple[str, str, Any]]:
         """Scalar leaves of a field list, structs flattened (``row.a``)."""
@@ -1667,6 +1781,8 @@ class Gen:
         inline on one packed integer (no list, no bytes)."""
         pairs = self.flatten_pairs(e)
         if algo == "csum16" and pairs and all(w.isdigit() for _, w in pairs):
+            # The data as one integer is sum(value << shift); since 2**16 is 1
+            # modulo 0xFFFF, each shift can be taken modulo 16: small ints only.
             total = sum(int(w) for _, w in pairs)
             parts = []
             sh = total + (-total) % 16  # zero padding up to whole 16-bit words
@@ -1674,8 +1790,8 @@ class Gen:
                 sh -= int(w)
                 if not re.fullmatch(r"[\w.]+", v):
                     v = f"({v} & {mask_of(int(w)):#x})"
-                parts.append(f"({v} << {sh})" if sh else v)
-            return f"csum16_int({' | '.join(parts)})"
+                parts.append(f"({v} << {sh % 16})" if sh % 16 else v)
+            return f"csum16_int({' + '.join(parts)})"
         return f"rt.checksum({algo!r}, [{', '.join(f'({v}, {w})' for v, w in pairs)}])"
 
     def extern_function(self, name: str, ce: ir.CallExpr, want: bool) -> str | None:
@@ -2222,7 +2338,7 @@ class Gen:
             if target == "accept":
                 self.w("break")
             elif target == "reject":
-                self.w(f"raise ParserError(st.sm.parser_error or 0)" if False else "raise ParserError(None)")
+                self.w("raise ParserError(st.sm.parser_error or 0)" if False else "raise ParserError(None)")
             elif target in inline_ok and target not in active:
                 self.gen_state(states[target], states, ids, sv, inline_ok, active)
             else:
@@ -2419,6 +2535,7 @@ class Gen:
         a("from switches.soft.backend.rtlib import (")
         a("    EXIT, HeaderStack, P4AssertionError, P4Exit, ParserError, Program, csum16_int,")
         a("    stack_index, stack_index_p)")
+        a("from struct import Struct as _Struct")
         a("")
         a("")
         for c in self.class_src:

@@ -7,7 +7,8 @@ stacks, the CompiledProgram shell).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..runtime.contract import PacketState, ProgramInfo
 
@@ -43,17 +44,17 @@ class HeaderStack:
         self.nextIndex = 0
         self.size = len(elems)
 
-    def _copy(self) -> "HeaderStack":
+    def _copy(self) -> HeaderStack:
         s = HeaderStack([x._copy() for x in self.e])
         s.nextIndex = self.nextIndex
         return s
 
-    def _set(self, o: "HeaderStack") -> None:
+    def _set(self, o: HeaderStack) -> None:
         for a, b in zip(self.e, o.e):
             a._set(b)
         self.nextIndex = o.nextIndex
 
-    def _eq(self, o: "HeaderStack") -> bool:
+    def _eq(self, o: HeaderStack) -> bool:
         return all(a._eq(b) for a, b in zip(self.e, o.e))
 
     def push_front(self, n: int) -> None:
@@ -96,10 +97,11 @@ def stack_index_p(stack: HeaderStack, i: int) -> Any:
 
 
 def csum16_int(v: int) -> int:
-    """Internet checksum of the data whose 16-bit big-endian words make up
-    ``v``: the ones' complement sum of the words is ``v`` modulo 0xFFFF
-    (2**16 is 1 modulo 0xFFFF), written as 0xFFFF rather than 0 unless every
-    word is zero."""
+    """Internet checksum of data given as ``v``, a non-negative integer equal
+    modulo 0xFFFF to the data's value (its 16-bit big-endian words) and zero
+    only if the data is: the ones' complement sum of the words is ``v``
+    modulo 0xFFFF (2**16 is 1 modulo 0xFFFF), written as 0xFFFF rather than
+    0 unless every word is zero."""
     r = v % 0xFFFF
     if r == 0 and v:
         r = 0xFFFF

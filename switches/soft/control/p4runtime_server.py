@@ -31,14 +31,29 @@ Served:
   meters, registers (read and write: an addition to what BMv2 offers),
   multicast groups, clone sessions and digest configs. Error codes follow
   PI (see ``p4rt_entities``).
-- SetForwardingPipelineConfig (VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT,
-  COMMIT, RECONCILE_AND_COMMIT: the new program keeps table entries,
-  registers, counters, meter rates, multicast groups and clone sessions whose
-  names and shapes still fit, else INVALID_ARGUMENT and nothing changes),
+- SetForwardingPipelineConfig (VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT
+  and COMMIT start the new program from a clean state; RECONCILE_AND_COMMIT
+  keeps multicast groups and clone sessions, the table entries and changed
+  defaults (every one must fit a table and action of the same name and
+  shape in the new program, else INVALID_ARGUMENT and nothing changes) and
+  the registers, counters and meter rates whose name and shape still fit),
   GetForwardingPipelineConfig, Capabilities.
 
 Switch state is only touched with ``switch.lock`` held. Writes after
-VERIFY_AND_SAVE still act on the committed program until COMMIT.
+VERIFY_AND_SAVE still act on the committed program until COMMIT. Not
+supported (UNIMPLEMENTED): action profiles/selectors, idle timeouts,
+ROLLBACK_ON_ERROR / DATAPLANE_ATOMIC batches, role.config, value sets,
+ExternEntry, meter counter data, truncating clone sessions.
+
+With p4runtime-shell (``pip install p4runtime-shell`` in its own
+environment; it needs protobuf 3.20)::
+
+    python -m switches.soft.p4info prog.p4 -o prog.p4info.txt
+    python -m p4runtime_sh --grpc-addr 127.0.0.1:9559 --device-id 1 \
+        --election-id 0,1 --config prog.p4info.txt,prog.p4
+
+(the device config file is the P4 source itself, or a JSON file
+``{"program": "/abs/path/prog.p4"}``).
 """
 
 from __future__ import annotations
@@ -46,6 +61,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import shutil
 import tempfile
 import threading
 import time
@@ -166,11 +182,14 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.wake = wake
+        include_dirs = list(include_dirs)
         incs = list(include_dirs)
         if program_path:
             incs.append(os.path.dirname(os.path.abspath(program_path)))
         incs.append(str(PROJECT_P4_DIR))
         self.include_dirs = incs
+        # programs pushed as source text are compiled from files here
+        self._own_workdir = workdir is None
         self.workdir = workdir or tempfile.mkdtemp(prefix="p4rt-")
         self._arb_lock = threading.Lock()
         self._roles: dict[str, _Role] = {}
@@ -192,7 +211,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             from switches.soft.p4info import program_controller_headers
             headers = program_controller_headers(program_path, include_dirs, defines)
             cfg: dict[str, Any] = {"program": os.path.abspath(program_path)}
-            if list(include_dirs):
+            if include_dirs:
                 cfg["include_dirs"] = [os.path.abspath(d) for d in include_dirs]
             if defines:
                 cfg["defines"] = {k: v for k, v in defines.items()}
@@ -201,10 +220,11 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.pipe: Pipeline | None = (pipeline_for(p4info, loaded, device_config)
                                       if initial_pipeline else None)
 
-        self._prev_digest_handler = switch.digest_handler
-        switch.digest_handler = self._on_digest
-        if cpu_port is not None:
-            switch.set_port_handler(cpu_port, self._on_cpu_frame)
+        with switch.lock:
+            self._prev_digest_handler = switch.digest_handler
+            switch.digest_handler = self._on_digest
+            if cpu_port is not None:
+                switch.set_port_handler(cpu_port, self._on_cpu_frame)
         self._timer = threading.Thread(target=self._digest_timer, name="p4rt-digests",
                                        daemon=True)
         self._timer.start()
@@ -222,6 +242,8 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             for role in self._roles.values():
                 for c in role.clients:
                     c.out.put(_END)
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     # ------------------------------------------------------------------
     # common checks
@@ -879,7 +901,7 @@ def start_p4runtime_server(switch: SoftSwitch, address: str = "127.0.0.1:9559",
                            defines: dict[str, object] | None = None, p4info: Any = None,
                            wake: Callable[[], None] | None = None,
                            initial_pipeline: bool = True,
-                           max_workers: int = 16) -> P4RuntimeHandle:
+                           max_workers: int = 32) -> P4RuntimeHandle:
     """Serve P4Runtime for ``switch`` on ``address`` (host:port; port 0 picks a
     free one, see ``handle.port``).
 
@@ -893,7 +915,8 @@ def start_p4runtime_server(switch: SoftSwitch, address: str = "127.0.0.1:9559",
     ``initial_pipeline=False``: behave like BMv2's simple_switch_grpc started
     without a P4Info: Read/Write answer FAILED_PRECONDITION until a controller
     calls SetForwardingPipelineConfig (the switch keeps forwarding with its
-    program meanwhile).
+    program meanwhile). Every open StreamChannel holds one of the
+    ``max_workers`` threads.
     """
     service = P4RuntimeService(switch, device_id, cpu_port=cpu_port, program_path=program_path,
                                include_dirs=include_dirs, defines=defines, p4info=p4info,

@@ -272,13 +272,17 @@ class SoftSwitch:
     def dequeue_ready(self, limit: int = 4096) -> list[tuple[int, bytes]]:
         out: list[tuple[int, bytes]] = []
         tm = self.tm
-        if not tm.total:
-            return out
         for _ in range(limit):
-            item = tm.pop_ready()
+            if not tm.total:
+                break
+            item = tm._pop_plain() if tm._plain else tm.pop_ready()
             if item is None:
                 break
-            self._run_egress(item, out)
+            port, _prio, (st, length, gen), meta = item
+            try:
+                self._egress_one(port, st, length, gen, meta, out)
+            except Exception as e:
+                self._egress_failed(e, port)
         return out
 
     def next_release_us(self) -> int | None:
@@ -480,17 +484,21 @@ class SoftSwitch:
         try:
             self._egress_one(port, st, length, gen, meta, out)
         except Exception as e:
-            self._drop("exception")
-            self.last_error = f"egress: {type(e).__name__}: {e}"
-            if self._should_log_error():
-                self.log.exception("egress failed on a packet to port %d", port)
+            self._egress_failed(e, port)
+
+    def _egress_failed(self, e: Exception, port: int) -> None:
+        self._drop("exception")
+        self.last_error = f"egress: {type(e).__name__}: {e}"
+        if self._should_log_error():
+            self.log.exception("egress failed on a packet to port %d", port)
 
     def _egress_one(self, port: int, st: PacketState, length: int, gen: int, meta: Any,
                     out: list[tuple[int, bytes]]) -> None:
         prog = self.program
         sm = st.sm
         t0 = self._t0
-        sm.egress_global_timestamp = self.now_us() & _M48
+        # egress starts when the packet leaves its queue
+        sm.egress_global_timestamp = (meta.deq_us - t0) & _M48
         sm.enq_timestamp = (meta.enq_timestamp - t0) & _M32
         sm.enq_qdepth = meta.enq_qdepth & _M19
         sm.deq_timedelta = meta.deq_timedelta & _M32

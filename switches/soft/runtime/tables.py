@@ -138,7 +138,18 @@ class Table:
 
     # -- lookup -------------------------------------------------------------
     def apply(self, key: tuple[int, ...]) -> tuple[str, tuple[int, ...], bool]:
-        e = self.lookup(key)
+        # the common lookups inline (one call per table per packet)
+        if self.mode == "exact":
+            e = self._exact.get(key)
+        elif self._lpm1 is not None:
+            e = None
+            v = key[0]
+            for mask, d in self._lpm1:
+                e = d.get(v & mask)
+                if e is not None:
+                    break
+        else:
+            e = self.lookup(key)
         self.last_hit = e
         if e is None:
             self.misses += 1

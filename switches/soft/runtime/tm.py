@@ -42,15 +42,16 @@ DRR_QUANTUM_BYTES = 1500
 class QueueMeta:
     """What egress sees about the queue a packet went through."""
 
-    __slots__ = ("enq_timestamp", "enq_qdepth", "deq_qdepth", "deq_timedelta", "qid")
+    __slots__ = ("enq_timestamp", "enq_qdepth", "deq_qdepth", "deq_timedelta", "qid", "deq_us")
 
     def __init__(self, enq_timestamp: int, enq_qdepth: int, deq_qdepth: int,
-                 deq_timedelta: int, qid: int) -> None:
+                 deq_timedelta: int, qid: int, deq_us: int = 0) -> None:
         self.enq_timestamp = enq_timestamp  # now_us() at enqueue
         self.enq_qdepth = enq_qdepth
         self.deq_qdepth = deq_qdepth
         self.deq_timedelta = deq_timedelta
         self.qid = qid
+        self.deq_us = deq_us  # now_us() at dequeue
 
     def __repr__(self) -> str:
         return (f"QueueMeta(enq_timestamp={self.enq_timestamp}, enq_qdepth={self.enq_qdepth}, "
@@ -269,7 +270,7 @@ class TrafficManager:
             p.free_at = max(sched, p.free_at) + it.length * 8e6 / p.rate_bps
         meta = QueueMeta(enq_timestamp=it.enq_us, enq_qdepth=it.enq_qdepth,
                          deq_qdepth=len(q.items), deq_timedelta=max(0, int(now) - it.enq_us),
-                         qid=prio)
+                         qid=prio, deq_us=int(now))
         return port, prio, it.obj, meta
 
     def pop_ready(self) -> tuple[int, int, Any, QueueMeta] | None:
@@ -322,8 +323,9 @@ class TrafficManager:
         p.count -= 1
         self.total -= 1
         q.last_sched = it.enq_us
+        now = int(now)
         return port, prio, it.obj, QueueMeta(it.enq_us, it.enq_qdepth, len(q.items),
-                                             max(0, int(now) - it.enq_us), prio)
+                                             max(0, now - it.enq_us), prio, now)
 
     def pop_any(self) -> tuple[int, int, Any, QueueMeta] | None:
         """Next packet ignoring rates (strict priority per port; across ports

@@ -1,0 +1,118 @@
+"""CommLib Ring AllReduce of integers over N ranks through one P4 switch; bit-exact check.
+
+Topology: ``ranks`` hosts around one soft switch running
+``switches/p4/l3_ecn.p4`` (routing + ECN marking, no loss); every switch port
+runs at ``link_mbps`` and every host NIC too. Rank r runs on host h(r+1) as a
+host agent with a CommLib communicator (one ring, ``channels`` QP pairs per
+neighbour, DCQCN on every sending QP); the ranks exchange connection data
+through files (CommLib's FileRendezvous) and start together.
+
+Each rank's input of iteration i is a pure function of (seed, rank, i), so
+every rank computes the exact expected sum itself and checks its result bit
+for bit (integer sums wrap identically in any order).
+
+Results: ``allreduce.bit_exact`` (every rank, every iteration, equal to the
+expected sum and all ranks' results identical), ``allreduce.ranks``,
+``allreduce.iterations``, ``allreduce.mean_s`` (collective time, slowest rank),
+``allreduce.algbw_mbps`` (bytes reduced per rank / mean time) and
+``allreduce.busbw_mbps`` (x 2(n-1)/n, the ring's traffic per link).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.net import host_addr
+from testbed.timeline import load_phase
+
+NAME = "ring-allreduce"
+PROGRAM = "switches/p4/l3_ecn.p4"
+
+
+@dataclass(frozen=True)
+class Params:
+    ranks: int = 8
+    count: int = 65536            # elements per rank
+    dtype: str = "int64"
+    iterations: int = 3
+    channels: int = 1
+    link_mbps: float = 4.0        # every link and host NIC; the switch carries ranks x this
+    slowdown: float = 1000.0
+    seed: int = 1
+    path_mtu: int = 1024
+
+    @classmethod
+    def quick(cls) -> Params:
+        return cls(ranks=4, count=8192, iterations=2, link_mbps=2.0)
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.ranks <= 64:
+            raise ValueError("ranks must be 2..64")
+
+
+def plan(p: Params) -> RunPlan:
+    t = TransportSpec(scale={"slowdown": p.slowdown, "nic_rate_bps": p.link_mbps * 1e6 * p.slowdown},
+                      dcqcn={"preset": "paper"}, path_mtu=p.path_mtu)
+    jobs = {}
+    for r in range(p.ranks):
+        h = host_addr(r + 1)
+        jobs[h.name] = JobSpec(
+            host=h.name, ip=h.ip, transport=t,
+            collective=CollectiveSpec(rank=r, size=p.ranks, job_id=1, op="all_reduce",
+                                      dtype=p.dtype, count=p.count, iterations=p.iterations,
+                                      channels=p.channels, seed=p.seed))
+    itemsize = 8 if p.dtype == "int64" else 4
+    per_rank_wire = 2 * (p.ranks - 1) / p.ranks * p.count * itemsize * p.iterations * 1.1
+    timeout = 3 * per_rank_wire * 8 / (p.link_mbps * 1e6) + 30
+    topo = Topology(n_hosts=p.ranks, program=PROGRAM, qdepth_register="MyEgress.qdepth_max",
+                    commands=(f"set_port_rate_bps {int(p.link_mbps * 1e6)}",))
+    phase = PhasePlan("allreduce", jobs, timeout_s=timeout,
+                      notes=f"{p.ranks} ranks, {p.iterations} x AllReduce of {p.count} {p.dtype}")
+    return RunPlan(topology=topo, phases=(phase,), fidelity=FidelityLimits(),
+                   info={"link_bps": p.link_mbps * 1e6})
+
+
+def analyze(run_dir: Path) -> dict[str, Any]:
+    p = Params(**json.loads((Path(run_dir) / "plan.json").read_text())["params"])
+    data = load_phase(run_dir, "allreduce")
+    checks = data.all_events("collective_check")
+    by_iter: dict[int, set[str]] = {}
+    for e in checks:
+        by_iter.setdefault(e["iteration"], set()).add(e["sha256"])
+    complete = len(checks) == p.ranks * p.iterations
+    bit_exact = (complete and all(e["ok"] for e in checks)
+                 and all(len(v) == 1 for v in by_iter.values()))
+    durations: dict[int, float] = {}
+    for e in data.all_events("collective_end"):
+        d = (e["t_ns"] - e["t_start_ns"]) / 1e9
+        durations[e["seq"]] = max(durations.get(e["seq"], 0.0), d)
+    mean_s = sum(durations.values()) / len(durations) if durations else 0.0
+    nbytes = p.count * (8 if p.dtype == "int64" else 4)
+    algbw = nbytes * 8 / mean_s / 1e6 if mean_s else 0.0
+    steps = data.all_events("step_end")
+    return {"allreduce": {
+        "bit_exact": bit_exact,
+        "ranks": p.ranks,
+        "iterations": len(by_iter),
+        "checks": len(checks),
+        "mean_s": round(mean_s, 4),
+        "algbw_mbps": round(algbw, 4),
+        "busbw_mbps": round(algbw * 2 * (p.ranks - 1) / p.ranks, 4),
+        "steps": len(steps),
+        "cnps": sum(e["qp"]["cnps_rcvd"] for e in data.all_events("pacer_report")),
+        "retransmissions": sum(e["qp"]["retransmits"] for e in data.all_events("pacer_report")),
+    }}
+
+
+def plot(run_dir: Path) -> list[Path]:
+    from testbed.plotting import collective_timeline
+
+    data = load_phase(run_dir, "allreduce")
+    n = len(data.events)
+    return [collective_timeline(data, Path(run_dir) / "plots" / "allreduce.png",
+                                title=f"{NAME}: {n} ranks, ring steps per rank")]

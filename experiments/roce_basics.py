@@ -1,0 +1,274 @@
+"""RoCEv2 + DCQCN through one P4 switch with a bottleneck: one QP, two QPs, 1% loss.
+
+Topology: h1, h2 (senders) and h3 (receiver) around one soft switch running
+``switches/p4/l3_ecn.p4`` (L3 routing + RED ECN marking + optional random
+loss). Every switch egress port runs at ``bottleneck_mbps`` (the soft
+target's ``set_port_rate_bps``): every link has the same rate, and the hosts'
+NICs (the DCQCN line rate and the pacer) run at that rate too, as in the DCQCN
+paper's testbed (NIC rate = link rate). So one QP alone is limited by its NIC
+and fills the link toward h3; two QPs into h3 offer twice that link's rate and
+the switch queue toward h3 (port 3) is the congestion point where ECN marks.
+
+Time is scaled (hosts.roce.Scale): the emulated NIC runs ``slowdown`` times
+faster than the testbed link, every DCQCN / transport timer is ``slowdown``
+times longer and DCQCN's rate steps ``slowdown`` times smaller (DcqcnParams.
+scaled), so packets per timer period stay those of the emulated NIC. The RED
+thresholds are in packets (Kmin / Kmax on the enqueue depth), the paper's
+units at this packet size (5 KB -> ~4 packets).
+
+Phases, run one after the other in the same network:
+- ``single``: h1 -> h3, one QP alone;
+- ``pair``: h1 -> h3 and h2 -> h3 at the same time, sharing port 3;
+- ``loss``: h1 -> h3 with ``loss_per_10k`` / 10000 of the packets on every
+  switch port dropped by the P4 program (MyEgress.link_loss).
+Each flow is ``msgs`` RDMA WRITE_WITH_IMM messages of ``msg_bytes`` with at
+most ``window`` outstanding; the receiver checks the bytes.
+
+Results (summary.json; nested dicts, and the same scalars under flat dotted
+keys such as ``"single.goodput_fraction"``):
+- ``single.goodput_fraction``: payload delivered / (duration x bottleneck rate
+  x payload efficiency), where duration runs from the sender's first post to
+  the receiver's last completion and the efficiency is payload bytes per
+  frame byte of these messages (Ethernet+IPv4+UDP+BTH/RETH/ImmDt+ICRC counted;
+  no preamble/gap/FCS, as the switch's rate limiter counts): 1.0 = the link
+  carried payload all the time;
+- ``pair.jain_index``: Jain's index of the two flows' delivered rates over the
+  second half of the time both were active; ``pair.max_queue_pkts``: the
+  largest port-3 queue depth (the P4 watermark register of enqueue depths and
+  the sampled depths, whichever is larger), ``pair.queue_limit_pkts`` its
+  limit, ``pair.queue_drops`` tail drops there;
+- ``loss.bytes_ok``: the receiver's buffer equals what was sent (checked by
+  the receiver against the seed, and sender/receiver SHA-256 equal);
+  ``loss.retransmissions``: data packets the sender sent again (go-back-N).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hosts.agent_spec import FlowSpec, JobSpec, TransportSpec
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.net import host_addr
+from testbed.timeline import (
+    PhaseData,
+    counter_points,
+    goodput_fraction,
+    jain_index,
+    load_phase,
+    payload_efficiency,
+    window_rate,
+)
+
+NAME = "roce-basics"
+PROGRAM = "switches/p4/l3_ecn.p4"
+BOTTLENECK_PORT = 3  # toward h3, the receiver
+QDEPTH_REGISTER = "MyEgress.qdepth_max"
+
+
+@dataclass(frozen=True)
+class Params:
+    bottleneck_mbps: float = 8.0     # every link (switch egress port) and every host NIC
+    slowdown: float = 1000.0         # emulated NIC rate = bottleneck x slowdown
+    msg_bytes: int = 65536
+    window: int = 4                  # outstanding messages per QP
+    single_msgs: int = 120
+    pair_msgs: int = 120             # per flow
+    loss_msgs: int = 40
+    loss_per_10k: int = 100          # 1% per packet and switch port
+    queue_depth: int = 64            # packets per egress queue (BMv2's default)
+    ecn_kmin: int = 4                # RED marking thresholds (packets of enqueue depth)
+    ecn_kmax: int = 16
+    ecn_pmax: int = 20               # percent at Kmax
+    dcqcn_preset: str = "paper"      # "paper" (SIGCOMM'15 defaults) or "nic" (mlx5)
+    path_mtu: int = 1024
+    sample_interval_us: int = 5000
+
+    @classmethod
+    def quick(cls) -> Params:
+        return cls(bottleneck_mbps=4.0, single_msgs=30, pair_msgs=20, loss_msgs=16)
+
+    def __post_init__(self) -> None:
+        if self.bottleneck_mbps <= 0 or self.slowdown <= 0:
+            raise ValueError("bottleneck_mbps and slowdown must be positive")
+        if not 0 <= self.loss_per_10k <= 10000:
+            raise ValueError("loss_per_10k must be 0..10000")
+        if not 0 < self.ecn_kmin < self.ecn_kmax < self.queue_depth:
+            raise ValueError("need 0 < ecn_kmin < ecn_kmax < queue_depth")
+
+    @property
+    def bottleneck_bps(self) -> float:
+        return self.bottleneck_mbps * 1e6
+
+
+def _transport(p: Params) -> TransportSpec:
+    return TransportSpec(
+        scale={"slowdown": p.slowdown, "nic_rate_bps": p.bottleneck_bps * p.slowdown},
+        dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
+        sample_interval_us=p.sample_interval_us)
+
+
+def _flow_jobs(p: Params, flows: list[tuple[str, int, int, int]]) -> dict[str, JobSpec]:
+    """(name, sender host index, receiver host index, messages) -> job per host."""
+    per_host: dict[int, list[FlowSpec]] = {}
+    for k, (name, s, r, n) in enumerate(flows):
+        common = {"flow": name, "msg_bytes": p.msg_bytes, "count": n, "window": p.window,
+                  "seed": 1000 + k}
+        per_host.setdefault(s, []).append(
+            FlowSpec(role="sender", peer_ip=host_addr(r).ip, **common))
+        per_host.setdefault(r, []).append(
+            FlowSpec(role="receiver", peer_ip=host_addr(s).ip, **common))
+    t = _transport(p)
+    return {f"h{i}": JobSpec(host=f"h{i}", ip=host_addr(i).ip, transport=t, flows=tuple(fl))
+            for i, fl in sorted(per_host.items())}
+
+
+def _expected_s(p: Params, msgs: int) -> float:
+    wire = msgs * p.msg_bytes / payload_efficiency(p.msg_bytes, p.path_mtu)
+    return wire * 8 / p.bottleneck_bps
+
+
+def plan(p: Params) -> RunPlan:
+    topo = Topology(
+        n_hosts=3, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
+        commands=(
+            f"set_port_rate_bps {int(p.bottleneck_bps)}",
+            f"set_queue_depth {p.queue_depth}",
+            f"table_set_default MyEgress.ecn_config MyEgress.set_ecn_params "
+            f"{p.ecn_kmin} {p.ecn_kmax} {p.ecn_pmax}",
+        ))
+    no_loss = "table_set_default MyEgress.link_loss MyEgress.set_loss 0"
+
+    def timeout(msgs: int) -> float:
+        return 3 * _expected_s(p, msgs) + 20
+
+    phases = (
+        PhasePlan("single", _flow_jobs(p, [("single", 1, 3, p.single_msgs)]),
+                  commands=(no_loss,), timeout_s=timeout(p.single_msgs),
+                  watch_ports=(BOTTLENECK_PORT,), notes="h1 -> h3, one QP alone"),
+        PhasePlan("pair", _flow_jobs(p, [("pair-a", 1, 3, p.pair_msgs),
+                                         ("pair-b", 2, 3, p.pair_msgs)]),
+                  commands=(no_loss,), timeout_s=timeout(2 * p.pair_msgs),
+                  watch_ports=(BOTTLENECK_PORT,), notes="h1 -> h3 and h2 -> h3 sharing port 3"),
+        PhasePlan("loss", _flow_jobs(p, [("loss", 1, 3, p.loss_msgs)]),
+                  commands=(f"table_set_default MyEgress.link_loss MyEgress.set_loss "
+                            f"{p.loss_per_10k}",),
+                  timeout_s=timeout(p.loss_msgs) + 30, watch_ports=(BOTTLENECK_PORT,),
+                  notes=f"h1 -> h3, {p.loss_per_10k / 100:g}% random loss on every port"),
+    )
+    return RunPlan(topology=topo, phases=phases, fidelity=FidelityLimits(),
+                   info={"bottleneck_port": BOTTLENECK_PORT, "bottleneck_bps": p.bottleneck_bps,
+                         "ecn": {"kmin": p.ecn_kmin, "kmax": p.ecn_kmax, "pmax": p.ecn_pmax},
+                         "queue_depth": p.queue_depth})
+
+
+# ---------------------------------------------------------------------------
+# analysis
+
+
+def _params(run_dir: Path) -> Params:
+    import json
+
+    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
+    return Params(**d)
+
+
+def _last_completion_ns(data: PhaseData, flow: str) -> int:
+    comps = data.flow_events(flow, "completion", role="receiver")
+    if not comps:
+        raise ValueError(f"phase {data.name}: flow {flow} delivered nothing")
+    return int(max(e["t_ns"] for e in comps))
+
+
+def _queue(data: PhaseData, port: int) -> dict[str, Any]:
+    sampled = max((s["queues"].get(str(port), 0) for s in data.switch), default=0)
+    wm = data.stats.get("qdepth_max", {}).get(str(port), 0)
+    b = data.stats.get("before", {}).get("switch", {}).get("queues", {}).get(str(port))
+    a = data.stats.get("after", {}).get("switch", {}).get("queues", {}).get(str(port))
+    drops = 0
+    if a:
+        drops = sum(q["drops"] for q in a["queues"]) - (
+            sum(q["drops"] for q in b["queues"]) if b else 0)
+    return {"max_queue_pkts": max(sampled, wm), "max_queue_sampled_pkts": sampled,
+            "max_enq_qdepth_pkts": wm, "queue_drops": drops}
+
+
+def _flow_result(data: PhaseData, p: Params, flow: str) -> dict[str, Any]:
+    start = int(data.flow_start(flow, "sender")["t_ns"])
+    end = _last_completion_ns(data, flow)
+    rx = data.flow_end(flow, "receiver")
+    tx = data.flow_end(flow, "sender")
+    dur = (end - start) / 1e9
+    return {
+        "payload_bytes": rx["bytes"],
+        "duration_s": round(dur, 4),
+        "goodput_mbps": round(rx["bytes"] * 8 / dur / 1e6, 4),
+        "goodput_fraction": round(goodput_fraction(rx["bytes"], dur, p.bottleneck_bps,
+                                                   p.msg_bytes, p.path_mtu), 4),
+        "cnps": tx.get("cnps_rcvd", 0),
+        "ce_marked_pkts": rx["qp"]["ce_pkts"],
+        "retransmissions": tx["qp"]["retransmits"],
+        "bytes_ok": bool(rx.get("bytes_ok")) and rx["sha256"] == tx["sha256"],
+    }
+
+
+def analyze(run_dir: Path) -> dict[str, Any]:
+    p = _params(run_dir)
+    eff = payload_efficiency(p.msg_bytes, p.path_mtu)
+    single = load_phase(run_dir, "single")
+    s = _flow_result(single, p, "single")
+    s.update(_queue(single, BOTTLENECK_PORT))
+
+    pair = load_phase(run_dir, "pair")
+    flows = ["pair-a", "pair-b"]
+    t_a = max(int(pair.flow_start(f, "sender")["t_ns"]) for f in flows)
+    t_b = min(_last_completion_ns(pair, f) for f in flows)
+    if t_b <= t_a:
+        raise ValueError("pair: the two flows were never active at the same time")
+    mid = (t_a + t_b) / 2
+    rates = []
+    for f in flows:
+        pts = counter_points(pair.flow_events(f, "rx"), "rx_bytes")
+        rates.append(window_rate(pts, mid / 1e9, t_b / 1e9) * 8)
+    pr: dict[str, Any] = {
+        "jain_index": round(jain_index(rates), 4),
+        "window_s": [round((mid - pair.start_ns()) / 1e9, 3), round((t_b - pair.start_ns()) / 1e9, 3)],
+        "rates_mbps": [round(r / 1e6, 4) for r in rates],
+        "utilization": round(sum(rates) / (p.bottleneck_bps * eff), 4),
+        "queue_limit_pkts": p.queue_depth,
+    }
+    pr.update(_queue(pair, BOTTLENECK_PORT))
+    per = {f: _flow_result(pair, p, f) for f in flows}
+    pr["cnps"] = sum(v["cnps"] for v in per.values())
+    pr["ce_marked_pkts"] = sum(v["ce_marked_pkts"] for v in per.values())
+    pr["retransmissions"] = sum(v["retransmissions"] for v in per.values())
+    pr["bytes_ok"] = all(v["bytes_ok"] for v in per.values())
+    pr["bounded_queue"] = pr["max_queue_pkts"] < p.queue_depth and pr["queue_drops"] == 0
+
+    loss = load_phase(run_dir, "loss")
+    lr = _flow_result(loss, p, "loss")
+    tx = loss.flow_end("loss", "sender")["qp"]
+    lr.update({"naks": tx["naks_rcvd"], "timeouts": tx["rto"],
+               "loss_per_10k": p.loss_per_10k, "data_packets_sent": tx["tx_pkts"]})
+    b = loss.stats.get("before", {}).get("switch", {}).get("drops", {})
+    a = loss.stats.get("after", {}).get("switch", {}).get("drops", {})
+    lr["switch_drops"] = {k: v - b.get(k, 0) for k, v in a.items() if v - b.get(k, 0)}
+    return {"single": s, "pair": pr, "loss": lr}
+
+
+def plot(run_dir: Path) -> list[Path]:
+    from testbed.plotting import flow_timeline
+
+    p = _params(run_dir)
+    out = []
+    titles = {"single": "single: one QP alone", "pair": "pair: two QPs sharing the bottleneck",
+              "loss": f"loss: one QP, {p.loss_per_10k / 100:g}% random loss"}
+    for phase, title in titles.items():
+        data = load_phase(run_dir, phase)
+        out.append(flow_timeline(
+            data, Path(run_dir) / "plots" / f"{phase}.png",
+            title=f"{NAME} - {title} ({p.bottleneck_mbps:g} Mb/s links)",
+            port=BOTTLENECK_PORT, line_rate_bps=p.bottleneck_bps,
+            thresholds=(p.ecn_kmin, p.ecn_kmax), queue_limit=p.queue_depth))
+    return out

@@ -1,0 +1,130 @@
+"""Timeline figures (matplotlib, Agg backend: no display needed).
+
+:func:`flow_timeline` draws one phase as three stacked panels on the phase's
+time axis (seconds since the common start): per-flow rate (delivered rate at
+the receiver, solid; the DCQCN sender rate, dashed), the bottleneck queue
+depth in packets (switch samples; RED thresholds as lines), and CNPs
+(cumulative count per flow, with a tick per CNP the sender received) and
+retransmitted packets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from testbed.timeline import PhaseData, counter_points, rate_series  # noqa: E402
+
+__all__ = ["flow_timeline", "collective_timeline"]
+
+
+def flow_timeline(data: PhaseData, out: Path, *, title: str, port: int | None,
+                  line_rate_bps: float | None = None, thresholds: Sequence[float] = (),
+                  queue_limit: int | None = None, rate_window_s: float = 0.1) -> Path:
+    t0 = data.start_ns()
+    fig, (ax_r, ax_q, ax_c) = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, flow in enumerate(data.flows()):
+        c = colors[i % len(colors)]
+        rx = counter_points(data.flow_events(flow, "rx"), "rx_bytes", t0)
+        ts, rs = rate_series(rx, rate_window_s)
+        ax_r.plot(ts, [r * 8 / 1e6 for r in rs], color=c, label=f"{flow} delivered")
+        rate = [((e["t_ns"] - t0) / 1e9, e["rc_bps"] / 1e6) for e in data.flow_events(flow, "rate")]
+        if rate:
+            ax_r.step([t for t, _ in rate], [r for _, r in rate], where="post", color=c,
+                      linestyle="--", linewidth=0.9, label=f"{flow} DCQCN rate")
+        cnps = [(e["t_ns"] - t0) / 1e9 for e in data.flow_events(flow, "cnp_rx")]
+        if cnps:
+            ax_c.step(cnps, range(1, len(cnps) + 1), where="post", color=c,
+                      label=f"{flow} CNPs received")
+            ax_c.plot(cnps, [0] * len(cnps), "|", color=c, markersize=10)
+        rtx = data.flow_events(flow, "retransmit")
+        if rtx:
+            n = 0
+            pts = []
+            for e in rtx:
+                n += e["packets"]
+                pts.append(((e["t_ns"] - t0) / 1e9, n))
+            ax_c.step([t for t, _ in pts], [v for _, v in pts], where="post", color=c,
+                      linestyle="-.", label=f"{flow} packets retransmitted")
+        tx = data.flow_events(flow, "cnp_tx")
+        if tx:
+            n = 0
+            pts = []
+            for e in tx:
+                n += e["count"]
+                pts.append(((e["t_ns"] - t0) / 1e9, n))
+            ax_c.step([t for t, _ in pts], [v for _, v in pts], where="post", color=c,
+                      linestyle=":", label=f"{flow} CNPs sent (receiver)")
+    if line_rate_bps:
+        ax_r.axhline(line_rate_bps / 1e6, color="grey", linewidth=0.8, linestyle=":",
+                     label="bottleneck")
+    ax_r.set_ylabel("rate (Mb/s)")
+    ax_r.set_ylim(bottom=0)
+    ax_r.legend(fontsize=7, loc="lower right")
+    ax_r.set_title(title)
+    if port is not None:
+        pts = [((s["t_ns"] - t0) / 1e9, s["queues"].get(str(port), 0)) for s in data.switch]
+        if pts:
+            ax_q.step([t for t, _ in pts], [q for _, q in pts], where="post", color="black",
+                      linewidth=0.9, label=f"port {port} queue (sampled)")
+        for th, name in zip(thresholds, ("Kmin", "Kmax"), strict=False):
+            ax_q.axhline(th, color="tab:orange", linestyle="--", linewidth=0.8, label=name)
+        if queue_limit is not None:
+            ax_q.axhline(queue_limit, color="tab:red", linestyle=":", linewidth=0.8,
+                         label="queue limit")
+        wm = data.stats.get("qdepth_max", {}).get(str(port))
+        if wm is not None:
+            ax_q.set_title(f"largest enqueue depth seen by the pipeline: {wm} packets",
+                           fontsize=8)
+        ax_q.legend(fontsize=7, loc="upper right")
+    ax_q.set_ylabel("queue (packets)")
+    ax_q.set_ylim(bottom=0)
+    ax_c.set_ylabel("CNPs, retransmissions\n(cumulative)")
+    ax_c.set_xlim(left=-0.1)
+    ax_c.set_xlabel("time since start (s)")
+    if ax_c.get_legend_handles_labels()[0]:
+        ax_c.legend(fontsize=7, loc="upper left")
+    else:
+        ax_c.text(0.5, 0.5, "no CNPs, no retransmissions", transform=ax_c.transAxes,
+                  ha="center")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def collective_timeline(data: PhaseData, out: Path, *, title: str) -> Path:
+    """Ring steps per rank: a bar from step start to step end."""
+    t0 = data.start_ns()
+    starts: dict[tuple[Any, ...], float] = {}
+    fig, ax = plt.subplots(figsize=(9, 4))
+    colors = {"RS": "tab:blue", "AG": "tab:green"}
+    ranks = set()
+    for e in data.all_events():
+        key = (e.get("rank"), e.get("seq"), e.get("channel"), e.get("step"))
+        if e.get("event") == "step_start":
+            starts[key] = (e["t_ns"] - t0) / 1e9
+        elif e.get("event") == "step_end" and key in starts:
+            s = starts.pop(key)
+            r = e["rank"]
+            ranks.add(r)
+            ax.barh(r, (e["t_ns"] - t0) / 1e9 - s, left=s, height=0.6,
+                    color=colors.get(e.get("phase"), "grey"), edgecolor="white", linewidth=0.3)
+    ax.set_yticks(sorted(ranks))
+    ax.set_ylabel("rank")
+    ax.set_xlabel("time since start (s)")
+    ax.set_xlim(left=-0.05)
+    ax.set_title(title + "  (blue: reduce-scatter steps, green: all-gather steps)", fontsize=9)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out

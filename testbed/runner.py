@@ -1,0 +1,663 @@
+"""Running an experiment: bring-up, host agents, timelines, analysis, cleanup.
+
+:func:`run` takes an experiment (testbed.experiment) by name and:
+
+1. checks the machine can run it (root, Mininet; ``--target bmv2`` and
+   ``--hosts rxe`` fail with a clear message where ``testbed doctor`` says
+   they are missing);
+2. saves the parameters and the whole plan (``plan.json``: topology, switch
+   commands, every job spec);
+3. builds the topology (testbed.net.star_router with the soft switch) and
+   runs the phases one after the other: switch commands, then one host agent
+   (``python -m hosts.agent``) per job, started together, while a thread polls
+   the switch's statistics into ``phases/<phase>/switch.jsonl``; a progress
+   line per phase and a status line (per host) every few seconds;
+4. always tears everything down (try/finally around testbed.net.running, also
+   on Ctrl-C and SIGTERM): agents are stopped before the network, so no
+   process, namespace or veth is left. An agent that exits non-zero, or is
+   killed, fails the run with a message naming the host, its exit status and
+   the tail of its log;
+5. analyses (``experiment.analyze``), judges fidelity (did switch and hosts
+   keep up), plots (``experiment.plot``) and writes ``summary.json``.
+
+Run directory layout::
+
+    plan.json  summary.json  progress.log
+    switch/    s1.log, s1-commands.txt, pcaps (--pcap: <ifname>_in.pcap, _out.pcap)
+    phases/<phase>/<host>.spec.json, <host>.events.jsonl, <host>.log,
+                   switch.jsonl, switch_stats.json, rendezvous/
+    plots/*.png
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from hosts.agent_spec import JobSpec
+from testbed.experiment import (
+    ExperimentError,
+    PhasePlan,
+    RunPlan,
+    load,
+    make_params,
+    params_to_dict,
+    plan_to_dict,
+    repo_path,
+)
+
+__all__ = ["RunError", "RunOptions", "run", "check_environment", "replot", "default_out_dir",
+           "evaluate_fidelity", "software_versions"]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+AGENT_MODULE = "hosts.agent"
+
+
+class RunError(RuntimeError):
+    """The run could not be done or failed; the message says what and where."""
+
+
+@dataclass
+class RunOptions:
+    quick: bool = False
+    target: str = "soft"
+    hosts: str = "udp"
+    out: Path | None = None
+    pcap: bool = False
+    overrides: dict[str, str] = field(default_factory=dict)
+    echo: Callable[[str], None] = print
+    status_interval_s: float = 2.0
+
+
+# ---------------------------------------------------------------------------
+# environment
+
+
+def check_environment(target: str, hosts: str, *, need_network: bool = True) -> None:
+    """Raise RunError unless this machine can run ``target`` with ``hosts``."""
+    from testbed.cli import doctor_report
+
+    rep = doctor_report()
+    if target not in ("soft", "bmv2"):
+        raise RunError(f"unknown target {target!r} (soft or bmv2)")
+    if hosts not in ("udp", "rxe"):
+        raise RunError(f"unknown host provider {hosts!r} (udp or rxe)")
+    if target == "bmv2":
+        if not rep["targets"]["bmv2"]:
+            raise RunError("target bmv2: simple_switch_grpc and p4c are not installed here "
+                           "(see `testbed doctor`); use --target soft")
+        raise RunError("target bmv2: the runner drives only the soft target so far; "
+                       "use --target soft")
+    if hosts == "rxe":
+        if not rep["providers"]["rxe"]:
+            raise RunError("hosts rxe: no rdma_rxe device on this machine (see `testbed doctor`; "
+                           "`rdma link add rxe0 type rxe netdev IF` on a kernel with rdma_rxe); "
+                           "use --hosts udp")
+        raise RunError("hosts rxe: the agent drives only the udp provider so far; use --hosts udp")
+    if need_network:
+        if not rep["root"]:
+            raise RunError("a run needs root (Mininet network namespaces)")
+        if not rep["mininet"]:
+            raise RunError("a run needs Mininet (apt-get install mininet)")
+
+
+def default_out_dir(name: str) -> Path:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return REPO_ROOT / "results" / f"{name}-{stamp}"
+
+
+def software_versions() -> dict[str, Any]:
+    def git(*args: str) -> str | None:
+        try:
+            r = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True,
+                               text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    out: dict[str, Any] = {
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "git_rev": git("rev-parse", "HEAD"),
+        "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+    }
+    for mod, attr in (("numpy", "__version__"), ("matplotlib", "__version__"),
+                      ("mininet.net", "VERSION"), ("click", "__version__")):
+        try:
+            m = __import__(mod, fromlist=["x"])
+            out[mod.split(".")[0]] = str(getattr(m, attr, "?"))
+        except ImportError:
+            out[mod.split(".")[0]] = None
+    return out
+
+
+# ---------------------------------------------------------------------------
+# progress
+
+
+class Progress:
+    def __init__(self, echo: Callable[[str], None], log_path: Path) -> None:
+        self.t0 = time.monotonic()
+        self.echo = echo
+        self._log: IO[str] = open(log_path, "a", buffering=1)  # closed by close()
+
+    def line(self, msg: str) -> None:
+        text = f"[{time.monotonic() - self.t0:6.1f}s] {msg}"
+        self._log.write(text + "\n")
+        self.echo(text)
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def close(self) -> None:
+        self._log.close()
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    tail = text.splitlines()[-lines:]
+    return "\n".join(tail) if tail else "(log is empty)"
+
+
+def _last_events(path: Path, nbytes: int = 8192) -> list[dict[str, Any]]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - nbytes))
+            data = f.read().decode(errors="replace")
+    except OSError:
+        return []
+    out = []
+    for line in data.splitlines()[1 if size > nbytes else 0:]:
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+# ---------------------------------------------------------------------------
+# switch polling
+
+
+class SwitchPoller(threading.Thread):
+    """Samples ``switch_stats`` every ``interval`` s into a JSONL file."""
+
+    def __init__(self, control_port: int, path: Path, interval: float) -> None:
+        super().__init__(name="switch-poller", daemon=True)
+        self.port = control_port
+        self.path = path
+        self.interval = interval
+        self.stop_event = threading.Event()
+        self.error: str | None = None
+        self.samples = 0
+
+    def run(self) -> None:
+        from switches.soft.control.client import SwitchClient
+
+        client = SwitchClient(self.port, timeout=5.0)
+        try:
+            with open(self.path, "a", buffering=1) as f:
+                while not self.stop_event.is_set():
+                    t0 = time.monotonic_ns()
+                    stats = json.loads(client.execute("switch_stats"))
+                    t1 = time.monotonic_ns()
+                    f.write(json.dumps(switch_sample(stats, (t0 + t1) // 2),
+                                       separators=(",", ":")) + "\n")
+                    self.samples += 1
+                    self.stop_event.wait(self.interval)
+        except Exception as e:  # the switch went away: the main loop reports it
+            self.error = f"{type(e).__name__}: {e}"
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(timeout=5)
+
+
+def switch_sample(stats: dict[str, Any], t_ns: int) -> dict[str, Any]:
+    """The parts of ``switch_stats`` a timeline needs."""
+    sw = stats.get("switch", {})
+    queues = {}
+    qdrops = {}
+    for port, q in sw.get("queues", {}).items():
+        queues[port] = sum(x["depth"] for x in q["queues"])
+        qdrops[port] = sum(x["drops"] for x in q["queues"])
+    return {
+        "t_ns": t_ns,
+        "queues": queues,
+        "queue_drops": qdrops,
+        "tx_bytes": sw.get("tx_bytes", {}),
+        "rx_bytes": sw.get("rx_bytes", {}),
+        "drops": sw.get("drops", {}),
+        "lag_us": stats.get("lag_us", {}),
+        "kernel_drops": stats.get("kernel_drops", 0),
+    }
+
+
+def _read_register(sw: Any, name: str) -> list[int]:
+    reply = sw.cmd_cli(f"register_read {name}")
+    _, _, values = reply.partition("=")
+    return [int(v) for v in values.replace(",", " ").split()]
+
+
+# ---------------------------------------------------------------------------
+# agents
+
+
+@dataclass
+class _Agent:
+    host: str
+    node: Any
+    spec_path: Path
+    events_path: Path
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    rc: int | None = None
+    events_pos: int = 0
+    kinds: set[str] = field(default_factory=set)
+    last_progress: dict[str, Any] | None = None
+
+    def describe_exit(self) -> str:
+        rc = self.rc
+        if rc is None:
+            return "is still running"
+        if rc < 0:
+            try:
+                return f"was killed by {signal.Signals(-rc).name}"
+            except ValueError:
+                return f"was killed by signal {-rc}"
+        return f"exited with code {rc}"
+
+    def status(self) -> str:
+        if self.rc is not None:
+            return "done" if self.rc == 0 else "FAILED"
+        self._read_new_events()
+        if self.last_progress is not None:
+            p = self.last_progress
+            text = f"{p['done']}/{p['total']}"
+            return text + " finishing" if "work_done" in self.kinds else text
+        if "start" in self.kinds:
+            return "running"
+        if "setup_done" in self.kinds:
+            return "waiting at start barrier"
+        if self.kinds:
+            return "setting up"
+        return "starting"
+
+    def _read_new_events(self) -> None:
+        """Parse what the agent appended since the last call (whole lines only)."""
+        try:
+            with open(self.events_path, "rb") as f:
+                f.seek(self.events_pos)
+                data = f.read()
+        except OSError:
+            return
+        end = data.rfind(b"\n")
+        if end < 0:
+            return
+        self.events_pos += end + 1
+        for line in data[: end + 1].splitlines():
+            try:
+                e = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            kind = e.get("event")
+            self.kinds.add(kind)
+            if kind == "progress":
+                self.last_progress = e
+
+
+def _agent_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _start_agent(a: _Agent) -> None:
+    with open(a.log_path, "ab") as logf:
+        a.proc = a.node.popen([sys.executable, "-m", AGENT_MODULE, "--spec", str(a.spec_path),
+                               "--events", str(a.events_path)],
+                              stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                              cwd=str(REPO_ROOT), env=_agent_env())
+
+
+def _stop_agents(agents: list[_Agent], grace_s: float = 3.0) -> None:
+    """SIGTERM every agent still running, then SIGKILL what is left; reap all."""
+    live = [a for a in agents if a.proc is not None and a.proc.poll() is None]
+    for a in live:
+        try:
+            a.proc.terminate()  # type: ignore[union-attr]
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace_s
+    for a in live:
+        assert a.proc is not None
+        try:
+            a.proc.wait(max(0.05, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            a.proc.kill()
+            a.proc.wait()
+    for a in agents:
+        if a.proc is not None and a.rc is None:
+            a.rc = a.proc.poll()
+
+
+def _failure_message(a: _Agent, phase: str) -> str:
+    err = [e.get("message") for e in _last_events(a.events_path) if e.get("event") == "error"]
+    lines = [f"host {a.host}: agent {a.describe_exit()} in phase {phase!r}"]
+    if err:
+        lines[0] += f": {err[-1]}"
+    tail = _tail(a.log_path).replace("\n", "\n    ")
+    lines.append(f"  log {a.log_path} (last lines):\n    {tail}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# the run
+
+
+def _phase_jobs(phase: PhasePlan, pdir: Path) -> dict[str, JobSpec]:
+    """The phase's specs with the run-time fields filled in (rendezvous, barrier)."""
+    hosts = sorted(phase.jobs, key=lambda h: int(h[1:]) if h[1:].isdigit() else h)
+    out = {}
+    for rank, h in enumerate(hosts):
+        out[h] = dataclasses.replace(
+            phase.jobs[h], phase=phase.name, rendezvous_dir=str(pdir / "rendezvous"),
+            barrier=(rank, len(hosts)), timeout_s=min(phase.jobs[h].timeout_s, phase.timeout_s))
+    return out
+
+
+def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any,
+               prog: Progress, opts: RunOptions, agents_out: list[_Agent]) -> dict[str, Any]:
+    pdir = run_dir / "phases" / phase.name
+    pdir.mkdir(parents=True, exist_ok=True)
+    prog.line(f"phase {phase.name}: {len(phase.jobs)} agent(s)"
+              + (f" - {phase.notes}" if phase.notes else ""))
+    from switches.soft.control.client import SwitchError
+
+    for line in phase.commands:
+        try:
+            sw.cmd_cli(line)
+        except SwitchError as e:
+            raise RunError(f"phase {phase.name}: switch command failed: {e}") from e
+    reg = plan.topology.qdepth_register
+    if reg:
+        sw.cmd_cli(f"register_reset {reg}")
+    before = sw.stats()
+    poller = SwitchPoller(sw.control_port, pdir / "switch.jsonl", plan.switch_poll_interval_s)
+    jobs = _phase_jobs(phase, pdir)
+    agents = []
+    for h, spec in jobs.items():
+        sp = pdir / f"{h}.spec.json"
+        sp.write_text(spec.to_json())
+        agents.append(_Agent(h, net.get(h), sp, pdir / f"{h}.events.jsonl", pdir / f"{h}.log"))
+    agents_out[:] = agents
+    poller.start()
+    t_start = time.monotonic()
+    try:
+        for a in agents:
+            _start_agent(a)
+        next_status = t_start + opts.status_interval_s
+        deadline = t_start + phase.timeout_s + 10.0
+        while True:
+            for a in agents:
+                if a.rc is None and a.proc is not None:
+                    a.rc = a.proc.poll()
+                    if a.rc is not None and a.rc != 0:
+                        raise RunError(_failure_message(a, phase.name))
+            if all(a.rc == 0 for a in agents):
+                break
+            if sw.proc is None or sw.proc.poll() is not None:
+                from switches.soft.node import _tail as sw_tail
+
+                raise RunError(f"switch {sw.name} exited during phase {phase.name!r}; "
+                               f"log {sw.log_path}:\n{sw_tail(sw.log_path)}")
+            now = time.monotonic()
+            if now >= deadline:
+                late = ", ".join(f"{a.host} ({a.status()})" for a in agents if a.rc is None)
+                raise RunError(f"phase {phase.name!r} timed out after {phase.timeout_s:.0f} s; "
+                               f"still running: {late}")
+            if now >= next_status:
+                prog.line(f"phase {phase.name}: " + ", ".join(f"{a.host} {a.status()}"
+                                                              for a in agents))
+                next_status = now + opts.status_interval_s
+            time.sleep(0.05)
+    finally:
+        _stop_agents(agents)
+        poller.stop()
+    after = sw.stats()
+    qmax = _read_register(sw, reg) if reg else []
+    stats = {"before": before, "after": after,
+             "qdepth_max": {str(p): v for p, v in enumerate(qmax) if v},
+             "poller_samples": poller.samples, "poller_error": poller.error,
+             "wall_s": time.monotonic() - t_start}
+    (pdir / "switch_stats.json").write_text(json.dumps(stats, indent=1, sort_keys=True))
+    prog.line(f"phase {phase.name}: done in {stats['wall_s']:.1f} s ("
+              + ", ".join(f"{a.host} ok" for a in agents) + ")")
+    return stats
+
+
+def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Progress) -> None:
+    from testbed.net import running, star_router
+
+    topo = plan.topology
+    prog.line(f"network: {topo.n_hosts} hosts around soft switch s1 running "
+              f"{Path(topo.program).name}" + (" (pcap on)" if opts.pcap else ""))
+    net, sw, _hosts, _addrs = star_router(
+        topo.n_hosts, repo_path(topo.program), log_dir=run_dir / "switch", pcap=opts.pcap,
+        priority_queues=topo.priority_queues, extra_commands=topo.commands)
+    agents: list[_Agent] = []
+    try:
+        with running(net):
+            prog.line(f"network up (switch control port {sw.control_port})")
+            for phase in plan.phases:
+                _run_phase(phase, plan, run_dir, net, sw, prog, opts, agents)
+    finally:
+        _stop_agents(agents)  # normally done already; not if bring-up itself failed
+        prog.line("network down")
+
+
+def _transport_record(plan: RunPlan) -> dict[str, Any]:
+    from hosts.agent import dcqcn_params
+    from hosts.roce import Scale
+
+    seen: dict[str, dict[str, Any]] = {}
+    for p in plan.phases:
+        for spec in p.jobs.values():
+            t = spec.transport
+            rec = {"scale": Scale(**t.scale).timers(), "dcqcn": dcqcn_params(spec),
+                   "path_mtu": t.path_mtu, "sample_interval_us": t.sample_interval_us,
+                   "pacer_burst_packets": t.pacer_burst_packets,
+                   "late_threshold_packets": t.late_threshold_packets}
+            seen.setdefault(json.dumps(rec, sort_keys=True), rec)
+    recs = list(seen.values())
+    if len(recs) == 1:
+        return recs[0]
+    return {"per_spec": recs}
+
+
+def evaluate_fidelity(run_dir: Path, plan: RunPlan) -> dict[str, Any]:
+    """Did the switch and the hosts keep up? Numbers, limits and a verdict."""
+    from testbed.timeline import load_phase
+
+    lim = plan.fidelity
+    lag_sum = 0.0
+    lag_n = 0
+    kdrops = 0
+    lag_max = 0
+    senders: list[dict[str, Any]] = []
+    tx_drops = 0
+    for p in plan.phases:
+        data = load_phase(run_dir, p.name)
+        b, a = data.stats.get("before", {}), data.stats.get("after", {})
+        if a:
+            lb, la = b.get("lag_us", {}), a.get("lag_us", {})
+            n = la.get("samples", 0) - lb.get("samples", 0)
+            s = la.get("mean", 0) * la.get("samples", 0) - lb.get("mean", 0) * lb.get("samples", 0)
+            if n > 0:
+                lag_sum += s
+                lag_n += n
+            lag_max = max(lag_max, la.get("max", 0))
+            kdrops += a.get("kernel_drops", 0) - b.get("kernel_drops", 0)
+        for e in data.all_events("flow_end"):
+            tx_drops += e.get("qp", {}).get("tx_drops", 0)
+            if e.get("role") == "sender" and "pacer" in e:
+                lat = e["pacer"]["lateness"]
+                senders.append({"phase": p.name, "host": e["host"], "flow": e["flow"], **lat})
+        for e in data.all_events("pacer_report") + data.all_events("qp_report"):
+            tx_drops += e.get("qp", {}).get("tx_drops", 0)
+            if not e.get("pacer"):
+                continue
+            lat = e["pacer"]["lateness"]
+            senders.append({"phase": p.name, "host": e["host"], "flow": e.get("flow", "?"), **lat})
+    lag_mean = lag_sum / lag_n if lag_n else 0.0
+    worst = max(senders, key=lambda s: s["late_fraction"], default=None)
+    checks = {
+        "switch_lag_mean_us": {"value": round(lag_mean, 1), "limit": lim.switch_lag_mean_us,
+                               "ok": lag_mean <= lim.switch_lag_mean_us},
+        "switch_lag_max_us": {"value": lag_max, "limit": lim.switch_lag_max_us,
+                              "ok": lag_max <= lim.switch_lag_max_us},
+        "switch_kernel_drops": {"value": kdrops, "limit": lim.kernel_drops,
+                                "ok": kdrops <= lim.kernel_drops},
+        "host_pacing_late_fraction": {
+            "value": worst["late_fraction"] if worst else 0.0,
+            "limit": lim.pacing_late_fraction,
+            "ok": worst is None or worst["late_fraction"] <= lim.pacing_late_fraction,
+            "worst": worst},
+        "host_tx_drops": {"value": tx_drops, "limit": lim.host_tx_drops,
+                          "ok": tx_drops <= lim.host_tx_drops},
+    }
+    return {"ok": all(c["ok"] for c in checks.values()), "checks": checks,
+            "switch_lag_samples": lag_n, "senders": senders}
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        elif isinstance(v, (int, float, str, bool)) or v is None:
+            out[key] = v
+    return out
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=str))
+    os.replace(tmp, path)
+
+
+def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
+    """Run experiment ``name``; returns the summary (also in DIR/summary.json).
+    Raises RunError (the run failed: summary.json says why) or ExperimentError."""
+    opts = opts or RunOptions()
+    mod = load(name)
+    params = make_params(mod, opts.quick, opts.overrides)
+    plan: RunPlan = mod.plan(params)
+    check_environment(opts.target, opts.hosts)
+    run_dir = Path(opts.out) if opts.out else default_out_dir(mod.NAME)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise RunError(f"output directory {run_dir} exists and is not empty")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = run_dir.resolve()
+    started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    summary: dict[str, Any] = {
+        "experiment": mod.NAME, "ok": False, "quick": opts.quick, "target": opts.target,
+        "hosts": opts.hosts, "pcap": opts.pcap, "run_dir": str(run_dir), "started": started,
+        "params": params_to_dict(params), "overrides": dict(opts.overrides),
+        "versions": software_versions(), "transport": _transport_record(plan),
+    }
+    _write_json(run_dir / "plan.json", {"experiment": mod.NAME, "params": summary["params"],
+                                        **plan_to_dict(plan)})
+    prog = Progress(opts.echo, run_dir / "progress.log")
+    prog.line(f"{mod.NAME}{' (quick)' if opts.quick else ''}: output {run_dir}")
+    try:
+        try:
+            _bring_up_and_run(plan, run_dir, opts, prog)
+        except KeyboardInterrupt:
+            summary["error"] = "interrupted (Ctrl-C)"
+            raise
+        except RunError as e:
+            summary["error"] = str(e)
+            raise
+        except Exception as e:
+            summary["error"] = f"{type(e).__name__}: {e}"
+            raise RunError(f"run failed: {type(e).__name__}: {e}") from e
+        prog.line("analysing")
+        results = _finish(mod, plan, run_dir, summary)
+        prog.line(_verdict_line(summary, results))
+        return summary
+    finally:
+        summary["duration_s"] = round(prog.elapsed, 2)
+        _write_json(run_dir / "summary.json", summary)
+        prog.close()
+
+
+def _finish(mod: types.ModuleType, plan: RunPlan, run_dir: Path,
+            summary: dict[str, Any]) -> dict[str, Any]:
+    fid = evaluate_fidelity(run_dir, plan)
+    summary["fidelity"] = fid
+    try:
+        results = mod.analyze(run_dir)
+    except Exception as e:
+        summary["error"] = f"analysis failed: {type(e).__name__}: {e}"
+        raise RunError(summary["error"]) from e
+    summary.update(results)
+    summary["fidelity_ok"] = bool(fid["ok"] and results.get("fidelity_ok", True))
+    summary.update(_flatten(results))
+    summary["fidelity_ok"] = bool(fid["ok"] and results.get("fidelity_ok", True))
+    try:
+        summary["plots"] = [str(Path(p).relative_to(run_dir)) for p in mod.plot(run_dir)]
+    except Exception as e:
+        summary["error"] = f"plotting failed: {type(e).__name__}: {e}"
+        raise RunError(summary["error"]) from e
+    summary["ok"] = True
+    return results
+
+
+def _verdict_line(summary: dict[str, Any], results: dict[str, Any]) -> str:
+    flat = _flatten({k: v for k, v in results.items() if k != "fidelity_ok"})
+    shown = ", ".join(f"{k}={_fmt(v)}" for k, v in flat.items() if k.count(".") == 1)
+    fid = "ok" if summary["fidelity_ok"] else "NOT OK (the emulation did not keep up: see summary.json fidelity)"
+    return f"results: {shown}; fidelity {fid}"
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def replot(run_dir: Path) -> list[Path]:
+    """Re-draw a finished run's figures from what it saved."""
+    run_dir = Path(run_dir)
+    plan = run_dir / "plan.json"
+    if not plan.exists():
+        raise RunError(f"{run_dir}: no plan.json (not a run directory)")
+    name = json.loads(plan.read_text())["experiment"]
+    try:
+        mod = load(name)
+    except ExperimentError as e:
+        raise RunError(str(e)) from e
+    return [Path(p) for p in mod.plot(run_dir)]
