@@ -11,8 +11,9 @@ export DEBIAN_FRONTEND=noninteractive
 
 $SUDO apt-get update
 $SUDO apt-get install -y --no-install-recommends \
-    mininet iperf3 tshark python3-venv python3-dev \
-    ethtool iproute2 iputils-ping procps
+    mininet iperf3 tshark python3-venv python3-dev pypy3 \
+    ethtool iproute2 iputils-ping procps \
+    python3-pyverbs
 
 if [ ! -x .venv/bin/python ]; then
     /usr/bin/python3 -m venv --system-site-packages .venv

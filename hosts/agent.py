@@ -509,8 +509,9 @@ class Agent:
                                timeout=spec.timeout_s).allgather({"ready_ns": now_ns()}, "start")
         t0 = max(int(r["ready_ns"]) for r in ready) + int(spec.start_delay_s * 1e9)
         self.ctx.engine.run(until=lambda: now_ns() >= t0, timeout=max(0.0, (t0 - now_ns()) / 1e9))
-        t0 = max(t0, now_ns())
-        self.log.emit("start", t_ns=t0, barrier=b_size)
+        # Logged at the common instant (the same on every agent), with how late
+        # this agent woke up for it.
+        self.log.emit("start", t_ns=t0, barrier=b_size, late_ns=max(0, now_ns() - t0))
         for w in works:
             w.start(t0)
         done_barrier = _DoneBarrier(self.rdv / "done", b_rank, b_size)

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-one", nargs=2, metavar=("P4", "STF"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.run_one:
-        return run_one(*args.run_one, backend=args.backend)
+        return run_one(args.run_one[0], args.run_one[1], backend=args.backend)
 
     corpus = args.corpus.resolve()
     if not corpus.is_dir():

@@ -63,6 +63,23 @@ def _totals(stats: dict[str, Any]) -> tuple[int, int, float]:
             float(stats["cpu_s"]))
 
 
+def _wait_for_names(names: Sequence[str], timeout: float) -> None:
+    """Wait while interfaces of another Mininet run hold the names this one
+    needs (Mininet names are global to the machine)."""
+    import subprocess
+    deadline = time.monotonic() + timeout
+    while True:
+        out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True,
+                             text=True).stdout
+        taken = [n for n in names if f" {n}@" in out or f" {n}:" in out]
+        if not taken:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"interfaces {', '.join(taken)} belong to another run "
+                               f"(still there after {timeout:g} s)")
+        time.sleep(1.0)
+
+
 def forwarding_run(seconds: float = 5.0, program: str | Path = DEFAULT_PROGRAM,
                    tool: str | None = None, backend: str = "python",
                    warmup: float = 1.0) -> dict[str, Any]:
@@ -70,6 +87,7 @@ def forwarding_run(seconds: float = 5.0, program: str | Path = DEFAULT_PROGRAM,
     (not measured), transfer for ``seconds``, tear the network down."""
     tool = tool or default_tool()
     program = Path(program)
+    _wait_for_names(["s1-eth1", "s1-eth2", "h1-eth0", "h2-eth0"], timeout=600)
     log_dir = tempfile.mkdtemp(prefix="bench-softswitch-")
     net, sw, (h1, h2), (_a1, a2) = star_router(2, program, log_dir=log_dir, backend=backend)
     result: dict[str, Any] = {"backend": backend, "program": program.name, "seconds": seconds,
@@ -131,7 +149,9 @@ def _median(values: list[Any]) -> Any:
     if not vals:
         return None
     m = statistics.median(vals)
-    return round(m, 2) if isinstance(m, float) else m
+    if all(isinstance(v, int) for v in vals):
+        return int(round(m))
+    return round(m, 2)
 
 
 def summarize(backend: str, runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -290,18 +290,24 @@ def clean_cmd() -> None:
 # doctor
 
 
-def _rdma_devices() -> list[str]:
-    ib = Path("/sys/class/infiniband")
-    return sorted(p.name for p in ib.iterdir()) if ib.is_dir() else []
+def _importable(*modules: str) -> bool:
+    import importlib
 
-
-def _rxe_present() -> bool:
-    return any(d.startswith("rxe") for d in _rdma_devices()) or (
-        bool(_rdma_devices()) and Path("/sys/module/rdma_rxe").exists())
+    try:
+        for m in modules:
+            importlib.import_module(m)
+    except Exception:  # an extra with broken pins fails with more than ImportError
+        return False
+    return True
 
 
 def doctor_report() -> dict[str, Any]:
-    """What this machine offers to the testbed (targets, host providers, tools)."""
+    """What this machine offers to the testbed (targets, host providers, tools).
+
+    ``targets``/``providers`` map names to booleans; ``*_detail`` add the
+    reason a target or provider is missing and the tool versions found."""
+    from testbed.targets import available_providers, available_targets
+
     try:
         import mininet.net  # noqa: F401
 
@@ -309,17 +315,25 @@ def doctor_report() -> dict[str, Any]:
     except ImportError:
         mininet_ok = False
     tools = {t: shutil.which(t) is not None for t in
-             ("simple_switch_grpc", "simple_switch", "p4c", "iperf3", "tshark", "ethtool", "ping")}
+             ("simple_switch_grpc", "simple_switch_CLI", "simple_switch", "p4c", "p4c-bm2-ss",
+              "iperf3", "tshark", "ethtool", "ping")}
     root = os.geteuid() == 0
+    targets = available_targets()
+    providers = available_providers()
     return {
-        "targets": {
-            "soft": True,
-            "bmv2": tools["simple_switch_grpc"] and tools["p4c"],
-        },
-        "providers": {"udp": True, "rxe": _rxe_present()},
+        "targets": {n: a.available for n, a in targets.items()},
+        "targets_detail": {n: {"available": a.available, "reason": a.reason,
+                               "versions": a.versions} for n, a in targets.items()},
+        "providers": {n: a.available for n, a in providers.items()},
+        "providers_detail": {n: {"available": a.available, "reason": a.reason,
+                                 "devices": a.versions.get("devices", "")}
+                             for n, a in providers.items()},
         "mininet": mininet_ok,
         "root": root,
         "can_run_network": mininet_ok and root,
+        "p4runtime": _importable("grpc", "google.protobuf", "p4.v1.p4runtime_pb2",
+                                 "p4.config.v1.p4info_pb2"),
+        "p4runtime_shell": _importable("p4runtime_sh"),
         "tools": tools,
         "python": sys.version.split()[0],
     }
@@ -337,16 +351,28 @@ def doctor_cmd(as_json: bool) -> None:
     def yn(v: bool) -> str:
         return "yes" if v else "no"
 
+    def why(detail: dict[str, Any]) -> str:
+        if detail["available"]:
+            extra = detail.get("versions") or {}
+            if detail.get("devices"):
+                return f"  ({detail['devices']})"
+            return "".join(f"\n{'':<4}{k}: {v}" for k, v in extra.items()
+                           if k != "soft")
+        return f"  ({detail['reason']})"
+
+    td, pd = r["targets_detail"], r["providers_detail"]
     rows = [
-        ("target soft (built in)", r["targets"]["soft"]),
-        ("target bmv2 (simple_switch_grpc + p4c)", r["targets"]["bmv2"]),
-        ("provider udp (userspace RoCEv2)", r["providers"]["udp"]),
-        ("provider rxe (rdma_rxe device)", r["providers"]["rxe"]),
-        ("mininet", r["mininet"]),
-        ("root", r["root"]),
-    ] + [(f"  tool {tool}", present) for tool, present in r["tools"].items()]
-    for label, value in rows:
-        click.echo(f"{label:<40} {yn(value)}")
+        ("target soft (built in)", r["targets"]["soft"], ""),
+        ("target bmv2 (simple_switch_grpc + p4c)", r["targets"]["bmv2"], why(td["bmv2"])),
+        ("provider udp (userspace RoCEv2)", r["providers"]["udp"], ""),
+        ("provider rxe (rdma_rxe + pyverbs)", r["providers"]["rxe"], why(pd["rxe"])),
+        ("mininet", r["mininet"], ""),
+        ("root", r["root"], ""),
+        ("p4runtime extra (pip install -e '.[p4runtime]')", r["p4runtime"], ""),
+        ("p4runtime-shell importable", r["p4runtime_shell"], ""),
+    ] + [(f"  tool {tool}", present, "") for tool, present in r["tools"].items()]
+    for label, value, note in rows:
+        click.echo(f"{label:<48} {yn(value)}{note}")
     if not r["can_run_network"]:
         click.echo("network runs need root and Mininet (apt-get install mininet)")
 

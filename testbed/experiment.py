@@ -10,7 +10,8 @@ An experiment is a module in ``experiments/`` with:
   phases, each phase a set of job specs (hosts.agent_spec.JobSpec) by host;
 - ``analyze(run_dir) -> dict``: results from the saved timelines (merged into
   ``summary.json``);
-- ``plot(run_dir) -> list[Path]``: PNG figures from the saved timelines.
+- ``plot(run_dir) -> list[Path]``: PNG figures from the saved timelines;
+- optionally ``HEADLINE``: the dotted result keys the run's last line shows.
 
 ``RunPlan`` and everything in it is plain data: ``plan_to_dict`` writes it into
 the run directory, and ``analyze``/``plot`` read only what a run saved, so a

@@ -117,7 +117,7 @@ def collective_timeline(data: PhaseData, out: Path, *, title: str) -> Path:
             r = e["rank"]
             ranks.add(r)
             ax.barh(r, (e["t_ns"] - t0) / 1e9 - s, left=s, height=0.6,
-                    color=colors.get(e.get("phase"), "grey"), edgecolor="white", linewidth=0.3)
+                    color=colors.get(str(e.get("phase")), "grey"), edgecolor="white", linewidth=0.3)
     ax.set_yticks(sorted(ranks))
     ax.set_ylabel("rank")
     ax.set_xlabel("time since start (s)")

@@ -42,7 +42,8 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -97,15 +98,17 @@ def check_environment(target: str, hosts: str, *, need_network: bool = True) -> 
         raise RunError(f"unknown host provider {hosts!r} (udp or rxe)")
     if target == "bmv2":
         if not rep["targets"]["bmv2"]:
-            raise RunError("target bmv2: simple_switch_grpc and p4c are not installed here "
-                           "(see `testbed doctor`); use --target soft")
-        raise RunError("target bmv2: the runner drives only the soft target so far; "
-                       "use --target soft")
+            why = rep.get("targets_detail", {}).get("bmv2", {}).get("reason", "")
+            raise RunError("target bmv2 is not installed here: "
+                           + (why or "simple_switch_grpc and p4c not found")
+                           + "; see `testbed doctor`, or use --target soft")
+        raise RunError("target bmv2: the runner drives only the soft target so far (it reads "
+                       "the soft switch's queue and lag statistics); use --target soft")
     if hosts == "rxe":
         if not rep["providers"]["rxe"]:
-            raise RunError("hosts rxe: no rdma_rxe device on this machine (see `testbed doctor`; "
-                           "`rdma link add rxe0 type rxe netdev IF` on a kernel with rdma_rxe); "
-                           "use --hosts udp")
+            why = rep.get("providers_detail", {}).get("rxe", {}).get("reason", "")
+            raise RunError("hosts rxe is not available here: " + (why or "no rdma_rxe device")
+                           + "; see `testbed doctor`, or use --hosts udp")
         raise RunError("hosts rxe: the agent drives only the udp provider so far; use --hosts udp")
     if need_network:
         if not rep["root"]:
@@ -365,10 +368,16 @@ def _stop_agents(agents: list[_Agent], grace_s: float = 3.0) -> None:
 
 
 def _failure_message(a: _Agent, phase: str) -> str:
-    err = [e.get("message") for e in _last_events(a.events_path) if e.get("event") == "error"]
+    evs = _last_events(a.events_path)
+    err = [e.get("message") for e in evs if e.get("event") == "error"]
     lines = [f"host {a.host}: agent {a.describe_exit()} in phase {phase!r}"]
     if err:
         lines[0] += f": {err[-1]}"
+    elif evs:
+        last = evs[-1]
+        prog = a.last_progress
+        lines[0] += (f" (last event: {last.get('event')}"
+                     + (f", progress {prog['done']}/{prog['total']}" if prog else "") + ")")
     tail = _tail(a.log_path).replace("\n", "\n    ")
     lines.append(f"  log {a.log_path} (last lines):\n    {tail}")
     return "\n".join(lines)
@@ -479,6 +488,26 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
         prog.line("network down")
 
 
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises (testbed.net.SoftSignal) for the whole run, bring-up
+    included, so the finally blocks tear everything down."""
+    from testbed.net import SoftSignal
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise SoftSignal(f"signal {signal.Signals(signum).name}")
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def _transport_record(plan: RunPlan) -> dict[str, Any]:
     from hosts.agent import dcqcn_params
     from hosts.roce import Scale
@@ -534,7 +563,7 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan) -> dict[str, Any]:
             senders.append({"phase": p.name, "host": e["host"], "flow": e.get("flow", "?"), **lat})
     lag_mean = lag_sum / lag_n if lag_n else 0.0
     worst = max(senders, key=lambda s: s["late_fraction"], default=None)
-    checks = {
+    checks: dict[str, dict[str, Any]] = {
         "switch_lag_mean_us": {"value": round(lag_mean, 1), "limit": lim.switch_lag_mean_us,
                                "ok": lag_mean <= lim.switch_lag_mean_us},
         "switch_lag_max_us": {"value": lag_max, "limit": lim.switch_lag_max_us,
@@ -594,12 +623,18 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
                                         **plan_to_dict(plan)})
     prog = Progress(opts.echo, run_dir / "progress.log")
     prog.line(f"{mod.NAME}{' (quick)' if opts.quick else ''}: output {run_dir}")
+    from testbed.net import SoftSignal
+
     try:
         try:
-            _bring_up_and_run(plan, run_dir, opts, prog)
+            with _sigterm_raises():
+                _bring_up_and_run(plan, run_dir, opts, prog)
         except KeyboardInterrupt:
             summary["error"] = "interrupted (Ctrl-C)"
             raise
+        except SoftSignal as e:
+            summary["error"] = f"terminated ({e})"
+            raise RunError(f"run terminated by {e}; network torn down") from e
         except RunError as e:
             summary["error"] = str(e)
             raise
@@ -608,7 +643,7 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
             raise RunError(f"run failed: {type(e).__name__}: {e}") from e
         prog.line("analysing")
         results = _finish(mod, plan, run_dir, summary)
-        prog.line(_verdict_line(summary, results))
+        prog.line(_verdict_line(summary, results, tuple(getattr(mod, "HEADLINE", ()))))
         return summary
     finally:
         summary["duration_s"] = round(prog.elapsed, 2)
@@ -638,9 +673,11 @@ def _finish(mod: types.ModuleType, plan: RunPlan, run_dir: Path,
     return results
 
 
-def _verdict_line(summary: dict[str, Any], results: dict[str, Any]) -> str:
+def _verdict_line(summary: dict[str, Any], results: dict[str, Any],
+                  headline: tuple[str, ...] = ()) -> str:
     flat = _flatten({k: v for k, v in results.items() if k != "fidelity_ok"})
-    shown = ", ".join(f"{k}={_fmt(v)}" for k, v in flat.items() if k.count(".") == 1)
+    keys = [k for k in headline if k in flat] or [k for k in flat if k.count(".") == 1]
+    shown = ", ".join(f"{k}={_fmt(flat[k])}" for k in keys)
     fid = "ok" if summary["fidelity_ok"] else "NOT OK (the emulation did not keep up: see summary.json fidelity)"
     return f"results: {shown}; fidelity {fid}"
 

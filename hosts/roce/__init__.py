@@ -28,6 +28,9 @@ provider    the ``Provider`` protocol an engine runs on (now_ns, open_port/close
             send, recv, wait, close).
 udp_provider  ``UdpProvider(local_ip, port=4791, data_ecn=ECT0)``: kernel UDP
             sockets (Mininet hosts); ``data_ecn`` replaces ECT(0) on data packets.
+rxe_provider  ``RxeContext(local_ip=None, netdev=None, retag="ignore")``: the same
+            Context/PD/MR/CQ/QP calls over pyverbs on a Linux rdma_rxe device (the
+            kernel runs the transport; source ports, tags and limits: README.md).
 sim         ``SimWire(latency_ns, seed, loss, dup, reorder, ce, corrupt, record)``:
             deterministic in-process wire with a fake clock; ``wire.provider(ip)``,
             ``wire.run(until, timeout)``, per-packet ``wire.hook``, ``wire.records``,
@@ -56,15 +59,21 @@ Usage
     wcs = cq.wait(1, timeout=2.0)  # runs the engine until >= 1 completion
     ctx.engine.run(until=lambda: done, timeout=5.0)
     qp.modify(sport=tag_sport(step))   # retag the flow (any state)
+    qp.post_send(SendWR(..., sport=tag_sport(step + 1), job_id=1))  # or tag one WR
 
 Objects
 -------
 - ``MR``: ``buf`` (memoryview), ``addr`` (virtual base, what remote_addr refers
   to), ``length``, ``lkey``, ``rkey``, ``sge(offset=0, length=None) -> SGE``.
 - ``SendWR(wr_id, opcode: WROpcode, sge: SGE | None, remote_addr=0, rkey=0,
-  imm_data: int | None = None, signaled=True)``; WROpcode RDMA_WRITE,
+  imm_data: int | None = None, signaled=True, sport: int | None = None,
+  job_id: int | None = None)``; WROpcode RDMA_WRITE,
   RDMA_WRITE_WITH_IMM, SEND, SEND_WITH_IMM. Data is read from the MR when each
   packet is (re)sent, as on a NIC: do not modify it before the completion.
+  ``sport``/``job_id`` pin the WR's flow tag when it is posted: all its packets,
+  retransmissions included, carry them whatever ``qp.modify(sport=...)`` does
+  later (the source port stays open until the WR completes or is flushed).
+  None (default): the packets carry the QP's tag at the time they are sent.
 - ``RecvWR(wr_id, sge)`` consumed by SEND and RDMA_WRITE_WITH_IMM messages.
 - ``WC``: wr_id, status (WCStatus), opcode (WCOpcode SEND, RDMA_WRITE, RECV,
   RECV_RDMA_WITH_IMM), byte_len, imm_data (int | None), qp_num, src_qp,
@@ -135,6 +144,9 @@ def __getattr__(name: str):
     if name == "UdpProvider":
         from hosts.roce.udp_provider import UdpProvider
         return UdpProvider
+    if name == "RxeContext":
+        from hosts.roce.rxe_provider import RxeContext
+        return RxeContext
     raise AttributeError(name)
 
 
@@ -142,5 +154,5 @@ __all__ = [
     "ROCE_UDP_PORT", "Opcode", "sport_step", "tag_sport", "FixedRate", "GapPacer", "Pacer",
     "RateController", "Scale", "SimWire", "CQ", "MR", "PD", "QP", "SGE", "WC", "Access",
     "Context", "Engine", "QPAttr", "QPState", "RecvWR", "SendWR", "VerbsError", "WCOpcode",
-    "WCStatus", "WROpcode", "UdpProvider", "connect_pair",
+    "WCStatus", "WROpcode", "UdpProvider", "RxeContext", "connect_pair",
 ]

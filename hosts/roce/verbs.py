@@ -99,16 +99,27 @@ class WCOpcode(IntEnum):
 
 
 class WCStatus(IntEnum):
+    """Completion status; the values are libibverbs' (the rxe provider passes them on)."""
+
     SUCCESS = 0
     LOC_LEN_ERR = 1
     LOC_QP_OP_ERR = 2
+    LOC_EEC_OP_ERR = 3
     LOC_PROT_ERR = 4
     WR_FLUSH_ERR = 5
+    MW_BIND_ERR = 6
+    BAD_RESP_ERR = 7
+    LOC_ACCESS_ERR = 8
     REM_INV_REQ_ERR = 9
     REM_ACCESS_ERR = 10
     REM_OP_ERR = 11
     RETRY_EXC_ERR = 12
     RNR_RETRY_EXC_ERR = 13
+    REM_INV_RD_REQ_ERR = 15
+    REM_ABORT_ERR = 16
+    FATAL_ERR = 19
+    RESP_TIMEOUT_ERR = 20
+    GENERAL_ERR = 21
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +131,10 @@ class SGE:
 
 @dataclass(slots=True)
 class SendWR:
+    """A send work request. ``sport``/``job_id`` pin this WR's flow tag: every packet
+    of it, retransmissions included, carries them whatever the QP is retagged to
+    later. None: the packets carry the QP's ``sport``/``job_id`` when they leave."""
+
     wr_id: int
     opcode: WROpcode
     sge: SGE | None = None
@@ -127,6 +142,8 @@ class SendWR:
     rkey: int = 0
     imm_data: int | None = None
     signaled: bool = True
+    sport: int | None = None
+    job_id: int | None = None
 
 
 @dataclass(slots=True)
@@ -285,7 +302,7 @@ class Context:
 
 
 class _SendWQE:
-    __slots__ = ("wr", "op", "mr", "off", "length", "first", "npkts", "mtu")
+    __slots__ = ("wr", "op", "mr", "off", "length", "first", "npkts", "mtu", "sport", "job_id")
     wr: SendWR
     op: WROpcode
     mr: MR | None
@@ -294,6 +311,8 @@ class _SendWQE:
     first: int      # sequence number of its first packet
     npkts: int
     mtu: int
+    sport: int | None       # the WR's own flow tag (None: the QP's, when sent)
+    job_id: int | None
 
 
 class _Responder:
@@ -348,6 +367,8 @@ class QP:
 
     # -- state -----------------------------------------------------------------
     def _reset_state(self) -> None:
+        for w in getattr(self, "_sq", ()):
+            self._release(w)
         self._sq: deque[_SendWQE] = deque()
         self._sq_tail = 0        # sequence number the next posted packet gets
         self._snd_nxt = 0
@@ -359,7 +380,7 @@ class QP:
         self._rnr_retries = 0
         self._rnr_until = 0
         self._pace_at: int | None = None
-        self._built: tuple[int, bytes, memoryview | bytes] | None = None
+        self._built: tuple[int, bytes, memoryview | bytes, int | None] | None = None
         self._last_tx_ns = 0
         self._rq: deque[RecvWR] = deque()
         self._epsn = 0
@@ -442,7 +463,16 @@ class QP:
     def destroy(self) -> None:
         if self.qp_num in self.engine.qps:
             self.engine._remove_qp(self)
+            for w in self._sq:
+                self._release(w)
+            self._sq.clear()
             self.ctx.provider.close_port(self.sport)
+
+    def _release(self, w: _SendWQE) -> None:
+        """A WQE leaves the send queue: give back the source port it held."""
+        if w.sport is not None:
+            self.ctx.provider.close_port(w.sport)
+            w.sport = None
 
     # -- posting ---------------------------------------------------------------
     def _resolve(self, sge: SGE | None, need: Access) -> tuple[MR | None, int, int]:
@@ -467,6 +497,10 @@ class QP:
         op = WROpcode(wr.opcode)
         if op in (WROpcode.RDMA_WRITE_WITH_IMM, WROpcode.SEND_WITH_IMM) and wr.imm_data is None:
             raise VerbsError("*_WITH_IMM needs imm_data")
+        if wr.sport is not None and not 0 < wr.sport <= 0xFFFF:
+            raise VerbsError("SendWR.sport must be a UDP port")
+        if wr.job_id is not None and not 0 <= wr.job_id <= 0xFF:
+            raise VerbsError("SendWR.job_id must fit 8 bits")
         mr, off, length = self._resolve(wr.sge, Access(0))
         if length >= 1 << 31:
             raise VerbsError("message too long")
@@ -474,6 +508,9 @@ class QP:
         w.wr, w.op, w.mr, w.off, w.length, w.mtu = wr, op, mr, off, length, self.path_mtu
         w.npkts = max(1, -(-length // self.path_mtu))
         w.first = self._sq_tail
+        w.sport, w.job_id = wr.sport, wr.job_id
+        if w.sport is not None:
+            self.ctx.provider.open_port(w.sport)   # held until the WQE leaves the queue
         self._sq_tail += w.npkts
         self._sq.append(w)
         self._pump(self.engine.now_ns())
@@ -497,6 +534,7 @@ class QP:
         self.state = QPState.ERR
         sq, self._sq = self._sq, deque()
         for i, w in enumerate(sq):
+            self._release(w)
             st = head_status if (i == 0 and head_status is not None) else WCStatus.WR_FLUSH_ERR
             self.send_cq._push(self._wc(w.wr.wr_id, st, _wc_op(w.op), 0))
         rx = self._rx
@@ -510,19 +548,24 @@ class QP:
         self._ack_now = False
 
     # -- transmit --------------------------------------------------------------
-    def _pseudo(self, roce_len: int) -> bytes:
-        p = self._pseudo_tx.get(roce_len)
+    def _pseudo(self, roce_len: int, sport: int) -> bytes:
+        key = (sport << 32) | roce_len
+        p = self._pseudo_tx.get(key)
         if p is None:
-            p = wire.pseudo_header(self.engine._local_ip_b, self._dest_ip_b, self.sport,
+            if len(self._pseudo_tx) > 256:     # WR tags come and go: keep the cache small
+                self._pseudo_tx.clear()
+            p = wire.pseudo_header(self.engine._local_ip_b, self._dest_ip_b, sport,
                                    roce_len, self.dest_port)
-            self._pseudo_tx[roce_len] = p
+            self._pseudo_tx[key] = p
         return p
 
-    def _xmit(self, hdr: bytes, payload, ecn: int) -> bool:
+    def _xmit(self, hdr: bytes, payload, ecn: int, sport: int | None = None) -> bool:
+        if sport is None:
+            sport = self.sport
         pad = _PAD[-len(payload) & 3]
         roce_len = len(hdr) + len(payload) + len(pad) + ICRC_LEN
-        crc = wire.icrc_parts(self._pseudo(roce_len), hdr, payload, pad)
-        ok = self.ctx.provider.send(self.sport, self.dest_ip, self.dest_port,
+        crc = wire.icrc_parts(self._pseudo(roce_len, sport), hdr, payload, pad)
+        ok = self.ctx.provider.send(sport, self.dest_ip, self.dest_port,
                                     (hdr, payload, pad + _ICRC.pack(crc)), ecn)
         if not ok:
             self.stats["tx_drops"] += 1
@@ -546,8 +589,9 @@ class QP:
         self._xmit(hdr, bytes(CNP_RESERVED_BYTES), ECN_NOT_ECT)
         self.stats["cnps_sent"] += 1
 
-    def _packet(self, seq: int) -> tuple[bytes, memoryview | bytes]:
-        """Header and payload of send-queue packet ``seq``."""
+    def _packet(self, seq: int) -> tuple[bytes, memoryview | bytes, int | None]:
+        """Header, payload and pinned source port (None: the QP's) of send-queue
+        packet ``seq``."""
         sq = self._sq
         i = self._tx_idx
         if i >= len(sq) or not (sq[i].first <= seq < sq[i].first + sq[i].npkts):
@@ -578,13 +622,14 @@ class QP:
             op = Opcode.RDMA_WRITE_MIDDLE if write else Opcode.SEND_MIDDLE
         last = k == n - 1
         ackreq = last or (seq + 1 - self._snd_una >= self.max_inflight)
-        hdr = _BTH.pack(op, (-ln & 3) << 4, BTH_DEFAULT_PKEY, (self.job_id << 24) | self.dest_qp_num,
+        job = self.job_id if w.job_id is None else w.job_id
+        hdr = _BTH.pack(op, (-ln & 3) << 4, BTH_DEFAULT_PKEY, (job << 24) | self.dest_qp_num,
                         (ackreq << 31) | (seq & PSN_MASK))
         if write and k == 0:
             hdr += _RETH.pack(w.wr.remote_addr, w.wr.rkey, w.length)
         if imm and last:
             hdr += _IMM.pack((w.wr.imm_data or 0) & 0xFFFFFFFF)
-        return hdr, payload
+        return hdr, payload, w.sport
 
     def _pump(self, now: int) -> None:
         """Send what the window, RNR wait and pacer allow."""
@@ -602,15 +647,15 @@ class QP:
             seq = self._snd_nxt
             built = self._built
             if built is not None and built[0] == seq:
-                hdr, payload = built[1], built[2]
+                hdr, payload, wsport = built[1], built[2], built[3]
             else:
-                hdr, payload = self._packet(seq)
+                hdr, payload, wsport = self._packet(seq)
             nbytes = len(hdr) + len(payload) + (-len(payload) & 3) + ICRC_LEN + FRAME_OVERHEAD
             rate = rc.rate_bps
             t = pacer.next_send_ns(nbytes, now, rate)
             if t > now:
                 self._pace_at = t
-                self._built = (seq, hdr, payload)   # reuse when the pacer allows it
+                self._built = (seq, hdr, payload, wsport)   # reuse when the pacer allows it
                 break
             if t > self._last_tx_ns:
                 late = now - t
@@ -618,7 +663,7 @@ class QP:
                 st["pacing_late_sum_ns"] += late
                 if late > st["pacing_late_max_ns"]:
                     st["pacing_late_max_ns"] = late
-            if not self._xmit(hdr, payload, ECN_ECT0):
+            if not self._xmit(hdr, payload, ECN_ECT0, wsport):
                 # the socket buffer is full: retry shortly rather than lose the packet
                 self._pace_at = now + _TX_RETRY_NS
                 break
@@ -662,6 +707,7 @@ class QP:
         popped = 0
         while sq and sq[0].first + sq[0].npkts - 1 <= seq:
             w = sq.popleft()
+            self._release(w)
             popped += 1
             if w.wr.signaled:
                 self.send_cq._push(WC(w.wr.wr_id, WCStatus.SUCCESS, _wc_op(w.op), w.length,

@@ -95,26 +95,31 @@ def load_generated(path: str, name: str | None = None) -> types.ModuleType:
 
 def install_compat() -> None:
     """Let the runtime and control plane run on Python 3.9 (PyPy): ``zip``
-    accepts ``strict`` and ``bisect.insort`` accepts ``key`` (3.10 features).
-    A no-op on 3.10 and later."""
-    try:
-        zip((), strict=True)
-        return  # 3.10 or later
-    except TypeError:
-        pass
+    accepts ``strict`` and ``bisect.insort`` accepts ``key`` (3.10 features),
+    where the interpreter lacks them. A no-op on 3.10 and later."""
     import bisect
     import builtins
 
-    plain_zip = builtins.zip
+    try:
+        zip((), strict=True)
+    except TypeError:
+        plain_zip = builtins.zip
 
-    def zip_(*iterables: Any, strict: bool = False) -> Any:
-        if not strict:
-            return plain_zip(*iterables)
-        lists = [list(it) for it in iterables]
-        if len({len(x) for x in lists}) > 1:
-            raise ValueError("zip() arguments have different lengths")
-        return plain_zip(*lists)
+        def zip_(*iterables: Any, strict: bool = False) -> Any:
+            if not strict:
+                return plain_zip(*iterables)
+            lists = [list(it) for it in iterables]
+            if len({len(x) for x in lists}) > 1:
+                raise ValueError("zip() arguments have different lengths")
+            return plain_zip(*lists)
 
+        builtins.zip = zip_  # type: ignore[assignment,misc]
+
+    try:
+        bisect.insort([], 0, key=None)  # type: ignore[call-arg]
+        return
+    except TypeError:
+        pass
     plain_insort = bisect.insort_right
 
     def insort(a: list[Any], x: Any, lo: int = 0, hi: int | None = None, *,
@@ -132,6 +137,5 @@ def install_compat() -> None:
                 lo = mid + 1
         a.insert(lo, x)
 
-    builtins.zip = zip_  # type: ignore[assignment]
     bisect.insort = insort  # type: ignore[assignment]
     bisect.insort_right = insort  # type: ignore[assignment]

@@ -4,9 +4,9 @@ against a dict-backed fake of the runtime services."""
 from __future__ import annotations
 
 import pytest
+from test_backend_support import Harness, program
 
 from switches.soft.frontend.source import P4Unsupported
-from test_backend_support import Harness, program
 
 
 @pytest.fixture(autouse=True)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from test_backend_support import Harness, program
 
 from switches.soft import compiler
 from switches.soft.frontend.source import P4Error
-from test_backend_support import Harness, program
 
 
 @pytest.fixture(autouse=True)

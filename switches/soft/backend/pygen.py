@@ -1413,7 +1413,7 @@ class Gen:
         the parameters. Returns the copy-out list (lvalue, local, type)."""
         outs: list[tuple[ir.Expr, str, Any]] = []
         binds: list[tuple[int, str]] = []
-        for p, a in zip(params, args):
+        for p, a in zip(params, args, strict=False):
             t = p.type.resolved
             bt = base_t(t)
             if isinstance(bt, T.Extern) or (a is not None and isinstance(base_t(a.type), T.Extern)):
@@ -1588,7 +1588,7 @@ class Gen:
 
     def bind_ctor(self, d: Any, inst: ir.InstantiationDecl) -> None:
         argv = self._ordered_args(d.ctor_params, inst.args)
-        for p, a in zip(d.ctor_params, argv):
+        for p, a in zip(d.ctor_params, argv, strict=False):
             if a is None:
                 if p.default is None:
                     raise P4Error(inst.loc, f"missing constructor argument '{p.name}'")
@@ -1602,9 +1602,9 @@ class Gen:
             if isinstance(a, ir.PathExpr) and isinstance(a.decl, ir.Param) and id(a.decl) in self.inst_alias:
                 self.inst_alias[id(p)] = self.inst_alias[id(a.decl)]
                 continue
-            if isinstance(a, ir.CallExpr) and isinstance(getattr(a.func, "decl", None),
-                                                         (ir.ControlDecl, ir.ParserDecl)):
-                sub = self.anon_instance(a.func.decl, p.name)
+            fdecl = getattr(a.func, "decl", None) if isinstance(a, ir.CallExpr) else None
+            if isinstance(a, ir.CallExpr) and isinstance(fdecl, (ir.ControlDecl, ir.ParserDecl)):
+                sub = self.anon_instance(fdecl, p.name)
                 sub.args = a.args
                 self.inst_alias[id(p)] = (sub, f"{self.prefix}.{inst.name}" if self.prefix else inst.name)
                 continue
@@ -1776,10 +1776,13 @@ class Gen:
             else:
                 items.append((unsigned(c, ft), str(scalar_width(ft, loc))))
 
-    def checksum_expr(self, algo: str, e: ir.Expr) -> str:
+    def checksum_expr(self, algo: str, e: ir.Expr, hoist: bool = False) -> str:
         """The checksum of data ``e``; csum16 over fixed-width data is computed
-        inline on one packed integer (no list, no bytes)."""
+        inline on one packed integer (no list, no bytes). ``hoist``: a
+        statement may be emitted first (binds a header read several times)."""
         pairs = self.flatten_pairs(e)
+        if hoist:
+            pairs = self._hoist_prefixes(pairs)
         if algo == "csum16" and pairs and all(w.isdigit() for _, w in pairs):
             # The data as one integer is sum(value << shift); since 2**16 is 1
             # modulo 0xFFFF, each shift can be taken modulo 16: small ints only.
@@ -1793,6 +1796,26 @@ class Gen:
                 parts.append(f"({v} << {sh % 16})" if sh % 16 else v)
             return f"csum16_int({' + '.join(parts)})"
         return f"rt.checksum({algo!r}, [{', '.join(f'({v}, {w})' for v, w in pairs)}])"
+
+    def _hoist_prefixes(self, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Bind ``a.b`` to a local when ``a.b.<field>`` is read three times or more."""
+        counts: dict[str, int] = {}
+        for v, _ in pairs:
+            m = re.fullmatch(r"(\w+\.[\w.]+)\.\w+", v)
+            if m:
+                counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+        local: dict[str, str] = {}
+        for prefix, n in counts.items():
+            if n >= 3:
+                local[prefix] = self.fresh("h")
+                self.w(f"{local[prefix]} = {prefix}")
+        out = []
+        for v, w in pairs:
+            m = re.fullmatch(r"(\w+\.[\w.]+)\.(\w+)", v)
+            if m and m.group(1) in local:
+                v = f"{local[m.group(1)]}.{m.group(2)}"
+            out.append((v, w))
+        return out
 
     def extern_function(self, name: str, ce: ir.CallExpr, want: bool) -> str | None:
         args = [a.value for a in ce.args]
@@ -1830,7 +1853,7 @@ class Gen:
                 data = f"{data} + [(int.from_bytes(st.payload, 'big'), 8 * len(st.payload))]"
                 value = f"rt.checksum({algo!r}, {data})"
             else:
-                value = self.checksum_expr(algo, args[1])
+                value = self.checksum_expr(algo, args[1], hoist=True)
             ck = self.ex(args[2])
             self.w(f"if {cond} and {value} != {unsigned(ck, args[2].type)}:")
             self.w(f"    {sm}.checksum_error = 1")
@@ -1843,7 +1866,7 @@ class Gen:
                 data = f"{data} + [(int.from_bytes(st.payload, 'big'), 8 * len(st.payload))]"
                 value = f"rt.checksum({algo!r}, {data})"
             else:
-                value = self.checksum_expr(algo, args[1])
+                value = self.checksum_expr(algo, args[1], hoist=True)
             self.w(f"if {cond}:")
             with self.indent():
                 self.assign(args[2], wrap(value, args[2].type),
@@ -1990,12 +2013,13 @@ class Gen:
             stack_next = True
             utype = base_t(target.expr.type)
             target = target.expr
-        cls = self.class_of(t, loc)
+        self.class_of(t, loc)  # the header's class must exist
         hdr = self.class_decls[t.name]
         fixed = sum(scalar_width(f.type) for f in hdr.fields
                     if not isinstance(base_t(f.type), T.Varbit))
         has_var = any(isinstance(base_t(f.type), T.Varbit) for f in hdr.fields)
         if stack_next:
+            assert isinstance(target, ir.MemberExpr)  # stack.next
             s = self.lv(target.expr)
             size = base_t(target.expr.type).size
             sv = self.fresh("stk")
@@ -2122,7 +2146,7 @@ class Gen:
         actions = []
         default_only, table_only = [], []
         for ref in d.actions:
-            ad = ref.decl if ref.decl is not None else self.decl_by_name.get(ref.name)
+            ad = self.action_decl(ref)
             if not isinstance(ad, ir.ActionDecl):
                 raise P4Error(ref.loc, f"unknown action '{ref.name}'")
             an = self.action_name(ad)
@@ -2134,7 +2158,7 @@ class Gen:
             self.action_info(ad)
         da = d.default_action
         if da is not None:
-            dd = da.decl if da.decl is not None else self.decl_by_name.get(da.name)
+            dd = self.action_decl(da)
             dname = self.action_name(dd)
             self.action_info(dd)
             nd = len([p for p in dd.params if p.direction])
@@ -2144,7 +2168,7 @@ class Gen:
             dargs = []
             self.info.actions.setdefault("NoAction", ActionInfo("NoAction", []))
         entries = []
-        for i, en in enumerate(d.entries):
+        for en in d.entries:
             entries.append(self.entry_info(d, en, keys))
         size = int(self.const(d.size)) if d.size is not None else 1024
         ti = TableInfo(name=name, keys=keys, actions=actions, default_action=dname,
@@ -2180,7 +2204,7 @@ class Gen:
         dl = [p for p in ad.params if not p.direction]
         vals = self._ordered_args(dl, args)
         out = []
-        for p, v in zip(dl, vals):
+        for p, v in zip(dl, vals, strict=False):
             if v is None:
                 raise P4Error(loc, f"missing argument for action parameter '{p.name}'")
             c = self.const(v)
@@ -2208,7 +2232,7 @@ class Gen:
             else:
                 raise P4Error(en.loc, f"entry has {len(kexprs)} keys, table has {len(keys)}")
         matches: list[Any] = []
-        for k, x in zip(keys, kexprs):
+        for k, x in zip(keys, kexprs, strict=False):
             full = mask_of(k.width)
             wild = isinstance(x, (ir.DefaultExpr, ir.DontCareExpr))
             mk = k.match_kind
@@ -2246,7 +2270,7 @@ class Gen:
             else:
                 raise P4Unsupported(x.loc, f"entries for match kind {mk}")
         ref = en.action
-        ad = ref.decl if ref.decl is not None else self.decl_by_name.get(ref.name)
+        ad = self.action_decl(ref)
         nd = len([p for p in ad.params if p.direction])
         prio = None
         if en.priority is not None:
@@ -2266,14 +2290,21 @@ class Gen:
             return f"(1 if {code} else 0)"
         return unsigned(code, t)
 
+    def action_decl(self, ref: Any) -> Any:
+        """The action a table's action reference names."""
+        ad = ref.decl if ref.decl is not None else self.decl_by_name.get(ref.name)
+        if ad is None:
+            raise P4Error(ref.loc, f"no action named '{ref.name}'")
+        return ad
+
     def table_apply_call(self, ce: ir.CallExpr) -> tuple[str, str]:
-        d = ce.func.expr.decl
+        d: Any = getattr(getattr(ce.func, "expr", None), "decl", None)  # t in t.apply()
         ti = self.register_table(d)
         tv = self.bind_runtime("table", ti.name)
         self.comment(ce, f"apply table {ti.name}")
         keys = self._seqn([k.expr for k in d.keys], None)
         kv = []
-        for k, code in zip(d.keys, keys):
+        for k, code in zip(d.keys, keys, strict=False):
             t = base_t(k.expr.type)
             kv.append(f"(1 if {code} else 0)" if isinstance(t, T.Bool) else unsigned(code, t))
         a, dd, h = self.fresh("act"), self.fresh("data"), self.fresh("hit")
@@ -2281,7 +2312,7 @@ class Gen:
         self.w(f"{a}, {dd}, {h} = {tv}.apply({key})")
         first = True
         for ref in d.actions:
-            ad = ref.decl if ref.decl is not None else self.decl_by_name.get(ref.name)
+            ad = self.action_decl(ref)
             if not ad.body.stmts and not any(p.direction for p in ad.params):
                 continue
             an = self.action_name(ad)
@@ -2356,7 +2387,7 @@ class Gen:
             keys = self._seqn(tr.exprs, None)
             kt = [x.type for x in tr.exprs]
             kv = []
-            for code, t in zip(keys, kt):
+            for code, _t in zip(keys, kt, strict=False):
                 if _is_simple_name(code) or _is_simple_const(code):
                     kv.append(code)
                 else:
@@ -2404,7 +2435,7 @@ class Gen:
         if len(elems) != len(kv):
             raise P4Error(ks.loc, f"keyset has {len(elems)} components, select has {len(kv)}")
         conds = []
-        for x, k, t in zip(elems, kv, kt):
+        for x, k, t in zip(elems, kv, kt, strict=False):
             c = self.keyset_elem(x, k, t)
             if c != "True":
                 conds.append(c)
@@ -2445,7 +2476,7 @@ class Gen:
             comp = [p for p in d.params if not isinstance(base_t(p.type.resolved), T.Extern)]
             targets = {"parser": ["hdr", "meta", "sm"],
                        "deparser": ["hdr"]}.get(kind, ["hdr", "meta", "sm"])
-            for p, tgt in zip(comp, targets):
+            for p, tgt in zip(comp, targets, strict=False):
                 name = self.fresh(p.name)
                 self.w(f"{name} = st.{tgt}")
                 self.env[id(p)] = name

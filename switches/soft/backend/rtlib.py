@@ -50,12 +50,14 @@ class HeaderStack:
         return s
 
     def _set(self, o: HeaderStack) -> None:
-        for a, b in zip(self.e, o.e):
-            a._set(b)
+        e, oe = self.e, o.e
+        for i in range(min(len(e), len(oe))):  # no zip: this also runs on Python 3.9
+            e[i]._set(oe[i])
         self.nextIndex = o.nextIndex
 
     def _eq(self, o: HeaderStack) -> bool:
-        return all(a._eq(b) for a, b in zip(self.e, o.e))
+        e, oe = self.e, o.e
+        return all(e[i]._eq(oe[i]) for i in range(min(len(e), len(oe))))
 
     def push_front(self, n: int) -> None:
         e = self.e

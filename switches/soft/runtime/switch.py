@@ -380,7 +380,7 @@ class SoftSwitch:
         length = len(data)
         if itype == NORMAL:
             sm.ingress_port = port
-            sm.ingress_global_timestamp = self.now_us() & _M48
+            sm.ingress_global_timestamp = (int(self._clock()) - self._t0) & _M48
         sm.packet_length = length
         sm.instance_type = itype
         if preserved:

@@ -124,6 +124,11 @@ class Table:
         self._lpm1: list[tuple[int, dict[int, Entry]]] | None = (
             [] if self.mode == "lpm" and len(self.keys) == 1 else None)
         self._lpm1_of: dict[int, dict[int, Entry]] = {}
+        # the per-packet entry point, specialized to the table's mode
+        if self.mode == "exact":
+            self.apply = self._apply_exact  # type: ignore[method-assign]
+        elif self._lpm1 is not None:
+            self.apply = self._apply_lpm1  # type: ignore[method-assign]
         self._sorted: list[Entry] = []  # priority tables: best first
         self._prio_keys: set[tuple[int, tuple[Any, ...]]] = set()
         # tuple-space search for larger priority tables: one dict per mask tuple,
@@ -138,18 +143,8 @@ class Table:
 
     # -- lookup -------------------------------------------------------------
     def apply(self, key: tuple[int, ...]) -> tuple[str, tuple[int, ...], bool]:
-        # the common lookups inline (one call per table per packet)
-        if self.mode == "exact":
-            e = self._exact.get(key)
-        elif self._lpm1 is not None:
-            e = None
-            v = key[0]
-            for mask, d in self._lpm1:
-                e = d.get(v & mask)
-                if e is not None:
-                    break
-        else:
-            e = self.lookup(key)
+        # (exact tables and tables with one lpm key get a shorter apply, below)
+        e = self.lookup(key)
         self.last_hit = e
         if e is None:
             self.misses += 1
@@ -160,6 +155,33 @@ class Table:
             e.bytes += self.current_length
         return e.action, e.args, True
 
+    def _apply_exact(self, key: tuple[int, ...]) -> tuple[str, tuple[int, ...], bool]:
+        e = self._exact.get(key)
+        self.last_hit = e
+        if e is None:
+            self.misses += 1
+            return self.default_action, self.default_args, False
+        self.hits += 1
+        if self.has_counter:
+            e.packets += 1
+            e.bytes += self.current_length
+        return e.action, e.args, True
+
+    def _apply_lpm1(self, key: tuple[int, ...]) -> tuple[str, tuple[int, ...], bool]:
+        v = key[0]
+        for mask, by_value in self._lpm1:  # type: ignore[union-attr]
+            e = by_value.get(v & mask)
+            if e is not None:
+                self.last_hit = e
+                self.hits += 1
+                if self.has_counter:
+                    e.packets += 1
+                    e.bytes += self.current_length
+                return e.action, e.args, True
+        self.last_hit = None
+        self.misses += 1
+        return self.default_action, self.default_args, False
+
     # set by the switch before each packet's pipeline (bytes for direct counters)
     current_length: int = 0
 
@@ -168,8 +190,8 @@ class Table:
             return self._exact.get(tuple(key))
         if self._lpm1 is not None:  # one lpm key: per prefix length, masked value -> entry
             v = key[0]
-            for mask, d in self._lpm1:
-                e = d.get(v & mask)
+            for mask, by_value in self._lpm1:
+                e = by_value.get(v & mask)
                 if e is not None:
                     return e
             return None

@@ -33,41 +33,29 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 DEFAULT_DEPTH = 64
 DRR_QUANTUM_BYTES = 1500
 
 
-class QueueMeta:
+class QueueMeta(NamedTuple):
     """What egress sees about the queue a packet went through."""
 
-    __slots__ = ("enq_timestamp", "enq_qdepth", "deq_qdepth", "deq_timedelta", "qid", "deq_us")
-
-    def __init__(self, enq_timestamp: int, enq_qdepth: int, deq_qdepth: int,
-                 deq_timedelta: int, qid: int, deq_us: int = 0) -> None:
-        self.enq_timestamp = enq_timestamp  # now_us() at enqueue
-        self.enq_qdepth = enq_qdepth
-        self.deq_qdepth = deq_qdepth
-        self.deq_timedelta = deq_timedelta
-        self.qid = qid
-        self.deq_us = deq_us  # now_us() at dequeue
-
-    def __repr__(self) -> str:
-        return (f"QueueMeta(enq_timestamp={self.enq_timestamp}, enq_qdepth={self.enq_qdepth}, "
-                f"deq_qdepth={self.deq_qdepth}, deq_timedelta={self.deq_timedelta}, "
-                f"qid={self.qid})")
+    enq_timestamp: int  # now_us() at enqueue
+    enq_qdepth: int
+    deq_qdepth: int
+    deq_timedelta: int
+    qid: int
+    deq_us: int = 0  # now_us() at dequeue
 
 
-class _Item:
-    __slots__ = ("obj", "length", "enq_us", "enq_qdepth", "seq")
+_new_tuple = tuple.__new__  # QueueMeta without the Python-level constructor
 
-    def __init__(self, obj: Any, length: int, enq_us: int, enq_qdepth: int, seq: int) -> None:
-        self.obj = obj
-        self.length = length
-        self.enq_us = enq_us
-        self.enq_qdepth = enq_qdepth
-        self.seq = seq
+
+# A queued packet is a tuple (obj, length, enq_us, enq_qdepth, seq): cheaper
+# to make than an object, and one is made per packet.
+_OBJ, _LEN, _ENQ_US, _ENQ_QDEPTH, _SEQ = range(5)
 
 
 @dataclass
@@ -83,7 +71,7 @@ class _Queue:
 
     def head_eligible(self, port_free: float) -> float:
         head = self.items[0]
-        t = float(head.enq_us)
+        t = float(head[_ENQ_US])
         if self.rate_pps > 0 and self.last_sched is not None:
             t = max(t, self.last_sched + 1e6 / self.rate_pps)
         return max(t, port_free)
@@ -113,6 +101,7 @@ class TrafficManager:
         self.ports: dict[int, _Port] = {}
         self._seq = 0
         self.total = 0
+        self._busy: dict[int, _Port] = {}  # ports with queued packets
         # No rate, port rate or weights anywhere: every queued head may leave
         # at once, so pop_ready takes the short path.
         self._plain = True
@@ -212,8 +201,10 @@ class TrafficManager:
             q.drops += 1
             return False
         self._seq += 1
-        q.items.append(_Item(obj, length, int(self.now_us()), n, self._seq))
+        q.items.append((obj, length, int(self.now_us()), n, self._seq))
         q.enqueued += 1
+        if not p.count:
+            self._busy[port] = p
         p.count += 1
         self.total += 1
         return True
@@ -250,7 +241,7 @@ class TrafficManager:
                 if p.drr_fresh:
                     q.deficit += p.weights[prio] * DRR_QUANTUM_BYTES
                     p.drr_fresh = False
-                if q.items[0].length <= q.deficit:
+                if q.items[0][_LEN] <= q.deficit:
                     return prio, elig[prio]
             p.drr_index = (prio - 1) % self.nq  # next turn, highest first
             p.drr_fresh = True
@@ -260,18 +251,21 @@ class TrafficManager:
         it = q.items.popleft()
         q.dequeued += 1
         p.count -= 1
+        if not p.count:
+            del self._busy[port]
         self.total -= 1
         q.last_sched = sched
         if p.weights is not None:
-            q.deficit -= it.length
+            q.deficit -= it[_LEN]
             if not q.items:
                 q.deficit = 0
         if p.rate_bps > 0:
-            p.free_at = max(sched, p.free_at) + it.length * 8e6 / p.rate_bps
-        meta = QueueMeta(enq_timestamp=it.enq_us, enq_qdepth=it.enq_qdepth,
-                         deq_qdepth=len(q.items), deq_timedelta=max(0, int(now) - it.enq_us),
+            p.free_at = max(sched, p.free_at) + it[_LEN] * 8e6 / p.rate_bps
+        enq_us = it[_ENQ_US]
+        meta = QueueMeta(enq_timestamp=enq_us, enq_qdepth=it[_ENQ_QDEPTH],
+                         deq_qdepth=len(q.items), deq_timedelta=max(0, int(now) - enq_us),
                          qid=prio, deq_us=int(now))
-        return port, prio, it.obj, meta
+        return port, prio, it[_OBJ], meta
 
     def pop_ready(self) -> tuple[int, int, Any, QueueMeta] | None:
         """One packet that may leave now: (port, priority, obj, meta), or None.
@@ -286,7 +280,7 @@ class TrafficManager:
             sel = self._select(p, now)
             if sel is not None:
                 prio, t = sel
-                key = (t, p.queues[prio].items[0].seq)
+                key = (t, p.queues[prio].items[0][_SEQ])
                 if best is None or key < best[0]:
                     best = (key, port, p, prio, t)
         if best is None:
@@ -298,34 +292,41 @@ class TrafficManager:
         """pop_ready when no queue or port is rate limited and no weights are
         set: per port the highest non-empty priority, across ports the oldest
         head (by enqueue time, then arrival order)."""
-        now = self.now_us()
-        best = None
-        bkey = None
-        for port, p in self.ports.items():
-            if p.count == 0:
-                continue
-            for prio in range(self.nq - 1, -1, -1):
-                items = p.queues[prio].items
-                if items:
-                    head = items[0]
-                    if head.enq_us <= now:
-                        key = (head.enq_us, head.seq)
-                        if bkey is None or key < bkey:
-                            bkey = key
-                            best = (port, p, prio)
-                        break
-        if best is None:
-            return None
-        port, p, prio = best
-        q = p.queues[prio]
-        it = q.items.popleft()
+        now = int(self.now_us())
+        busy = self._busy
+        if len(busy) == 1 and self.nq == 1:  # the usual case: nothing to choose
+            port, p = next(iter(busy.items()))
+            prio = 0
+            q = p.queues[0]
+            if q.items[0][_ENQ_US] > now:
+                return None
+        else:
+            best = None
+            bkey = None
+            for port, p in busy.items():
+                for prio in range(self.nq - 1, -1, -1):
+                    items = p.queues[prio].items
+                    if items:
+                        head = items[0]
+                        if head[_ENQ_US] <= now:
+                            key = (head[_ENQ_US], head[_SEQ])
+                            if bkey is None or key < bkey:
+                                bkey = key
+                                best = (port, p, prio)
+                            break
+            if best is None:
+                return None
+            port, p, prio = best
+            q = p.queues[prio]
+        obj, _, enq_us, enq_qdepth, _ = q.items.popleft()
         q.dequeued += 1
         p.count -= 1
+        if not p.count:
+            del busy[port]
         self.total -= 1
-        q.last_sched = it.enq_us
-        now = int(now)
-        return port, prio, it.obj, QueueMeta(it.enq_us, it.enq_qdepth, len(q.items),
-                                             max(0, now - it.enq_us), prio, now)
+        q.last_sched = enq_us
+        return port, prio, obj, _new_tuple(QueueMeta, (enq_us, enq_qdepth, len(q.items),
+                                                       max(0, now - enq_us), prio, now))
 
     def pop_any(self) -> tuple[int, int, Any, QueueMeta] | None:
         """Next packet ignoring rates (strict priority per port; across ports
@@ -340,7 +341,7 @@ class TrafficManager:
             for prio in range(self.nq - 1, -1, -1):
                 q = p.queues[prio]
                 if q.items:
-                    key = q.items[0].seq
+                    key = q.items[0][_SEQ]
                     if best is None or key < best[0]:
                         best = (key, port, p, prio)
                     break
@@ -372,6 +373,7 @@ class TrafficManager:
             for q in p.queues:
                 q.items.clear()
             p.count = 0
+        self._busy.clear()
         self.total = 0
 
     def stats(self) -> dict[str, Any]:

@@ -1,0 +1,100 @@
+"""Control of a running simple_switch_grpc: the P4Runtime pipeline push and
+batches of simple_switch_CLI commands.
+
+BMv2 takes its program over P4Runtime: SetForwardingPipelineConfig with the
+P4Info and, as the opaque device config, the bmv2 JSON p4c wrote. The rest
+goes through :mod:`testbed.controller` (tables, PRE, registers with the
+Thrift fallback, queues).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from typing import Any
+
+from testbed.controller import ControllerError, P4RuntimeController
+
+CLI_MISSING = ("simple_switch_CLI not found: BMv2 runs in the Vagrant VM (vagrant up), "
+               "or install p4lang's packages")
+_CLI_ERROR = re.compile(r"^(Error|Invalid|.*Exception|.*error:)", re.M)
+
+
+def push_pipeline(ctl: P4RuntimeController, p4info_path: str | os.PathLike[str],
+                  json_path: str | os.PathLike[str]) -> None:
+    """Install the program: VERIFY_AND_COMMIT of ``p4info_path`` (text P4Info)
+    with the bmv2 JSON as device config; ``ctl`` then uses that P4Info."""
+    from switches.soft.p4info import load_p4info
+
+    p4info = load_p4info(p4info_path)
+    with open(json_path, "rb") as f:
+        device_config = f.read()
+    pb = ctl.pb
+    req = pb.SetForwardingPipelineConfigRequest(
+        device_id=ctl.device_id,
+        action=pb.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+    req.election_id.low = ctl.election_id & ((1 << 64) - 1)
+    req.election_id.high = ctl.election_id >> 64
+    req.config.p4info.CopyFrom(p4info)
+    req.config.p4_device_config = device_config
+    ctl._call(ctl.stub.SetForwardingPipelineConfig, req)
+    ctl._load_p4info(p4info)
+
+
+def cli_command(thrift_port: int, host: str = "127.0.0.1") -> list[str]:
+    """The simple_switch_CLI command line for the switch at ``thrift_port``."""
+    exe = shutil.which("simple_switch_CLI")
+    if exe is None:
+        raise ControllerError(CLI_MISSING)
+    return [exe, "--thrift-port", str(thrift_port), "--thrift-ip", host]
+
+
+def split_cli_replies(stdout: str, n: int) -> list[str]:
+    """One reply per command from simple_switch_CLI's output for ``n`` commands
+    fed on stdin (its prompt ``RuntimeCmd:`` precedes each)."""
+    chunks = stdout.split("RuntimeCmd:")
+    replies = [c.strip() for c in chunks[1:n + 1]]
+    return replies + [""] * (n - len(replies))
+
+
+def run_cli_batch(thrift_port: int, lines: Sequence[str], host: str = "127.0.0.1",
+                  timeout: float = 120.0) -> list[str]:
+    """Run ``lines`` in one simple_switch_CLI process (one start-up for all);
+    their replies in order. Raises ControllerError naming the first failing
+    line (the lines before it took effect)."""
+    cmds = [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#")]
+    if not cmds:
+        return []
+    try:
+        p = subprocess.run(cli_command(thrift_port, host), input="\n".join(cmds) + "\n",
+                           capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ControllerError(f"simple_switch_CLI on thrift port {thrift_port} did not "
+                              f"finish {len(cmds)} commands in {timeout:.0f} s", "CLI") from None
+    replies = split_cli_replies(p.stdout, len(cmds))
+    for line, reply in zip(cmds, replies, strict=True):
+        if _CLI_ERROR.search(reply):
+            raise ControllerError(f"{line}: {reply}", "CLI")
+    if p.returncode != 0:
+        raise ControllerError(f"simple_switch_CLI exited with code {p.returncode}: "
+                              f"{(p.stderr or p.stdout).strip()[-2000:]}", "CLI")
+    return replies
+
+
+def p4runtime_controller(grpc_port: int, p4info_path: str | None, device_id: int,
+                         thrift_port: int | None, election_id: int = 1,
+                         timeout: float = 10.0) -> Any:
+    """A P4RuntimeController for the switch, with the Thrift CLI attached when
+    the switch has one (queue settings, registers)."""
+    from testbed.controller import CliController
+
+    cli = CliController(thrift_port, target="bmv2") if thrift_port is not None else None
+    return P4RuntimeController(f"127.0.0.1:{grpc_port}", p4info_path, device_id=device_id,
+                               election_id=election_id, cli=cli, timeout=timeout)
+
+
+__all__ = ["CLI_MISSING", "cli_command", "p4runtime_controller", "push_pipeline",
+           "run_cli_batch", "split_cli_replies"]

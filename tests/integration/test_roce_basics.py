@@ -1,0 +1,175 @@
+"""`testbed run roce-basics` end to end in Mininet: acceptance thresholds, plots,
+a killed host agent, and pcaps that Wireshark dissects as RoCE with valid ICRCs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+from switches.soft.pcap import read_pcap
+
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("no_leftovers")]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "testbed.cli", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def agent_processes() -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"hosts.agent" in argv[:4]:
+            found.append(f"{entry.name}: {b' '.join(argv).decode(errors='replace')}")
+    return found
+
+
+def is_png(p: Path) -> bool:
+    return p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
+
+
+def test_quick_run_meets_the_acceptance_thresholds(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    r = run_cli("run", "roce-basics", "--quick", "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["ok"] is True and s["experiment"] == "roce-basics"
+    assert s["single"]["goodput_fraction"] >= 0.95, s["single"]
+    assert s["single.goodput_fraction"] == s["single"]["goodput_fraction"]
+    assert s["pair"]["jain_index"] >= 0.95, s["pair"]
+    assert s["pair"]["max_queue_pkts"] < s["pair"]["queue_limit_pkts"], s["pair"]
+    assert s["pair"]["queue_drops"] == 0
+    # The pair really congested the bottleneck: marks, CNPs, a queue above Kmin.
+    assert s["pair"]["cnps"] > 0 and s["pair"]["max_queue_pkts"] >= s["params"]["ecn_kmin"]
+    assert s["loss"]["bytes_ok"] is True
+    assert s["loss"]["retransmissions"] > 0, "1% loss but nothing was retransmitted"
+    assert s["fidelity_ok"] is True, s["fidelity"]
+    # What the run must record to be reproducible.
+    assert s["params"]["bottleneck_mbps"] == 4.0
+    assert {"python", "kernel", "git_rev"} <= set(s["versions"])
+    assert s["transport"]["dcqcn"]["rate_increase_period_s"] > 0
+    assert s["transport"]["scale"]["rto_ns"] > 0
+    for name in ("single", "pair", "loss"):
+        assert is_png(out / "plots" / f"{name}.png")
+        assert (out / "phases" / name / "switch.jsonl").stat().st_size > 0
+    # Progress: one line per phase and the elapsed time.
+    for name in ("single", "pair", "loss"):
+        assert f"] phase {name}: done in" in r.stdout
+    assert agent_processes() == []
+
+
+def test_a_killed_host_agent_fails_the_run_and_leaves_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "testbed.cli", "run", "roce-basics", "--quick", "--out", str(out),
+         "-p", "single_msgs=400"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        events = out / "phases" / "single" / "h1.events.jsonl"
+        deadline = time.monotonic() + 60
+        pid = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            if events.exists():
+                lines = events.read_text().splitlines()
+                if any('"event":"start"' in ln for ln in lines):
+                    pid = json.loads(lines[0])["pid"]
+                    break
+            time.sleep(0.1)
+        assert pid is not None, "the sender never started"
+        os.kill(pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, stdout + stderr
+    assert "host h1: agent was killed by SIGKILL in phase 'single'" in stderr, stderr
+    assert "h1.log" in stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["ok"] is False and "host h1" in s["error"]
+    assert agent_processes() == []
+
+
+def _icrc_ok(frame: bytes) -> bool:
+    """RoCEv2 ICRC check written from the specification: CRC-32 over 8 bytes of
+    ones (LRH), the IPv4 header with TOS, TTL and checksum set to ones, the UDP
+    header with its checksum set to ones, the BTH with its reserved byte 4 set
+    to ones, and the rest up to the ICRC, which follows least significant byte
+    first."""
+    ip = bytearray(frame[14:])
+    ihl = (ip[0] & 0x0F) * 4
+    total = struct.unpack("!H", ip[2:4])[0]
+    ip = ip[:total]
+    masked = bytearray(ip[: len(ip) - 4])
+    masked[1] = 0xFF
+    masked[8] = 0xFF
+    masked[10:12] = b"\xff\xff"
+    masked[ihl + 6: ihl + 8] = b"\xff\xff"
+    masked[ihl + 8 + 4] = 0xFF
+    crc = zlib.crc32(b"\xff" * 8 + bytes(masked))
+    return crc == struct.unpack("<I", ip[-4:])[0]
+
+
+def _tshark_fields(pcap: Path, *fields: str) -> list[list[str]]:
+    cmd = ["tshark", "-r", str(pcap), "-Y", "infiniband", "-T", "fields"]
+    for f in fields:
+        cmd += ["-e", f]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return [line.split("\t") for line in r.stdout.splitlines()]
+
+
+def test_pcap_of_a_run_dissects_as_roce_with_valid_icrc(tmp_path: Path) -> None:
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed (apt-get install tshark)")
+    out = tmp_path / "run"
+    r = run_cli("run", "roce-basics", "--quick", "--pcap", "--out", str(out),
+                "-p", "single_msgs=2", "-p", "pair_msgs=6", "-p", "loss_msgs=3")
+    assert r.returncode == 0, r.stdout + r.stderr
+    pcaps = sorted((out / "switch").glob("*.pcap"))
+    assert len(pcaps) == 6  # in and out of 3 ports
+    opcodes: set[int] = set()
+    checked = 0
+    for pcap in pcaps:
+        frames = [f for _t, f in read_pcap(pcap)]
+        roce = [f for f in frames if f[12:14] == b"\x08\x00" and f[23] == 17
+                and f[36:38] == (4791).to_bytes(2, "big")]
+        assert roce, f"{pcap.name}: no RoCEv2 frames"
+        rows = _tshark_fields(pcap, "frame.number", "infiniband.bth.opcode",
+                              "infiniband.bth.destqp", "infiniband.invariant.crc")
+        # Every UDP/4791 frame is dissected as InfiniBand (BTH and ICRC found).
+        assert len(rows) == len(roce), pcap.name
+        for row, frame in zip(rows, roce, strict=True):
+            op = int(row[1], 0)
+            opcodes.add(op)
+            if row[3] or op != 0x81:  # Wireshark 4.0 shows no ICRC for CNPs (opcode unknown)
+                assert int(row[3], 16) == struct.unpack("!I", frame[-4:])[0]
+            assert _icrc_ok(frame), f"{pcap.name} frame {row[0]}: bad ICRC"
+            checked += 1
+    # RDMA WRITE First / Middle / Last-with-Imm, ACK and CNP all went through.
+    assert {0x06, 0x07, 0x09, 0x11, 0x81} <= opcodes, sorted(opcodes)
+    assert checked > 1000
+    # Wireshark versions that verify the ICRC themselves expose a status field.
+    fields = subprocess.run(["tshark", "-G", "fields"], capture_output=True, text=True).stdout
+    if "infiniband.invariant.crc.status" in fields:
+        for pcap in pcaps:
+            bad = _tshark_fields(pcap, "infiniband.invariant.crc.status")
+            assert all(row[0] != "0" for row in bad), f"{pcap.name}: tshark reports a bad ICRC"

@@ -1,0 +1,248 @@
+"""The host agent: job specs, the data both ends derive, and real agent processes
+talking RoCEv2 over loopback addresses (no root needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hosts.agent import collective_expected, collective_input, flow_pattern
+from hosts.agent_spec import (
+    CollectiveSpec,
+    FlowSpec,
+    JobSpec,
+    SpecError,
+    TransportSpec,
+    message_wire_bytes,
+)
+from hosts.commlib import split
+from hosts.roce import Access, Context, FixedRate, Scale, SimWire, WROpcode, connect_pair
+from hosts.roce.verbs import SendWR
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# ---------------------------------------------------------------------------
+# specs
+
+
+def _flow(role: str = "sender", **kw: Any) -> FlowSpec:
+    d: dict[str, Any] = {"flow": "f", "role": role, "peer_ip": "10.0.0.2", "msg_bytes": 4096,
+                         "count": 3}
+    d.update(kw)
+    return FlowSpec(**d)
+
+
+def test_job_spec_round_trips_through_json() -> None:
+    spec = JobSpec(host="h1", ip="10.0.1.1",
+                   transport=TransportSpec(scale={"slowdown": 500.0}, dcqcn={"preset": "nic"}),
+                   flows=(_flow(), _flow("receiver", flow="g", rate_bps=1e6)),
+                   collective=CollectiveSpec(rank=1, size=4, dtype="int32"),
+                   barrier=(1, 3))
+    back = JobSpec.from_json(spec.to_json())
+    assert back == spec
+    assert json.loads(spec.to_json())["flows"][1]["rate_bps"] == 1e6
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"flows": ()}, "no flows and no collective"),
+    ({"flows": (_flow(), _flow())}, "appears twice"),
+    ({"barrier": (3, 3)}, "barrier rank"),
+    ({"transport": {"path_mtu": 1000}}, "path_mtu"),
+    ({"transport": {"scale": {"slowdown": -1}}}, "transport.scale"),
+    ({"transport": {"scale": {"nonsense": 1}}}, "transport.scale"),
+    ({"transport": {"dcqcn": {"preset": "fast"}}}, "preset"),
+])
+def test_invalid_job_specs_name_the_field(bad: dict[str, Any], words: str) -> None:
+    d = JobSpec(host="h1", ip="10.0.1.1", flows=(_flow(),)).to_dict()
+    for k, v in bad.items():
+        if k == "transport":
+            d["transport"] = {**d["transport"], **v}
+        elif k == "flows":
+            d["flows"] = [json.loads(json.dumps(f.__dict__)) for f in v]
+        else:
+            d[k] = v
+    with pytest.raises(SpecError, match=words):
+        JobSpec.from_dict(d)
+
+
+def test_flow_and_collective_specs_are_validated() -> None:
+    with pytest.raises(SpecError, match="role"):
+        _flow("both")
+    with pytest.raises(SpecError, match="msg_bytes"):
+        _flow(msg_bytes=0)
+    with pytest.raises(SpecError, match="job_id"):
+        _flow(job_id=300)
+    with pytest.raises(SpecError, match="rank"):
+        CollectiveSpec(rank=4, size=4)
+    with pytest.raises(SpecError, match="dtype"):
+        CollectiveSpec(rank=0, size=2, dtype="float32")  # not bit-exact
+    with pytest.raises(SpecError, match="bad job spec"):
+        JobSpec.from_dict({"host": "h1", "ip": "x", "flows": [{"flow": "f", "oops": 1}]})
+    with pytest.raises(SpecError, match="not JSON"):
+        JobSpec.from_json("{")
+
+
+def test_both_ends_derive_the_same_data() -> None:
+    a, b = _flow(seed=5), _flow("receiver", seed=5)
+    assert flow_pattern(a) == flow_pattern(b) and len(flow_pattern(a)) == 3 * 4096
+    assert flow_pattern(a) != flow_pattern(_flow(seed=6))
+    spec = CollectiveSpec(rank=0, size=3, count=100, seed=2)
+    xs = [collective_input(spec, r, 0) for r in range(3)]
+    assert not np.array_equal(xs[0], xs[1])
+    np.testing.assert_array_equal(collective_expected(spec, 0), xs[0] + xs[1] + xs[2])
+    rs = CollectiveSpec(rank=2, size=3, count=100, seed=2, op="reduce_scatter")
+    off, ln = split(100, 3)[2]  # CommLib's chunking: rank 2 owns the last chunk
+    assert off + ln == 100
+    np.testing.assert_array_equal(collective_expected(rs, 0), (xs[0] + xs[1] + xs[2])[off:])
+    ag = CollectiveSpec(rank=0, size=3, count=100, seed=2, op="all_gather")
+    np.testing.assert_array_equal(collective_expected(ag, 0), np.concatenate(xs))
+
+
+@pytest.mark.parametrize("size, mtu", [(65536, 1024), (1000, 1024), (5, 256), (3000, 1024)])
+def test_message_wire_bytes_matches_what_the_transport_sends(size: int, mtu: int) -> None:
+    w = SimWire()
+    a = Context(w.provider("10.0.0.1"), Scale(), rate_controller_factory=lambda: FixedRate(1e9))
+    b = Context(w.provider("10.0.0.2"), Scale(), rate_controller_factory=lambda: FixedRate(1e9))
+    pa, pb = a.alloc_pd(), b.alloc_pd()
+    ma = pa.reg_mr(bytearray(size), Access.LOCAL_WRITE)
+    mb = pb.reg_mr(bytearray(size), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+    ca, cb = a.create_cq(), b.create_cq()
+    qa, qb = pa.create_qp(ca), pb.create_qp(cb)
+    connect_pair(qa, qb, path_mtu=mtu)
+    from hosts.roce import RecvWR
+
+    qb.post_recv(RecvWR(wr_id=1))
+    qa.post_send(SendWR(1, WROpcode.RDMA_WRITE_WITH_IMM, ma.sge(), remote_addr=mb.addr,
+                        rkey=mb.rkey, imm_data=1))
+    assert w.run(lambda: len(ca) >= 1, 5.0)
+    assert qa.stats["retransmits"] == 0
+    assert qa.stats["tx_bytes"] == message_wire_bytes(size, mtu)
+
+
+# ---------------------------------------------------------------------------
+# agent processes on loopback addresses
+
+
+def _loopback_ips(n: int) -> list[str]:
+    # Random 127/8 addresses: parallel test runs on one machine do not meet on UDP 4791.
+    base = random.Random(os.getpid() ^ int.from_bytes(os.urandom(4), "big"))
+    a, b = base.randrange(1, 250), base.randrange(1, 250)
+    return [f"127.{a}.{b}.{i + 1}" for i in range(n)]
+
+
+def _transport() -> TransportSpec:
+    return TransportSpec(scale={"slowdown": 1000.0, "nic_rate_bps": 40e9},
+                         dcqcn={"preset": "paper"}, sample_interval_us=2000)
+
+
+def _run_agents(tmp: Path, specs: list[JobSpec], timeout: float = 60) -> list[tuple[int, str]]:
+    procs = []
+    for i, s in enumerate(specs):
+        s = JobSpec.from_dict({**s.to_dict(), "rendezvous_dir": str(tmp / "rdv"),
+                               "barrier": (i, len(specs))})
+        (tmp / f"{s.host}.json").write_text(s.to_json())
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "hosts.agent", "--spec", str(tmp / f"{s.host}.json"),
+             "--events", str(tmp / f"{s.host}.jsonl")], cwd=REPO, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True))
+    out = []
+    for p in procs:
+        try:
+            _o, err = p.communicate(timeout=timeout)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        out.append((p.returncode, err))
+    return out
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_sender_and_receiver_agents_move_and_verify_the_bytes(tmp_path: Path) -> None:
+    ip_a, ip_b = _loopback_ips(2)
+    common = {"flow": "f1", "msg_bytes": 16384, "count": 12, "window": 3, "seed": 9}
+    specs = [
+        JobSpec(host="a", ip=ip_a, transport=_transport(),
+                flows=(FlowSpec(role="sender", peer_ip=ip_b, **common),), timeout_s=30),
+        JobSpec(host="b", ip=ip_b, transport=_transport(),
+                flows=(FlowSpec(role="receiver", peer_ip=ip_a, **common),), timeout_s=30),
+    ]
+    results = _run_agents(tmp_path, specs)
+    assert [rc for rc, _ in results] == [0, 0], results
+    ev_a, ev_b = _events(tmp_path / "a.jsonl"), _events(tmp_path / "b.jsonl")
+    kinds_a = [e["event"] for e in ev_a]
+    assert kinds_a[0] == "agent_start" and kinds_a[-1] == "agent_end"
+    assert ev_a[0]["pid"] > 0 and ev_a[0]["spec"]["host"] == "a"
+    for k in ("setup_done", "start", "flow_start", "rate", "flow_end", "work_done"):
+        assert k in kinds_a, k
+    # One common start time: both agents log the same instant.
+    start_a = next(e for e in ev_a if e["event"] == "start")["t_ns"]
+    start_b = next(e for e in ev_b if e["event"] == "start")["t_ns"]
+    assert start_a == start_b
+    comps = [e for e in ev_b if e["event"] == "completion"]
+    assert sorted(e["index"] for e in comps) == list(range(12))
+    assert all(e["bytes"] == 16384 for e in comps)
+    end_b = next(e for e in ev_b if e["event"] == "flow_end")
+    end_a = next(e for e in ev_a if e["event"] == "flow_end")
+    assert end_b["bytes_ok"] is True and end_b["sha256"] == end_a["sha256"]
+    assert end_b["qp"]["rx_bytes"] == 12 * 16384
+    assert end_a["pacer"]["lateness"]["sends"] == end_a["qp"]["tx_pkts"]
+    assert end_a["dcqcn"]["rc_bps"] == pytest.approx(40e6)
+    # Rate samples are on CLOCK_MONOTONIC, in order, every ~2 ms while sending.
+    rates = [e for e in ev_a if e["event"] == "rate"]
+    assert len(rates) >= 3
+    assert all(x["t_ns"] < y["t_ns"] for x, y in zip(rates, rates[1:], strict=False))
+    assert rates[-1]["tx_bytes"] == end_a["qp"]["tx_bytes"]
+    rx = [e for e in ev_b if e["event"] == "rx"]
+    assert rx[-1]["rx_bytes"] == 12 * 16384
+
+
+def test_collective_agents_give_bit_exact_sums(tmp_path: Path) -> None:
+    ips = _loopback_ips(3)
+    specs = [JobSpec(host=f"r{r}", ip=ip, transport=_transport(), timeout_s=30,
+                     collective=CollectiveSpec(rank=r, size=3, count=3000, iterations=2, seed=4))
+             for r, ip in enumerate(ips)]
+    results = _run_agents(tmp_path, specs)
+    assert [rc for rc, _ in results] == [0, 0, 0], results
+    checks = [e for r in range(3) for e in _events(tmp_path / f"r{r}.jsonl")
+              if e["event"] == "collective_check"]
+    assert len(checks) == 6 and all(c["ok"] for c in checks)
+    assert len({c["sha256"] for c in checks if c["iteration"] == 1}) == 1
+    reports = [e for e in _events(tmp_path / "r0.jsonl") if e["event"] == "pacer_report"]
+    assert reports and reports[0]["pacer"]["lateness"]["sends"] > 0
+
+
+def test_an_agent_whose_peer_never_comes_fails_with_a_clear_message(tmp_path: Path) -> None:
+    ip_a, ip_b = _loopback_ips(2)
+    spec = JobSpec(host="lonely", ip=ip_a, transport=_transport(), timeout_s=1.0,
+                   flows=(FlowSpec(flow="f", role="receiver", peer_ip=ip_b, msg_bytes=100,
+                                   count=1),))
+    [(rc, err)] = _run_agents(tmp_path, [spec])
+    assert rc == 1
+    assert "agent lonely: error:" in err and "rendezvous" in err, err
+    last = _events(tmp_path / "lonely.jsonl")[-1]
+    assert last["event"] == "error" and "rendezvous" in last["message"]
+
+
+def test_an_invalid_spec_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"host": "h", "ip": "127.0.0.1", "flows": []}))
+    r = subprocess.run([sys.executable, "-m", "hosts.agent", "--spec", str(bad), "--events",
+                        str(tmp_path / "e.jsonl")], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 2 and "invalid spec" in r.stderr and "no flows" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "hosts.agent", "--spec", str(tmp_path / "none"),
+                        "--events", str(tmp_path / "e.jsonl")], cwd=REPO, capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and "cannot read spec" in r.stderr
