@@ -15,10 +15,11 @@ times longer and DCQCN's rate steps ``slowdown`` times smaller (DcqcnParams.
 scaled), so packets per timer period stay those of the emulated NIC. The RED
 thresholds are in packets of enqueue depth, which is what scales with the
 link (a queue of k packets is the same number of packet times at any rate).
-Kmin (6) sits just above the few packets a millisecond-scale hiccup of the
-Python switch or hosts queues at these rates, so a lone flow is not marked
-for the emulator's jitter; Kmax (24) and Pmax (20%) keep the congested queue
-well under the 64-packet limit (the DCQCN paper's Kmin is 5 KB, ~5 packets).
+Kmin is 4 packets (the DCQCN paper's 5 KB); Kmax (16) and Pmax (20%) keep
+the congested queue well under the 64-packet limit. A millisecond-scale
+hiccup of the Python switch or hosts queues a few packets without any
+congestion (about 2 at 4 Mb/s, up to 5 at 8 Mb/s), so at the higher rate a
+lone flow may see an occasional mark; its CNPs are in the results.
 
 Phases, run one after the other in the same network:
 - ``single``: h1 -> h3, one QP alone;
@@ -84,8 +85,8 @@ class Params:
     loss_msgs: int = 40
     loss_per_10k: int = 100          # 1% per packet and switch port
     queue_depth: int = 64            # packets per egress queue (BMv2's default)
-    ecn_kmin: int = 6                # RED marking thresholds (packets of enqueue depth)
-    ecn_kmax: int = 24
+    ecn_kmin: int = 4                # RED marking thresholds (packets of enqueue depth)
+    ecn_kmax: int = 16
     ecn_pmax: int = 20               # percent at Kmax
     dcqcn_preset: str = "paper"      # "paper" (SIGCOMM'15 defaults) or "nic" (mlx5)
     path_mtu: int = 1024
@@ -93,7 +94,7 @@ class Params:
 
     @classmethod
     def quick(cls) -> Params:
-        return cls(bottleneck_mbps=4.0, single_msgs=30, pair_msgs=20, loss_msgs=16)
+        return cls(bottleneck_mbps=4.0, single_msgs=30, pair_msgs=30, loss_msgs=16)
 
     def __post_init__(self) -> None:
         if self.bottleneck_mbps <= 0 or self.slowdown <= 0:

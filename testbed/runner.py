@@ -16,7 +16,9 @@
    on Ctrl-C and SIGTERM): agents are stopped before the network, so no
    process, namespace or veth is left. An agent that exits non-zero, or is
    killed, fails the run with a message naming the host, its exit status and
-   the tail of its log;
+   the tail of its log. A teardown that hangs (Mininet waits forever on a node
+   shell that something else killed) is cut after ``teardown_timeout_s`` and
+   what is left is removed by hand;
 5. analyses (``experiment.analyze``), judges fidelity (did switch and hosts
    keep up), plots (``experiment.plot``) and writes ``summary.json``.
 
@@ -81,6 +83,7 @@ class RunOptions:
     overrides: dict[str, str] = field(default_factory=dict)
     echo: Callable[[str], None] = print
     status_interval_s: float = 2.0
+    teardown_timeout_s: float = 60.0  # a longer teardown counts as hung (see _force_teardown)
 
 
 # ---------------------------------------------------------------------------
@@ -468,6 +471,10 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any
     return stats
 
 
+class _TeardownTimeout(Exception):
+    pass
+
+
 def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Progress) -> None:
     from testbed.net import running, star_router
 
@@ -478,14 +485,74 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
         topo.n_hosts, repo_path(topo.program), log_dir=run_dir / "switch", pcap=opts.pcap,
         priority_queues=topo.priority_queues, extra_commands=topo.commands)
     agents: list[_Agent] = []
+    failure: BaseException | None = None
     try:
-        with running(net):
-            prog.line(f"network up (switch control port {sw.control_port})")
-            for phase in plan.phases:
-                _run_phase(phase, plan, run_dir, net, sw, prog, opts, agents)
+        with _teardown_watchdog():
+            with running(net):
+                try:
+                    prog.line(f"network up (switch control port {sw.control_port})")
+                    for phase in plan.phases:
+                        _run_phase(phase, plan, run_dir, net, sw, prog, opts, agents)
+                except BaseException as e:
+                    failure = e
+                    raise
+                finally:
+                    _stop_agents(agents)
+                    signal.setitimer(signal.ITIMER_REAL, opts.teardown_timeout_s)
+    except _TeardownTimeout:
+        # Mininet waits forever on a node shell that died under it (e.g. another
+        # Mininet cleanup on this machine): remove what is left by hand.
+        left = _force_teardown(net)
+        msg = (f"network teardown hung for {opts.teardown_timeout_s:.0f} s (a Mininet node shell had "
+               f"died: was another Mininet cleanup run on this machine?); removed by hand: "
+               f"{', '.join(left) or 'nothing'}")
+        if failure is not None and not isinstance(failure, _TeardownTimeout):
+            raise RunError(f"{failure}\n{msg}") from failure
+        raise RunError(msg) from None
     finally:
         _stop_agents(agents)  # normally done already; not if bring-up itself failed
         prog.line("network down")
+
+
+@contextmanager
+def _teardown_watchdog() -> Iterator[None]:
+    """SIGALRM (armed when the run leaves the network's block) raises
+    _TeardownTimeout, so a hung teardown cannot hang the run."""
+    def handler(_signum: int, _frame: Any) -> None:
+        raise _TeardownTimeout()
+
+    try:
+        old = signal.signal(signal.SIGALRM, handler)
+    except ValueError:  # not the main thread: no watchdog
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _force_teardown(net: Any) -> list[str]:
+    """Stop the switch daemons, kill the node shells, delete the run's veths."""
+    done = []
+    for node in [*net.switches, *net.hosts]:
+        stop = getattr(node, "_terminate_proc", None)
+        if callable(stop) and getattr(node, "proc", None) is not None:
+            stop()
+            done.append(f"{node.name} daemon")
+        shell = getattr(node, "shell", None)
+        if shell is not None and shell.poll() is None:
+            shell.kill()
+            done.append(f"{node.name} shell")
+        if shell is not None:
+            shell.wait()
+    for node in net.switches:
+        for intf in node.intfList():
+            if intf.name != "lo" and subprocess.run(
+                    ["ip", "link", "del", intf.name], capture_output=True).returncode == 0:
+                done.append(intf.name)
+    return done
 
 
 @contextmanager
@@ -661,8 +728,8 @@ def _finish(mod: types.ModuleType, plan: RunPlan, run_dir: Path,
         summary["error"] = f"analysis failed: {type(e).__name__}: {e}"
         raise RunError(summary["error"]) from e
     summary.update(results)
-    summary["fidelity_ok"] = bool(fid["ok"] and results.get("fidelity_ok", True))
     summary.update(_flatten(results))
+    # An experiment may add its own fidelity conditions (results["fidelity_ok"]).
     summary["fidelity_ok"] = bool(fid["ok"] and results.get("fidelity_ok", True))
     try:
         summary["plots"] = [str(Path(p).relative_to(run_dir)) for p in mod.plot(run_dir)]

@@ -7,6 +7,7 @@
 - :mod:`switches.bmv2.control`: P4Runtime pipeline push, simple_switch_CLI
   batches.
 - :mod:`switches.bmv2.node`: ``BMv2Switch``, the Mininet node.
+- :mod:`switches.bmv2.stf`: the project's STF tests on BMv2 (root).
 
 Target selection (soft or bmv2) is :mod:`testbed.targets`.
 """

@@ -23,13 +23,23 @@ CLI_MISSING = ("simple_switch_CLI not found: BMv2 runs in the Vagrant VM (vagran
 _CLI_ERROR = re.compile(r"^(Error|Invalid|.*Exception|.*error:)", re.M)
 
 
+def load_p4c_p4info(path: str | os.PathLike[str]) -> Any:
+    """The text P4Info p4c wrote. Fields newer than the installed p4runtime
+    protos are skipped: a newer p4c must not make the testbed unusable."""
+    from google.protobuf import text_format
+    from p4.config.v1 import p4info_pb2
+
+    p4i = p4info_pb2.P4Info()
+    with open(path) as f:
+        text_format.Parse(f.read(), p4i, allow_unknown_field=True)
+    return p4i
+
+
 def push_pipeline(ctl: P4RuntimeController, p4info_path: str | os.PathLike[str],
                   json_path: str | os.PathLike[str]) -> None:
     """Install the program: VERIFY_AND_COMMIT of ``p4info_path`` (text P4Info)
     with the bmv2 JSON as device config; ``ctl`` then uses that P4Info."""
-    from switches.soft.p4info import load_p4info
-
-    p4info = load_p4info(p4info_path)
+    p4info = load_p4c_p4info(p4info_path)
     with open(json_path, "rb") as f:
         device_config = f.read()
     pb = ctl.pb
@@ -92,9 +102,10 @@ def p4runtime_controller(grpc_port: int, p4info_path: str | None, device_id: int
     from testbed.controller import CliController
 
     cli = CliController(thrift_port, target="bmv2") if thrift_port is not None else None
-    return P4RuntimeController(f"127.0.0.1:{grpc_port}", p4info_path, device_id=device_id,
+    p4info = load_p4c_p4info(p4info_path) if p4info_path is not None else None
+    return P4RuntimeController(f"127.0.0.1:{grpc_port}", p4info, device_id=device_id,
                                election_id=election_id, cli=cli, timeout=timeout)
 
 
-__all__ = ["CLI_MISSING", "cli_command", "p4runtime_controller", "push_pipeline",
+__all__ = ["CLI_MISSING", "cli_command", "load_p4c_p4info", "p4runtime_controller", "push_pipeline",
            "run_cli_batch", "split_cli_replies"]

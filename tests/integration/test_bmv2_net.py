@@ -145,3 +145,16 @@ def test_failing_cli_command_fails_start_naming_it(tmp_path: Path) -> None:
         with running(net):
             pass
     assert sw.proc is None
+
+
+STF_FILES = sorted((P4_DIR / "tests").glob("*.stf"))
+
+
+@pytest.mark.parametrize("stf", STF_FILES, ids=[s.name for s in STF_FILES])
+def test_project_stf_passes_on_bmv2(tmp_path: Path, stf: Path) -> None:
+    """The STF files the soft target passes (tests/stf/test_project_stf.py)."""
+    from switches.bmv2.stf import run_stf_bmv2
+
+    program = P4_DIR / (stf.name.split(".", 1)[0] + ".p4")
+    result = run_stf_bmv2(program, stf, log_dir=str(tmp_path), build_dir=str(tmp_path / "b"))
+    assert result.passed, "\n".join(result.mismatches)

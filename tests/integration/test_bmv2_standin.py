@@ -197,3 +197,34 @@ def test_failing_cli_command_stops_the_switch(tmp_path: Path, standin_path: Path
         with running(net):
             pass
     assert sw.proc is None
+
+
+STF_DIR = P4_DIR / "tests"
+
+
+@pytest.mark.parametrize("name", ["l3_router.stf", "l3_ecn.stf"])
+def test_stf_runner_passes_the_project_stf(tmp_path: Path, standin_path: Path,
+                                           name: str) -> None:
+    from switches.bmv2.stf import run_stf_bmv2
+
+    program = P4_DIR / (name.split(".", 1)[0] + ".p4")
+    result = run_stf_bmv2(program, STF_DIR / name, log_dir=str(tmp_path))
+    assert result.passed, "\n".join(result.mismatches)
+    assert result.packets == (STF_DIR / name).read_text().count("\npacket ")
+
+
+def test_stf_runner_reports_mismatches(tmp_path: Path, standin_path: Path) -> None:
+    from switches.bmv2.stf import run_stf_bmv2
+
+    text = (STF_DIR / "l3_router.stf").read_text()
+    # the /24 route's packet expected on port 3 instead of 2; a bad action name
+    first = text.index("expect 2 ")
+    bad = tmp_path / "bad.stf"
+    bad.write_text(text[:first] + "expect 3 " + text[first + len("expect 2 "):]
+                   + "\nadd MyIngress.ipv4_lpm hdr.ipv4.dstAddr:0x0b000000/8 no_such()\n")
+    result = run_stf_bmv2(P4_DIR / "l3_router.p4", bad, log_dir=str(tmp_path / "logs"))
+    assert not result.passed
+    text_m = "\n".join(result.mismatches)
+    assert "port 2: expected 1 packet(s), got 2" in text_m, text_m
+    assert "port 3: expected 2 packet(s), got 1" in text_m, text_m
+    assert "no_such" in text_m, text_m

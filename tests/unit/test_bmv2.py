@@ -562,3 +562,59 @@ def test_launched_process_gets_its_own_process_group(tmp_path: Path) -> None:
     finally:
         stop_process(proc)
     assert subprocess.run(["kill", "-0", str(proc.pid)], capture_output=True).returncode != 0
+
+
+# ---------------------------------------------------------------------------
+# STF on BMv2: what the runner sends to the controller
+
+
+def test_stf_ports_and_control_translation(tmp_path: Path) -> None:
+    pytest.importorskip("p4.v1.p4runtime_pb2", reason="needs the 'p4runtime' extra")
+    from switches.bmv2.stf import _Bmv2Control, stf_ports
+    from switches.soft.p4info import p4info_for_program
+
+    assert stf_ports("packet 0 00\n# expect 9 00\nexpect 3 00 $\nadd t k:1 a()\n") == [0, 3]
+
+    class Recorder:
+        p4info = p4info_for_program(L3_ROUTER)
+        cli = None
+
+        def __init__(self) -> None:
+            self.calls: list[tuple[object, ...]] = []
+
+        def table_add(self, *args: object, **kw: object) -> None:
+            self.calls.append(("add", *args, kw.get("priority")))
+
+        def table_set_default(self, *args: object) -> None:
+            self.calls.append(("default", *args))
+
+    rec = Recorder()
+    control = _Bmv2Control(rec)
+    control.add("MyIngress.ipv4_lpm hdr.ipv4.dstAddr:0x0a000200/24 "
+                "MyIngress.set_nhop(dmac:0x0000000002aa, port:2)")
+    control.add("port_smac egress_spec:1 set_smac(smac:0x020000000001)")
+    control.setdefault("ipv4_lpm drop()")
+    assert rec.calls == [
+        ("add", "MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": (0x0A000200, 24)},
+         "MyIngress.set_nhop", {"dmac": 0x2AA, "port": 2}, None),
+        ("add", "MyIngress.port_smac", {"standard_metadata.egress_spec": 1},
+         "MyIngress.set_smac", {"smac": 0x020000000001}, None),
+        ("default", "MyIngress.ipv4_lpm", "MyIngress.drop", {}),
+    ]
+    from switches.soft.stf import StfError
+
+    with pytest.raises(StfError, match="no action named"):
+        control.add("ipv4_lpm hdr.ipv4.dstAddr:0x0b000000/8 no_such()")
+
+
+def test_p4info_from_a_newer_p4c_loads(tmp_path: Path) -> None:
+    pytest.importorskip("p4.config.v1.p4info_pb2", reason="needs the 'p4runtime' extra")
+    from switches.bmv2.control import load_p4c_p4info
+
+    path = tmp_path / "prog.p4info.txt"
+    path.write_text('pkg_info {\n  arch: "v1model"\n  a_field_from_the_future: 7\n}\n'
+                    'tables {\n  preamble {\n    id: 33554433\n    name: "MyIngress.t"\n'
+                    '    alias: "t"\n  }\n  size: 1024\n}\n')
+    p4i = load_p4c_p4info(path)
+    assert p4i.pkg_info.arch == "v1model"
+    assert [t.preamble.name for t in p4i.tables] == ["MyIngress.t"]
