@@ -36,7 +36,8 @@ keys such as ``"single.goodput_fraction"``):
   the receiver's last completion and the efficiency is payload bytes per
   frame byte of these messages (Ethernet+IPv4+UDP+BTH/RETH/ImmDt+ICRC counted;
   no preamble/gap/FCS, as the switch's rate limiter counts): 1.0 = the link
-  carried payload all the time;
+  carried payload all the time (it can exceed 1 by one packet time over the
+  run, ~0.05%: the switch hands a packet over when it starts sending it);
 - ``pair.jain_index``: Jain's index of the two flows' delivered rates over the
   second half of the time both were active; ``pair.max_queue_pkts``: the
   largest port-3 queue depth (the P4 watermark register of enqueue depths and

@@ -62,11 +62,18 @@ def backend_available(name: str) -> bool:
 
 
 def write_generated(module: Any, directory: str | None = None) -> str:
-    """Write ``module.SOURCE`` to a file named by its hash (reused if present)."""
+    """Write ``module.SOURCE`` to a file named by its hash (reused if present),
+    in ``directory`` (default: ``generated/`` in the compiler's cache)."""
     source: str = module.SOURCE
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
-    d = directory or os.path.join(tempfile.gettempdir(), f"p4testbed-gen-{os.getuid()}")
-    os.makedirs(d, mode=0o700, exist_ok=True)
+    if directory is None:
+        from switches.soft.compiler import cache_dir  # (runs where the compiler runs)
+        directory = str(cache_dir() / "generated")
+    d = directory
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+    except OSError:  # no writable cache: a private temporary directory
+        d = tempfile.mkdtemp(prefix="p4gen-")
     name = getattr(module, "__name__", "p4prog") or "p4prog"
     path = os.path.join(d, f"{name}-{digest}.py")
     if not os.path.exists(path):

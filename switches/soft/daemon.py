@@ -197,6 +197,9 @@ class SwitchDaemon:
         all_fds = [*by_fd, self._wake_r]
         sw = self.switch
         lock = sw.lock
+        # receive + dequeue_ready per frame (switches without forward(): both)
+        forward = getattr(sw, "forward", None) or (
+            lambda port, frame: (sw.receive(port, frame), sw.dequeue_ready())[1])
         pcaps_in = self.pcaps_in
         stop = self._stop
         last_flush = time.monotonic()
@@ -244,13 +247,13 @@ class SwitchDaemon:
                         if pin is not None:
                             pin.write(frame)
                         try:
-                            sw.receive(number, frame)
+                            out = forward(number, frame)
                         except Exception:
                             self.rx_errors += 1
                             if self.rx_errors <= 10:
                                 log.exception("pipeline failed on a %d-byte frame from port %d",
                                               len(frame), number)
-                        out = sw.dequeue_ready()
+                            out = sw.dequeue_ready()
                         if out:
                             self._send(out)
                 arrived = port.last_rx_wallclock()

@@ -108,6 +108,32 @@ def test_a_killed_host_agent_fails_the_run_and_leaves_nothing(tmp_path: Path) ->
     assert agent_processes() == []
 
 
+def test_ctrl_c_stops_the_run_and_leaves_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "testbed.cli", "run", "roce-basics", "--quick", "--out", str(out),
+         "-p", "single_msgs=400"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        events = out / "phases" / "single" / "h3.events.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if events.exists() and '"event":"start"' in events.read_text():
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stdout + stderr
+    assert "interrupted" in stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["ok"] is False and "interrupted" in s["error"]
+    assert agent_processes() == []
+
+
 def _icrc_ok(frame: bytes) -> bool:
     """RoCEv2 ICRC check written from the specification: CRC-32 over 8 bytes of
     ones (LRH), the IPv4 header with TOS, TTL and checksum set to ones, the UDP

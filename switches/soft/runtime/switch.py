@@ -10,6 +10,10 @@ API (what the daemon, the control server and the STF runner use)::
                                       # egress for every packet the TM releases now
     sw.next_release_us() -> int|None  # when the TM next has a packet to release
                                       # (same time base as now_us; may be <= now)
+    sw.forward(port, data) -> [(port, frame), ...]
+                                      # receive() then dequeue_ready() in one call (what a
+                                      # data path transmitting after every frame does); an
+                                      # idle, unpaced traffic manager is passed through
     sw.process_sync(port, data) -> [(port, frame), ...]
                                       # STF mode: ingress, then drain the TM ignoring
                                       # rates; outputs in order
@@ -139,6 +143,9 @@ class SoftSwitch:
         self.last_error: str | None = None  # the latest per-packet exception, for tests/logs
         # port -> callable taking the frame: frames egressing that port go there
         self.port_handlers: dict[int, Callable[[bytes], None]] = {}
+        # set during forward(): where a packet that passes through the idle
+        # traffic manager leaves egress
+        self._direct_out: list[tuple[int, bytes]] | None = None
 
         self._install_program(program_module)
 
@@ -283,6 +290,21 @@ class SoftSwitch:
                 self._egress_one(port, st, length, gen, meta, out)
             except Exception as e:
                 self._egress_failed(e, port)
+        return out
+
+    def forward(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
+        """``receive(port, data)`` then ``dequeue_ready()``. A unicast packet
+        that finds every queue empty and no rate or weight set would be the
+        next one out, so it goes from ingress straight to egress (counted in
+        its queue's statistics, queue metadata as if it had passed through)."""
+        out: list[tuple[int, bytes]] = []
+        self._direct_out = out
+        try:
+            self.receive(port, data)
+        finally:
+            self._direct_out = None
+        if self.tm.total:
+            out += self.dequeue_ready()
         return out
 
     def next_release_us(self) -> int | None:
@@ -445,6 +467,14 @@ class SoftSwitch:
             self._drop("drop_port")
             return None
         sm.instance_type = NORMAL
+        if self._direct_out is not None and gen == 0:
+            meta = self.tm.pass_through(egress_spec, sm.priority)
+            if meta is not None:
+                try:
+                    self._egress_one(egress_spec, st, length, gen, meta, self._direct_out)
+                except Exception as e:
+                    self._egress_failed(e, egress_spec)
+                return None
         self._enqueue(egress_spec, st, length, gen)
         return None
 

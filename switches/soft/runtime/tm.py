@@ -209,6 +209,25 @@ class TrafficManager:
         self.total += 1
         return True
 
+    def pass_through(self, port: int, prio: int) -> QueueMeta | None:
+        """A packet that enters queue (port, prio) and leaves it at once, for a
+        caller that runs egress right away: possible when nothing is queued
+        anywhere and no rate or weight is set (it would be next out of
+        pop_ready). Counts it in the queue's statistics and returns its
+        metadata (depths and time in the queue 0); None if the packet must be
+        enqueued normally."""
+        if not self._plain or self.total or not 0 <= prio < self.nq:
+            return None
+        p = self.ports.get(port) or self._port(port)
+        q = p.queues[prio]
+        if q.capacity <= 0 or not self._plain:
+            return None
+        now = int(self.now_us())  # enqueued and dequeued at once
+        q.enqueued += 1
+        q.dequeued += 1
+        q.last_sched = now
+        return _new_tuple(QueueMeta, (now, 0, 0, 0, prio, now))
+
     def _select(self, p: _Port, now: float) -> tuple[int, float] | None:
         """The priority to serve on port ``p`` at ``now`` and the head's
         scheduled time, or None."""
