@@ -4,11 +4,20 @@
 (contract.ProgramInfo) and ``make_program(rt) -> CompiledProgram``.
 
 The generated code is specialized to the program: one class per header /
-struct / union type (``__slots__``, extract/emit precomputed per header
-type), and one Python function per pipeline block in which every action,
-function, table dispatch and nested control/parser is inlined, so a packet
-runs straight-line code with no tree walking.  Values are Python ints masked
-to their width after each operation that can overflow.
+struct / union type, and one Python function per pipeline block in which
+every action, function, table dispatch and nested control/parser is inlined,
+so a packet runs straight-line code with no tree walking.  Values are Python
+ints masked to their width after each operation that can overflow.
+
+What one packet costs is kept small where it is paid per packet:
+- scalar fields start as class attributes (creating a header or struct object
+  stores nothing; an instance holds only what was written);
+- a header whose fields fall into whole-byte units of at most 8 bytes is
+  extracted and emitted with one precompiled ``struct`` format (shifts and
+  masks only inside a unit), others through one big integer;
+- csum16 over fixed-width data (verify/update_checksum, Checksum16) is
+  computed inline as a sum of small integers reduced modulo 0xFFFF
+  (``rtlib.csum16_int``), without building a list or bytes.
 """
 
 from __future__ import annotations

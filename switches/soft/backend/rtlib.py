@@ -2,7 +2,8 @@
 
 Kept small: generated code is specialized per program, these are the few
 pieces that are the same for all programs (control-flow exceptions, header
-stacks, the CompiledProgram shell).
+stacks, the inline checksum's last step, the CompiledProgram shell). It also
+runs on the PyPy data path (Python 3.9): no newer language features here.
 """
 
 from __future__ import annotations

@@ -26,6 +26,11 @@ Soft-target extensions (not in BMv2):
 
 Time is whatever ``now_us()`` returns (microseconds); it is injected so
 tests can drive a fake clock.
+
+While no rate, port rate or weight is set anywhere, every head may leave at
+once: ``pop_ready`` then takes a short path with the same result, and
+``pass_through`` lets a caller that runs egress right away skip the queue
+entirely when nothing is queued (the packet would be next out anyway).
 """
 
 from __future__ import annotations
