@@ -147,7 +147,10 @@ def ipv4(dst: str, *, src: str = "10.0.0.1", ttl: int = 64, tos: int = 0, proto_
 def routed(pkt: bytes, *, ecn: int | None = None) -> tuple[int, bytes]:
     """The expected output of a routed packet: next hop, TTL - 1, ECN, checksum."""
     p = Ether(pkt)
-    dmac, port = route(p[IP].dst)
+    hop = route(p[IP].dst)
+    if hop is None:
+        raise ValueError(f"no route to {p[IP].dst}: an unrouted packet has no routed form")
+    dmac, port = hop
     p[Ether].dst = dmac
     if port in PORT_SMAC:
         p[Ether].src = PORT_SMAC[port]

@@ -20,6 +20,10 @@ everything here.
 Timestamps are CLOCK_MONOTONIC microseconds, the clock every process of a
 Mininet run shares.
 
+``--grpc-port N`` also serves P4Runtime (``switches.soft.control.
+p4runtime_server``) for ``--device-id``, with packet-in/out on
+``--cpu-port``; it needs the ``p4runtime`` extra and ``--backend python``.
+
 Besides the simple_switch_CLI verbs, the control server answers
 ``switch_stats`` with JSON: the pipeline's counters (``switch``), per-port
 socket counters (``ports``; ``kernel_drops`` are frames the kernel dropped
@@ -106,7 +110,15 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         "by the kernel (counted as kernel_drops)")
     p.add_argument("--cli-file", help="control commands to apply before any traffic")
     p.add_argument("--ready-file",
-                   help="written (JSON: pid, control_port) once ports and control server are up")
+                   help="written (JSON: pid, control_port, grpc_port) once ports and control "
+                        "server (and P4Runtime server) are up")
+    p.add_argument("--grpc-port", type=int, default=None, metavar="PORT",
+                   help="also serve P4Runtime on 127.0.0.1:PORT (0: any free port; off by "
+                        "default; needs pip install -e '.[p4runtime]')")
+    p.add_argument("--device-id", type=int, default=0,
+                   help="P4Runtime device id (as simple_switch_grpc's --device-id)")
+    p.add_argument("--cpu-port", type=int, default=None, metavar="PORT",
+                   help="the port P4Runtime packet-in/out use (no interface may have it)")
     p.add_argument("--backend", default="python", choices=BACKENDS,
                    help="interpreter of the data path (default python: this one)")
     p.add_argument("--generated", help=argparse.SUPPRESS)  # set when re-executed by --backend
@@ -180,6 +192,14 @@ class SwitchDaemon:
         return self.server.port
 
     # -- data path ---------------------------------------------------------
+    def wake(self) -> None:
+        """Make the data path look at the traffic manager now (a packet was
+        injected from another thread, e.g. a P4Runtime packet-out)."""
+        try:
+            os.write(self._wake_w, b"w")
+        except OSError:
+            pass  # the pipe is full: the data path wakes anyway
+
     def stop(self) -> None:
         self._stop.set()
         try:
@@ -405,6 +425,27 @@ def _apply_cli_file(daemon: SwitchDaemon, path: str) -> None:
         log.debug("cli %s -> %s", line, reply)
 
 
+def _start_p4runtime(args: argparse.Namespace, daemon: SwitchDaemon) -> Any:
+    """The P4Runtime server of ``--grpc-port`` (its handle), or None."""
+    if args.grpc_port is None:
+        return None
+    try:
+        from switches.soft.control.p4runtime_server import start_p4runtime_server
+    except ImportError as e:
+        raise StartupError(2, f"--grpc-port needs pip install -e '.[p4runtime]' ({e})") from e
+    defines: dict[str, object] = {}
+    for d in args.defines:
+        name, _, value = d.partition("=")
+        defines[name] = value or "1"
+    try:
+        return start_p4runtime_server(
+            daemon.switch, f"127.0.0.1:{args.grpc_port}", device_id=args.device_id,
+            cpu_port=args.cpu_port, program_path=args.program,
+            include_dirs=args.include_dirs, defines=defines or None, wake=daemon.wake)
+    except OSError as e:
+        raise StartupError(2, f"cannot serve P4Runtime on 127.0.0.1:{args.grpc_port}: {e}") from e
+
+
 def _write_ready(path: str, info: dict[str, Any]) -> None:
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as f:
@@ -418,6 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(args.log, args.log_level)
     daemon: SwitchDaemon | None = None
     ports: list[Port] = []
+    p4rt: Any = None
 
     def on_signal(signum: int, _frame: Any) -> None:
         log.info("signal %s: shutting down", signal.Signals(signum).name)
@@ -437,6 +479,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise StartupError(2, "the same port number is given twice")
         if args.priority_queues < 1 or args.priority_queues > 8:
             raise StartupError(2, "--priority-queues must be 1..8")
+        if args.grpc_port is not None and args.backend != "python":
+            raise StartupError(2, "--grpc-port needs --backend python (the P4Runtime "
+                                  "server runs in the data path's process)")
+        if args.cpu_port is not None and any(n == args.cpu_port for n, _ in specs):
+            raise StartupError(2, f"--cpu-port {args.cpu_port} is also an interface's port")
         log.info("soft switch pid %d: program %s, ports %s", os.getpid(), args.program,
                  ", ".join(f"{n}@{i}" for n, i in specs) or "none")
         if args.backend != "python" and not args.generated:
@@ -455,11 +502,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as e:
             raise StartupError(2, f"cannot listen on 127.0.0.1:{args.control_port}: {e.strerror}") from e
         log.info("control server on 127.0.0.1:%d", cport)
+        p4rt = _start_p4runtime(args, daemon)
         if args.ready_file:
             _write_ready(args.ready_file, {"pid": os.getpid(), "control_port": cport,
+                                           "grpc_port": p4rt.port if p4rt else None,
                                            "ports": {str(n): i for n, i in specs}})
         daemon.run()
     except StartupError as e:
+        if p4rt is not None:
+            p4rt.stop()
         log.error("%s", e)
         if args.log:  # also where a launcher that only watches stderr sees it
             print(f"softswitch: {e}", file=sys.stderr)
@@ -475,11 +526,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except Exception as e:
         log.exception("soft switch failed")
+        if p4rt is not None:
+            p4rt.stop()
         if args.log:
             print(f"softswitch: failed: {type(e).__name__}: {e} (see {args.log})", file=sys.stderr)
         if daemon is not None:
             daemon.close()
         return 1
+    if p4rt is not None:
+        p4rt.stop()
     try:
         log.info("stats at exit: %s", json.dumps(daemon.stats(), sort_keys=True))
     except Exception:

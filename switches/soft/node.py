@@ -95,6 +95,10 @@ class SoftP4Switch(Switch):
     ``["--socket-buffer", "262144"]``). ``backend`` picks the interpreter of
     the data path (``switches.soft.backends``: ``python``, the default, or
     ``pypy``).
+
+    ``grpc_port`` (off when None; 0 picks a free port, read back into
+    :attr:`grpc_port`) also serves P4Runtime for ``device_id``, with
+    packet-in/out on ``cpu_port``; :meth:`controller` then speaks P4Runtime.
     """
 
     def __init__(
@@ -111,6 +115,9 @@ class SoftP4Switch(Switch):
         log_level: str = "info",
         daemon_args: Sequence[str] = (),
         backend: str = "python",
+        grpc_port: int | None = None,
+        device_id: int = 0,
+        cpu_port: int | None = None,
         **params: Any,
     ) -> None:
         super().__init__(name, **params)
@@ -133,6 +140,11 @@ class SoftP4Switch(Switch):
         self.ready_path = os.path.join(self.log_dir, f"{name}.ready")
         self.proc: subprocess.Popen[bytes] | None = None
         self._client: SwitchClient | None = None
+        self.requested_grpc_port = grpc_port
+        self.grpc_port: int | None = grpc_port
+        self.device_id = device_id
+        self.cpu_port = cpu_port
+        self._controller: Any = None
 
     # -- Mininet hooks -------------------------------------------------------
     def port_interfaces(self) -> list[tuple[int, str]]:
@@ -154,6 +166,11 @@ class SoftP4Switch(Switch):
             cmd += ["--pcap-dir", self.log_dir]
         if self.backend != "python":
             cmd += ["--backend", self.backend]
+        if self.requested_grpc_port is not None:
+            cmd += ["--grpc-port", str(self.requested_grpc_port),
+                    "--device-id", str(self.device_id)]
+        if self.cpu_port is not None:
+            cmd += ["--cpu-port", str(self.cpu_port)]
         cmd += self.daemon_args
         if self.cli_commands:
             cli_file = os.path.join(self.log_dir, f"{self.name}-commands.txt")
@@ -199,6 +216,8 @@ class SoftP4Switch(Switch):
                 try:
                     info = json.loads(Path(self.ready_path).read_text())
                     self.control_port = int(info["control_port"])
+                    if info.get("grpc_port") is not None:
+                        self.grpc_port = int(info["grpc_port"])
                     return
                 except (ValueError, KeyError, OSError):
                     pass  # renamed into place atomically; retry on a partial read
@@ -223,6 +242,9 @@ class SoftP4Switch(Switch):
         return proc.returncode
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's name
+        if self._controller is not None:
+            self._controller.close()
+            self._controller = None
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -248,6 +270,28 @@ class SoftP4Switch(Switch):
         if self._client is None:
             self._client = SwitchClient(self.control_port)
         return self._client
+
+    def controller(self) -> Any:
+        """The switch's :mod:`testbed.controller` API, owned by the switch
+        (closed when it stops): a P4RuntimeController (primary, election id 1,
+        P4Info read from the switch, the control port attached for queue
+        settings) when started with ``grpc_port``, else a CliController."""
+        if self.control_port is None:
+            raise RuntimeError(f"{self.name}: switch is not running")
+        if self._controller is None:
+            from testbed.controller import CliController, P4RuntimeController
+
+            cli = CliController(self.control_port)
+            if self.grpc_port is None:
+                self._controller = cli
+            else:
+                try:
+                    self._controller = P4RuntimeController(
+                        f"127.0.0.1:{self.grpc_port}", None, device_id=self.device_id, cli=cli)
+                except BaseException:
+                    cli.close()
+                    raise
+        return self._controller
 
     def cmd_cli(self, line: str) -> str:
         """Run one simple_switch_CLI command on this switch; raises SwitchError."""

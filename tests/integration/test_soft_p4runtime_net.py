@@ -1,16 +1,21 @@
-"""The soft switch node with its P4Runtime server (``grpc_port``): routes,
-queue settings and registers through the one controller API, real traffic
-through Mininet."""
+"""The soft switch with its P4Runtime server: the daemon's ``--grpc-port``
+(no root needed), and the Mininet node's ``grpc_port`` with routes, queue
+settings and registers through the one controller API and real traffic."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from testbed.net import P4_DIR, HostAddr, host_addr, running
+from testbed.net import P4_DIR, REPO_ROOT, HostAddr, host_addr, running
 
 from .helpers import host_result, host_run, host_start
 
@@ -22,10 +27,56 @@ def _daemon_has_grpc() -> bool:
 
 
 pytestmark = [
-    pytest.mark.root, pytest.mark.usefixtures("no_leftovers"),
     pytest.mark.skipif(not _daemon_has_grpc(), reason="the soft daemon has no --grpc-port"),
 ]
 pytest.importorskip("p4.v1.p4runtime_pb2", reason="needs the 'p4runtime' extra")
+
+
+def run_daemon(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "switches.soft.daemon", *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=str(REPO_ROOT))
+
+
+def test_daemon_serves_p4runtime_on_a_free_port(tmp_path: Path) -> None:
+    from testbed.controller import P4RuntimeController
+
+    ready = tmp_path / "ready.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "switches.soft.daemon", "--program",
+         str(P4_DIR / "l3_router.p4"), "--control-port", "0", "--grpc-port", "0",
+         "--device-id", "5", "--ready-file", str(ready), "--log", str(tmp_path / "log")],
+        cwd=str(REPO_ROOT))
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None, (tmp_path / "log").read_text()
+            assert time.monotonic() < deadline, "daemon not ready"
+            time.sleep(0.05)
+        info = json.loads(ready.read_text())
+        assert info["grpc_port"] > 0 and info["grpc_port"] != info["control_port"]
+        # the P4Info comes from the switch itself
+        ctl = P4RuntimeController(f"127.0.0.1:{info['grpc_port']}", None, device_id=5)
+        try:
+            ctl.table_add("ipv4_lpm", {"hdr.ipv4.dstAddr": "10.0.1.1/32"}, "set_nhop",
+                          {"dmac": "00:00:00:00:01:01", "port": 1})
+            assert [e.params for e in ctl.table_entries("ipv4_lpm")] == [
+                {"dmac": 0x0101, "port": 1}]
+        finally:
+            ctl.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_daemon_rejects_grpc_with_another_backend_and_cpu_port_clash() -> None:
+    prog = str(P4_DIR / "l3_router.p4")
+    r = run_daemon("--program", prog, "--grpc-port", "0", "--backend", "pypy")
+    assert r.returncode == 2 and "--grpc-port needs --backend python" in r.stderr + r.stdout
+    r = run_daemon("--program", prog, "--grpc-port", "0", "--cpu-port", "1", "-i", "1@lo")
+    assert r.returncode == 2 and "--cpu-port 1 is also" in r.stderr + r.stdout
 
 
 def soft_star(program: Path, tmp_path: Path, **params: Any
@@ -51,6 +102,8 @@ def soft_star(program: Path, tmp_path: Path, **params: Any
     return net, sw, hosts, addrs
 
 
+@pytest.mark.root
+@pytest.mark.usefixtures("no_leftovers")
 def test_routes_queues_and_registers_over_p4runtime(tmp_path: Path) -> None:
     from testbed.controller import P4RuntimeController
 
@@ -99,6 +152,8 @@ def test_routes_queues_and_registers_over_p4runtime(tmp_path: Path) -> None:
     assert pid is not None and not os.path.exists(f"/proc/{pid}")
 
 
+@pytest.mark.root
+@pytest.mark.usefixtures("no_leftovers")
 def test_without_grpc_port_the_controller_speaks_cli(tmp_path: Path) -> None:
     from testbed.controller import CliController
 
@@ -110,3 +165,15 @@ def test_without_grpc_port_the_controller_speaks_cli(tmp_path: Path) -> None:
         ctl.table_add("ipv4_lpm", {"hdr.ipv4.dstAddr": (a1.ip, 32)}, "set_nhop",
                       {"dmac": a1.mac, "port": 1})
         assert len(ctl.table_entries("ipv4_lpm")) == 1
+
+
+def test_daemon_without_the_p4runtime_extra_says_how_to_install(tmp_path: Path) -> None:
+    # a grpc package that cannot be imported, ahead of the real one
+    (tmp_path / "grpc").mkdir()
+    (tmp_path / "grpc" / "__init__.py").write_text("raise ImportError('no grpc here')\n")
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO_ROOT}")
+    r = subprocess.run([sys.executable, "-m", "switches.soft.daemon", "--program",
+                        str(P4_DIR / "l3_router.p4"), "--grpc-port", "0"],
+                       capture_output=True, text=True, timeout=60, cwd=str(REPO_ROOT), env=env)
+    assert r.returncode == 2, r.stderr
+    assert "needs pip install -e '.[p4runtime]'" in r.stderr
