@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One set-up command for a fresh Debian machine (run as root, or with sudo):
 # system packages for Mininet runs, then the project in .venv (editable, with
-# the dev tools). Safe to run again.
+# the dev tools and the P4Runtime extra), and p4runtime-shell in an
+# environment of its own. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -18,5 +19,14 @@ $SUDO apt-get install -y --no-install-recommends \
 if [ ! -x .venv/bin/python ]; then
     /usr/bin/python3 -m venv --system-site-packages .venv
 fi
-.venv/bin/pip install --quiet -e '.[dev]'
+.venv/bin/pip install --quiet -e '.[dev,p4runtime]'
+
+# p4runtime-shell pins old protobuf/ipython/jedi versions: it gets its own
+# environment so it can never break the project's .venv. The tests use it to
+# check that the shell drives the soft switch's P4Runtime server.
+if [ ! -x .venv-p4runtime-shell/bin/python ]; then
+    /usr/bin/python3 -m venv .venv-p4runtime-shell
+fi
+.venv-p4runtime-shell/bin/pip install --quiet 'p4runtime-shell==0.0.6' 'protobuf==3.20.3' \
+    'googleapis-common-protos<1.74'
 echo "setup done: run tests with .venv/bin/pytest -q tests"

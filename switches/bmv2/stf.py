@@ -40,14 +40,14 @@ from switches.bmv2.launch import (
     wait_listening,
 )
 from switches.soft.stf import (
-    _ACTION_RE,
+    STF_ACTION_RE,
     StfError,
     StfResult,
     StfRunner,
-    _lpm,
-    _resolve_suffix,
-    _stf_int,
-    _tern,
+    parse_stf_int,
+    parse_stf_lpm,
+    parse_stf_ternary,
+    resolve_stf_name,
 )
 
 ETH_P_ALL = 0x0003
@@ -161,12 +161,12 @@ class _Bmv2Control:
         self._noprio = 0
 
     def _table(self, name: str) -> Any:
-        return self.tables[_resolve_suffix(list(self.tables), name.strip('"'), "table")]
+        return self.tables[resolve_stf_name(list(self.tables), name.strip('"'), "table")]
 
     def _action(self, table: Any, name: str) -> str:
         allowed = {r.id for r in table.action_refs}
         names = [a.preamble.name for i, a in self.actions.items() if i in allowed]
-        return _resolve_suffix(names, name.strip('"'), "action")
+        return resolve_stf_name(names, name.strip('"'), "action")
 
     @staticmethod
     def _args(text: str) -> dict[str, int]:
@@ -175,11 +175,11 @@ class _Bmv2Control:
             k, sep, v = part.partition(":")
             if not sep:
                 raise StfError(f"action argument '{part.strip()}' is not <name>:<value>")
-            out[k.strip()] = _stf_int(v)
+            out[k.strip()] = parse_stf_int(v)
         return out
 
     def add(self, text: str) -> None:
-        m = _ACTION_RE.search(text)
+        m = STF_ACTION_RE.search(text)
         if not m:
             raise StfError("add needs an action call <action>(<args>)")
         head = text[:m.start()].split()
@@ -197,18 +197,18 @@ class _Bmv2Control:
             kname, sep, val = tok.rpartition(":")
             if not sep:
                 raise StfError(f"key '{tok}' is not <field>:<value>")
-            f = fields[_resolve_suffix(list(fields), kname.strip('"'), "key field")]
+            f = fields[resolve_stf_name(list(fields), kname.strip('"'), "key field")]
             kind = f.match_type  # p4info MatchType: 2 exact 3 lpm 4 ternary 5 range 6 optional
             if kind == 3:
-                match[f.name] = _lpm(val, f.bitwidth)
+                match[f.name] = parse_stf_lpm(val, f.bitwidth)
             elif kind in (4, 6):
-                v, mask = _tern(val, f.bitwidth)
+                v, mask = parse_stf_ternary(val, f.bitwidth)
                 match[f.name] = (v & mask, mask) if kind == 4 else v
             elif kind == 5:
                 lo, _, hi = val.partition("->")
-                match[f.name] = (_stf_int(lo), _stf_int(hi or lo))
+                match[f.name] = (parse_stf_int(lo), parse_stf_int(hi or lo))
             else:
-                match[f.name] = _stf_int(val)
+                match[f.name] = parse_stf_int(val)
         needs_prio = any(f.match_type in (4, 5, 6) for f in table.match_fields)
         p4rt_prio = None
         if needs_prio:
@@ -222,7 +222,7 @@ class _Bmv2Control:
                            priority=p4rt_prio)
 
     def setdefault(self, text: str) -> None:
-        m = _ACTION_RE.search(text)
+        m = STF_ACTION_RE.search(text)
         head = text[:m.start()].split() if m else []
         if not m or len(head) != 1:
             raise StfError("setdefault <table> <action>(<args>)")

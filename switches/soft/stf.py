@@ -101,8 +101,10 @@ def compare_packet(expected: str, got: bytes) -> str | None:
 # STF command translation
 
 
-def _resolve_suffix(names: list[str], wanted: str, what: str) -> str:
-    """STF names: exact, then dot-suffix, then plain suffix (p4c's runner)."""
+def resolve_stf_name(names: list[str], wanted: str, what: str) -> str:
+    """The one name of ``names`` an STF file means by ``wanted``: exact, then
+    dot-suffix, then plain suffix (as p4c's runner matches them); raises
+    StfError naming ``what`` when none or several fit."""
     if wanted in names:
         return wanted
     try:
@@ -117,19 +119,23 @@ def _resolve_suffix(names: list[str], wanted: str, what: str) -> str:
     raise StfError(f"no {what} named '{wanted}'")
 
 
-def _stf_int(tok: str) -> int:
+def parse_stf_int(tok: str) -> int:
+    """An STF number: ``0x``/``0b``/``0o`` prefixed, else decimal (a leading
+    zero does not make it octal)."""
     tok = tok.strip()
     if tok.lower().startswith("0x") or tok.lower().startswith("0b") or tok.lower().startswith("0o"):
         return int(tok, 0)
     return int(tok, 10)
 
 
-def _tern(tok: str, width: int) -> tuple[int, int]:
-    """A ternary STF value: ``*`` digits are wildcards; other digits exact."""
+def parse_stf_ternary(tok: str, width: int) -> tuple[int, int]:
+    """A ternary STF value as (value, mask): ``v&&&m``, or a prefixed number
+    whose ``*`` digits are wildcards (other digits exact); a plain decimal
+    number is exact over ``width`` bits."""
     t = tok.lower()
     if "&&&" in t:
         vs, ms = t.split("&&&", 1)
-        return _stf_int(vs), _stf_int(ms)
+        return parse_stf_int(vs), parse_stf_int(ms)
     for prefix, bits, base in (("0x", 4, 16), ("0b", 1, 2), ("0o", 3, 8)):
         if t.startswith(prefix):
             digits = t[2:]
@@ -144,10 +150,13 @@ def _tern(tok: str, width: int) -> tuple[int, int]:
     return int(t, 10), (1 << width) - 1
 
 
-def _lpm(tok: str, width: int) -> tuple[int, int]:
+def parse_stf_lpm(tok: str, width: int) -> tuple[int, int]:
+    """An lpm STF value as (value, prefix length): ``v/len``, or a prefixed
+    number whose trailing ``*`` digits are outside the prefix (the prefix is
+    the given digits, at most ``width``); a plain decimal number is exact."""
     if "/" in tok:
         vs, ps = tok.split("/", 1)
-        return _stf_int(vs), int(ps, 0)
+        return parse_stf_int(vs), int(ps, 0)
     t = tok.lower()
     if t.startswith("0x"):
         bits = 4
@@ -165,7 +174,8 @@ def _lpm(tok: str, width: int) -> tuple[int, int]:
 
 
 _ADD_RE = re.compile(r"^\s*(\S+)\s+(.*)$")
-_ACTION_RE = re.compile(r"([A-Za-z_$.\[\]0-9\"]+)\s*\((.*)\)\s*(?:=\s*(\S+))?\s*$")
+# ``action(name:value, ...) [= id]`` at the end of an add/setdefault line
+STF_ACTION_RE = re.compile(r"([A-Za-z_$.\[\]0-9\"]+)\s*\((.*)\)\s*(?:=\s*(\S+))?\s*$")
 
 
 class StfRunner:
@@ -234,10 +244,10 @@ class StfRunner:
             self.sw.control.execute(line)
 
     def _table(self, name: str) -> Any:
-        return self.sw.tables[_resolve_suffix(list(self.sw.tables), name.strip('"'), "table")]
+        return self.sw.tables[resolve_stf_name(list(self.sw.tables), name.strip('"'), "table")]
 
     def _action(self, table: Any, name: str) -> str:
-        return _resolve_suffix(list(table.info.actions), name.strip('"'), "action")
+        return resolve_stf_name(list(table.info.actions), name.strip('"'), "action")
 
     def _args(self, action: str, text: str) -> list[int]:
         ainfo = self.sw.info.actions.get(action)
@@ -247,7 +257,7 @@ class StfRunner:
             k, sep, val = part.partition(":")
             if not sep:
                 raise StfError(f"action argument '{part.strip()}' is not <name>:<value>")
-            given[k.strip()] = _stf_int(val)
+            given[k.strip()] = parse_stf_int(val)
         out = []
         for p in params:
             if p.name not in given:
@@ -279,7 +289,7 @@ class StfRunner:
         raise StfError(f"table {table.name} has no key field '{name}' (keys: {', '.join(names)})")
 
     def _add(self, text: str) -> None:
-        m = _ACTION_RE.search(text)
+        m = STF_ACTION_RE.search(text)
         if not m:
             raise StfError("add needs an action call <action>(<args>)")
         head = text[:m.start()].split()
@@ -310,18 +320,18 @@ class StfRunner:
             i = self._key_index(table, kname)
             k = table.keys[i]
             if k.match_kind == "lpm":
-                matches[i] = _lpm(val, k.width)
+                matches[i] = parse_stf_lpm(val, k.width)
             elif k.match_kind in ("ternary", "optional"):
-                matches[i] = _tern(val, k.width)
+                matches[i] = parse_stf_ternary(val, k.width)
             elif k.match_kind == "range":
                 if "->" in val:
                     lo, hi = val.split("->", 1)
-                    matches[i] = (_stf_int(lo), _stf_int(hi))
+                    matches[i] = (parse_stf_int(lo), parse_stf_int(hi))
                 else:
-                    x = _stf_int(val)
+                    x = parse_stf_int(val)
                     matches[i] = (x, x)
             else:
-                matches[i] = _stf_int(val)
+                matches[i] = parse_stf_int(val)
         action = self._action(table, aname)
         args = self._args(action, atext)
         prio = None
@@ -337,7 +347,7 @@ class StfRunner:
             self.handles[hid] = (table.name, h)
 
     def _setdefault(self, text: str) -> None:
-        m = _ACTION_RE.search(text)
+        m = STF_ACTION_RE.search(text)
         if not m:
             raise StfError("setdefault needs an action call <action>(<args>)")
         head = text[:m.start()].split()
@@ -353,14 +363,14 @@ class StfRunner:
         if not m:
             raise StfError("check_counter <name>(<index>) [packets|bytes <op> <value>]")
         name, idx_s, kind, op, val_s = m.groups()
-        full = _resolve_suffix(list(self.sw.info.counters), name, "counter")
+        full = resolve_stf_name(list(self.sw.info.counters), name, "counter")
         cinfo = self.sw.info.counters[full]
         if idx_s.startswith("$"):
             if idx_s[1:] not in self.handles:
                 raise StfError(f"unknown entry id {idx_s}")
             idx = self.handles[idx_s[1:]][1]
         else:
-            idx = _stf_int(idx_s)
+            idx = parse_stf_int(idx_s)
         if cinfo.direct_table:
             e = self.sw.tables[cinfo.direct_table].get_entry(idx)
             nbytes, npk = e.bytes, e.packets
@@ -368,7 +378,7 @@ class StfRunner:
             nbytes, npk = self.sw.counters[full].read(idx)
         kind = (kind or "packets").lower()
         op = op or "=="
-        want = _stf_int(val_s) if val_s is not None else 0
+        want = parse_stf_int(val_s) if val_s is not None else 0
         got = npk if kind == "packets" else nbytes
         ok = {"==": got == want, "!=": got != want, "<=": got <= want, ">=": got >= want,
               "<": got < want, ">": got > want}[op]

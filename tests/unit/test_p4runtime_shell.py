@@ -18,7 +18,10 @@ from test_p4runtime_support import L3_ROUTER, Rig, ipv4_frame  # noqa: E402
 
 from switches.soft.p4info import write_program_p4info  # noqa: E402
 
-VENV = os.environ.get("P4RUNTIME_SH_VENV", "")
+# setup.sh builds this isolated environment (p4runtime-shell pins old
+# protobuf/ipython versions that must not enter the project's own .venv).
+DEFAULT_VENV = Path(__file__).resolve().parents[2] / ".venv-p4runtime-shell"
+VENV = os.environ.get("P4RUNTIME_SH_VENV", "") or (str(DEFAULT_VENV) if DEFAULT_VENV.exists() else "")
 
 SCRIPT = r'''
 import sys
@@ -47,8 +50,8 @@ def _python() -> Path:
 
 
 @pytest.mark.skipif(not VENV or not _python().exists(),
-                    reason="set P4RUNTIME_SH_VENV to a virtualenv with p4runtime-shell "
-                           "(pip install p4runtime-shell==0.0.6 'protobuf==3.20.3')")
+                    reason="no p4runtime-shell environment: run ./setup.sh (it builds "
+                           ".venv-p4runtime-shell) or set P4RUNTIME_SH_VENV")
 def test_p4runtime_shell_sets_pipeline_and_installs_route(tmp_path: Path) -> None:
     rig = Rig(L3_ROUTER)
     try:

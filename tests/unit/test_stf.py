@@ -174,11 +174,11 @@ frobnicate 3
 
 
 def test_stf_ternary_value_helpers() -> None:
-    assert stf._tern("0x****0101", 32) == (0x0101, 0xFFFF)
-    assert stf._tern("0b1*0", 3) == (0b100, 0b101)
-    assert stf._tern("5", 8) == (5, 0xFF)
-    assert stf._lpm("0x0a00****", 32) == (0x0A000000, 16)
-    assert stf._lpm("0x0a000000/8", 32) == (0x0A000000, 8)
+    assert stf.parse_stf_ternary("0x****0101", 32) == (0x0101, 0xFFFF)
+    assert stf.parse_stf_ternary("0b1*0", 3) == (0b100, 0b101)
+    assert stf.parse_stf_ternary("5", 8) == (5, 0xFF)
+    assert stf.parse_stf_lpm("0x0a00****", 32) == (0x0A000000, 16)
+    assert stf.parse_stf_lpm("0x0a000000/8", 32) == (0x0A000000, 8)
 
 
 def test_main_json_and_exit_codes(tmp_path, monkeypatch, capsys) -> None:  # noqa: ANN001
