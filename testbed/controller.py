@@ -614,28 +614,49 @@ class P4RuntimeController(Controller):
         d = self._names[kind]
         return d[resolve(list(d), name, kind.rstrip("s").replace("_", " "))]
 
+    def set_pipeline_config(self, p4info: Any, device_config: bytes,
+                            action: str = "VERIFY_AND_COMMIT") -> None:
+        """SetForwardingPipelineConfig for any target: ``p4info`` (a P4Info
+        message or a path to a text/binary P4Info file) with the target's
+        opaque ``device_config`` (BMv2: the bmv2 JSON p4c wrote; soft: see
+        :meth:`set_forwarding_pipeline`). ``action`` is the request's action
+        name (VERIFY_AND_COMMIT, VERIFY, VERIFY_AND_SAVE, COMMIT,
+        RECONCILE_AND_COMMIT). This controller uses ``p4info`` afterwards,
+        unless the action only verifies."""
+        if isinstance(p4info, (str, os.PathLike)):
+            from switches.soft.p4info import load_p4info
+
+            p4info = load_p4info(p4info)
+        kinds = self.pb.SetForwardingPipelineConfigRequest.Action
+        try:
+            act = kinds.Value(action)
+        except ValueError:
+            raise ControllerError(f"unknown pipeline action {action!r} (one of "
+                                  f"{', '.join(n for n in kinds.keys() if n != 'UNSPECIFIED')})"
+                                  ) from None
+        req = self.pb.SetForwardingPipelineConfigRequest(device_id=self.device_id, action=act)
+        req.election_id.low = self.election_id & ((1 << 64) - 1)
+        req.election_id.high = self.election_id >> 64
+        req.config.p4info.CopyFrom(p4info)
+        req.config.p4_device_config = bytes(device_config)
+        self._call(self.stub.SetForwardingPipelineConfig, req)
+        if action not in ("VERIFY", "VERIFY_AND_SAVE"):
+            self._load_p4info(p4info)
+
     def set_forwarding_pipeline(self, program: str, p4info: Any = None,
                                 include_dirs: list[str] | None = None) -> None:
-        """Replace the switch's program (soft target): ``program`` is a path
-        on the switch's host; the P4Info is built here unless given."""
+        """Replace the soft switch's program: ``program`` is a path on the
+        switch's host; the P4Info is built here unless given."""
         import json
 
         from switches.soft.p4info import p4info_for_program
 
         if p4info is None:
             p4info = p4info_for_program(program, include_dirs or ())
-        req = self.pb.SetForwardingPipelineConfigRequest(
-            device_id=self.device_id,
-            action=self.pb.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
-        req.election_id.low = self.election_id & ((1 << 64) - 1)
-        req.election_id.high = self.election_id >> 64
-        req.config.p4info.CopyFrom(p4info)
         cfg: dict[str, Any] = {"program": os.path.abspath(program)}
         if include_dirs:
             cfg["include_dirs"] = [os.path.abspath(d) for d in include_dirs]
-        req.config.p4_device_config = json.dumps(cfg).encode()
-        self._call(self.stub.SetForwardingPipelineConfig, req)
-        self._load_p4info(p4info)
+        self.set_pipeline_config(p4info, json.dumps(cfg).encode())
 
     # -- RPC helpers -------------------------------------------------------------
     def _call(self, fn: Callable[[Any], Any], req: Any) -> Any:

@@ -42,16 +42,7 @@ def push_pipeline(ctl: P4RuntimeController, p4info_path: str | os.PathLike[str],
     p4info = load_p4c_p4info(p4info_path)
     with open(json_path, "rb") as f:
         device_config = f.read()
-    pb = ctl.pb
-    req = pb.SetForwardingPipelineConfigRequest(
-        device_id=ctl.device_id,
-        action=pb.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
-    req.election_id.low = ctl.election_id & ((1 << 64) - 1)
-    req.election_id.high = ctl.election_id >> 64
-    req.config.p4info.CopyFrom(p4info)
-    req.config.p4_device_config = device_config
-    ctl._call(ctl.stub.SetForwardingPipelineConfig, req)
-    ctl._load_p4info(p4info)
+    ctl.set_pipeline_config(p4info, device_config)
 
 
 def cli_command(thrift_port: int, host: str = "127.0.0.1") -> list[str]:
