@@ -3,7 +3,8 @@
 Topology: h1, h2 (senders) and h3 (receiver) around one soft switch running
 ``switches/p4/l3_ecn.p4`` (L3 routing + RED ECN marking + optional random
 loss). Every switch egress port runs at ``bottleneck_mbps`` (the soft
-target's ``set_port_rate_bps``): every link has the same rate, and the hosts'
+target's ``set_port_rate_bps``; on BMv2 ``set_queue_rate`` in packets/s for
+this run's average frame size, an approximation): every link has the same rate, and the hosts'
 NICs (the DCQCN line rate and the pacer) run at that rate too, as in the DCQCN
 paper's testbed (NIC rate = link rate). So one QP alone is limited by its NIC
 and fills the link toward h3; two QPs into h3 offer twice that link's rate and
@@ -54,7 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hosts.agent_spec import FlowSpec, JobSpec, TransportSpec
+from hosts.agent_spec import FlowSpec, JobSpec, TransportSpec, message_wire_bytes
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.net import host_addr
 from testbed.timeline import (
@@ -135,9 +136,17 @@ def _expected_s(p: Params, msgs: int) -> float:
     return wire * 8 / p.bottleneck_bps
 
 
+def _mean_frame_bytes(p: Params) -> int:
+    """Average frame size of this run's messages (what BMv2's packet-rate
+    limit is converted with)."""
+    packets = max(1, -(-p.msg_bytes // p.path_mtu))
+    return round(message_wire_bytes(p.msg_bytes, p.path_mtu) / packets)
+
+
 def plan(p: Params) -> RunPlan:
     topo = Topology(
         n_hosts=3, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
+        packet_bytes=_mean_frame_bytes(p),
         commands=(
             f"set_port_rate_bps {int(p.bottleneck_bps)}",
             f"set_queue_depth {p.queue_depth}",

@@ -242,13 +242,18 @@ def _daemon_pids(pattern: str = DAEMON_PATTERN) -> list[int]:
 
 @main.command("clean")
 def clean_cmd() -> None:
-    """Remove what a crashed run left: soft switch daemons, host agents, Mininet nodes, links."""
+    """Remove what a crashed run left: soft switch daemons, BMv2 switches started by
+    the testbed, host agents, Mininet nodes, links."""
     if os.geteuid() != 0:
         click.echo("error: testbed clean needs root", err=True)
         sys.exit(1)
+    from testbed.net import bmv2_switch_pids
+
     daemons = _daemon_pids()
+    # a BMv2 stand-in may be a soft daemon too: count each process once
+    bmv2 = [p for p in bmv2_switch_pids() if p not in daemons]
     agents = _daemon_pids(AGENT_PATTERN)
-    pids = daemons + agents
+    pids = daemons + bmv2 + agents
     for pid in pids:
         try:
             os.kill(pid, signal.SIGTERM)
@@ -263,6 +268,7 @@ def clean_cmd() -> None:
         except ProcessLookupError:
             pass
     click.echo(f"soft switch daemons stopped: {len(daemons)}")
+    click.echo(f"BMv2 switches (simple_switch_grpc) stopped: {len(bmv2)}")
     click.echo(f"host agents stopped: {len(agents)}")
     try:
         from mininet.clean import cleanup

@@ -122,6 +122,12 @@ class Controller(ABC):
                           params: dict[str, Any] | None = None) -> None: ...
 
     @abstractmethod
+    def action_params(self, table: str, action: str) -> tuple[str, list[str]]:
+        """(full action name, its parameter names in order) of an action of
+        ``table``: turns positional values (simple_switch_CLI lines) into
+        the ``params`` dict the table calls take."""
+
+    @abstractmethod
     def table_delete(self, table: str, match: dict[str, Any],
                      priority: int | None = None) -> None: ...
 
@@ -313,6 +319,11 @@ class CliController(Controller):
         aname, vals = self._action(t, action, params)
         h = self._handle(t, match, priority)
         self.execute(f"table_modify {t.name} {aname} {h} {' '.join(vals)}".strip())
+
+    def action_params(self, table: str, action: str) -> tuple[str, list[str]]:
+        t = self._table(table)
+        aname = resolve(list(t.actions), action, "action")
+        return aname, [p for p, _ in t.actions[aname]]
 
     def table_set_default(self, table: str, action: str,
                           params: dict[str, Any] | None = None) -> None:
@@ -785,6 +796,13 @@ class P4RuntimeController(Controller):
         t, te = self._table_entry(table, match, priority)
         self._set_action(t, te, action, params)
         self._write(self._update("MODIFY", table_entry=te))
+
+    def action_params(self, table: str, action: str) -> tuple[str, list[str]]:
+        t = self._get("tables", table)
+        allowed = {r.id for r in t.action_refs}
+        acts = {a.preamble.name: a for a in self.p4info.actions if a.preamble.id in allowed}
+        a = acts[resolve(list(acts), action, "action")]
+        return a.preamble.name, [p.name for p in a.params]
 
     def table_set_default(self, table: str, action: str,
                           params: dict[str, Any] | None = None) -> None:

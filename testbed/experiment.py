@@ -52,8 +52,11 @@ class ExperimentError(ValueError):
 @dataclass(frozen=True)
 class Topology:
     """N hosts around one switch (testbed.net.star_router): host i is 10.0.i.1 on
-    port i. ``commands`` are control-plane lines applied before any traffic,
-    after the routes."""
+    port i. ``commands`` are control-plane lines (simple_switch_CLI syntax,
+    applied by testbed.runner.apply_switch_command) applied before any
+    traffic, after the routes. ``packet_bytes`` is the typical frame size
+    (Ethernet header to ICRC/payload end) that turns a bit rate
+    (``set_port_rate_bps``) into the packet rate BMv2's ``set_queue_rate`` takes."""
 
     n_hosts: int
     program: str                      # P4 source, relative to the repository root
@@ -62,10 +65,13 @@ class Topology:
     # Register keeping the largest enq_qdepth per egress port (read after each
     # phase and reset before it), or None if the program has none.
     qdepth_register: str | None = None
+    packet_bytes: int = 1500
 
     def __post_init__(self) -> None:
         if not 1 <= self.n_hosts <= 250:
             raise ExperimentError("n_hosts must be 1..250")
+        if self.packet_bytes <= 0:
+            raise ExperimentError("packet_bytes must be positive")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
-"""Bringing soft-switch networks up and down in Mininet, and checking nothing is left.
+"""Bringing P4 switch networks up and down in Mininet, and checking nothing is left.
 
-:func:`star_router` builds N hosts around one soft switch that runs an L3
+:func:`star_router` builds N hosts around one switch (the soft target or
+BMv2, testbed.targets.switch_class) that runs an L3
 program (``switches/p4/l3_router.p4`` or ``l3_ecn.p4``): host i is
 ``10.0.i.1/24`` on switch port i, its gateway ``10.0.i.254`` is the switch
 port's MAC (a static neighbour entry, since the L3 programs drop ARP).
@@ -97,21 +98,33 @@ def star_router(
     install_routes: bool = True,
     ready_timeout: float = 120.0,
     backend: str = "python",
+    target: str = "soft",
+    **switch_params: Any,
 ) -> tuple[Any, Any, list[Any], list[HostAddr]]:
-    """(net, switch, hosts, addresses) for N hosts around one soft switch (data
-    path on ``backend``, see ``switches.soft.backends``); not started."""
+    """(net, switch, hosts, addresses) for N hosts around one switch of
+    ``target`` ("soft" or "bmv2"; raises testbed.targets.TargetUnavailable
+    when it cannot run here); not started. ``backend`` is the soft target's
+    data path (``switches.soft.backends``); ``switch_params`` go to the
+    switch class (e.g. BMv2's ``build_dir``). The routes and
+    ``extra_commands`` are simple_switch_CLI lines both targets accept."""
     from mininet.link import Link
     from mininet.net import Mininet
 
-    from switches.soft.node import P4Host, SoftP4Switch
+    from switches.soft.node import P4Host
+    from testbed.targets import switch_class
 
+    cls = switch_class(target)
+    if target == "soft":
+        switch_params["backend"] = backend
+    elif backend != "python":
+        raise ValueError(f"backend {backend!r} is a soft-target option (target {target})")
     addrs = [host_addr(i) for i in range(1, n_hosts + 1)]
     cmds = (router_commands(addrs) if install_routes else []) + list(extra_commands)
-    net = Mininet(controller=None, switch=SoftP4Switch, host=P4Host, link=Link,
+    net = Mininet(controller=None, switch=cls, host=P4Host, link=Link,
                   autoSetMacs=False, build=False)
     sw = net.addSwitch("s1", program=str(program), log_dir=log_dir, pcap=pcap,
                        priority_queues=priority_queues, cli_commands=cmds,
-                       ready_timeout=ready_timeout, backend=backend)
+                       ready_timeout=ready_timeout, **switch_params)
     hosts = []
     for a in addrs:
         h = net.addHost(a.name, ip=f"{a.ip}/24", mac=a.mac,
@@ -135,20 +148,51 @@ _INTF_RE = re.compile(r"^\d+:\s+([^:@\s]+)")
 _MININET_INTF = re.compile(r"^[a-z]+\d+-eth\d+$")
 
 
-def leftovers() -> list[str]:
-    """What a finished run left behind: soft switch daemons, Mininet node shells,
-    and interfaces named like Mininet's (``<node>-eth<n>``, e.g. ``s1-eth2``)."""
-    found: list[str] = []
+# Set in the environment of every simple_switch_grpc the BMv2 node starts
+# (switches.bmv2.node), so that leftovers() and `testbed clean` find exactly those.
+BMV2_NODE_ENV = "P4_TESTBED_BMV2_NODE"
+
+
+def _proc_argv(pid_dir: Path) -> list[str] | None:
+    try:
+        argv = (pid_dir / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return [a.decode(errors="replace") for a in argv if a]
+
+
+def bmv2_switch_pids() -> list[int]:
+    """simple_switch_grpc processes started by the BMv2 node (they carry
+    BMV2_NODE_ENV in their environment; reading it needs root)."""
+    pids = []
+    mark = BMV2_NODE_ENV.encode() + b"="
     me = os.getpid()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            env = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        words = [a.decode(errors="replace") for a in argv if a]
-        if "switches.soft.daemon" in words[:4]:
+        if any(v.startswith(mark) for v in env):
+            pids.append(int(entry.name))
+    return sorted(pids)
+
+
+def leftovers() -> list[str]:
+    """What a finished run left behind: soft switch daemons, simple_switch_grpc
+    processes of the BMv2 node, Mininet node shells, and interfaces named like
+    Mininet's (``<node>-eth<n>``, e.g. ``s1-eth2``)."""
+    found: list[str] = []
+    me = os.getpid()
+    bmv2 = set(bmv2_switch_pids())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        words = _proc_argv(entry)
+        if words is None:
+            continue
+        if "switches.soft.daemon" in words[:4] or int(entry.name) in bmv2:
             found.append(f"process {entry.name}: {' '.join(words)}")
         elif any(w.startswith("mininet:") for w in words):
             found.append(f"process {entry.name}: {' '.join(words)}")

@@ -7,10 +7,16 @@
    they are missing);
 2. saves the parameters and the whole plan (``plan.json``: topology, switch
    commands, every job spec);
-3. builds the topology (testbed.net.star_router with the soft switch) and
-   runs the phases one after the other: switch commands, then one host agent
+3. builds the topology (testbed.net.star_router with the switch of
+   ``--target``: soft or BMv2), configures the switch through its
+   testbed.controller API (:func:`apply_switch_command`: queue settings,
+   default actions and register reads as controller calls, other lines as
+   simple_switch_CLI commands both targets accept; the soft target's ``set_port_rate_bps``
+   becomes BMv2's ``set_queue_rate``, see :func:`bps_to_pps`) and runs the
+   phases one after the other: switch commands, then one host agent
    (``python -m hosts.agent``) per job, started together, while a thread polls
-   the switch's statistics into ``phases/<phase>/switch.jsonl``; a progress
+   the soft switch's statistics into ``phases/<phase>/switch.jsonl`` (BMv2
+   has no such statistics: its runs have the P4 queue register only); a progress
    line per phase and a status line (per host) every few seconds;
 4. always tears everything down (try/finally around testbed.net.running, also
    on Ctrl-C and SIGTERM): agents are stopped before the network, so no
@@ -25,7 +31,8 @@
 Run directory layout::
 
     plan.json  summary.json  progress.log
-    switch/    s1.log, s1-commands.txt, pcaps (--pcap: <ifname>_in.pcap, _out.pcap)
+    switch/    s1.log (BMv2: also s1.out), s1-commands.txt (soft: the routes),
+               pcaps (--pcap: <ifname>_in.pcap, _out.pcap)
     phases/<phase>/<host>.spec.json, <host>.events.jsonl, <host>.log,
                    switch.jsonl, switch_stats.json, rendezvous/
     plots/*.png
@@ -63,7 +70,7 @@ from testbed.experiment import (
 )
 
 __all__ = ["RunError", "RunOptions", "run", "check_environment", "replot", "default_out_dir",
-           "evaluate_fidelity", "software_versions"]
+           "evaluate_fidelity", "software_versions", "apply_switch_command", "bps_to_pps"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 AGENT_MODULE = "hosts.agent"
@@ -105,14 +112,16 @@ def check_environment(target: str, hosts: str, *, need_network: bool = True) -> 
             raise RunError("target bmv2 is not installed here: "
                            + (why or "simple_switch_grpc and p4c not found")
                            + "; see `testbed doctor`, or use --target soft")
-        raise RunError("target bmv2: the runner drives only the soft target so far (it reads "
-                       "the soft switch's queue and lag statistics); use --target soft")
     if hosts == "rxe":
         if not rep["providers"]["rxe"]:
             why = rep.get("providers_detail", {}).get("rxe", {}).get("reason", "")
             raise RunError("hosts rxe is not available here: " + (why or "no rdma_rxe device")
                            + "; see `testbed doctor`, or use --hosts udp")
-        raise RunError("hosts rxe: the agent drives only the udp provider so far; use --hosts udp")
+        # rdma_rxe binds to the initial network namespace in every released
+        # kernel, while each Mininet host lives in a namespace of its own.
+        raise RunError("hosts rxe: rdma_rxe works only in the initial network namespace and "
+                       "Mininet hosts each have their own, so a Mininet run cannot use it; "
+                       "use --hosts udp (the rxe provider serves hosts on separate machines/VMs)")
     if need_network:
         if not rep["root"]:
             raise RunError("a run needs root (Mininet network namespaces)")
@@ -261,10 +270,134 @@ def switch_sample(stats: dict[str, Any], t_ns: int) -> dict[str, Any]:
     }
 
 
-def _read_register(sw: Any, name: str) -> list[int]:
-    reply = sw.cmd_cli(f"register_read {name}")
-    _, _, values = reply.partition("=")
-    return [int(v) for v in values.replace(",", " ").split()]
+# ---------------------------------------------------------------------------
+# switch configuration
+
+
+BMV2_RATE_NOTE = ("approximation: BMv2 limits each egress queue in packets per second; "
+                  "pps = bit rate / (8 x packet_bytes), exact only for frames of packet_bytes")
+
+
+def bps_to_pps(bps: float, packet_bytes: int) -> int:
+    """The packet rate BMv2's ``set_queue_rate`` needs for ``bps`` with frames
+    of ``packet_bytes`` (at least 1 pps). An approximation: BMv2 counts
+    packets, so smaller frames get less and larger ones more than ``bps``."""
+    if packet_bytes <= 0:
+        raise ValueError("packet_bytes must be positive")
+    return max(1, round(bps / (8 * packet_bytes)))
+
+
+def _cli_of(ctl: Any) -> Any:
+    from testbed.controller import CliController, ControllerError
+
+    cli = ctl if isinstance(ctl, CliController) else getattr(ctl, "cli", None)
+    if cli is None:
+        raise ControllerError("this switch has no simple_switch_CLI connection")
+    return cli
+
+
+def _port_prio(words: list[str], verb: str, first: int) -> tuple[int | None, int | None]:
+    from testbed.controller import ControllerError
+
+    rest = words[first:]
+    if len(rest) > 2:
+        raise ControllerError(f"{verb}: too many arguments")
+    try:
+        vals = [int(w, 0) for w in rest] + [None, None]  # type: ignore[list-item]
+    except ValueError:
+        raise ControllerError(f"{verb}: port and priority must be numbers") from None
+    return vals[0], vals[1]
+
+
+def apply_switch_command(ctl: Any, line: str, target: str, packet_bytes: int) -> dict[str, Any]:
+    """Apply one plan line (simple_switch_CLI syntax) through the switch's
+    testbed.controller API; what was done, for summary.json.
+
+    Queue settings and default actions (``table_set_default``, values by
+    position as in the CLI) are controller calls (P4Runtime where the switch
+    speaks it). ``set_port_rate_bps BPS [PORT]`` is the soft target's
+    extension: on BMv2 it becomes ``set_queue_rate`` with :func:`bps_to_pps`
+    (an approximation, recorded as such). Every other line (table_add,
+    register_reset, ...) goes to the switch's simple_switch_CLI, whose
+    syntax both targets accept. Raises ControllerError on a rejected
+    command."""
+    from testbed.controller import ControllerError
+
+    words = line.split()
+    if not words:
+        return {"line": line, "via": "none"}
+    verb = words[0]
+    rec: dict[str, Any] = {"line": line}
+    if verb in ("set_port_rate_bps", "set_queue_rate", "set_queue_depth"):
+        if len(words) < 2:
+            raise ControllerError(f"{verb}: needs a value")
+        try:
+            value = int(float(words[1]))
+        except ValueError:
+            raise ControllerError(f"{verb}: {words[1]!r} is not a number") from None
+        port, prio = _port_prio(words, verb, 2)
+        if verb == "set_port_rate_bps":
+            if prio is not None:
+                raise ControllerError("set_port_rate_bps takes a rate and an optional port")
+            if target == "soft":
+                ctl.set_port_rate_bps(value, port)
+                rec.update(via="set_port_rate_bps", bps=value, port=port)
+            else:
+                pps = bps_to_pps(value, packet_bytes)
+                ctl.set_queue_rate(pps, port)
+                rec.update(via="set_queue_rate", bps=value, pps=pps, port=port,
+                           packet_bytes=packet_bytes, note=BMV2_RATE_NOTE)
+        else:
+            getattr(ctl, verb)(value, port, prio)
+            rec.update(via=verb)
+        return rec
+    if verb == "table_set_default":
+        if len(words) < 3:
+            raise ControllerError("table_set_default <table> <action> [<value> ...]")
+        table, values = words[1], words[3:]
+        aname, names = ctl.action_params(table, words[2])
+        if len(values) != len(names):
+            raise ControllerError(f"action {aname} takes {len(names)} value(s) "
+                                  f"({', '.join(names) or 'none'}), got {len(values)}")
+        ctl.table_set_default(table, aname, dict(zip(names, values, strict=True)))
+        rec["via"] = "table_set_default"
+        return rec
+    _cli_of(ctl).execute(line)
+    rec["via"] = "cli"
+    return rec
+
+
+def _apply_commands(ctl: Any, lines: tuple[str, ...] | list[str], target: str,
+                    packet_bytes: int, where: str, applied: list[dict[str, Any]]) -> None:
+    from testbed.controller import ControllerError
+
+    for line in lines:
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            rec = apply_switch_command(ctl, line.strip(), target, packet_bytes)
+        except ControllerError as e:
+            raise RunError(f"{where}: switch command failed: {line.strip()}: {e}") from e
+        applied.append({"where": where, **rec})
+
+
+def _switch_stats(sw: Any, target: str) -> dict[str, Any]:
+    """The soft switch's statistics; BMv2 has none ({})."""
+    if target != "soft":
+        return {}
+    result: dict[str, Any] = sw.stats()
+    return result
+
+
+def _switch_log_tail(sw: Any) -> str:
+    files = getattr(sw, "log_files", None)
+    if files:
+        from switches.bmv2.launch import tail
+
+        return tail(files)
+    from switches.soft.node import _tail as sw_tail
+
+    return sw_tail(sw.log_path)
 
 
 # ---------------------------------------------------------------------------
@@ -402,23 +535,24 @@ def _phase_jobs(phase: PhasePlan, pdir: Path) -> dict[str, JobSpec]:
 
 
 def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any,
-               prog: Progress, opts: RunOptions, agents_out: list[_Agent]) -> dict[str, Any]:
+               prog: Progress, opts: RunOptions, agents_out: list[_Agent],
+               applied: list[dict[str, Any]]) -> dict[str, Any]:
     pdir = run_dir / "phases" / phase.name
     pdir.mkdir(parents=True, exist_ok=True)
     prog.line(f"phase {phase.name}: {len(phase.jobs)} agent(s)"
               + (f" - {phase.notes}" if phase.notes else ""))
-    from switches.soft.control.client import SwitchError
-
-    for line in phase.commands:
-        try:
-            sw.cmd_cli(line)
-        except SwitchError as e:
-            raise RunError(f"phase {phase.name}: switch command failed: {e}") from e
+    ctl = sw.controller()
+    _apply_commands(ctl, phase.commands, opts.target, plan.topology.packet_bytes,
+                    f"phase {phase.name}", applied)
     reg = plan.topology.qdepth_register
     if reg:
-        sw.cmd_cli(f"register_reset {reg}")
-    before = sw.stats()
-    poller = SwitchPoller(sw.control_port, pdir / "switch.jsonl", plan.switch_poll_interval_s)
+        _apply_commands(ctl, [f"register_reset {reg}"], opts.target,
+                        plan.topology.packet_bytes, f"phase {phase.name}", applied)
+    before = _switch_stats(sw, opts.target)
+    poller: SwitchPoller | None = None
+    if opts.target == "soft":
+        poller = SwitchPoller(sw.control_port, pdir / "switch.jsonl",
+                              plan.switch_poll_interval_s)
     jobs = _phase_jobs(phase, pdir)
     agents = []
     for h, spec in jobs.items():
@@ -426,7 +560,8 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any
         sp.write_text(spec.to_json())
         agents.append(_Agent(h, net.get(h), sp, pdir / f"{h}.events.jsonl", pdir / f"{h}.log"))
     agents_out[:] = agents
-    poller.start()
+    if poller is not None:
+        poller.start()
     t_start = time.monotonic()
     try:
         for a in agents:
@@ -442,10 +577,8 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any
             if all(a.rc == 0 for a in agents):
                 break
             if sw.proc is None or sw.proc.poll() is not None:
-                from switches.soft.node import _tail as sw_tail
-
                 raise RunError(f"switch {sw.name} exited during phase {phase.name!r}; "
-                               f"log {sw.log_path}:\n{sw_tail(sw.log_path)}")
+                               f"log {sw.log_path}:\n{_switch_log_tail(sw)}")
             now = time.monotonic()
             if now >= deadline:
                 late = ", ".join(f"{a.host} ({a.status()})" for a in agents if a.rc is None)
@@ -458,12 +591,21 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any
             time.sleep(0.05)
     finally:
         _stop_agents(agents)
-        poller.stop()
-    after = sw.stats()
-    qmax = _read_register(sw, reg) if reg else []
+        if poller is not None:
+            poller.stop()
+    after = _switch_stats(sw, opts.target)
+    qmax: Any = []
+    if reg:
+        from testbed.controller import ControllerError
+
+        try:
+            qmax = ctl.register_read(reg)
+        except ControllerError as e:
+            raise RunError(f"phase {phase.name}: reading register {reg} failed: {e}") from e
     stats = {"before": before, "after": after,
              "qdepth_max": {str(p): v for p, v in enumerate(qmax) if v},
-             "poller_samples": poller.samples, "poller_error": poller.error,
+             "poller_samples": poller.samples if poller else 0,
+             "poller_error": poller.error if poller else None,
              "wall_s": time.monotonic() - t_start}
     (pdir / "switch_stats.json").write_text(json.dumps(stats, indent=1, sort_keys=True))
     prog.line(f"phase {phase.name}: done in {stats['wall_s']:.1f} s ("
@@ -475,15 +617,23 @@ class _TeardownTimeout(Exception):
     pass
 
 
-def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Progress) -> None:
+def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Progress,
+                      applied: list[dict[str, Any]] | None = None) -> None:
+    """Bring the network up, configure the switch, run the phases, tear down.
+    ``applied`` collects every switch command and how it was applied."""
     from testbed.net import running, star_router
+    from testbed.targets import TargetUnavailable
 
+    applied = [] if applied is None else applied
     topo = plan.topology
-    prog.line(f"network: {topo.n_hosts} hosts around soft switch s1 running "
+    prog.line(f"network: {topo.n_hosts} hosts around {opts.target} switch s1 running "
               f"{Path(topo.program).name}" + (" (pcap on)" if opts.pcap else ""))
-    net, sw, _hosts, _addrs = star_router(
-        topo.n_hosts, repo_path(topo.program), log_dir=run_dir / "switch", pcap=opts.pcap,
-        priority_queues=topo.priority_queues, extra_commands=topo.commands)
+    try:
+        net, sw, _hosts, _addrs = star_router(
+            topo.n_hosts, repo_path(topo.program), log_dir=run_dir / "switch", pcap=opts.pcap,
+            priority_queues=topo.priority_queues, target=opts.target)
+    except TargetUnavailable as e:
+        raise RunError(str(e)) from e
     agents: list[_Agent] = []
     failure: BaseException | None = None
     try:
@@ -491,8 +641,10 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
             with running(net):
                 try:
                     prog.line(f"network up (switch control port {sw.control_port})")
+                    _apply_commands(sw.controller(), topo.commands, opts.target,
+                                    topo.packet_bytes, "topology", applied)
                     for phase in plan.phases:
-                        _run_phase(phase, plan, run_dir, net, sw, prog, opts, agents)
+                        _run_phase(phase, plan, run_dir, net, sw, prog, opts, agents, applied)
                 except BaseException as e:
                     failure = e
                     raise
@@ -537,7 +689,7 @@ def _force_teardown(net: Any) -> list[str]:
     """Stop the switch daemons, kill the node shells, delete the run's veths."""
     done = []
     for node in [*net.switches, *net.hosts]:
-        stop = getattr(node, "_terminate_proc", None)
+        stop = getattr(node, "_terminate_proc", None) or getattr(node, "_shutdown", None)
         if callable(stop) and getattr(node, "proc", None) is not None:
             stop()
             done.append(f"{node.name} daemon")
@@ -692,10 +844,12 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
     prog.line(f"{mod.NAME}{' (quick)' if opts.quick else ''}: output {run_dir}")
     from testbed.net import SoftSignal
 
+    applied: list[dict[str, Any]] = []
+    summary["switch_config"] = {"target": opts.target, "applied": applied}
     try:
         try:
             with _sigterm_raises():
-                _bring_up_and_run(plan, run_dir, opts, prog)
+                _bring_up_and_run(plan, run_dir, opts, prog, applied)
         except KeyboardInterrupt:
             summary["error"] = "interrupted (Ctrl-C)"
             raise
@@ -713,14 +867,31 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
         prog.line(_verdict_line(summary, results, tuple(getattr(mod, "HEADLINE", ()))))
         return summary
     finally:
+        summary["switch_config"]["port_rate"] = _port_rate_record(applied)
         summary["duration_s"] = round(prog.elapsed, 2)
         _write_json(run_dir / "summary.json", summary)
         prog.close()
 
 
+def _port_rate_record(applied: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """How the plan's port rate was set (soft: set_port_rate_bps; BMv2:
+    set_queue_rate in pps, an approximation), or None if it set none."""
+    recs = [r for r in applied if r.get("line", "").startswith("set_port_rate_bps")]
+    if not recs:
+        return None
+    keep = ("via", "bps", "pps", "port", "packet_bytes", "note")
+    out = {k: recs[-1][k] for k in keep if k in recs[-1]}
+    if len(recs) > 1:
+        out["all"] = [{k: r[k] for k in keep if k in r} for r in recs]
+    return out
+
+
 def _finish(mod: types.ModuleType, plan: RunPlan, run_dir: Path,
             summary: dict[str, Any]) -> dict[str, Any]:
     fid = evaluate_fidelity(run_dir, plan)
+    if summary.get("target") != "soft":
+        fid["note"] = ("the switch_* checks are not measured on this target (no lag or "
+                       "kernel-drop statistics); only the host checks count")
     summary["fidelity"] = fid
     try:
         results = mod.analyze(run_dir)

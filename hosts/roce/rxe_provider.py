@@ -93,7 +93,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -101,9 +101,9 @@ from typing import Any
 from hosts.roce.constants import ECN_ECT0, PATH_MTUS, PSN_MASK, ROCE_UDP_PORT
 from hosts.roce.scale import Scale
 from hosts.roce.verbs import (
-    SGE,
     WC,
     Access,
+    MRBase,
     QPAttr,
     QPState,
     RecvWR,
@@ -112,6 +112,7 @@ from hosts.roce.verbs import (
     WCOpcode,
     WCStatus,
     WROpcode,
+    modify_request,
 )
 
 SYSFS_INFINIBAND = "/sys/class/infiniband"
@@ -518,7 +519,7 @@ class RxeProvider:
         pass
 
 
-class RxeMR:
+class RxeMR(MRBase):
     def __init__(self, pd: RxePD, buf, access: Access) -> None:
         self.pd = pd
         addr, n, pin = buffer_address(buf)
@@ -531,13 +532,6 @@ class RxeMR:
         self.lkey = self._mr.lkey
         self.rkey = self._mr.rkey
         self.valid = True
-
-    def sge(self, offset: int = 0, length: int | None = None) -> SGE:
-        if length is None:
-            length = self.length - offset
-        if offset < 0 or length < 0 or offset + length > self.length:
-            raise VerbsError("SGE outside the MR")
-        return SGE(self.addr + offset, length, self.lkey)
 
     def dereg(self) -> None:
         if self.valid:
@@ -715,22 +709,8 @@ class RxeQP:
     def modify(self, attr: QPAttr | None = None, **kw) -> None:
         """As verbs.QP.modify. Before RTR anything may change; on an RTR/RTS QP only
         ``sport`` (see ``retag``), ``job_id`` and ``max_inflight`` (recorded)."""
-        if attr is None:
-            attr = QPAttr(**kw)
-        elif kw:
-            raise VerbsError("give either a QPAttr or keywords")
-        vals = {f.name: getattr(attr, f.name) for f in fields(attr)
-                if getattr(attr, f.name) is not None}
-        new = vals.pop("state", None)
         cur = self.state
-        if new is not None:
-            new = QPState(new)
-            ok = (new in (QPState.RESET, QPState.ERR)
-                  or (cur, new) in ((QPState.RESET, QPState.INIT), (QPState.INIT, QPState.INIT),
-                                    (QPState.INIT, QPState.RTR), (QPState.RTR, QPState.RTS),
-                                    (QPState.RTS, QPState.RTS)))
-            if not ok:
-                raise VerbsError(f"invalid QP transition {cur.name} -> {new.name}")
+        vals, new = modify_request(cur, attr, kw)
         if "job_id" in vals and not 0 <= vals["job_id"] <= 0xFF:
             raise VerbsError("job_id must fit 8 bits")
         if vals.get("dest_port", ROCE_UDP_PORT) != ROCE_UDP_PORT:

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import IntEnum, IntFlag
+from typing import Any
 
 from hosts.roce import wire
 from hosts.roce.constants import (
@@ -187,7 +188,46 @@ class VerbsError(ValueError):
     """An invalid verbs call (bad state, bad work request, ...)."""
 
 
-class MR:
+_QP_TRANSITIONS = ((QPState.RESET, QPState.INIT), (QPState.INIT, QPState.INIT),
+                   (QPState.INIT, QPState.RTR), (QPState.RTR, QPState.RTS),
+                   (QPState.RTS, QPState.RTS))
+
+
+def modify_request(cur: QPState, attr: QPAttr | None, kw: dict[str, Any]
+                   ) -> tuple[dict[str, Any], QPState | None]:
+    """The fields a ``modify(attr, **kw)`` call sets (non-None, state popped) and the new
+    state, checked against the QP state machine (RESET and ERR are always reachable).
+    Shared by every provider's QP.modify."""
+    if attr is None:
+        attr = QPAttr(**kw)
+    elif kw:
+        raise VerbsError("give either a QPAttr or keywords")
+    vals = {f.name: getattr(attr, f.name) for f in fields(attr)
+            if getattr(attr, f.name) is not None}
+    new = vals.pop("state", None)
+    if new is not None:
+        new = QPState(new)
+        if new not in (QPState.RESET, QPState.ERR) and (cur, new) not in _QP_TRANSITIONS:
+            raise VerbsError(f"invalid QP transition {cur.name} -> {new.name}")
+    return vals, new
+
+
+class MRBase:
+    """What every provider's MR shares: the SGE over a part of it."""
+
+    addr: int
+    length: int
+    lkey: int
+
+    def sge(self, offset: int = 0, length: int | None = None) -> SGE:
+        if length is None:
+            length = self.length - offset
+        if offset < 0 or length < 0 or offset + length > self.length:
+            raise VerbsError("SGE outside the MR")
+        return SGE(self.addr + offset, length, self.lkey)
+
+
+class MR(MRBase):
     """A registered buffer. ``addr`` is its virtual base address (what remote_addr and
     SGE.addr refer to); ``buf`` is a writable memoryview on the registered object."""
 
@@ -203,13 +243,6 @@ class MR:
         self.lkey = key
         self.rkey = key
         self.valid = True
-
-    def sge(self, offset: int = 0, length: int | None = None) -> SGE:
-        if length is None:
-            length = self.length - offset
-        if offset < 0 or length < 0 or offset + length > self.length:
-            raise VerbsError("SGE outside the MR")
-        return SGE(self.addr + offset, length, self.lkey)
 
     def dereg(self) -> None:
         self.valid = False
@@ -409,24 +442,10 @@ class QP:
 
     def modify(self, attr: QPAttr | None = None, **kw) -> None:
         """Apply the non-None fields of ``attr`` / the keywords (QPAttr field names)."""
-        if attr is None:
-            attr = QPAttr(**kw)
-        elif kw:
-            raise VerbsError("give either a QPAttr or keywords")
-        vals = {f.name: getattr(attr, f.name) for f in fields(attr)
-                if getattr(attr, f.name) is not None}
-        new = vals.pop("state", None)
         cur = self.state
-        if new is not None:
-            new = QPState(new)
-            ok = (new in (QPState.RESET, QPState.ERR)
-                  or (cur, new) in ((QPState.RESET, QPState.INIT), (QPState.INIT, QPState.INIT),
-                                    (QPState.INIT, QPState.RTR), (QPState.RTR, QPState.RTS),
-                                    (QPState.RTS, QPState.RTS)))
-            if not ok:
-                raise VerbsError(f"invalid QP transition {cur.name} -> {new.name}")
-            if new == QPState.RTR and "dest_ip" not in vals and self.dest_ip == "0.0.0.0":
-                raise VerbsError("INIT -> RTR needs dest_ip and dest_qp_num")
+        vals, new = modify_request(cur, attr, kw)
+        if new == QPState.RTR and "dest_ip" not in vals and self.dest_ip == "0.0.0.0":
+            raise VerbsError("INIT -> RTR needs dest_ip and dest_qp_num")
         if "path_mtu" in vals and vals["path_mtu"] not in PATH_MTUS:
             raise VerbsError(f"path_mtu must be one of {PATH_MTUS}")
         if "job_id" in vals and not 0 <= vals["job_id"] <= 0xFF:

@@ -150,7 +150,11 @@ class BMv2Switch(Switch):
         self.grpc_port = self.requested_grpc_port or free_port()
         for stale in self.log_files:
             Path(stale).unlink(missing_ok=True)
-        self.proc = launch(self.switch_command(), self.out_path)
+        from testbed.net import BMV2_NODE_ENV
+
+        # the mark lets testbed.net.leftovers() and `testbed clean` find it
+        env = {**os.environ, BMV2_NODE_ENV: self.name}
+        self.proc = launch(self.switch_command(), self.out_path, env=env)
         try:
             self._wait_and_program()
         except BaseException:

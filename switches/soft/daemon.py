@@ -354,19 +354,24 @@ def _setup_logging(path: str | None, level: str) -> None:
     root.setLevel(getattr(logging, level.upper()))
 
 
+def _defines(args: argparse.Namespace) -> dict[str, str] | None:
+    """The ``-D NAME[=VALUE]`` options as preprocessor defines (a bare name means 1)."""
+    defines: dict[str, str] = {}
+    for d in args.defines:
+        name, _, value = d.partition("=")
+        defines[name] = value or "1"
+    return defines or None
+
+
 def _compile(args: argparse.Namespace) -> Any:
     if not os.path.isfile(args.program):
         raise StartupError(2, f"P4 program not found: {args.program}")
     from switches.soft.compiler import compile_program
     from switches.soft.frontend.source import P4Error
 
-    defines: dict[str, str] = {}
-    for d in args.defines:
-        name, _, value = d.partition("=")
-        defines[name] = value or "1"
     try:
         return compile_program(args.program, include_dirs=tuple(args.include_dirs),
-                               defines=defines or None)
+                               defines=_defines(args))
     except P4Error as e:
         raise StartupError(3, f"compile error: {e}") from e
 
@@ -433,15 +438,11 @@ def _start_p4runtime(args: argparse.Namespace, daemon: SwitchDaemon) -> Any:
         from switches.soft.control.p4runtime_server import start_p4runtime_server
     except ImportError as e:
         raise StartupError(2, f"--grpc-port needs pip install -e '.[p4runtime]' ({e})") from e
-    defines: dict[str, object] = {}
-    for d in args.defines:
-        name, _, value = d.partition("=")
-        defines[name] = value or "1"
     try:
         return start_p4runtime_server(
             daemon.switch, f"127.0.0.1:{args.grpc_port}", device_id=args.device_id,
             cpu_port=args.cpu_port, program_path=args.program,
-            include_dirs=args.include_dirs, defines=defines or None, wake=daemon.wake)
+            include_dirs=args.include_dirs, defines=_defines(args), wake=daemon.wake)
     except OSError as e:
         raise StartupError(2, f"cannot serve P4Runtime on 127.0.0.1:{args.grpc_port}: {e}") from e
 

@@ -158,3 +158,18 @@ def test_project_stf_passes_on_bmv2(tmp_path: Path, stf: Path) -> None:
     program = P4_DIR / (stf.name.split(".", 1)[0] + ".p4")
     result = run_stf_bmv2(program, stf, log_dir=str(tmp_path), build_dir=str(tmp_path / "b"))
     assert result.passed, "\n".join(result.mismatches)
+
+
+def test_runner_quick_roce_basics_on_bmv2(tmp_path: Path) -> None:
+    """`testbed run roce-basics --quick --target bmv2`: the port rate becomes
+    BMv2's set_queue_rate (recorded), the data arrives intact, and the queue
+    watermark comes from the P4 register."""
+    from testbed.runner import RunOptions, run
+
+    summary = run("roce-basics", RunOptions(quick=True, target="bmv2", out=tmp_path / "run",
+                                            echo=lambda _line: None))
+    assert summary["ok"] and summary["target"] == "bmv2"
+    rate = summary["switch_config"]["port_rate"]
+    assert rate["via"] == "set_queue_rate" and rate["pps"] == 462
+    assert summary["single.bytes_ok"] and summary["pair.bytes_ok"] and summary["loss.bytes_ok"]
+    assert summary["pair.max_enq_qdepth_pkts"] > 0

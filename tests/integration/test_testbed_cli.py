@@ -1,11 +1,13 @@
-"""The ``testbed`` command line: compile, stf, doctor (no root needed)."""
+"""The ``testbed`` command line: compile, stf, doctor (no root needed), clean (root)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import textwrap
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from testbed.cli import main as cli_main
@@ -70,3 +72,41 @@ def test_doctor_json_lists_targets_and_providers() -> None:
     assert d["targets"]["soft"] is True
     assert set(d["providers"]) == {"udp", "rxe"}
     assert isinstance(d["root"], bool) and isinstance(d["mininet"], bool)
+
+
+def _marked_process() -> subprocess.Popen[bytes]:
+    """A stand-in for a simple_switch_grpc the BMv2 node started (it carries the mark)."""
+    import os
+
+    from testbed.net import BMV2_NODE_ENV
+
+    return subprocess.Popen(["sleep", "60"], env={**os.environ, BMV2_NODE_ENV: "s1"})
+
+
+def test_leftovers_list_bmv2_switches_started_by_the_node() -> None:
+    from testbed.net import bmv2_switch_pids, leftovers
+
+    unmarked = subprocess.Popen(["sleep", "60"])
+    proc = _marked_process()
+    try:
+        assert proc.pid in bmv2_switch_pids() and unmarked.pid not in bmv2_switch_pids()
+        assert any(f"process {proc.pid}: sleep 60" == x for x in leftovers())
+    finally:
+        for p in (proc, unmarked):
+            p.kill()
+            p.wait()
+    assert proc.pid not in bmv2_switch_pids()
+
+
+@pytest.mark.root
+def test_clean_stops_bmv2_switches_started_by_the_node() -> None:
+    proc = _marked_process()
+    try:
+        r = CliRunner().invoke(cli_main, ["clean"])
+        assert r.exit_code == 0, r.output
+        assert "BMv2 switches (simple_switch_grpc) stopped: 1" in r.output
+        assert proc.wait(timeout=5) is not None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()

@@ -188,3 +188,21 @@ def test_second_controller_is_not_primary(l3: tuple[Rig, ControlServer]) -> None
             P4RuntimeController(rig.handle.address, None, device_id=rig.device_id,
                                 election_id=4)
         assert ei.value.code == "PERMISSION_DENIED"
+
+
+def test_pipeline_config_with_a_device_config_and_an_unknown_action(
+        l3: tuple[Rig, ControlServer]) -> None:
+    import json
+
+    from switches.soft.p4info import p4info_for_program
+
+    rig, _ = l3
+    with p4rt(rig) as ctl:
+        p4info = p4info_for_program(str(L3_ROUTER), ())
+        cfg = json.dumps({"program": str(L3_ROUTER)}).encode()
+        with pytest.raises(ControllerError, match="unknown pipeline action 'INSTALL'"):
+            ctl.set_pipeline_config(p4info, cfg, action="INSTALL")
+        ctl.set_pipeline_config(p4info, cfg)
+        ctl.table_add("ipv4_lpm", {"hdr.ipv4.dstAddr": ("10.0.1.0", 24)}, "set_nhop",
+                      {"dmac": 1, "port": 1})
+        assert [p for p, _ in rig.send(2, ipv4_frame("10.0.1.5"))] == [1]

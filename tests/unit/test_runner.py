@@ -130,3 +130,80 @@ def test_summary_json_of_the_plan_round_trips(tmp_path: Path) -> None:
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert plan["experiment"] == "roce-basics"
     assert plan["params"] == json.loads(json.dumps(roce_basics.Params.quick().__dict__))
+
+
+@pytest.fixture(scope="module")
+def l3_ecn() -> object:
+    from switches.soft.compiler import compile_program
+
+    return compile_program(Path(__file__).resolve().parents[2] / "switches/p4/l3_ecn.p4")
+
+
+def _recording_cli(program: object, target: str) -> tuple[list[str], object]:
+    """A CliController of ``target`` over an in-process soft switch running
+    ``program``, recording every line it sends."""
+    from switches.soft.runtime.switch import SoftSwitch
+    from testbed.controller import CliController
+
+    sw = SoftSwitch(program)
+    lines: list[str] = []
+
+    def execute(line: str) -> str:
+        lines.append(line)
+        return str(sw.control.execute(line))
+
+    return lines, CliController(execute=execute, target=target)
+
+
+def _config_lines(sent: list[str]) -> list[str]:
+    return [ln for ln in sent if not ln.startswith(("show_tables", "table_show_actions"))]
+
+
+def test_switch_commands_on_the_soft_target_use_its_rate_extension(l3_ecn: object) -> None:
+    from testbed.runner import apply_switch_command
+
+    sent, ctl = _recording_cli(l3_ecn, "soft")
+    recs = [apply_switch_command(ctl, line, "soft", 1082) for line in (
+        "set_port_rate_bps 4000000", "set_queue_depth 64",
+        "table_set_default ecn_config set_ecn_params 4 16 0x14",
+        "register_reset MyEgress.qdepth_max")]
+    assert _config_lines(sent) == [
+        "set_port_rate_bps 4000000", "set_queue_depth 64",
+        "table_set_default MyEgress.ecn_config MyEgress.set_ecn_params 4 16 20",
+        "register_reset MyEgress.qdepth_max"]
+    assert [r["via"] for r in recs] == ["set_port_rate_bps", "set_queue_depth",
+                                        "table_set_default", "cli"]
+
+
+def test_switch_commands_on_bmv2_turn_the_bit_rate_into_a_packet_rate(l3_ecn: object) -> None:
+    from testbed.controller import ControllerError
+    from testbed.runner import apply_switch_command, bps_to_pps
+
+    sent, ctl = _recording_cli(l3_ecn, "bmv2")
+    rec = apply_switch_command(ctl, "set_port_rate_bps 4000000", "bmv2", 1082)
+    # 4 Mb/s of 1082-byte frames: 462 frames per second
+    assert sent == ["set_queue_rate 462"]
+    assert rec["via"] == "set_queue_rate" and rec["pps"] == 462 and rec["bps"] == 4_000_000
+    assert rec["packet_bytes"] == 1082 and "approximation" in rec["note"]
+    apply_switch_command(ctl, "set_port_rate_bps 8000000 3", "bmv2", 1000)
+    apply_switch_command(ctl, "set_queue_depth 64 3 0", "bmv2", 1000)
+    assert sent[1:] == ["set_queue_rate 1000 3", "set_queue_depth 64 3 0"]
+    assert bps_to_pps(100, 1500) == 1  # never zero: BMv2 would stop the queue
+    with pytest.raises(ControllerError, match="not a number"):
+        apply_switch_command(ctl, "set_queue_depth lots", "bmv2", 1000)
+    with pytest.raises(ControllerError, match="takes 3 value"):
+        apply_switch_command(ctl, "table_set_default ecn_config set_ecn_params 4 16", "bmv2", 1)
+    # the extension itself is refused by BMv2's CLI controller
+    with pytest.raises(ControllerError, match="soft-switch extension"):
+        ctl.set_port_rate_bps(1000)  # type: ignore[attr-defined]
+
+
+def test_summary_records_how_the_port_rate_was_set() -> None:
+    from testbed.runner import _port_rate_record
+
+    assert _port_rate_record([{"line": "set_queue_depth 64", "via": "set_queue_depth"}]) is None
+    rec = _port_rate_record([{"where": "topology", "line": "set_port_rate_bps 4000000",
+                              "via": "set_queue_rate", "bps": 4000000, "pps": 462,
+                              "port": None, "packet_bytes": 1082, "note": "approximation"}])
+    assert rec == {"via": "set_queue_rate", "bps": 4000000, "pps": 462, "port": None,
+                   "packet_bytes": 1082, "note": "approximation"}

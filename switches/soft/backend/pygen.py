@@ -1857,12 +1857,7 @@ class Gen:
         if name in ("verify_checksum", "verify_checksum_with_payload"):
             cond = self.ex(args[0])
             algo = self.enum_member(args[3])
-            if name.endswith("payload"):
-                data = self.flatten_data(args[1])
-                data = f"{data} + [(int.from_bytes(st.payload, 'big'), 8 * len(st.payload))]"
-                value = f"rt.checksum({algo!r}, {data})"
-            else:
-                value = self.checksum_expr(algo, args[1], hoist=True)
+            value = self.checksum_call(name, algo, args[1])
             ck = self.ex(args[2])
             self.w(f"if {cond} and {value} != {unsigned(ck, args[2].type)}:")
             self.w(f"    {sm}.checksum_error = 1")
@@ -1870,12 +1865,7 @@ class Gen:
         if name in ("update_checksum", "update_checksum_with_payload"):
             cond = self.ex(args[0])
             algo = self.enum_member(args[3])
-            if name.endswith("payload"):
-                data = self.flatten_data(args[1])
-                data = f"{data} + [(int.from_bytes(st.payload, 'big'), 8 * len(st.payload))]"
-                value = f"rt.checksum({algo!r}, {data})"
-            else:
-                value = self.checksum_expr(algo, args[1], hoist=True)
+            value = self.checksum_call(name, algo, args[1])
             self.w(f"if {cond}:")
             with self.indent():
                 self.assign(args[2], wrap(value, args[2].type),
@@ -1901,32 +1891,15 @@ class Gen:
                 self.w(f"st.digests.append(({recv}, {tname!r}, {{{', '.join(items)}}}))")
                 return None
             raise P4Unsupported(loc, "digest of a non-struct value")
-        if name == "clone":
+        if name in ("clone", "clone_preserving_field_list", "clone3"):
             self.w(f"st.clone_type = {self.ex(args[0])}")
             self.w(f"st.clone_session = {self.ex(args[1])}")
-            self.w("st.clone_field_list = None")
+            self.w(f"st.clone_field_list = {self.field_list_arg(name, args, 2)}")
             return None
-        if name == "clone_preserving_field_list":
-            self.w(f"st.clone_type = {self.ex(args[0])}")
-            self.w(f"st.clone_session = {self.ex(args[1])}")
-            self.w(f"st.clone_field_list = {self.ex(args[2])}")
-            return None
-        if name == "clone3":
-            self.w(f"st.clone_type = {self.ex(args[0])}")
-            self.w(f"st.clone_session = {self.ex(args[1])}")
-            self.w(f"st.clone_field_list = {self.legacy_field_list(args[2])}")
-            return None
-        if name == "resubmit_preserving_field_list":
-            self.w(f"st.resubmit_field_list = {self.ex(args[0])}")
-            return None
-        if name == "recirculate_preserving_field_list":
-            self.w(f"st.recirculate_field_list = {self.ex(args[0])}")
-            return None
-        if name == "resubmit":
-            self.w(f"st.resubmit_field_list = {self.legacy_field_list(args[0])}")
-            return None
-        if name == "recirculate":
-            self.w(f"st.recirculate_field_list = {self.legacy_field_list(args[0])}")
+        if name in ("resubmit", "resubmit_preserving_field_list",
+                    "recirculate", "recirculate_preserving_field_list"):
+            kind = name.split("_", 1)[0]
+            self.w(f"st.{kind}_field_list = {self.field_list_arg(name, args, 0)}")
             return None
         if name == "truncate":
             self.w(f"st.truncate_len = {self.ex(args[0])}")
@@ -1947,6 +1920,24 @@ class Gen:
             self.w(f"rt.log_msg({fmt}, {vals})")
             return None
         raise P4Unsupported(loc, f"extern function '{name}'")
+
+    def field_list_arg(self, name: str, args: list[ir.Expr], i: int) -> str:
+        """The field list a clone/resubmit/recirculate call preserves: none (plain
+        ``clone``), an index (``*_preserving_field_list``) or a legacy list of lvalues."""
+        if name == "clone":
+            return "None"
+        if name.endswith("_preserving_field_list"):
+            return self.ex(args[i])
+        return str(self.legacy_field_list(args[i]))
+
+    def checksum_call(self, name: str, algo: str, data: ir.Expr) -> str:
+        """The checksum a (verify|update)_checksum[_with_payload] call computes over ``data``
+        (and, for the payload forms, the packet's unparsed payload)."""
+        if name.endswith("payload"):
+            fields = self.flatten_data(data)
+            fields = f"{fields} + [(int.from_bytes(st.payload, 'big'), 8 * len(st.payload))]"
+            return f"rt.checksum({algo!r}, {fields})"
+        return self.checksum_expr(algo, data, hoist=True)
 
     def legacy_field_list(self, e: ir.Expr) -> int:
         """Old-style resubmit/recirculate/clone3 data: a synthetic field list

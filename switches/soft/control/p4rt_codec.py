@@ -56,11 +56,6 @@ def encode(value: int, width: int | None = None) -> bytes:
     return v.to_bytes(max(1, (v.bit_length() + 7) // 8), "big")
 
 
-def encode_padded(value: int, width: int) -> bytes:
-    """``value`` in exactly ceil(width/8) bytes (what BMv2-era clients expect)."""
-    return (int(value) & ((1 << width) - 1)).to_bytes(max(1, (width + 7) // 8), "big")
-
-
 def uint128(msg: object) -> int:
     """p4.v1.Uint128 -> int."""
     return (int(msg.high) << 64) | int(msg.low)  # type: ignore[attr-defined]

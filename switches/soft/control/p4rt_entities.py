@@ -493,6 +493,20 @@ def _extern(table: dict[int, ExternMeta], xid: int, what: str,
     return meta
 
 
+def _read_cells(table: dict[int, ExternMeta], xid: int, want: Any, what: str,
+                direct: dict[int, ExternMeta] | None = None
+                ) -> Iterator[tuple[ExternMeta, int]]:
+    """(extern, index) pairs a read asks for: id 0 means every cell of every extern."""
+    if xid == 0:
+        for meta in list(table.values()):
+            for i in range(meta.size):
+                yield meta, i
+        return
+    meta = _extern(table, xid, what, direct)
+    for i in _index_range(meta, want, what):
+        yield meta, i
+
+
 def write_counter(pipe: Pipeline, sw: SoftSwitch, utype: int, ce: Any) -> None:
     if utype != MODIFY:
         raise invalid("CounterEntry only supports MODIFY")
@@ -505,18 +519,14 @@ def write_counter(pipe: Pipeline, sw: SoftSwitch, utype: int, ce: Any) -> None:
 
 
 def read_counters(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
-    if want.counter_id == 0:
-        metas = list(pipe.counters.values())
-    else:
-        metas = [_extern(pipe.counters, want.counter_id, "counter", pipe.direct_counters)]
-    for meta in metas:
+    for meta, i in _read_cells(pipe.counters, want.counter_id, want, "counter",
+                               pipe.direct_counters):
         arr = sw.counters[meta.name]
-        for i in _index_range(meta, want, "counter") if want.counter_id else range(meta.size):
-            out = pb.CounterEntry(counter_id=meta.id)
-            out.index.index = i
-            out.data.byte_count = arr.bytes[i]
-            out.data.packet_count = arr.packets[i]
-            yield pb.Entity(counter_entry=out)
+        out = pb.CounterEntry(counter_id=meta.id)
+        out.index.index = i
+        out.data.byte_count = arr.bytes[i]
+        out.data.packet_count = arr.packets[i]
+        yield pb.Entity(counter_entry=out)
 
 
 def _set_meter(meter: Any, cfg: Any) -> None:
@@ -551,19 +561,13 @@ def write_meter(pipe: Pipeline, sw: SoftSwitch, utype: int, me: Any) -> None:
 
 
 def read_meters(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
-    if want.meter_id == 0:
-        metas = list(pipe.meters.values())
-    else:
-        metas = [_extern(pipe.meters, want.meter_id, "meter", pipe.direct_meters)]
-    for meta in metas:
-        arr = sw.meters[meta.name]
-        for i in _index_range(meta, want, "meter") if want.meter_id else range(meta.size):
-            out = pb.MeterEntry(meter_id=meta.id)
-            out.index.index = i
-            m = arr.meters[i]
-            if m.configured:
-                _meter_config(m, out.config)
-            yield pb.Entity(meter_entry=out)
+    for meta, i in _read_cells(pipe.meters, want.meter_id, want, "meter", pipe.direct_meters):
+        out = pb.MeterEntry(meter_id=meta.id)
+        out.index.index = i
+        m = sw.meters[meta.name].meters[i]
+        if m.configured:
+            _meter_config(m, out.config)
+        yield pb.Entity(meter_entry=out)
 
 
 def write_register(pipe: Pipeline, sw: SoftSwitch, utype: int, re_: Any) -> None:
@@ -581,17 +585,11 @@ def write_register(pipe: Pipeline, sw: SoftSwitch, utype: int, re_: Any) -> None
 
 
 def read_registers(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
-    if want.register_id == 0:
-        metas = list(pipe.registers.values())
-    else:
-        metas = [_extern(pipe.registers, want.register_id, "register")]
-    for meta in metas:
-        arr = sw.registers[meta.name]
-        for i in _index_range(meta, want, "register") if want.register_id else range(meta.size):
-            out = pb.RegisterEntry(register_id=meta.id)
-            out.index.index = i
-            out.data.bitstring = encode(arr.values[i], meta.width)
-            yield pb.Entity(register_entry=out)
+    for meta, i in _read_cells(pipe.registers, want.register_id, want, "register"):
+        out = pb.RegisterEntry(register_id=meta.id)
+        out.index.index = i
+        out.data.bitstring = encode(sw.registers[meta.name].values[i], meta.width)
+        yield pb.Entity(register_entry=out)
 
 
 # ---------------------------------------------------------------------------

@@ -65,7 +65,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent import futures
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -111,6 +111,19 @@ API_VERSION = "1.4.1"
 PACKET_IN_QUEUE_MAX = 10000
 READ_CHUNK = 5000
 _END = object()
+# entity oneof name -> (writer(pipe, switch, update type, message),
+# reader(pipe, switch, message)); digests are handled by the service itself (it holds
+# their per-stream state)
+_ENTITIES: dict[str, tuple[Callable[[Pipeline, SoftSwitch, int, Any], None],
+                           Callable[[Pipeline, SoftSwitch, Any], Iterator[Any]]]] = {
+    "table_entry": (ent.write_table_entry, ent.read_table_entries),
+    "counter_entry": (ent.write_counter, ent.read_counters),
+    "direct_counter_entry": (ent.write_direct_counter, ent.read_direct_counters),
+    "meter_entry": (ent.write_meter, ent.read_meters),
+    "direct_meter_entry": (ent.write_direct_meter, ent.read_direct_meters),
+    "register_entry": (ent.write_register, ent.read_registers),
+    "packet_replication_engine_entry": (ent.write_pre, ent.read_pre),
+}
 
 
 class _Status(grpc.Status):
@@ -175,7 +188,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def __init__(self, switch: SoftSwitch, device_id: int = 0, *, cpu_port: int | None = None,
                  program_path: str | None = None, include_dirs: Iterable[str] = (),
-                 defines: dict[str, object] | None = None, p4info: Any = None,
+                 defines: Mapping[str, object] | None = None, p4info: Any = None,
                  wake: Callable[[], None] | None = None, workdir: str | None = None,
                  initial_pipeline: bool = True) -> None:
         self.sw = switch
@@ -314,28 +327,15 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         if u.type not in (ent.INSERT, ent.MODIFY, ent.DELETE):
             raise invalid("Update type is not set")
         which = u.entity.WhichOneof("entity")
-        e = u.entity
-        sw = self.sw
-        if which == "table_entry":
-            ent.write_table_entry(pipe, sw, u.type, e.table_entry)
-        elif which == "counter_entry":
-            ent.write_counter(pipe, sw, u.type, e.counter_entry)
-        elif which == "direct_counter_entry":
-            ent.write_direct_counter(pipe, sw, u.type, e.direct_counter_entry)
-        elif which == "meter_entry":
-            ent.write_meter(pipe, sw, u.type, e.meter_entry)
-        elif which == "direct_meter_entry":
-            ent.write_direct_meter(pipe, sw, u.type, e.direct_meter_entry)
-        elif which == "register_entry":
-            ent.write_register(pipe, sw, u.type, e.register_entry)
-        elif which == "packet_replication_engine_entry":
-            ent.write_pre(pipe, sw, u.type, e.packet_replication_engine_entry)
-        elif which == "digest_entry":
-            self._write_digest(pipe, u.type, e.digest_entry)
-        elif which is None:
+        if which == "digest_entry":
+            self._write_digest(pipe, u.type, u.entity.digest_entry)
+            return
+        if which is None:
             raise invalid("Update has no entity")
-        else:
+        handlers = _ENTITIES.get(which)
+        if handlers is None:
             raise unimplemented(f"{which} is not supported by the soft target")
+        handlers[0](pipe, self.sw, u.type, getattr(u.entity, which))
 
     def Read(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         try:
@@ -360,26 +360,14 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def _read_one(self, pipe: Pipeline, e: Any) -> Iterable[Any]:
         which = e.WhichOneof("entity")
-        sw = self.sw
-        if which == "table_entry":
-            return ent.read_table_entries(pipe, sw, e.table_entry)
-        if which == "counter_entry":
-            return ent.read_counters(pipe, sw, e.counter_entry)
-        if which == "direct_counter_entry":
-            return ent.read_direct_counters(pipe, sw, e.direct_counter_entry)
-        if which == "meter_entry":
-            return ent.read_meters(pipe, sw, e.meter_entry)
-        if which == "direct_meter_entry":
-            return ent.read_direct_meters(pipe, sw, e.direct_meter_entry)
-        if which == "register_entry":
-            return ent.read_registers(pipe, sw, e.register_entry)
-        if which == "packet_replication_engine_entry":
-            return ent.read_pre(pipe, sw, e.packet_replication_engine_entry)
         if which == "digest_entry":
             return self._read_digests(pipe, e.digest_entry)
         if which is None:
             raise invalid("Read entity is not set")
-        raise unimplemented(f"{which} is not supported by the soft target")
+        handlers = _ENTITIES.get(which)
+        if handlers is None:
+            raise unimplemented(f"{which} is not supported by the soft target")
+        return handlers[1](pipe, self.sw, getattr(e, which))
 
     # ------------------------------------------------------------------
     # pipeline config
@@ -898,7 +886,7 @@ class P4RuntimeHandle:
 def start_p4runtime_server(switch: SoftSwitch, address: str = "127.0.0.1:9559",
                            device_id: int = 0, *, cpu_port: int | None = None,
                            program_path: str | None = None, include_dirs: Iterable[str] = (),
-                           defines: dict[str, object] | None = None, p4info: Any = None,
+                           defines: Mapping[str, object] | None = None, p4info: Any = None,
                            wake: Callable[[], None] | None = None,
                            initial_pipeline: bool = True,
                            max_workers: int = 32) -> P4RuntimeHandle:

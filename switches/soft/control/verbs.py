@@ -428,6 +428,15 @@ class ControlPlane:
         return "\n".join(lines)
 
     # -- counters -----------------------------------------------------------------
+    def _direct_entry(self, table_name: str, handle: int, what: str) -> tuple[Table, Any]:
+        """The table entry that holds a direct counter/meter cell."""
+        table = self.sw.tables[table_name]
+        try:
+            return table, table.get_entry(handle)
+        except TableError:
+            raise CommandError(f"Invalid {what} operation (INVALID_ENTRY_HANDLE): no entry "
+                               f"{handle} in table {table.name}") from None
+
     def _counter_name(self, name: str) -> str:
         return resolve(self.sw.info.counters, name, "counter")
 
@@ -437,12 +446,7 @@ class ControlPlane:
         idx = _parse_int(args[1], "index")
         cinfo = self.sw.info.counters[full]
         if cinfo.direct_table:
-            table = self.sw.tables[cinfo.direct_table]
-            try:
-                e = table.get_entry(idx)
-            except TableError:
-                raise CommandError(f"Invalid counter operation (INVALID_ENTRY_HANDLE): no entry "
-                                   f"{idx} in table {table.name}") from None
+            table, e = self._direct_entry(cinfo.direct_table, idx, "counter")
             return (f"this is the direct counter for table {table.name}\n"
                     f"{args[0]}[{idx}]= ({e.bytes} bytes, {e.packets} packets)")
         c = self.sw.counters[full]
@@ -462,12 +466,7 @@ class ControlPlane:
         cinfo = self.sw.info.counters[full]
         pre = ""
         if cinfo.direct_table:
-            table = self.sw.tables[cinfo.direct_table]
-            try:
-                e = table.get_entry(idx)
-            except TableError:
-                raise CommandError(f"Invalid counter operation (INVALID_ENTRY_HANDLE): no entry "
-                                   f"{idx} in table {table.name}") from None
+            table, e = self._direct_entry(cinfo.direct_table, idx, "counter")
             e.packets, e.bytes = pk, by
             pre = f"writing to direct counter for table {table.name}\n"
         else:
@@ -493,6 +492,14 @@ class ControlPlane:
     def _register(self, name: str) -> Any:
         return self.sw.registers[resolve(self.sw.registers, name, "register")]
 
+    @staticmethod
+    def _register_index(reg: Any, token: str) -> int:
+        idx = _parse_int(token, "index")
+        if not 0 <= idx < reg.size:
+            raise CommandError(f"Invalid register operation (ERROR): index {idx} out of range "
+                               f"0..{reg.size - 1} for {reg.name}")
+        return idx
+
     def do_register_read(self, args: list[str]) -> str:
         usage = "register_read <name> [index]"
         self._minargs(args, 1, usage)
@@ -500,20 +507,14 @@ class ControlPlane:
             self._nargs(args, 2, usage)
         reg = self._register(args[0])
         if len(args) == 2:
-            idx = _parse_int(args[1], "index")
-            if not 0 <= idx < reg.size:
-                raise CommandError(f"Invalid register operation (ERROR): index {idx} out of "
-                                   f"range 0..{reg.size - 1} for {reg.name}")
+            idx = self._register_index(reg, args[1])
             return f"{args[0]}[{idx}]= {reg.values[idx]}"
         return f"{args[0]}= " + ", ".join(str(v) for v in reg.values)
 
     def do_register_write(self, args: list[str]) -> str:
         self._nargs(args, 3, "register_write <name> <index> <value>")
         reg = self._register(args[0])
-        idx = _parse_int(args[1], "index")
-        if not 0 <= idx < reg.size:
-            raise CommandError(f"Invalid register operation (ERROR): index {idx} out of range "
-                               f"0..{reg.size - 1} for {reg.name}")
+        idx = self._register_index(reg, args[1])
         val = _parse_int(args[2], "value")
         reg.write(idx, val)
         return ""
@@ -544,13 +545,7 @@ class ControlPlane:
     def _meter_obj(self, full: str, idx: int) -> Any:
         minfo = self.sw.info.meters[full]
         if minfo.direct_table:
-            table = self.sw.tables[minfo.direct_table]
-            try:
-                e = table.get_entry(idx)
-            except TableError:
-                raise CommandError(f"Invalid meter operation (INVALID_ENTRY_HANDLE): no entry "
-                                   f"{idx} in table {table.name}") from None
-            return e.meter
+            return self._direct_entry(minfo.direct_table, idx, "meter")[1].meter
         arr = self.sw.meters[full]
         if not 0 <= idx < arr.size:
             raise CommandError(f"Invalid meter operation (INVALID_INDEX): index {idx} out of "
@@ -714,25 +709,22 @@ class ControlPlane:
                                f"{self.sw.priority_queues} priority queue(s) per port")
         return port, prio
 
-    def do_set_queue_depth(self, args: list[str]) -> str:
-        usage = "set_queue_depth <nb_pkts> [<egress_port> [<priority>]]"
+    def _queue_setting(self, args: list[str], verb: str, what: str,
+                       setter: Callable[[int, int | None, int | None], None]) -> str:
+        usage = f"{verb} <{what}> [<egress_port> [<priority>]]"
         self._minargs(args, 1, usage)
         if len(args) > 3:
             raise CommandError(f"Too many args (usage: {usage})")
-        depth = _parse_nonneg(args[0], "nb_pkts")
+        value = _parse_nonneg(args[0], what)
         port, prio = self._port_prio(args)
-        self.sw.tm.set_depth(depth, port, prio)
+        setter(value, port, prio)
         return ""
 
+    def do_set_queue_depth(self, args: list[str]) -> str:
+        return self._queue_setting(args, "set_queue_depth", "nb_pkts", self.sw.tm.set_depth)
+
     def do_set_queue_rate(self, args: list[str]) -> str:
-        usage = "set_queue_rate <rate_pps> [<egress_port> [<priority>]]"
-        self._minargs(args, 1, usage)
-        if len(args) > 3:
-            raise CommandError(f"Too many args (usage: {usage})")
-        rate = _parse_nonneg(args[0], "rate_pps")
-        port, prio = self._port_prio(args)
-        self.sw.tm.set_rate(rate, port, prio)
-        return ""
+        return self._queue_setting(args, "set_queue_rate", "rate_pps", self.sw.tm.set_rate)
 
     def do_set_port_rate_bps(self, args: list[str]) -> str:
         usage = "set_port_rate_bps <bps> [<egress_port>]  (soft-target extension)"

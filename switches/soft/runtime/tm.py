@@ -132,33 +132,29 @@ class TrafficManager:
             raise ValueError(f"priority {prio} out of range (the switch has {self.nq} "
                              "priority queue(s) per port)")
 
+    def _queues(self, port: int | None, prio: int | None) -> list[_Queue]:
+        """The queues a setting addresses: every queue (no port), a port's, or one."""
+        if port is None:
+            return [q for p in self.ports.values() for q in p.queues]
+        if prio is None:
+            return list(self._port(port).queues)
+        self._check_prio(prio)
+        return [self._port(port).queues[prio]]
+
     def set_depth(self, depth: int, port: int | None = None, prio: int | None = None) -> None:
         if depth < 0:
             raise ValueError("queue depth must be >= 0")
         if port is None:
             self.default_depth = depth
-            for p in self.ports.values():
-                for q in p.queues:
-                    q.capacity = depth
-        elif prio is None:
-            for q in self._port(port).queues:
-                q.capacity = depth
-        else:
-            self._check_prio(prio)
-            self._port(port).queues[prio].capacity = depth
+        for q in self._queues(port, prio):
+            q.capacity = depth
 
     def set_rate(self, pps: int, port: int | None = None, prio: int | None = None) -> None:
         if pps < 0:
             raise ValueError("queue rate must be >= 0")
         if port is None:
             self.default_rate = pps
-            qs = [q for p in self.ports.values() for q in p.queues]
-        elif prio is None:
-            qs = list(self._port(port).queues)
-        else:
-            self._check_prio(prio)
-            qs = [self._port(port).queues[prio]]
-        for q in qs:
+        for q in self._queues(port, prio):
             q.rate_pps = pps
         self._update_plain()
 
