@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import importlib.metadata
 import json
 import os
 import platform
@@ -150,13 +151,16 @@ def software_versions() -> dict[str, Any]:
         "git_rev": git("rev-parse", "HEAD"),
         "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
     }
-    for mod, attr in (("numpy", "__version__"), ("matplotlib", "__version__"),
-                      ("mininet.net", "VERSION"), ("click", "__version__")):
+    for dist in ("numpy", "matplotlib", "click", "scapy"):
         try:
-            m = __import__(mod, fromlist=["x"])
-            out[mod.split(".")[0]] = str(getattr(m, attr, "?"))
-        except ImportError:
-            out[mod.split(".")[0]] = None
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = None
+    try:  # Debian's mininet is not a pip distribution; it carries its own VERSION
+        from mininet.net import VERSION as mininet_version
+        out["mininet"] = str(mininet_version)
+    except ImportError:
+        out["mininet"] = None
     return out
 
 
