@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -339,10 +340,24 @@ def doctor_report() -> dict[str, Any]:
         "can_run_network": mininet_ok and root,
         "p4runtime": _importable("grpc", "google.protobuf", "p4.v1.p4runtime_pb2",
                                  "p4.config.v1.p4info_pb2"),
-        "p4runtime_shell": _importable("p4runtime_sh"),
+        # setup.sh keeps p4runtime-shell in an environment of its own (old pins)
+        "p4runtime_shell": _importable("p4runtime_sh") or _shell_venv_has_p4runtime_sh(),
         "tools": tools,
         "python": sys.version.split()[0],
     }
+
+
+def _shell_venv_has_p4runtime_sh() -> bool:
+    from testbed.net import REPO_ROOT
+
+    py = REPO_ROOT / ".venv-p4runtime-shell" / "bin" / "python"
+    if not py.exists():
+        return False
+    try:
+        r = subprocess.run([str(py), "-c", "import p4runtime_sh"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
 
 
 @main.command("doctor")
@@ -375,7 +390,7 @@ def doctor_cmd(as_json: bool) -> None:
         ("mininet", r["mininet"], ""),
         ("root", r["root"], ""),
         ("p4runtime extra (pip install -e '.[p4runtime]')", r["p4runtime"], ""),
-        ("p4runtime-shell importable", r["p4runtime_shell"], ""),
+        ("p4runtime-shell (here or .venv-p4runtime-shell)", r["p4runtime_shell"], ""),
     ] + [(f"  tool {tool}", present, "") for tool, present in r["tools"].items()]
     for label, value, note in rows:
         click.echo(f"{label:<48} {yn(value)}{note}")
