@@ -10,17 +10,36 @@ paper's testbed (NIC rate = link rate). So one QP alone is limited by its NIC
 and fills the link toward h3; two QPs into h3 offer twice that link's rate and
 the switch queue toward h3 (port 3) is the congestion point where ECN marks.
 
-Time is scaled (hosts.roce.Scale): the emulated NIC runs ``slowdown`` times
-faster than the testbed link, every DCQCN / transport timer is ``slowdown``
-times longer and DCQCN's rate steps ``slowdown`` times smaller (DcqcnParams.
-scaled), so packets per timer period stay those of the emulated NIC. The RED
-thresholds are in packets of enqueue depth, which is what scales with the
+Time is scaled (hosts.roce.Scale) so that the testbed link carries the same
+number of packets per DCQCN period as the DCQCN paper's 40 Gb/s testbed:
+the emulated NIC runs at ``nic_gbps`` (40), so the slowdown is
+nic_gbps / bottleneck_mbps (10000 at 4 Mb/s, 5000 at 8 Mb/s); every DCQCN /
+transport timer is ``slowdown`` times longer and DCQCN's rate steps
+``slowdown`` times smaller (DcqcnParams.scaled). Then, as in the paper, a
+flow sends ~250 packets per 55 us rate-increase period (here 550 ms at
+4 Mb/s) and ~115 per 50 us CNP interval at a fair share, R_AI is 0.1% of
+the line rate, and the 10 MB byte counter fires every ~36 timer periods.
+Why not a smaller slowdown: with 1000 at 4 Mb/s (a 4 Gb/s NIC under the
+paper's 40 Gb/s parameters) a flow sends only ~12 packets per CNP interval,
+so whether it gets a CNP in an interval hangs on one or two RED marks;
+alpha (time constant 1/g = 256 periods, 14 s) is still 0.6-1 throughout
+the pair phase, so every CNP cuts 30-50%, and the second-half rates depend
+on how many of ~10 cuts each flow happened to draw: Jain's index fell below
+0.95 in about one quick run in five. At the paper's packets per interval
+the first overload marks both flows within one CNP interval, so they cut
+together; later a marked packet costs one flow about half its rate until
+fast recovery (a few 550 ms periods) restores it, and a flow gets at most
+one CNP per 500 ms, so a few such cuts leave the two flows' second-half
+rates within a few percent.
+The RED thresholds are in packets of enqueue depth, which is what scales with the
 link (a queue of k packets is the same number of packet times at any rate).
-Kmin is 4 packets (the DCQCN paper's 5 KB); Kmax (16) and Pmax (20%) keep
-the congested queue well under the 64-packet limit. A millisecond-scale
-hiccup of the Python switch or hosts queues a few packets without any
-congestion (about 2 at 4 Mb/s, up to 5 at 8 Mb/s), so at the higher rate a
-lone flow may see an occasional mark; its CNPs are in the results.
+Kmin is 4 packets (the DCQCN paper's 5 KB); the paper's Kmax (200 KB) does
+not fit a 64-packet queue, so Kmax is 16 and Pmax 20% (just below Kmax a
+fair-share flow has ~20 marked packets per CNP interval: it gets its CNP). A
+millisecond-scale hiccup of the Python switch or hosts queues a few packets
+without any congestion (about 2 at 4 Mb/s, up to 5 at 8 Mb/s), so at the
+higher rate a lone flow may see an occasional mark; its CNPs are in the
+results.
 
 Phases, run one after the other in the same network:
 - ``single``: h1 -> h3, one QP alone;
@@ -51,6 +70,7 @@ keys such as ``"single.goodput_fraction"``):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,7 +99,7 @@ HEADLINE = ("single.goodput_fraction", "pair.jain_index", "pair.max_queue_pkts",
 @dataclass(frozen=True)
 class Params:
     bottleneck_mbps: float = 8.0     # every link (switch egress port) and every host NIC
-    slowdown: float = 1000.0         # emulated NIC rate = bottleneck x slowdown
+    nic_gbps: float = 40.0           # emulated NIC (the DCQCN paper's); sets the slowdown
     msg_bytes: int = 65536
     window: int = 4                  # outstanding messages per QP
     single_msgs: int = 120
@@ -99,8 +119,8 @@ class Params:
         return cls(bottleneck_mbps=4.0, single_msgs=30, pair_msgs=30, loss_msgs=16)
 
     def __post_init__(self) -> None:
-        if self.bottleneck_mbps <= 0 or self.slowdown <= 0:
-            raise ValueError("bottleneck_mbps and slowdown must be positive")
+        if self.bottleneck_mbps <= 0 or self.nic_gbps <= 0:
+            raise ValueError("bottleneck_mbps and nic_gbps must be positive")
         if not 0 <= self.loss_per_10k <= 10000:
             raise ValueError("loss_per_10k must be 0..10000")
         if not 0 < self.ecn_kmin < self.ecn_kmax < self.queue_depth:
@@ -110,10 +130,15 @@ class Params:
     def bottleneck_bps(self) -> float:
         return self.bottleneck_mbps * 1e6
 
+    @property
+    def slowdown(self) -> float:
+        """Time dilation: emulated NIC rate / testbed link rate."""
+        return self.nic_gbps * 1e9 / self.bottleneck_bps
+
 
 def _transport(p: Params) -> TransportSpec:
     return TransportSpec(
-        scale={"slowdown": p.slowdown, "nic_rate_bps": p.bottleneck_bps * p.slowdown},
+        scale={"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9},
         dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
         sample_interval_us=p.sample_interval_us)
 
@@ -186,7 +211,8 @@ def _params(run_dir: Path) -> Params:
     import json
 
     d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
-    return Params(**d)
+    known = {f.name for f in dataclasses.fields(Params)}
+    return Params(**{k: v for k, v in d.items() if k in known})  # older runs had `slowdown`
 
 
 def _last_completion_ns(data: PhaseData, flow: str) -> int:
