@@ -418,25 +418,13 @@ class SoftSwitch:
 
         # I2E clone: the packet as it entered ingress, re-parsed
         if st.clone_session is not None:
-            sid = st.clone_session & 0x7FFF
-            fl = st.clone_field_list
-            st.clone_session = None
-            sess = self.mirrors.get(sid)
-            if sess is not None:
-                if gen + 1 > self.max_loops:
-                    self._drop("loop_limit")
-                else:
-                    c = prog.new_state()
-                    c.sm.ingress_port = port
-                    prog.parse(c, data)
-                    self._fresh_meta(c)
-                    if fl is not None:
-                        prog.restore_field_list(c, prog.field_list(st, fl))
-                    c.sm.instance_type = INGRESS_CLONE
-                    self.events["clone_i2e"] += 1
-                    self._send_clone(c, sess, length, gen + 1)
-            else:
-                self.events["clone_no_session"] += 1
+            def reparsed() -> PacketState:
+                c = prog.new_state()
+                c.sm.ingress_port = port
+                prog.parse(c, data)
+                return c
+
+            self._clone(st, gen, length, reparsed, INGRESS_CLONE, "clone_i2e")
 
         if st.digests:
             for d in st.digests:
@@ -477,6 +465,30 @@ class SoftSwitch:
                 return None
         self._enqueue(egress_spec, st, length, gen)
         return None
+
+    def _clone(self, st: PacketState, gen: int, length: int,
+               make_copy: Callable[[], PacketState], instance_type: int, event: str) -> None:
+        """Act on the program's clone request (I2E or E2E, which differ only in
+        the copy ``make_copy`` makes): the copy, with the requested field list
+        preserved, goes to the mirroring session's port."""
+        prog = self.program
+        sid = st.clone_session & 0x7FFF  # type: ignore[operator]
+        fl = st.clone_field_list
+        st.clone_session = None
+        sess = self.mirrors.get(sid)
+        if sess is None:
+            self.events["clone_no_session"] += 1
+            return
+        if gen + 1 > self.max_loops:
+            self._drop("loop_limit")
+            return
+        c = make_copy()
+        self._fresh_meta(c)
+        if fl is not None:
+            prog.restore_field_list(c, prog.field_list(st, fl))
+        c.sm.instance_type = instance_type
+        self.events[event] += 1
+        self._send_clone(c, sess, length, gen + 1)
 
     def _send_clone(self, c: PacketState, sess: Any, length: int, gen: int) -> None:
         if sess.mgid is not None:
@@ -540,24 +552,9 @@ class SoftSwitch:
             self._start_packet(length)
         prog.egress(st)
 
+        # E2E clone: the state at the end of egress
         if st.clone_session is not None:
-            sid = st.clone_session & 0x7FFF
-            fl = st.clone_field_list
-            st.clone_session = None
-            sess = self.mirrors.get(sid)
-            if sess is not None:
-                if gen + 1 > self.max_loops:
-                    self._drop("loop_limit")
-                else:
-                    c = prog.copy_state(st)
-                    self._fresh_meta(c)
-                    if fl is not None:
-                        prog.restore_field_list(c, prog.field_list(st, fl))
-                    c.sm.instance_type = EGRESS_CLONE
-                    self.events["clone_e2e"] += 1
-                    self._send_clone(c, sess, length, gen + 1)
-            else:
-                self.events["clone_no_session"] += 1
+            self._clone(st, gen, length, lambda: prog.copy_state(st), EGRESS_CLONE, "clone_e2e")
 
         if sm.egress_spec == self.drop_port:
             self._drop("egress_drop_port")
