@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
 import click
 
-DAEMON_PATTERN = "switches.soft.daemon"
-AGENT_PATTERN = "hosts.agent"
+from testbed.doctor import doctor_report
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -226,138 +221,40 @@ def plot_cmd(run_dir: Path) -> None:
 # clean
 
 
-def _daemon_pids(pattern: str = DAEMON_PATTERN) -> list[int]:
-    pids = []
-    me = os.getpid()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(a.decode(errors="replace") == pattern for a in argv[:4]):
-            pids.append(int(entry.name))
-    return pids
-
-
 @main.command("clean")
-def clean_cmd() -> None:
-    """Remove what a crashed run left: soft switch daemons, BMv2 switches started by
-    the testbed, host agents, Mininet nodes, links."""
+@click.option("--all", "include_live", is_flag=True,
+              help="also what runs that are still going made (stops them)")
+def clean_cmd(include_live: bool) -> None:
+    """Remove what a crashed run left: the processes (node shells, switch
+    daemons, host agents) and links the testbed recorded as its own
+    (testbed.owned). Nothing else is touched: no process is found by name and
+    no file is removed."""
     if os.geteuid() != 0:
         click.echo("error: testbed clean needs root", err=True)
         sys.exit(1)
-    from testbed.net import bmv2_switch_pids
+    from testbed.net import leftovers
+    from testbed.owned import remove_recorded, state_dir
 
-    daemons = _daemon_pids()
-    # a BMv2 stand-in may be a soft daemon too: count each process once
-    bmv2 = [p for p in bmv2_switch_pids() if p not in daemons]
-    agents = _daemon_pids(AGENT_PATTERN)
-    pids = daemons + bmv2 + agents
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
-        time.sleep(0.1)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    click.echo(f"soft switch daemons stopped: {len(daemons)}")
-    click.echo(f"BMv2 switches (simple_switch_grpc) stopped: {len(bmv2)}")
-    click.echo(f"host agents stopped: {len(agents)}")
-    try:
-        from mininet.clean import cleanup
-    except ImportError:
-        click.echo("mininet not installed: nothing else to clean")
-        return
-    from mininet.log import setLogLevel
-
-    setLogLevel("warning")
-    # Mininet's cleanup also asks for OVS bridges; without OVS that only
-    # prints connection errors, which would hide real problems.
-    saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
-        cleanup()
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
-    click.echo("mininet cleanup done")
+    done = remove_recorded(include_live_owners=include_live)
+    click.echo(f"records of finished runs cleaned: {done.records_removed} (in {state_dir()})")
+    click.echo(f"processes stopped: {len(done.stopped)}")
+    for what in done.stopped:
+        click.echo(f"  {what}")
+    click.echo(f"interfaces deleted: {len(done.deleted)}" + "".join(
+        f"\n  {n}" for n in done.deleted))
+    for owner in sorted(set(done.skipped_live_owners)):
+        click.echo(f"left alone: the network of process {owner}, which is still running "
+                   "(--all stops it too)")
+    rest = leftovers()
+    if rest:
+        click.echo("not recorded as the testbed's, so left alone (remove them by hand if "
+                   "they are yours):")
+        for item in rest:
+            click.echo(f"  {item}")
 
 
 # ---------------------------------------------------------------------------
 # doctor
-
-
-def _importable(*modules: str) -> bool:
-    import importlib
-
-    try:
-        for m in modules:
-            importlib.import_module(m)
-    except Exception:  # an extra with broken pins fails with more than ImportError
-        return False
-    return True
-
-
-def doctor_report() -> dict[str, Any]:
-    """What this machine offers to the testbed (targets, host providers, tools).
-
-    ``targets``/``providers`` map names to booleans; ``*_detail`` add the
-    reason a target or provider is missing and the tool versions found."""
-    from testbed.targets import available_providers, available_targets
-
-    try:
-        import mininet.net  # noqa: F401
-
-        mininet_ok = shutil.which("mnexec") is not None
-    except ImportError:
-        mininet_ok = False
-    tools = {t: shutil.which(t) is not None for t in
-             ("simple_switch_grpc", "simple_switch_CLI", "simple_switch", "p4c", "p4c-bm2-ss",
-              "iperf3", "tshark", "ethtool", "ping")}
-    root = os.geteuid() == 0
-    targets = available_targets()
-    providers = available_providers()
-    return {
-        "targets": {n: a.available for n, a in targets.items()},
-        "targets_detail": {n: {"available": a.available, "reason": a.reason,
-                               "versions": a.versions} for n, a in targets.items()},
-        "providers": {n: a.available for n, a in providers.items()},
-        "providers_detail": {n: {"available": a.available, "reason": a.reason,
-                                 "devices": a.versions.get("devices", "")}
-                             for n, a in providers.items()},
-        "mininet": mininet_ok,
-        "root": root,
-        "can_run_network": mininet_ok and root,
-        "p4runtime": _importable("grpc", "google.protobuf", "p4.v1.p4runtime_pb2",
-                                 "p4.config.v1.p4info_pb2"),
-        # setup.sh keeps p4runtime-shell in an environment of its own (old pins)
-        "p4runtime_shell": _importable("p4runtime_sh") or _shell_venv_has_p4runtime_sh(),
-        "tools": tools,
-        "python": sys.version.split()[0],
-    }
-
-
-def _shell_venv_has_p4runtime_sh() -> bool:
-    from testbed.net import REPO_ROOT
-
-    py = REPO_ROOT / ".venv-p4runtime-shell" / "bin" / "python"
-    if not py.exists():
-        return False
-    try:
-        r = subprocess.run([str(py), "-c", "import p4runtime_sh"], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return r.returncode == 0
 
 
 @main.command("doctor")

@@ -74,15 +74,20 @@ def _sigterm_raises() -> Iterator[None]:
 @contextmanager
 def running(net: Any) -> Iterator[Any]:
     """Start ``net``; stop it however the block is left (error, Ctrl-C, SIGTERM)."""
+    from testbed.owned import forget_network, record_network
+
     with _sigterm_raises():
         try:
+            record_network(net)  # what exists before start (node shells, links)
             net.start()
+            record_network(net)  # and the switch daemons
             yield net
         finally:
             # A second Ctrl-C must not abandon the teardown half way.
             old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
             try:
                 net.stop()
+                forget_network(net)
             finally:
                 signal.signal(signal.SIGINT, old_int)
 
@@ -132,6 +137,9 @@ def star_router(
         net.addLink(h, sw, port2=a.port)
         hosts.append(h)
     net.build()
+    from testbed.owned import record_network
+
+    record_network(net)
     for h, a in zip(hosts, addrs, strict=True):
         h.cmd(f"ip neigh replace {a.gateway_ip} lladdr {a.gateway_mac} dev {h.defaultIntf()}"
               " nud permanent")

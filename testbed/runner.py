@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from hosts.agent_spec import JobSpec
+from testbed.doctor import doctor_report
 from testbed.experiment import (
     ExperimentError,
     PhasePlan,
@@ -69,6 +70,7 @@ from testbed.experiment import (
     plan_to_dict,
     repo_path,
 )
+from testbed.owned import this_process_record
 
 __all__ = ["RunError", "RunOptions", "run", "check_environment", "replot", "default_out_dir",
            "evaluate_fidelity", "software_versions", "apply_switch_command", "bps_to_pps"]
@@ -100,8 +102,6 @@ class RunOptions:
 
 def check_environment(target: str, hosts: str, *, need_network: bool = True) -> None:
     """Raise RunError unless this machine can run ``target`` with ``hosts``."""
-    from testbed.cli import doctor_report
-
     rep = doctor_report()
     if target not in ("soft", "bmv2"):
         raise RunError(f"unknown target {target!r} (soft or bmv2)")
@@ -399,9 +399,7 @@ def _switch_log_tail(sw: Any) -> str:
         from switches.bmv2.launch import tail
 
         return tail(files)
-    from switches.soft.node import _tail as sw_tail
-
-    return sw_tail(sw.log_path)
+    return _tail(Path(sw.log_path), 20)
 
 
 # ---------------------------------------------------------------------------
@@ -484,6 +482,7 @@ def _start_agent(a: _Agent) -> None:
                                "--events", str(a.events_path)],
                               stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                               cwd=str(REPO_ROOT), env=_agent_env())
+    this_process_record().add_process(a.proc.pid, f"host agent {a.host}")
 
 
 def _stop_agents(agents: list[_Agent], grace_s: float = 3.0) -> None:
@@ -505,6 +504,7 @@ def _stop_agents(agents: list[_Agent], grace_s: float = 3.0) -> None:
     for a in agents:
         if a.proc is not None and a.rc is None:
             a.rc = a.proc.poll()
+    this_process_record().forget(a.proc.pid for a in agents if a.proc is not None)
 
 
 def _failure_message(a: _Agent, phase: str) -> str:

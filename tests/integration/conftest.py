@@ -37,22 +37,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def no_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Fails the test if it leaves daemons, node shells or interfaces behind."""
+    """Fails the test if it leaves daemons, node shells or interfaces behind.
+    What it left is then removed through the testbed's own records
+    (testbed.owned): things that existed before the test are not its own."""
     from testbed.net import leftovers
+    from testbed.owned import record_files, remove_recorded, this_process_record
 
-    before = leftovers()
-    if before:
-        pytest.fail(f"leftovers from before this test: {before}")
+    before = set(leftovers())
+    records_before = set(record_files()) - {this_process_record().path}
     yield
-    left = []
+    left: list[str] = []
     for _ in range(20):  # the kernel removes veths and reaps asynchronously
-        left = leftovers()
+        left = [x for x in leftovers() if x not in before]
         if not left:
             return
         time.sleep(0.1)
-    from mininet.clean import cleanup
-
-    cleanup()
-    pytest.fail(f"the test left: {left}")
-
-
+    mine = [p for p in record_files() if p not in records_before]
+    done = remove_recorded(mine, include_live_owners=True)
+    pytest.fail(f"the test left: {left}; removed from its records: "
+                f"{done.stopped + done.deleted}")

@@ -166,6 +166,7 @@ def test_sigint_during_a_run_leaves_nothing(tmp_path: Path) -> None:
             time.sleep(60)
         """))
     err = tmp_path / "stderr.txt"
+    before = set(leftovers())
     with open(err, "w") as errf:
         proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                                 stderr=errf, text=True, cwd=str(REPO_ROOT))
@@ -176,7 +177,7 @@ def test_sigint_during_a_run_leaves_nothing(tmp_path: Path) -> None:
             proc.wait(timeout=30)
             pytest.fail(f"the network did not come up:\n{err.read_text()[-3000:]}")
         daemon_pid = int(line.split()[1])
-        assert leftovers(), "the network should be up"
+        assert set(leftovers()) - before, "the network should be up"
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
     finally:
@@ -184,7 +185,7 @@ def test_sigint_during_a_run_leaves_nothing(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert not os.path.exists(f"/proc/{daemon_pid}")
-    assert wait_for(lambda: not leftovers(), 5), leftovers()
+    assert wait_for(lambda: not set(leftovers()) - before, 5), set(leftovers()) - before
 
 
 def test_two_soft_switches_in_a_line_route_end_to_end(tmp_path: Path) -> None:

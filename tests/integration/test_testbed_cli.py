@@ -7,7 +7,6 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from testbed.cli import main as cli_main
@@ -96,17 +95,3 @@ def test_leftovers_list_bmv2_switches_started_by_the_node() -> None:
             p.kill()
             p.wait()
     assert proc.pid not in bmv2_switch_pids()
-
-
-@pytest.mark.root
-def test_clean_stops_bmv2_switches_started_by_the_node() -> None:
-    proc = _marked_process()
-    try:
-        r = CliRunner().invoke(cli_main, ["clean"])
-        assert r.exit_code == 0, r.output
-        assert "BMv2 switches (simple_switch_grpc) stopped: 1" in r.output
-        assert proc.wait(timeout=5) is not None
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
