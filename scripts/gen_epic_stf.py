@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""Generate switches/p4/tests/epic.stf, the STF test of epic.p4.
+
+Packets are built with scapy, their ICRCs by scapy.contrib.roce (not by the
+project's own RoCE code), and every expected sum by this script's own
+saturating int32 addition in arrival order. So the test checks the program's
+aggregation, rewrites and ICRC against an independent reference:
+
+    .venv/bin/python scripts/gen_epic_stf.py            # rewrite the .stf file
+    .venv/bin/python scripts/gen_epic_stf.py --check    # fail if it is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from scapy.contrib import roce as scapy_roce
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
+OUT = Path(__file__).resolve().parent.parent / "switches" / "p4" / "tests" / "epic.stf"
+
+ELEMS = 64                     # epic.p4's EPIC_ELEMS
+WINDOW = 32                    # epic.p4's W (EPIC_WINDOW_LOG2 = 5)
+ENDPOINT_IP = "10.255.0.1"
+ENDPOINT_QPN = 0x100
+GID = 0
+MGID = 1
+SPORT = 0xC000
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+
+# Event counter indices (epic.p4 EPIC_EV_*).
+EV = {"contribution": 0, "completion": 1, "dup_pending": 2, "resent": 3, "stale": 4,
+      "reflected": 5, "not_member": 6, "bad": 7}
+
+OP_SEND_FIRST, OP_SEND_MIDDLE, OP_SEND_LAST, OP_SEND_ONLY, OP_SEND_ONLY_IMM = 0, 1, 2, 4, 5
+OP_ACK, OP_CNP = 0x11, 0x81
+OP_ALLREDUCE = 1
+
+
+@dataclass(frozen=True)
+class Rank:
+    rank: int
+    port: int
+    ip: str
+    mac: str
+    qpn: int
+
+    @property
+    def switch_mac(self) -> str:
+        return f"02:00:00:00:00:{self.port:02x}"
+
+    @property
+    def rid(self) -> int:
+        return (GID << 5) | self.rank
+
+
+RANKS = [Rank(r, r + 1, f"10.0.{r + 1}.1", f"00:00:00:00:00:{r + 1:02x}", 0x11 + r)
+         for r in range(3)]
+OUTSIDER = Rank(9, 4, "10.0.4.1", "00:00:00:00:00:04", 0x11)
+
+
+def sat_add(a: int, b: int) -> int:
+    return max(INT_MIN, min(INT_MAX, a + b))
+
+
+def values(seed: int) -> list[int]:
+    """Deterministic int32 values (a small LCG, so no RNG library is involved)."""
+    out, x = [], seed
+    for _ in range(ELEMS):
+        x = (x * 1103515245 + 12345) % 2**31
+        out.append((x % 2**31) - 2**30)
+    return out
+
+
+def payload(vals: list[int]) -> bytes:
+    return struct.pack(f"!{len(vals)}i", *vals)
+
+
+def frame(src: Rank | None, dst: Rank | None, bth: scapy_roce.BTH, body: bytes,
+          *, udp_checksum: int | None = None, tos: int = 2) -> bytes:
+    """A frame from rank ``src`` to the endpoint, or (src None) from the endpoint to
+    ``dst`` as the switch must emit it; ICRC by scapy.contrib.roce."""
+    if src is not None:
+        eth = Ether(dst=src.switch_mac, src=src.mac)
+        ip = IP(src=src.ip, dst=ENDPOINT_IP, id=0, flags="DF", ttl=64, tos=tos)
+    else:
+        assert dst is not None
+        eth = Ether(dst=dst.mac, src=dst.switch_mac)
+        ip = IP(src=ENDPOINT_IP, dst=dst.ip, id=0, flags="DF", ttl=64, tos=tos)
+    udp = UDP(sport=SPORT, dport=4791)
+    if udp_checksum is not None:
+        udp.chksum = udp_checksum
+    pkt = eth / ip / udp / bth
+    if body:
+        pkt = pkt / Raw(body)
+    return bytes(pkt)
+
+
+def data_bth(opcode: int, qpn: int, psn: int, ackreq: int = 0) -> scapy_roce.BTH:
+    return scapy_roce.BTH(opcode=opcode, dqpn=qpn, psn=psn, ackreq=ackreq)
+
+
+def upload(r: Rank, psn: int, vals: list[int], opcode: int = OP_SEND_ONLY) -> bytes:
+    return frame(r, None, data_bth(opcode, ENDPOINT_QPN, psn, 1), payload(vals))
+
+
+def result(dst: Rank, psn: int, vals: list[int], opcode: int = OP_SEND_ONLY) -> bytes:
+    return frame(None, dst, data_bth(opcode, dst.qpn, psn, 1), payload(vals), udp_checksum=0)
+
+
+class Stf:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def comment(self, text: str) -> None:
+        self.lines += ["", *(f"# {t}" for t in text.splitlines())]
+
+    def cmd(self, line: str) -> None:
+        self.lines.append(line)
+
+    def packet(self, port: int, data: bytes) -> None:
+        self.lines.append(f"packet {port} {data.hex().upper()}")
+
+    def expect(self, port: int, data: bytes) -> None:
+        self.lines.append(f"expect {port} {data.hex().upper()} $")
+
+    def dropped(self) -> None:
+        self.lines.append("#   -> dropped")
+
+    def render(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def setup(s: Stf) -> None:
+    s.cmd(f"add MyIngress.epic_group hdr.ipv4.dstAddr:{ip_hex(ENDPOINT_IP)} "
+          f"hdr.bth.dqpn:{ENDPOINT_QPN:#x} "
+          f"MyIngress.set_group(gid:{GID}, degree:{len(RANKS)}, mgid:{MGID})")
+    for r in RANKS:
+        s.cmd(f"add MyIngress.epic_member meta.gid:{GID} hdr.ipv4.srcAddr:{ip_hex(r.ip)} "
+              f"MyIngress.set_member(rank:{r.rank})")
+        s.cmd(f"add MyEgress.epic_rank_addr meta.rid:{r.rid} MyEgress.set_rank_addr("
+              f"dmac:{mac_hex(r.mac)}, smac:{mac_hex(r.switch_mac)}, ip:{ip_hex(r.ip)}, "
+              f"qpn:{r.qpn:#x})")
+    # ordinary routing, to show that other traffic still passes
+    for r in RANKS:
+        s.cmd(f"add MyIngress.ipv4_lpm hdr.ipv4.dstAddr:{ip_hex(r.ip)}/32 "
+              f"MyIngress.set_nhop(dmac:{mac_hex(r.mac)}, port:{r.port})")
+    s.cmd(f"mc_mgrp_create {MGID}")
+    for r in RANKS:
+        s.cmd(f"mc_node_create {r.rid} {r.port}")
+        s.cmd(f"mc_node_associate {MGID} {r.rank}")
+
+
+def ip_hex(ip: str) -> str:
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return f"0x{(a << 24) | (b << 16) | (c << 8) | d:08x}"
+
+
+def mac_hex(mac: str) -> str:
+    return "0x" + mac.replace(":", "")
+
+
+def aggregate(contribs: list[list[int]]) -> list[int]:
+    acc = list(contribs[0])
+    for c in contribs[1:]:
+        acc = [sat_add(a, b) for a, b in zip(acc, c, strict=True)]
+    return acc
+
+
+def complete_slot(s: Stf, psn: int, contribs: list[list[int]], opcode: int = OP_SEND_ONLY,
+                  order: list[int] | None = None) -> list[int]:
+    """Every rank uploads ``psn`` (in ``order``); the last one completes the slot."""
+    order = order or list(range(len(RANKS)))
+    for k, i in enumerate(order):
+        s.packet(RANKS[i].port, upload(RANKS[i], psn, contribs[i], opcode))
+        if k < len(order) - 1:
+            s.dropped()
+    total = aggregate([contribs[i] for i in order])
+    for dst in RANKS:
+        s.expect(dst.port, result(dst, psn, total, opcode))
+    return total
+
+
+def build() -> str:
+    s = Stf()
+    s.cmd("# epic.p4: Mode-II aggregation of three ranks (ports 1-3) at endpoint "
+          f"{ENDPOINT_IP} QPN {ENDPOINT_QPN:#x}:")
+    s.cmd("# completion and multicast, saturation, duplicates before and after completion,")
+    s.cmd("# dual-slot clearing, stale PSNs, the announcement, ACK/NAK/CNP reflection,")
+    s.cmd("# non-members, routing of other traffic. Expected ICRCs from scapy.contrib.roce.")
+    s.cmd("# Generated by scripts/gen_epic_stf.py; edit the script, not this file.")
+    s.comment("set-up: the group, its members, their addresses and the multicast group")
+    setup(s)
+
+    contribs = [values(11 * (r + 1)) for r in range(len(RANKS))]
+    # saturating positions: +max + 1, min + -1, and a sum that only the last rank
+    # brings back into range (saturation is sticky, as on Tofino)
+    contribs[0][0], contribs[1][0], contribs[2][0] = INT_MAX, 1, 5
+    contribs[0][1], contribs[1][1], contribs[2][1] = INT_MIN, -1, 0
+    contribs[0][2], contribs[1][2], contribs[2][2] = 2**30, 2**30, -(2**30)
+    s.comment("PSN 0: ranks 0 and 1 are held, rank 2 completes the slot: the sum "
+              "(saturated at int32\nlimits) is multicast to all three with each "
+              "rank's MAC, IP and QPN and a new ICRC")
+    total0 = complete_slot(s, 0, contribs)
+    s.cmd(f"check_counter MyIngress.epic_events({EV['completion']}) packets == 1")
+
+    s.comment("PSN 1: rank 0 uploads twice before completion: the duplicate is dropped "
+              "and not\nadded twice")
+    c1 = [values(100 + r) for r in range(len(RANKS))]
+    s.packet(RANKS[0].port, upload(RANKS[0], 1, c1[0]))
+    s.dropped()
+    s.packet(RANKS[0].port, upload(RANKS[0], 1, c1[0]))
+    s.dropped()
+    s.cmd(f"check_counter MyIngress.epic_events({EV['dup_pending']}) packets == 1")
+    s.packet(RANKS[1].port, upload(RANKS[1], 1, c1[1]))
+    s.dropped()
+    s.packet(RANKS[2].port, upload(RANKS[2], 1, c1[2]))
+    total1 = aggregate(c1)
+    for r in RANKS:
+        s.expect(r.port, result(r, 1, total1))
+
+    s.comment("a late duplicate of completed PSN 0 from rank 1 gets the result again, "
+              "alone")
+    s.packet(RANKS[1].port, upload(RANKS[1], 0, contribs[1]))
+    s.expect(RANKS[1].port, result(RANKS[1], 0, total0))
+    s.cmd(f"check_counter MyIngress.epic_events({EV['resent']}) packets == 1")
+
+    s.comment(f"dual-slot clearing: PSN {2 + 3 * WINDOW} leaves a contribution in slot "
+              f"{2 + WINDOW} (a stale\nuse); completing PSN 2 clears slot {2 + WINDOW} "
+              f"for PSN {2 + WINDOW}, whose sum then holds only\nPSN {2 + WINDOW}'s "
+              "contributions")
+    s.packet(RANKS[0].port, upload(RANKS[0], 2 + 3 * WINDOW, values(999)))
+    s.dropped()
+    complete_slot(s, 2, [values(200 + r) for r in range(len(RANKS))], order=[2, 0, 1])
+    complete_slot(s, 2 + WINDOW, [values(300 + r) for r in range(len(RANKS))])
+
+    s.comment(f"a PSN that is not its slot's is dropped: slot 0 serves PSN 0 until PSN "
+              f"{WINDOW} completes,\nso PSN {2 * WINDOW}, which maps to slot 0, is stale")
+    s.packet(RANKS[0].port, upload(RANKS[0], 2 * WINDOW, values(5)))
+    s.dropped()
+    s.cmd(f"check_counter MyIngress.epic_events({EV['stale']}) packets == 1")
+
+    s.comment("multi-packet SEND: FIRST, MIDDLE and LAST packets aggregate the same way "
+              "and keep\ntheir opcodes")
+    for psn, op in ((3, OP_SEND_FIRST), (4, OP_SEND_MIDDLE), (5, OP_SEND_LAST)):
+        complete_slot(s, psn, [values(psn * 10 + r) for r in range(len(RANKS))], opcode=op)
+
+    s.comment("the announcement (SEND_ONLY_IMM: op ALLREDUCE, root 0, group 0; 8-byte "
+              "size) is\nheld until every rank sent it, then multicast unchanged "
+              "but for the addresses")
+    imm = (OP_ALLREDUCE << 24) | (0 << 16) | GID
+    size = struct.pack("!Q", 4096)
+    for k, r in enumerate(RANKS):
+        s.packet(r.port, frame(r, None, data_bth(OP_SEND_ONLY_IMM, ENDPOINT_QPN, 6, 1),
+                               struct.pack("!I", imm) + size))
+        if k < len(RANKS) - 1:
+            s.dropped()
+    for r in RANKS:
+        s.expect(r.port, frame(None, r, data_bth(OP_SEND_ONLY_IMM, r.qpn, 6, 1),
+                               struct.pack("!I", imm) + size, udp_checksum=0))
+
+    s.comment("an announcement naming another group is dropped")
+    bad_imm = (OP_ALLREDUCE << 24) | 3
+    s.packet(RANKS[0].port, frame(RANKS[0], None, data_bth(OP_SEND_ONLY_IMM, ENDPOINT_QPN, 7, 1),
+                                  struct.pack("!I", bad_imm) + size))
+    s.dropped()
+    s.cmd(f"check_counter MyIngress.epic_events({EV['bad']}) packets == 1")
+
+    s.comment("ACK reflection: rank 1's ACK of result PSN 5 goes back to rank 1's QP as "
+              "the ACK\nof its upload 5; a NAK (PSN sequence error) and a CNP likewise")
+    for syndrome, psn in ((0x1F, 5), (0x60, 4)):
+        aeth = scapy_roce.AETH(syndrome=syndrome, msn=3)
+        s.packet(RANKS[1].port, frame(RANKS[1], None,
+                                      scapy_roce.BTH(opcode=OP_ACK, dqpn=ENDPOINT_QPN, psn=psn)
+                                      / aeth, b"", tos=0))
+        s.expect(RANKS[1].port, frame(None, RANKS[1],
+                                      scapy_roce.BTH(opcode=OP_ACK, dqpn=RANKS[1].qpn, psn=psn)
+                                      / aeth, b"", udp_checksum=0, tos=0))
+    cnp = scapy_roce.BTH(opcode=OP_CNP, becn=1, dqpn=ENDPOINT_QPN) / Raw(bytes(16))
+    s.packet(RANKS[2].port, frame(RANKS[2], None, cnp, b"", tos=0))
+    s.expect(RANKS[2].port, frame(None, RANKS[2],
+                                  scapy_roce.BTH(opcode=OP_CNP, becn=1, dqpn=RANKS[2].qpn)
+                                  / Raw(bytes(16)), b"", udp_checksum=0, tos=0))
+    s.cmd(f"check_counter MyIngress.epic_events({EV['reflected']}) packets == 3")
+
+    s.comment("a host outside the group cannot contribute")
+    s.packet(OUTSIDER.port, upload(OUTSIDER, 8, values(1)))
+    s.dropped()
+    s.cmd(f"check_counter MyIngress.epic_events({EV['not_member']}) packets == 1")
+
+    s.comment("other traffic is routed: a RoCE packet from rank 0 to rank 2 (TTL 64 -> 63)")
+    plain = Ether(dst=RANKS[0].switch_mac, src=RANKS[0].mac) / IP(
+        src=RANKS[0].ip, dst=RANKS[2].ip, id=0, flags="DF", ttl=64) / UDP(
+        sport=SPORT, dport=4791) / data_bth(OP_SEND_ONLY, 0x11, 9) / Raw(payload(values(7)))
+    s.packet(RANKS[0].port, bytes(plain))
+    routed = plain.copy()
+    routed[Ether].dst = RANKS[2].mac
+    routed[IP].ttl = 63
+    routed[IP].chksum = None
+    s.expect(RANKS[2].port, bytes(routed))
+    # 8 completed slots of 3 contributions, plus the stale use of slot 34
+    s.cmd(f"check_counter MyIngress.epic_events({EV['contribution']}) packets == 25")
+    s.cmd(f"check_counter MyIngress.epic_events({EV['completion']}) packets == 8")
+    return s.render()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="fail if the file is stale")
+    args = ap.parse_args(argv)
+    text = build()
+    if args.check:
+        if not OUT.exists() or OUT.read_text() != text:
+            print(f"{OUT} is stale: run scripts/gen_epic_stf.py", file=sys.stderr)
+            return 1
+        return 0
+    OUT.write_text(text)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

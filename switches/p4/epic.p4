@@ -1,0 +1,545 @@
+/*
+ * epic: EPIC Mode-II (connection translated) in-network aggregation for
+ * unmodified RoCEv2 hosts, on top of IPv4 routing. The wire protocol it
+ * implements is specified in switches/p4/EPIC.md; in short:
+ *
+ *   - every rank of a group holds one RC QP connected to the switch's
+ *     endpoint: the switch IP plus the group's QPN (table epic_group); all
+ *     QPs of a group start at the same PSN, in both directions;
+ *   - data packets are SEND packets (FIRST/MIDDLE/LAST/ONLY) whose payload is
+ *     exactly EPIC_ELEMS big-endian int32 values (path MTU 4 * EPIC_ELEMS);
+ *     a SEND_ONLY_IMM with an 8-byte payload is the collective's
+ *     announcement (ImmDt = op << 24 | root << 16 | group, payload = size in
+ *     bytes); it goes through the slots like a data packet without values,
+ *     so it doubles as a barrier;
+ *   - packet PSN p of every rank lands in slot p mod 2W of the group
+ *     (W = EPIC_WINDOW, the ranks' send window in packets). Per slot: the PSN
+ *     it serves, a per-rank arrival bitmap, a degree counter, and one sum
+ *     register array per element position (include/epic_elems.p4). Packets
+ *     are dropped until every rank has contributed; the last contribution
+ *     carries the sum, which is multicast (PRE group of the collective group)
+ *     and rewritten per replica (egress_rid -> the rank's MAC, IP and QPN);
+ *   - completing slot p clears its dual slot (p + W) mod 2W for PSN p + W.
+ *     That is safe: a rank sends p only after its upload p - W was
+ *     acknowledged, i.e. after it received result p - W, so once every rank
+ *     sent p nobody needs result p - W any more;
+ *   - a retransmission of a rank's contribution to a completed slot gets the
+ *     result back (that rank alone); one to an incomplete slot that already
+ *     counted it is dropped; a packet whose PSN is not the slot's is dropped
+ *     (old or ahead: go-back-N repairs it);
+ *   - ACKs, NAKs and CNPs a rank sends to the endpoint are reflected to that
+ *     rank's own QP: its ACK of result p acknowledges its upload p;
+ *   - every packet the switch rewrites gets a new ICRC, computed here with
+ *     crc32 over the fields RoCEv2 covers (LRH ones, IPv4 with TOS/TTL/
+ *     checksum masked, UDP with checksum masked, BTH with Resv8a masked, the
+ *     rest of the packet), stored least significant byte first.
+ *
+ * Everything else is routed like l3_router (tables MyIngress.ipv4_lpm and
+ * MyIngress.port_smac, see include/l3_ingress.p4), with the l3_ecn link loss
+ * table in egress.
+ *
+ * Control plane for group 0 = ranks 10.0.1.1 (port 1, QPN 0x11) and 10.0.2.1
+ * (port 2, QPN 0x11) at endpoint 10.255.0.1 QPN 0x100 (rid = gid << 5 | rank):
+ *   table_add MyIngress.epic_group MyIngress.set_group 10.255.0.1 0x100 => 0 2 1
+ *   table_add MyIngress.epic_member MyIngress.set_member 0 10.0.1.1 => 0
+ *   table_add MyIngress.epic_member MyIngress.set_member 0 10.0.2.1 => 1
+ *   table_add MyEgress.epic_rank_addr MyEgress.set_rank_addr 0 => 00:00:00:00:00:01 02:00:00:00:00:01 10.0.1.1 0x11
+ *   table_add MyEgress.epic_rank_addr MyEgress.set_rank_addr 1 => 00:00:00:00:00:02 02:00:00:00:00:02 10.0.2.1 0x11
+ *   mc_mgrp_create 1
+ *   mc_node_create 0 1
+ *   mc_node_create 1 2
+ *   mc_node_associate 1 0
+ *   mc_node_associate 1 1
+ * The counter MyIngress.epic_events counts what happened to endpoint packets
+ * (indices EPIC_EV_*).
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+#ifndef EPIC_ELEMS
+#define EPIC_ELEMS 64            /* int32 values per data packet (256 B) */
+#endif
+#ifndef EPIC_WINDOW_LOG2
+#define EPIC_WINDOW_LOG2 5       /* W = 32 packets per rank in flight */
+#endif
+#ifndef EPIC_MAX_GROUPS_LOG2
+#define EPIC_MAX_GROUPS_LOG2 2   /* 4 groups */
+#endif
+#define EPIC_WINDOW (1 << EPIC_WINDOW_LOG2)
+#define EPIC_SLOTS_LOG2 (EPIC_WINDOW_LOG2 + 1)
+#define EPIC_SLOT_COUNT (1 << (EPIC_SLOTS_LOG2 + EPIC_MAX_GROUPS_LOG2))
+
+#include "include/headers.p4"
+
+const bit<2> EPIC_SUM_FIRST = 0;
+const bit<2> EPIC_SUM_ADD = 1;
+const bit<2> EPIC_SUM_LOAD = 2;
+
+/* The slot tag: the PSN the slot serves, valid once bit 24 is set. */
+const bit<32> EPIC_TAG_VALID = 0x01000000;
+const bit<32> EPIC_SLOT_MASK = (1 << EPIC_SLOTS_LOG2) - 1;
+
+/* IPv4 total lengths of the endpoint's packet kinds (IPv4 20 + UDP 8 + BTH 12
+ * + ... + ICRC 4). */
+const bit<16> EPIC_DATA_IPLEN = 44 + 4 * EPIC_ELEMS;
+const bit<16> EPIC_ANN_IPLEN = 56;    /* + ImmDt 4 + size 8 */
+const bit<16> EPIC_ACK_IPLEN = 48;    /* + AETH 4 */
+const bit<16> EPIC_CNP_IPLEN = 60;    /* + 16 reserved bytes */
+
+/* Announcement operations (ImmDt bits 31..24). */
+const bit<8> EPIC_OP_ALLREDUCE = 1;
+const bit<8> EPIC_OP_REDUCE = 2;
+const bit<8> EPIC_OP_BROADCAST = 3;
+const bit<8> EPIC_OP_BARRIER = 4;
+const bit<8> EPIC_OP_REDUCE_SCATTER = 5;
+const bit<8> EPIC_OP_ALL_GATHER = 6;
+
+/* Indices of MyIngress.epic_events. */
+const bit<32> EPIC_EV_CONTRIBUTION = 0;   /* counted into a slot */
+const bit<32> EPIC_EV_COMPLETION = 1;     /* slot complete: result multicast */
+const bit<32> EPIC_EV_DUP_PENDING = 2;    /* already counted, slot incomplete: dropped */
+const bit<32> EPIC_EV_RESENT = 3;         /* slot complete: result sent to the sender */
+const bit<32> EPIC_EV_STALE = 4;          /* PSN is not the slot's: dropped */
+const bit<32> EPIC_EV_REFLECTED = 5;      /* ACK/NAK/CNP reflected */
+const bit<32> EPIC_EV_NOT_MEMBER = 6;     /* sender is not in the group: dropped */
+const bit<32> EPIC_EV_BAD = 7;            /* not a packet the endpoint takes: dropped */
+
+const bit<32> EPIC_INSTANCE_REPLICATION = 5;
+const bit<16> LOSS_DEFAULT_PER_10K = 0;
+
+header epic_ann_t {
+    bit<64> size;            /* bytes of the collective's buffer */
+}
+
+header epic_cnp_t {
+    bit<128> resv;
+}
+
+header epic_icrc_t {
+    bit<32> crc;
+}
+
+#include "include/epic_data.p4"
+
+struct epic_headers_t {
+    ethernet_t  ethernet;
+    ipv4_t      ipv4;
+    udp_t       udp;
+    bth_t       bth;
+    aeth_t      aeth;
+    immdt_t     immdt;
+    epic_ann_t  ann;
+    epic_cnp_t  cnp;
+    epic_data_t data;
+    epic_icrc_t icrc;
+}
+
+struct metadata_t {
+    bit<8>  gid;
+    bit<8>  degree;
+    bit<16> mgid;
+    bit<8>  rank;
+    bit<16> rid;
+    bit<32> switch_ip;
+    bit<1>  rewrite;
+}
+
+/* LRH ones, masked IPv4 and UDP headers, BTH with Resv8a masked: the start
+ * of every ICRC (the packet's own fields after the BTH follow). */
+#define EPIC_ICRC_PREFIX \
+    64w0xFFFFFFFFFFFFFFFF, \
+    hdr.ipv4.version, hdr.ipv4.ihl, 8w0xFF, hdr.ipv4.totalLen, \
+    hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.fragOffset, \
+    8w0xFF, hdr.ipv4.protocol, 16w0xFFFF, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr, \
+    hdr.udp.srcPort, hdr.udp.dstPort, hdr.udp.len, 16w0xFFFF, \
+    hdr.bth.opcode, hdr.bth.se, hdr.bth.migreq, hdr.bth.padcnt, hdr.bth.tver, \
+    hdr.bth.pkey, 8w0xFF, hdr.bth.dqpn, hdr.bth.ackreq, hdr.bth.resv7, hdr.bth.psn
+
+#include "include/epic_sums.p4"
+
+error { IPv4HeaderUnsupported }
+
+parser EpicParser(packet_in packet,
+                  out epic_headers_t hdr,
+                  inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    state start {
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.etherType) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+
+    state parse_ipv4 {
+        packet.extract(hdr.ipv4);
+        verify(hdr.ipv4.version == 4 && hdr.ipv4.ihl == 5, error.IPv4HeaderUnsupported);
+        transition select(hdr.ipv4.fragOffset, hdr.ipv4.protocol) {
+            (0, IP_PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+
+    state parse_udp {
+        packet.extract(hdr.udp);
+        transition select(hdr.udp.dstPort) {
+            ROCE_UDP_PORT: parse_bth;
+            default: accept;
+        }
+    }
+
+    /* Only packets of exactly an endpoint packet's length are taken apart;
+     * other RoCE traffic is routed as it is. */
+    state parse_bth {
+        packet.extract(hdr.bth);
+        transition select(hdr.bth.opcode, hdr.ipv4.totalLen) {
+            (BTH_OP_SEND_FIRST, EPIC_DATA_IPLEN): parse_data;
+            (BTH_OP_SEND_MIDDLE, EPIC_DATA_IPLEN): parse_data;
+            (BTH_OP_SEND_LAST, EPIC_DATA_IPLEN): parse_data;
+            (BTH_OP_SEND_ONLY, EPIC_DATA_IPLEN): parse_data;
+            (BTH_OP_SEND_ONLY_IMM, EPIC_ANN_IPLEN): parse_ann;
+            (BTH_OP_ACK, EPIC_ACK_IPLEN): parse_aeth;
+            (BTH_OP_CNP, EPIC_CNP_IPLEN): parse_cnp;
+            default: accept;
+        }
+    }
+
+    state parse_data {
+        packet.extract(hdr.data);
+        transition parse_icrc;
+    }
+
+    state parse_ann {
+        packet.extract(hdr.immdt);
+        packet.extract(hdr.ann);
+        transition parse_icrc;
+    }
+
+    state parse_aeth {
+        packet.extract(hdr.aeth);
+        transition parse_icrc;
+    }
+
+    state parse_cnp {
+        packet.extract(hdr.cnp);
+        transition parse_icrc;
+    }
+
+    state parse_icrc {
+        packet.extract(hdr.icrc);
+        transition accept;
+    }
+}
+
+control EpicVerifyChecksum(inout epic_headers_t hdr, inout metadata_t meta) {
+    apply {
+        verify_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+              hdr.ipv4.totalLen, hdr.ipv4.identification, hdr.ipv4.flags,
+              hdr.ipv4.fragOffset, hdr.ipv4.ttl, hdr.ipv4.protocol,
+              hdr.ipv4.srcAddr, hdr.ipv4.dstAddr },
+            hdr.ipv4.hdrChecksum, HashAlgorithm.csum16);
+    }
+}
+
+control MyIngress(inout epic_headers_t hdr,
+                  inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    register<bit<32>>(EPIC_SLOT_COUNT) slot_psn;      /* EPIC_TAG_VALID | PSN */
+    register<bit<32>>(EPIC_SLOT_COUNT) slot_bitmap;   /* bit r: rank r counted */
+    register<bit<8>>(EPIC_SLOT_COUNT) slot_count;     /* degree counter */
+    register<bit<32>>(1 << EPIC_MAX_GROUPS_LOG2) group_announce;       /* last ImmDt */
+    register<bit<64>>(1 << EPIC_MAX_GROUPS_LOG2) group_announce_size;  /* its size */
+    counter(8, CounterType.packets) epic_events;
+
+    EpicSums() sums;
+
+    action drop() {
+        mark_to_drop(standard_metadata);
+    }
+
+    /* ---- IPv4 routing (the tables of include/l3_ingress.p4) ---- */
+    action set_nhop(bit<48> dmac, bit<9> port) {
+        hdr.ethernet.dstAddr = dmac;
+        standard_metadata.egress_spec = port;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+
+    table ipv4_lpm {
+        key = {
+            hdr.ipv4.dstAddr: lpm;
+        }
+        actions = {
+            set_nhop;
+            drop;
+        }
+        size = 1024;
+        default_action = drop();
+    }
+
+    action set_smac(bit<48> smac) {
+        hdr.ethernet.srcAddr = smac;
+    }
+
+    table port_smac {
+        key = {
+            standard_metadata.egress_spec: exact;
+        }
+        actions = {
+            set_smac;
+            NoAction;
+        }
+        size = 512;
+        default_action = NoAction();
+    }
+
+    /* ---- the aggregation endpoint ---- */
+    action set_group(bit<8> gid, bit<8> degree, bit<16> mgid) {
+        meta.gid = gid;
+        meta.degree = degree;
+        meta.mgid = mgid;
+    }
+
+    table epic_group {
+        key = {
+            hdr.ipv4.dstAddr: exact;
+            hdr.bth.dqpn: exact;
+        }
+        actions = {
+            set_group;
+            NoAction;
+        }
+        size = 1 << EPIC_MAX_GROUPS_LOG2;
+        default_action = NoAction();
+    }
+
+    action set_member(bit<8> rank) {
+        meta.rank = rank;
+    }
+
+    table epic_member {
+        key = {
+            meta.gid: exact;
+            hdr.ipv4.srcAddr: exact;
+        }
+        actions = {
+            set_member;
+            NoAction;
+        }
+        size = 32 << EPIC_MAX_GROUPS_LOG2;
+        default_action = NoAction();
+    }
+
+    /* Send this packet back to its sender (rewritten in egress). */
+    action to_sender() {
+        standard_metadata.egress_spec = standard_metadata.ingress_port;
+        meta.rewrite = 1;
+    }
+
+    apply {
+        if (standard_metadata.parser_error != error.NoError ||
+                standard_metadata.checksum_error == 1 ||
+                !hdr.ipv4.isValid()) {
+            drop();
+            return;
+        }
+        if (!hdr.bth.isValid() || !epic_group.apply().hit) {
+            if (hdr.ipv4.ttl <= 1) {
+                drop();
+            } else if (ipv4_lpm.apply().hit) {
+                port_smac.apply();
+            }
+            return;
+        }
+        drop();   /* endpoint packets leave only where a case below says so */
+        if (!epic_member.apply().hit) {
+            epic_events.count(EPIC_EV_NOT_MEMBER);
+            return;
+        }
+        meta.rid = ((bit<16>)meta.gid << 5) | (bit<16>)meta.rank;
+        meta.switch_ip = hdr.ipv4.dstAddr;
+        if (hdr.aeth.isValid() || hdr.cnp.isValid()) {
+            to_sender();
+            epic_events.count(EPIC_EV_REFLECTED);
+            return;
+        }
+        if (!hdr.data.isValid() && !hdr.ann.isValid()) {
+            epic_events.count(EPIC_EV_BAD);
+            return;
+        }
+        if (hdr.ann.isValid()) {
+            if (hdr.immdt.imm[15:0] != (bit<16>)meta.gid) {
+                epic_events.count(EPIC_EV_BAD);
+                return;
+            }
+            group_announce.write((bit<32>)meta.gid, hdr.immdt.imm);
+            group_announce_size.write((bit<32>)meta.gid, hdr.ann.size);
+        }
+
+        bit<32> base = (bit<32>)meta.gid << EPIC_SLOTS_LOG2;
+        bit<32> slot = base | ((bit<32>)hdr.bth.psn & EPIC_SLOT_MASK);
+        bit<24> dual_psn = hdr.bth.psn + EPIC_WINDOW;
+        bit<32> dual = base | ((bit<32>)dual_psn & EPIC_SLOT_MASK);
+        bit<32> tag;
+        bit<32> bitmap = 0;
+        bit<8> count = 0;
+        slot_psn.read(tag, slot);
+        if (tag & EPIC_TAG_VALID == 0) {
+            /* first use of the slot since the group was set up */
+            tag = EPIC_TAG_VALID | (bit<32>)hdr.bth.psn;
+            slot_psn.write(slot, tag);
+            slot_bitmap.write(slot, 0);
+            slot_count.write(slot, 0);
+        } else {
+            slot_bitmap.read(bitmap, slot);
+            slot_count.read(count, slot);
+        }
+        if (tag[23:0] != hdr.bth.psn) {
+            epic_events.count(EPIC_EV_STALE);
+            return;
+        }
+        if (count == meta.degree) {
+            /* complete: the sender lost its result (or its ACK); answer it */
+            if (hdr.data.isValid()) {
+                sums.apply(hdr.data, slot, EPIC_SUM_LOAD);
+            }
+            to_sender();
+            epic_events.count(EPIC_EV_RESENT);
+            return;
+        }
+        bit<32> me = 32w1 << meta.rank;
+        if (bitmap & me != 0) {
+            epic_events.count(EPIC_EV_DUP_PENDING);
+            return;
+        }
+        if (hdr.data.isValid()) {
+            sums.apply(hdr.data, slot, count == 0 ? EPIC_SUM_FIRST : EPIC_SUM_ADD);
+        }
+        count = count + 1;
+        slot_bitmap.write(slot, bitmap | me);
+        slot_count.write(slot, count);
+        epic_events.count(EPIC_EV_CONTRIBUTION);
+        if (count == meta.degree) {
+            slot_psn.write(dual, EPIC_TAG_VALID | (bit<32>)dual_psn);
+            slot_bitmap.write(dual, 0);
+            slot_count.write(dual, 0);
+            standard_metadata.mcast_grp = meta.mgid;
+            meta.rewrite = 1;
+            epic_events.count(EPIC_EV_COMPLETION);
+        }
+    }
+}
+
+control MyEgress(inout epic_headers_t hdr,
+                 inout metadata_t meta,
+                 inout standard_metadata_t standard_metadata) {
+    bit<16> cfg_loss = 0;
+
+    EpicDataIcrc() data_icrc;
+
+    action set_loss(bit<16> per_10k) {
+        cfg_loss = per_10k;
+    }
+
+    table link_loss {
+        actions = {
+            set_loss;
+        }
+        default_action = set_loss(LOSS_DEFAULT_PER_10K);
+    }
+
+    action drop() {
+        mark_to_drop(standard_metadata);
+    }
+
+    action set_rank_addr(bit<48> dmac, bit<48> smac, bit<32> ip, bit<24> qpn) {
+        hdr.ethernet.dstAddr = dmac;
+        hdr.ethernet.srcAddr = smac;
+        hdr.ipv4.dstAddr = ip;
+        hdr.bth.dqpn = qpn;
+    }
+
+    table epic_rank_addr {
+        key = {
+            meta.rid: exact;
+        }
+        actions = {
+            set_rank_addr;
+            drop;
+        }
+        size = 32 << EPIC_MAX_GROUPS_LOG2;
+        default_action = drop();
+    }
+
+    apply {
+        link_loss.apply();
+        if (cfg_loss != 0) {
+            bit<16> lr;
+            random<bit<16>>(lr, 16w0, 16w9999);
+            if (lr < cfg_loss) {
+                drop();
+                return;
+            }
+        }
+        if (meta.rewrite == 0) {
+            return;
+        }
+        if (standard_metadata.instance_type == EPIC_INSTANCE_REPLICATION) {
+            meta.rid = standard_metadata.egress_rid;
+        }
+        if (!epic_rank_addr.apply().hit) {
+            return;
+        }
+        hdr.ipv4.srcAddr = meta.switch_ip;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;    /* optional in IPv4; the ICRC protects the payload */
+        bit<32> crc = 0;
+        if (hdr.data.isValid()) {
+            data_icrc.apply(hdr, crc);
+        } else if (hdr.ann.isValid()) {
+            hash(crc, HashAlgorithm.crc32, 32w0,
+                 { EPIC_ICRC_PREFIX, hdr.immdt.imm, hdr.ann.size }, 64w0x100000000);
+        } else if (hdr.aeth.isValid()) {
+            hash(crc, HashAlgorithm.crc32, 32w0,
+                 { EPIC_ICRC_PREFIX, hdr.aeth.syndrome, hdr.aeth.msn }, 64w0x100000000);
+        } else if (hdr.cnp.isValid()) {
+            hash(crc, HashAlgorithm.crc32, 32w0,
+                 { EPIC_ICRC_PREFIX, hdr.cnp.resv }, 64w0x100000000);
+        }
+        /* the ICRC goes on the wire least significant byte first */
+        hdr.icrc.crc = crc[7:0] ++ crc[15:8] ++ crc[23:16] ++ crc[31:24];
+    }
+}
+
+control EpicComputeChecksum(inout epic_headers_t hdr, inout metadata_t meta) {
+    apply {
+        update_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+              hdr.ipv4.totalLen, hdr.ipv4.identification, hdr.ipv4.flags,
+              hdr.ipv4.fragOffset, hdr.ipv4.ttl, hdr.ipv4.protocol,
+              hdr.ipv4.srcAddr, hdr.ipv4.dstAddr },
+            hdr.ipv4.hdrChecksum, HashAlgorithm.csum16);
+    }
+}
+
+control EpicDeparser(packet_out packet, in epic_headers_t hdr) {
+    apply {
+        packet.emit(hdr.ethernet);
+        packet.emit(hdr.ipv4);
+        packet.emit(hdr.udp);
+        packet.emit(hdr.bth);
+        packet.emit(hdr.aeth);
+        packet.emit(hdr.immdt);
+        packet.emit(hdr.ann);
+        packet.emit(hdr.cnp);
+        packet.emit(hdr.data);
+        packet.emit(hdr.icrc);
+    }
+}
+
+V1Switch(EpicParser(),
+         EpicVerifyChecksum(),
+         MyIngress(),
+         MyEgress(),
+         EpicComputeChecksum(),
+         EpicDeparser()) main;
