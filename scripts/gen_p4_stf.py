@@ -306,7 +306,26 @@ is Pmax-scaled, so an idle queue never marks.
 """, setup_routes() + [
             "setdefault MyEgress.ecn_config MyEgress.set_ecn_params(kmin:0, kmax:64, pmax:0)"],
             no_mark_cases()),
+        StfFile("reflex.stf", """
+reflex.p4 with K = 0: every ECN-capable packet is marked CE, whatever its
+queue; routing behaves as in l3_router. STF switches have one queue per port,
+so every DSCP is sent to queue 0 here (the default action and a table entry
+both name priority 0); the two-queue behaviour (DSCP -> queue, DRR, per-queue
+marking) is tested on the soft switch by tests/stf/test_reflex_queues.py.
+""", setup_routes() + REFLEX_ONE_QUEUE + [
+            "setdefault MyEgress.ecn_config MyEgress.set_ecn_threshold(k:0)"],
+            ecn_cases()),
+        StfFile("reflex.defaults.stf", """
+reflex.p4 with its built-in threshold (K 65 packets): an idle queue is below
+K, so nothing is marked. One queue per port, as in reflex.stf.
+""", setup_routes() + REFLEX_ONE_QUEUE, no_mark_cases()),
     ]
+
+
+REFLEX_ONE_QUEUE = [
+    "setdefault MyIngress.dscp_priority MyIngress.set_priority(prio:0)",
+    "add MyIngress.dscp_priority hdr.ipv4.dscp:8 MyIngress.set_priority(prio:0)",
+]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -313,7 +313,58 @@ def _port_prio(words: list[str], verb: str, first: int) -> tuple[int | None, int
     return vals[0], vals[1]
 
 
-def apply_switch_command(ctl: Any, line: str, target: str, packet_bytes: int) -> dict[str, Any]:
+BMV2_WEIGHTS_NOTE = ("approximation: BMv2 has strict priority only; the highest-weight queue "
+                     "is capped at its weighted share of the port rate (packets/s), so the "
+                     "others get at least their share, but that queue alone gets no more")
+
+
+def _priority_weights(ctl: Any, words: list[str], target: str, packet_bytes: int,
+                      port_rate_bps: float | None) -> dict[str, Any]:
+    """``set_priority_weights PORT W0 W1 ...`` (or ``PORT strict``): DRR on the
+    soft target; on BMv2 the closest setting, a packets/s cap on the queue with
+    the largest weight at that weight's share of the port's rate."""
+    from testbed.controller import ControllerError
+
+    if len(words) < 3:
+        raise ControllerError("set_priority_weights <port> <w_prio0> <w_prio1> ... | strict")
+    try:
+        port = int(words[1], 0)
+        weights = None if words[2:] == ["strict"] else [int(w) for w in words[2:]]
+    except ValueError:
+        raise ControllerError("set_priority_weights: port and weights must be numbers") from None
+    if weights is not None and (len(weights) < 2 or min(weights) < 1):
+        raise ControllerError("set_priority_weights: one positive weight per priority queue")
+    rec: dict[str, Any] = {"line": " ".join(words)}
+    if target == "soft":
+        _cli_of(ctl).execute(rec["line"])
+        rec["via"] = "cli"
+        return rec
+    if weights is None:
+        rec["via"] = "none"   # BMv2 is strict priority already
+        return rec
+    if not port_rate_bps:
+        raise ControllerError("set_priority_weights on BMv2 needs an earlier "
+                              "set_port_rate_bps for the port (the cap is a share of it)")
+    top = max(range(len(weights)), key=lambda i: (weights[i], i))
+    bps = port_rate_bps * weights[top] / sum(weights)
+    pps = bps_to_pps(bps, packet_bytes)
+    ctl.set_queue_rate(pps, port, top)
+    rec.update(via="set_queue_rate", port=port, priority=top, bps=bps, pps=pps,
+               note=BMV2_WEIGHTS_NOTE)
+    return rec
+
+
+def _port_rate(applied: list[dict[str, Any]], port: int) -> float | None:
+    """The last bit rate a plan line gave ``port`` (or every port)."""
+    for rec in reversed(applied):
+        if rec.get("line", "").split()[:1] == ["set_port_rate_bps"] and rec.get("port") in (
+                None, port):
+            return float(rec["bps"])
+    return None
+
+
+def apply_switch_command(ctl: Any, line: str, target: str, packet_bytes: int,
+                         port_rate_bps: float | None = None) -> dict[str, Any]:
     """Apply one plan line (simple_switch_CLI syntax) through the switch's
     testbed.controller API; what was done, for summary.json.
 
@@ -355,6 +406,8 @@ def apply_switch_command(ctl: Any, line: str, target: str, packet_bytes: int) ->
             getattr(ctl, verb)(value, port, prio)
             rec.update(via=verb)
         return rec
+    if verb == "set_priority_weights":
+        return _priority_weights(ctl, words, target, packet_bytes, port_rate_bps)
     if verb == "table_set_default":
         if len(words) < 3:
             raise ControllerError("table_set_default <table> <action> [<value> ...]")
@@ -379,7 +432,11 @@ def _apply_commands(ctl: Any, lines: tuple[str, ...] | list[str], target: str,
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
-            rec = apply_switch_command(ctl, line.strip(), target, packet_bytes)
+            words = line.split()
+            rate = (_port_rate(applied, int(words[1], 0))
+                    if words[0] == "set_priority_weights" and len(words) > 1
+                    and words[1].isdigit() else None)
+            rec = apply_switch_command(ctl, line.strip(), target, packet_bytes, rate)
         except ControllerError as e:
             raise RunError(f"{where}: switch command failed: {line.strip()}: {e}") from e
         applied.append({"where": where, **rec})

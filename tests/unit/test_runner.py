@@ -139,13 +139,14 @@ def l3_ecn() -> object:
     return compile_program(Path(__file__).resolve().parents[2] / "switches/p4/l3_ecn.p4")
 
 
-def _recording_cli(program: object, target: str) -> tuple[list[str], object]:
+def _recording_cli(program: object, target: str,
+                   priority_queues: int = 1) -> tuple[list[str], object]:
     """A CliController of ``target`` over an in-process soft switch running
     ``program``, recording every line it sends."""
     from switches.soft.runtime.switch import SoftSwitch
     from testbed.controller import CliController
 
-    sw = SoftSwitch(program)
+    sw = SoftSwitch(program, priority_queues=priority_queues)
     lines: list[str] = []
 
     def execute(line: str) -> str:
@@ -207,3 +208,24 @@ def test_summary_records_how_the_port_rate_was_set() -> None:
                               "port": None, "packet_bytes": 1082, "note": "approximation"}])
     assert rec == {"via": "set_queue_rate", "bps": 4000000, "pps": 462, "port": None,
                    "packet_bytes": 1082, "note": "approximation"}
+
+
+def test_priority_weights_are_drr_on_soft_and_a_rate_cap_on_bmv2(l3_ecn: object) -> None:
+    from testbed.controller import ControllerError
+    from testbed.runner import RunError, _apply_commands, apply_switch_command
+
+    sent, ctl = _recording_cli(l3_ecn, "soft", priority_queues=2)
+    rec = apply_switch_command(ctl, "set_priority_weights 3 10 90", "soft", 1000)
+    assert sent == ["set_priority_weights 3 10 90"] and rec["via"] == "cli"
+
+    sent, ctl = _recording_cli(l3_ecn, "bmv2", priority_queues=2)
+    applied: list[dict] = []
+    _apply_commands(ctl, ["set_port_rate_bps 8000000", "set_priority_weights 3 10 90"],
+                    "bmv2", 1000, "topology", applied)
+    # the high queue (priority 1, weight 90) is capped at 90% of 8 Mb/s of 1000-byte frames
+    assert sent == ["set_queue_rate 1000", "set_queue_rate 900 3 1"]
+    assert applied[1]["via"] == "set_queue_rate" and "strict priority" in applied[1]["note"]
+    with pytest.raises(RunError, match="needs an earlier set_port_rate_bps"):
+        _apply_commands(ctl, ["set_priority_weights 3 10 90"], "bmv2", 1000, "topology", [])
+    with pytest.raises(ControllerError, match="positive weight"):
+        apply_switch_command(ctl, "set_priority_weights 3 0 90", "soft", 1000)

@@ -16,9 +16,21 @@
  *   table_add MyIngress.port_smac MyIngress.set_smac 1 => 02:00:00:00:00:01
  *
  * Requires headers.p4 / parser.p4 and the program's `struct metadata_t`.
+ *
+ * A program that needs more than routing in ingress (e.g. a queue choice)
+ * defines, before including this file, L3_INGRESS_EXTRA_DECLS (actions and
+ * tables declared in the control) and L3_INGRESS_EXTRA_APPLY (statements run
+ * after a routed packet's port_smac), so the routing tables keep their names.
  */
 #ifndef TESTBED_L3_INGRESS_P4
 #define TESTBED_L3_INGRESS_P4
+
+#ifndef L3_INGRESS_EXTRA_DECLS
+#define L3_INGRESS_EXTRA_DECLS
+#endif
+#ifndef L3_INGRESS_EXTRA_APPLY
+#define L3_INGRESS_EXTRA_APPLY
+#endif
 
 control MyIngress(inout headers_t hdr,
                   inout metadata_t meta,
@@ -61,6 +73,8 @@ control MyIngress(inout headers_t hdr,
         default_action = NoAction();
     }
 
+    L3_INGRESS_EXTRA_DECLS
+
     apply {
         if (standard_metadata.parser_error != error.NoError ||
                 standard_metadata.checksum_error == 1 ||
@@ -69,6 +83,7 @@ control MyIngress(inout headers_t hdr,
             drop();
         } else if (ipv4_lpm.apply().hit) {
             port_smac.apply();
+            L3_INGRESS_EXTRA_APPLY
         }
     }
 }
