@@ -24,9 +24,10 @@ class Provider(Protocol):
         ...
 
     def send(self, sport: int, dst_ip: str, dst_port: int,
-             parts: Sequence[bytes | memoryview], ecn: int) -> bool:
-        """Send the concatenation of ``parts`` as one datagram; False if it was dropped
-        locally (socket buffer full)."""
+             parts: Sequence[bytes | memoryview], ecn: int, dscp: int = 0) -> bool:
+        """Send the concatenation of ``parts`` as one datagram with IP ECN bits
+        ``ecn`` and DSCP ``dscp``; False if it was dropped locally (socket
+        buffer full)."""
         ...
 
     def recv(self, max_pkts: int) -> list[Datagram]:

@@ -28,7 +28,7 @@ IP_MTU_DISCOVER = getattr(socket, "IP_MTU_DISCOVER", 10)
 IP_PMTUDISC_DO = getattr(socket, "IP_PMTUDISC_DO", 2)
 _SOL_IP = socket.IPPROTO_IP
 _ANC_SPACE = socket.CMSG_SPACE(4) + socket.CMSG_SPACE(12) + 64
-_TOS_CMSG = {ecn: [(_SOL_IP, IP_TOS, struct.pack("i", ecn))] for ecn in range(4)}
+_TOS_CMSG = [[(_SOL_IP, IP_TOS, struct.pack("i", tos))] for tos in range(256)]
 
 
 class UdpProvider:
@@ -96,11 +96,12 @@ class UdpProvider:
             s.close()
 
     def send(self, sport: int, dst_ip: str, dst_port: int,
-             parts: Sequence[bytes | memoryview], ecn: int) -> bool:
+             parts: Sequence[bytes | memoryview], ecn: int, dscp: int = 0) -> bool:
         s = self._tx[sport]
         if ecn == ECN_ECT0:
             ecn = self.data_ecn
-        anc = () if ecn == self.data_ecn else _TOS_CMSG[ecn & ECN_MASK]
+        tos = ((dscp & 0x3F) << 2) | (ecn & ECN_MASK)
+        anc = () if tos == self.data_ecn else _TOS_CMSG[tos]
         try:
             s.sendmsg(parts, anc, 0, (dst_ip, dst_port))
             return True

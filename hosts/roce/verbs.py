@@ -385,6 +385,9 @@ class QP:
         self.rnr_retry = 7
         self.sport = sport
         self.job_id = job_id
+        # DSCP of the data packets, read as each packet leaves: a sender may
+        # change it between packets (a per-packet priority class).
+        self.dscp = 0
         self.max_inflight = ctx.scale.max_inflight_pkts
         self.rate_controller = rate_controller or ctx.rate_controller_factory()
         self.pacer = pacer or ctx.pacer_factory()
@@ -392,7 +395,8 @@ class QP:
             "tx_pkts", "tx_bytes", "tx_drops", "retransmits", "rto", "naks_rcvd",
             "rnr_naks_rcvd", "acks_rcvd", "cnps_rcvd", "rx_pkts", "rx_bytes", "dup_pkts",
             "out_of_seq", "naks_sent", "rnr_naks_sent", "acks_sent", "cnps_sent",
-            "ce_pkts", "paced_pkts", "pacing_late_sum_ns", "pacing_late_max_ns"), 0)
+            "ce_pkts", "paced_pkts", "pacing_late_sum_ns", "pacing_late_max_ns",
+            "acked_pkts"), 0)
         self._pseudo_tx: dict[int, bytes] = {}
         self._reset_state()
         self.engine._add_qp(self)
@@ -578,14 +582,15 @@ class QP:
             self._pseudo_tx[key] = p
         return p
 
-    def _xmit(self, hdr: bytes, payload, ecn: int, sport: int | None = None) -> bool:
+    def _xmit(self, hdr: bytes, payload, ecn: int, sport: int | None = None,
+              dscp: int = 0) -> bool:
         if sport is None:
             sport = self.sport
         pad = _PAD[-len(payload) & 3]
         roce_len = len(hdr) + len(payload) + len(pad) + ICRC_LEN
         crc = wire.icrc_parts(self._pseudo(roce_len, sport), hdr, payload, pad)
         ok = self.ctx.provider.send(sport, self.dest_ip, self.dest_port,
-                                    (hdr, payload, pad + _ICRC.pack(crc)), ecn)
+                                    (hdr, payload, pad + _ICRC.pack(crc)), ecn, dscp)
         if not ok:
             self.stats["tx_drops"] += 1
         return ok
@@ -682,7 +687,7 @@ class QP:
                 st["pacing_late_sum_ns"] += late
                 if late > st["pacing_late_max_ns"]:
                     st["pacing_late_max_ns"] = late
-            if not self._xmit(hdr, payload, ECN_ECT0, wsport):
+            if not self._xmit(hdr, payload, ECN_ECT0, wsport, self.dscp):
                 # the socket buffer is full: retry shortly rather than lose the packet
                 self._pace_at = now + _TX_RETRY_NS
                 break
@@ -732,6 +737,7 @@ class QP:
                 self.send_cq._push(WC(w.wr.wr_id, WCStatus.SUCCESS, _wc_op(w.op), w.length,
                                       None, self.qp_num, self.dest_qp_num, now))
         self._tx_idx = max(0, self._tx_idx - popped)
+        self.stats["acked_pkts"] += seq + 1 - self._snd_una
         self._snd_una = seq + 1
         if self._snd_nxt < self._snd_una:
             self._snd_nxt = self._snd_una

@@ -137,3 +137,27 @@ def test_icrc_is_valid_on_the_real_wire():
         cap.close()
         A.close()
         B.close()
+
+
+def test_send_carries_the_dscp_beside_the_ecn_bits():
+    """A per-datagram DSCP (a priority class) reaches the wire in the TOS byte."""
+    import socket
+
+    from hosts.roce.constants import ECN_ECT0, ECN_NOT_ECT
+
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind((LO, 0))
+    rx.setsockopt(socket.IPPROTO_IP, 13, 1)   # IP_RECVTOS
+    rx.settimeout(2)
+    prov = UdpProvider(LO, port=0)
+    prov.open_port(0xC001)
+    try:
+        got = []
+        for ecn, dscp in ((ECN_ECT0, 8), (ECN_ECT0, 0), (ECN_NOT_ECT, 46)):
+            assert prov.send(0xC001, LO, rx.getsockname()[1], (b"x" * 8,), ecn, dscp)
+            _, anc, _, _ = rx.recvmsg(64, 64)
+            got += [c[2][0] for c in anc if c[1] in (1, 13)]   # IP_TOS
+        assert got == [(8 << 2) | 2, 2, 46 << 2]
+    finally:
+        prov.close()
+        rx.close()
