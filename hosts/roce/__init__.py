@@ -10,11 +10,13 @@ constants   opcodes (``Opcode``), AETH syndromes, UDP port, ECN codepoints, tag
             the job id travels in BTH byte 4 (``job_id``). P4 copy:
             switches/p4/include/headers.p4.
 wire        struct-based encode/decode (``encode_packet``, ``encode_cnp``, ``decode``)
-            and the ICRC (``icrc``, ``pseudo_header``, ``icrc_of_ipv4`` for whole
-            IPv4 packets). Receivers rebuild the IPv4 header with identification 0
-            and DF (what Linux sends from these sockets): a switch that rewrites
-            headers must keep those and recompute the ICRC, or the receiving
-            ``Context(check_icrc=False)`` must be used.
+            and the ICRC (``icrc``, ``pseudo_header``, ``icrc_of_ipv4`` /
+            ``icrc_ok_ipv4`` for whole IPv4 packets). Receivers check it over the
+            IPv4 and UDP headers as they arrived (any identification, as rdma_rxe
+            and NICs send); senders assume identification 0 and DF (what Linux
+            sends from these sockets). A switch that rewrites covered fields must
+            recompute the ICRC, or the receiving ``Context(check_icrc=False)``
+            must be used.
 scapy_layers  scapy layers (BTH with job_id, RETH, AETH, ImmDt, CNP) for tests/pcaps.
 scale       ``Scale``: one setting from which RTO, CNP interval, ACK coalescing...
             derive (``scale.ns(real_us)``, ``scale.bytes(real_bytes)``,
@@ -28,6 +30,8 @@ provider    the ``Provider`` protocol an engine runs on (now_ns, open_port/close
             send, recv, wait, close).
 udp_provider  ``UdpProvider(local_ip, port=4791, data_ecn=ECT0)``: kernel UDP
             sockets (Mininet hosts); ``data_ecn`` replaces ECT(0) on data packets.
+            Receives through a filtered raw IPv4 socket, to see each datagram's
+            IPv4 header as it arrived (needs CAP_NET_RAW).
 rxe_provider  ``RxeContext(local_ip=None, netdev=None, retag="ignore")``: the same
             Context/PD/MR/CQ/QP calls over pyverbs on a Linux rdma_rxe device (the
             kernel runs the transport; source ports, tags and limits: README.md).
@@ -80,7 +84,8 @@ Objects
   timestamp_ns (CLOCK_MONOTONIC).
 - ``QP`` attributes (``QPAttr`` fields or ``modify(**kw)``): state, dest_ip,
   dest_qp_num, rq_psn, sq_psn, path_mtu (256..4096, default 1024), timeout_ns
-  (None -> scale.rto_ns), retry_cnt (default 7), rnr_retry (7 = infinite),
+  (None -> scale.rto_ns), retry_cnt and rnr_retry (0..7, default 7; 7 means
+  retry forever, as in InfiniBand, rdma_rxe and NICs: ``RETRY_FOREVER``),
   sport (the flow tag, default tag_sport(0)), job_id (0..255), max_inflight
   (unacknowledged packets, default scale.max_inflight_pkts), dest_port (the
   peer's UDP port, 4791; tests on one address override it). Also ``qp.qp_num``,
@@ -90,7 +95,8 @@ Objects
 - Transport: 24-bit PSNs with wrap; responder ACKs at AckReq / message end /
   every ``scale.ack_every_pkts`` / after ``scale.ack_delay_ns``; duplicates
   re-ACKed, not re-applied; one NAK (PSN sequence error) per gap; go-back-N
-  from the NAKed PSN; RTO with retry_cnt -> WCStatus.RETRY_EXC_ERR and QP ERR
+  from the NAKed PSN; more than retry_cnt RTOs in a row (retry_cnt < 7) ->
+  WCStatus.RETRY_EXC_ERR and QP ERR
   (other WRs flushed with WR_FLUSH_ERR); RNR NAK when no receive WQE.
 - DCQCN notification point: data leaves with ECT(0); a CE-marked data packet
   makes the receiving QP send a CNP (opcode 0x81) to its peer QP, at most one
@@ -109,6 +115,7 @@ Objects
 """
 
 from hosts.roce.constants import (
+    RETRY_FOREVER,
     ROCE_UDP_PORT,
     Opcode,
     sport_step,
@@ -151,7 +158,8 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "ROCE_UDP_PORT", "Opcode", "sport_step", "tag_sport", "FixedRate", "GapPacer", "Pacer",
+    "RETRY_FOREVER", "ROCE_UDP_PORT", "Opcode", "sport_step", "tag_sport", "FixedRate",
+    "GapPacer", "Pacer",
     "RateController", "Scale", "SimWire", "CQ", "MR", "PD", "QP", "SGE", "WC", "Access",
     "Context", "Engine", "QPAttr", "QPState", "RecvWR", "SendWR", "VerbsError", "WCOpcode",
     "WCStatus", "WROpcode", "UdpProvider", "RxeContext", "connect_pair",

@@ -115,3 +115,7 @@ FRAME_OVERHEAD = ETH_HDR_LEN + IPV4_HDR_LEN + UDP_HDR_LEN
 # Path MTUs (IBA values); the payload per packet.
 PATH_MTUS = (256, 512, 1024, 2048, 4096)
 DEFAULT_PATH_MTU = 1024
+
+# retry_cnt and rnr_retry are 3-bit fields; 7 means "retry forever" for both
+# (InfiniBand's rule for rnr_retry, applied by rdma_rxe and NICs to retry_cnt too).
+RETRY_FOREVER = 7

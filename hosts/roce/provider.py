@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-# One received datagram: (RoCE packet, src ip, src port, dst ip, dst port, ECN bits).
-Datagram = tuple[bytes | bytearray | memoryview, str, int, str, int, int]
+# One received datagram: the whole IPv4 packet (IPv4 header, UDP header, RoCE
+# packet) exactly as it arrived. The ICRC covers the IPv4 identification and flags,
+# which a NIC sets as it likes, so the receiver needs the header it was sent with.
+Datagram = bytes | bytearray | memoryview
 
 
 class Provider(Protocol):
@@ -31,7 +33,8 @@ class Provider(Protocol):
         ...
 
     def recv(self, max_pkts: int) -> list[Datagram]:
-        """Datagrams received so far (nonblocking), at most ``max_pkts``."""
+        """IPv4 packets to the local RoCE port received so far (nonblocking), at most
+        ``max_pkts``, each with its IPv4 and UDP headers as they arrived."""
         ...
 
     def wait(self, deadline_ns: int | None) -> None:

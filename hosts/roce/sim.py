@@ -5,6 +5,10 @@ seeded RNG (loss, duplication, reordering, CE marking, corruption) or decided
 per packet by ``hook`` (sees the decoded packet; returns None or one of "drop",
 "dup", "ce", "corrupt", an int: extra delay in ns, or a list of extra
 delays: one copy delivered after each).
+
+Receivers get whole IPv4 packets, as from the udp provider's raw socket: the
+header is the one Linux puts on the udp provider's datagrams (identification 0,
+DF, TTL 64) with the ECN bits the wire decided.
 """
 
 from __future__ import annotations
@@ -12,12 +16,33 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+import socket
+import struct
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hosts.roce import wire
-from hosts.roce.constants import ECN_CE, ECN_MASK, ECN_NOT_ECT
+from hosts.roce.constants import (
+    ECN_CE,
+    ECN_MASK,
+    ECN_NOT_ECT,
+    IP_PROTO_UDP,
+    IPV4_HDR_LEN,
+    UDP_HDR_LEN,
+)
+
+_IPV4_UDP = struct.Struct("!BBHHHBBH4s4sHHHH")
+
+
+def ipv4_udp_packet(src_ip: str, sport: int, dst_ip: str, dport: int, ecn: int,
+                    payload: bytes, ident: int = 0) -> bytes:
+    """The IPv4/UDP packet Linux sends for ``payload`` from an unconnected UDP
+    socket with DF (identification 0 unless given; header checksum left 0)."""
+    return _IPV4_UDP.pack(
+        0x45, ecn & ECN_MASK, IPV4_HDR_LEN + UDP_HDR_LEN + len(payload), ident, wire.IP_FLAG_DF,
+        64, IP_PROTO_UDP, 0, socket.inet_aton(src_ip), socket.inet_aton(dst_ip), sport, dport,
+        UDP_HDR_LEN + len(payload), 0) + payload
 
 
 class SimStall(RuntimeError):
@@ -53,7 +78,7 @@ class SimWire:
                                        "reordered", "ce_marked", "corrupted"), 0)
         self._providers: dict[str, SimProvider] = {}
         self._engines: list = []
-        self._heap: list[tuple[int, int, str, tuple]] = []
+        self._heap: list[tuple[int, int, str, bytes]] = []
         self._seq = itertools.count()
 
     def provider(self, ip: str) -> SimProvider:
@@ -102,20 +127,20 @@ class SimWire:
         if isinstance(action, (list, tuple)):     # one copy per extra delay given
             extra = list(action)
             c["duplicated"] += len(extra) - 1
+        pkt = ipv4_udp_packet(src_ip, sport, dst_ip, dport, ecn, data)
         for d in extra:
-            heapq.heappush(self._heap, (self.clock + delay + d, next(self._seq), dst_ip,
-                                        (data, src_ip, sport, dst_ip, dport, ecn & ECN_MASK)))
+            heapq.heappush(self._heap, (self.clock + delay + d, next(self._seq), dst_ip, pkt))
 
     def _deliver_due(self) -> None:
         h = self._heap
         while h and h[0][0] <= self.clock:
-            _, _, dst, dgram = heapq.heappop(h)
+            _, _, dst, pkt = heapq.heappop(h)
             p = self._providers.get(dst)
             if p is None:
                 self.counters["dropped"] += 1
             else:
                 self.counters["delivered"] += 1
-                p._inbox.append(dgram)
+                p._inbox.append(pkt)
 
     def write_pcap(self, path: str) -> int:
         """Write the recorded datagrams as Ethernet/IPv4/UDP frames (timestamps from the

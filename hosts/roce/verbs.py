@@ -34,6 +34,7 @@ from hosts.roce.constants import (
     DEFAULT_PATH_MTU,
     ECN_CE,
     ECN_ECT0,
+    ECN_MASK,
     ECN_NOT_ECT,
     FRAME_OVERHEAD,
     ICRC_LEN,
@@ -46,7 +47,9 @@ from hosts.roce.constants import (
     OPS_WRITE,
     PATH_MTUS,
     PSN_MASK,
+    RETRY_FOREVER,
     ROCE_UDP_PORT,
+    UDP_HDR_LEN,
     Opcode,
     tag_sport,
 )
@@ -381,8 +384,8 @@ class QP:
         self.dest_port = ROCE_UDP_PORT
         self.path_mtu = DEFAULT_PATH_MTU
         self.timeout_ns: int | None = None
-        self.retry_cnt = 7
-        self.rnr_retry = 7
+        self.retry_cnt = RETRY_FOREVER
+        self.rnr_retry = RETRY_FOREVER
         self.sport = sport
         self.job_id = job_id
         # DSCP of the data packets, read as each packet leaves: a sender may
@@ -456,6 +459,9 @@ class QP:
             raise VerbsError("job_id must fit 8 bits")
         if "sport" in vals and not 0 < vals["sport"] <= 0xFFFF:
             raise VerbsError("sport must be a UDP port")
+        for k in ("retry_cnt", "rnr_retry"):
+            if k in vals and not 0 <= vals[k] <= RETRY_FOREVER:
+                raise VerbsError(f"{k} must be 0..{RETRY_FOREVER} ({RETRY_FOREVER} = forever)")
         if "sport" in vals and vals["sport"] != self.sport:
             self.ctx.provider.open_port(vals["sport"])
             self.ctx.provider.close_port(self.sport)
@@ -767,7 +773,7 @@ class QP:
         self._complete_through(s, now)
         if kind == AETH_KIND_RNR:
             st["rnr_naks_rcvd"] += 1
-            if self.rnr_retry != 7:
+            if self.rnr_retry != RETRY_FOREVER:
                 self._rnr_retries += 1
                 if self._rnr_retries > self.rnr_retry:
                     self._to_error(WCStatus.RNR_RETRY_EXC_ERR)
@@ -919,7 +925,7 @@ class QP:
             else:
                 self._retries += 1
                 self.stats["rto"] += 1
-                if self._retries > self.retry_cnt:
+                if self.retry_cnt != RETRY_FOREVER and self._retries > self.retry_cnt:
                     self._to_error(WCStatus.RETRY_EXC_ERR)
                     return
                 self._rewind(self._snd_una)
@@ -954,7 +960,6 @@ class Engine:
         self.qps: dict[int, QP] = {}
         self._qp_list: list[QP] = []
         self._qpn = itertools.count(0x11)
-        self._pseudo_rx: dict[tuple, bytes] = {}
         bind = getattr(ctx.provider, "bind_engine", None)
         if bind is not None:    # the simulated wire drives all its engines on one clock
             bind(self)
@@ -983,30 +988,25 @@ class Engine:
                 out[k] = max(out.get(k, 0), v) if "_max_" in k else out.get(k, 0) + v
         return out
 
-    def _on_datagram(self, data, src_ip: str, src_port: int, dst_ip: str, dst_port: int,
-                     ecn: int, now: int) -> None:
+    def _on_datagram(self, pkt, now: int) -> None:
+        """One received IPv4 packet (headers as they arrived, see Provider.recv)."""
         st = self.stats
         st["rx_datagrams"] += 1
-        n = len(data)
-        if n < BTH_LEN + ICRC_LEN:
+        n = len(pkt)
+        off = ((pkt[0] & 0x0F) * 4 if n else 0) + UDP_HDR_LEN     # start of the RoCE packet
+        if n < off + BTH_LEN + ICRC_LEN:
             st["malformed_drops"] += 1
             return
-        qp = self.qps.get(int.from_bytes(data[5:8], "big"))
+        qp = self.qps.get(int.from_bytes(pkt[off + 5:off + 8], "big"))
         if qp is None:
             st["unknown_qp_drops"] += 1
             return
-        mv = memoryview(data)
-        if self.ctx.check_icrc:
-            key = (src_ip, src_port, dst_ip, dst_port, n)
-            pseudo = self._pseudo_rx.get(key)
-            if pseudo is None:
-                if len(self._pseudo_rx) > 4096:
-                    self._pseudo_rx.clear()
-                pseudo = self._pseudo_rx[key] = wire.pseudo_header(src_ip, dst_ip, src_port,
-                                                                    n, dst_port)
-            if wire.icrc(pseudo, mv[: n - ICRC_LEN]) != _ICRC.unpack_from(mv, n - ICRC_LEN)[0]:
-                st["icrc_drops"] += 1
-                return
+        mv = memoryview(pkt)
+        if self.ctx.check_icrc and not wire.icrc_ok_ipv4(mv):
+            st["icrc_drops"] += 1
+            return
+        ecn = pkt[1] & ECN_MASK
+        mv = mv[off:]
         try:
             p = wire.decode(mv)
         except wire.WireError:
@@ -1029,8 +1029,8 @@ class Engine:
         now = prov.now_ns()
         # One bounded batch per pass, so a flooded receiver still gets to its timers
         # and ACKs; ACKs owed for the batch go out together below (coalescing).
-        for data, sip, sport, dip, dport, ecn in prov.recv(_RECV_BATCH):
-            self._on_datagram(data, sip, sport, dip, dport, ecn, now)
+        for pkt in prov.recv(_RECV_BATCH):
+            self._on_datagram(pkt, now)
         now = prov.now_ns()
         for qp in self._qp_list:
             qp._tick(now)

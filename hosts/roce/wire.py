@@ -7,10 +7,14 @@ ICRC (RoCEv2 invariant CRC): CRC-32 (the Ethernet/zlib polynomial) over
 UDP header and the RoCE packet up to the ICRC, with the fields routers may
 change set to all ones: IPv4 TOS, TTL and header checksum, the UDP checksum and
 BTH byte 4 (Resv8a; the testbed's job id). It is stored least significant byte
-first. Over kernel UDP sockets the IPv4 header is not visible, so both ends
-rebuild it: ``pseudo_header`` assumes IHL 5, identification 0 and DF set, which
-is what Linux sends from an unconnected UDP socket with IP_PMTUDISC_DO (the
-udp provider sets it), so the ICRC is valid on the real wire.
+first.
+
+Receivers check the ICRC over the IPv4 and UDP headers exactly as they arrived
+(``icrc_ok_ipv4``): real RoCE NICs and rdma_rxe fill in an IPv4 identification
+and the ICRC covers it, so a rebuilt header would reject their packets. Senders
+compute it over ``pseudo_header``, which assumes IHL 5, identification 0 and DF:
+what Linux sends from an unconnected UDP socket with IP_PMTUDISC_DO (the udp
+provider sets it).
 """
 
 from __future__ import annotations
@@ -85,16 +89,33 @@ def icrc_parts(pseudo: bytes, hdr: bytes, *rest: bytes | memoryview) -> int:
     return crc
 
 
-def icrc_of_ipv4(ip_packet: bytes) -> int:
-    """ICRC of a whole IPv4/UDP/RoCE packet as seen on the wire (any IP header;
-    for switches and captures). The packet's last 4 bytes are its ICRC."""
+_LRH_CRC = zlib.crc32(_LRH_ONES)
+
+
+def icrc_of_ipv4(ip_packet: bytes | bytearray | memoryview) -> int:
+    """ICRC of a whole IPv4/UDP/RoCE packet as it is on the wire (any IPv4 header,
+    options included). The packet's last 4 bytes are where its ICRC is stored."""
     ihl = (ip_packet[0] & 0x0F) * 4
-    hdr = bytearray(ip_packet[: ihl + UDP_HDR_LEN])
+    roce = ihl + UDP_HDR_LEN
+    # The headers and the first BTH word with the variant fields set to ones:
+    # TOS, TTL, IPv4 checksum, UDP checksum, BTH byte 4.
+    hdr = bytearray(ip_packet[: roce + 5])
     hdr[1] = 0xFF
     hdr[8] = 0xFF
-    hdr[10:12] = b"\xff\xff"
-    hdr[ihl + 6: ihl + 8] = b"\xff\xff"
-    return icrc(_LRH_ONES + bytes(hdr), memoryview(ip_packet)[ihl + UDP_HDR_LEN: -ICRC_LEN])
+    hdr[10] = hdr[11] = 0xFF
+    hdr[ihl + 6] = hdr[ihl + 7] = 0xFF
+    hdr[roce + 4] = 0xFF
+    mv = ip_packet if isinstance(ip_packet, memoryview) else memoryview(ip_packet)
+    return zlib.crc32(mv[roce + 5: len(mv) - ICRC_LEN], zlib.crc32(hdr, _LRH_CRC))
+
+
+def icrc_ok_ipv4(ip_packet: bytes | bytearray | memoryview) -> bool:
+    """True if a received IPv4/UDP/RoCE packet (as it arrived: identification,
+    flags, TOS and checksums untouched) ends in its correct ICRC."""
+    n = len(ip_packet)
+    if n < (ip_packet[0] & 0x0F) * 4 + UDP_HDR_LEN + BTH_LEN + ICRC_LEN:
+        return False
+    return icrc_of_ipv4(ip_packet) == ICRC.unpack_from(ip_packet, n - ICRC_LEN)[0]
 
 
 def bth(opcode: int, dqpn: int, psn: int, *, job_id: int = 0, ackreq: bool = False,

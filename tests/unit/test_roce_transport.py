@@ -252,6 +252,25 @@ def test_retry_exhaustion_completes_with_error_and_flushes():
     assert [(w.wr_id, w.status) for w in t.ca.poll(5)] == [(3, WCStatus.WR_FLUSH_ERR)]
 
 
+def test_retry_cnt_7_retries_forever_as_on_infiniband():
+    t = Pair(size=4 * MTU, retry_cnt=7)
+    dropping = [True]
+    t.wire.hook = lambda p, s, d: "drop" if dropping[0] and p.opcode in OPS_DATA else None
+    t.write(wr_id=1, length=MTU)
+    t.wire.run(lambda: t.qa.stats["rto"] >= 20, timeout=60)
+    assert t.qa.stats["rto"] >= 20 and t.qa.state == QPState.RTS and not len(t.ca)
+    dropping[0] = False
+    wa, _ = t.run_until_wc(1)
+    assert [(w.wr_id, w.status) for w in wa] == [(1, WCStatus.SUCCESS)]
+
+
+@pytest.mark.parametrize("field", ["retry_cnt", "rnr_retry"])
+def test_retry_counts_beyond_7_are_refused(field):
+    t = Pair(size=MTU)
+    with pytest.raises(VerbsError, match=field):
+        t.qa.modify(**{field: 8})
+
+
 class RecordingRate(FixedRate):
     def __init__(self, rate_bps=20e6):
         super().__init__(rate_bps)

@@ -183,7 +183,8 @@ def test_wr_tag_is_the_source_port_on_real_udp_sockets():
 
         def spy(n):
             got = recv(n)
-            seen.extend((sport, W.decode(d).job_id) for d, _, sport, _, _, _ in got)
+            seen.extend((int.from_bytes(d[20:22], "big"), W.decode(d[28:]).job_id)
+                        for d in got)
             return got
         B.provider.recv = spy
         tag = tag_sport(0x1234)
