@@ -8,18 +8,18 @@ parallel. Prints PASS/FAIL per test and two totals:
   (b) all v1model tests.
 The corpus is read in place; nothing from it is copied into the repository.
 
-    .venv/bin/python scripts/p4c_corpus.py [--corpus DIR] [--filter SUBSTR]
+    .venv/bin/python scripts/p4c_corpus.py [--corpus ROOT] [--filter SUBSTR]
         [--only-failures] [--json] [--jobs 2] [--timeout 60] [--backend pypy]
 
-The corpus directory defaults to $P4C_CORPUS, else
-/work/p4c-corpus/testdata/p4_16_samples.
+ROOT is the corpus root (the directory holding testdata/: a p4c checkout or
+a copy); it defaults to $P4C_CORPUS, else ../shared/p4c-corpus next to the
+repository (see switches/p4c_corpus.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
@@ -28,10 +28,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-DEFAULT_CORPUS = "/work/p4c-corpus/testdata/p4_16_samples"
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
+from switches.p4c_corpus import CORPUS_ENV, corpus_root, samples_dir, v1model_stf_tests  # noqa: E402
+
 _ADD = re.compile(r"^\s*add\s", re.MULTILINE)
 
 
@@ -49,35 +50,8 @@ class Outcome:
         return self.status == "pass"
 
 
-def is_v1model(p4: Path, seen: set[Path] | None = None) -> bool:
-    """True if the program (or a file it includes with quotes) includes v1model.p4."""
-    seen = set() if seen is None else seen
-    if p4 in seen or not p4.is_file():
-        return False
-    seen.add(p4)
-    text = p4.read_text(errors="replace")
-    for kind, name in _INCLUDE.findall(text):
-        if Path(name).name == "v1model.p4":
-            return True
-        if kind == '"' and is_v1model((p4.parent / name).resolve(), seen):
-            return True
-    return False
-
-
-def discover(corpus: Path, substr: str | None) -> list[tuple[Path, Path]]:
-    tests = []
-    for stf in sorted(corpus.rglob("*.stf")):
-        p4 = stf.with_suffix(".p4")
-        if substr and substr not in str(stf.relative_to(corpus)):
-            continue
-        if p4.is_file() and is_v1model(p4):
-            tests.append((p4, stf))
-    return tests
-
-
 def run_one(p4: str, stf: str, backend: str = "python") -> int:
     """Child process: run one test, print one JSON line, exit 0."""
-    sys.path.insert(0, str(ROOT))
     out: dict[str, object] = {"status": "crash", "detail": "", "packets": 0}
     try:
         from switches.soft.frontend.source import P4Error, P4Unsupported
@@ -127,8 +101,9 @@ def run_test(p4: Path, stf: Path, corpus: Path, timeout: float,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Run p4c's v1model STF corpus on the soft target.")
-    ap.add_argument("--corpus", type=Path,
-                    default=Path(os.environ.get("P4C_CORPUS", DEFAULT_CORPUS)))
+    ap.add_argument("--corpus", type=Path, default=None, metavar="ROOT",
+                    help=f"corpus root, holding testdata/ (default: ${CORPUS_ENV}, else "
+                         f"{corpus_root()})")
     ap.add_argument("--filter", dest="substr", help="only tests whose path contains SUBSTR")
     ap.add_argument("--only-failures", action="store_true", help="print only failing tests")
     ap.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
@@ -141,10 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.run_one:
         return run_one(args.run_one[0], args.run_one[1], backend=args.backend)
 
-    corpus = args.corpus.resolve()
+    corpus = samples_dir(args.corpus).resolve()
     if not corpus.is_dir():
-        ap.error(f"corpus directory not found: {corpus}")
-    tests = discover(corpus, args.substr)
+        ap.error(f"corpus samples not found: {corpus} (give --corpus or set {CORPUS_ENV} "
+                 "to the directory holding testdata/)")
+    tests = [(p4, stf) for p4, stf in v1model_stf_tests(corpus)
+             if not args.substr or args.substr in str(stf.relative_to(corpus))]
     outcomes: list[Outcome] = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = [pool.submit(run_test, p4, stf, corpus, args.timeout, args.backend)

@@ -10,14 +10,13 @@ in over P4Runtime as on a Mininet node; ``add``/``setdefault`` become
 P4Runtime writes, other simple_switch_CLI verbs go through the CLI. BMv2
 forwards asynchronously, so a control command after packets waits until the
 outputs settle, and the verdict is taken once no frame came for a while.
-Expectations, value syntax and the verdict are the soft runner's
-(:mod:`switches.soft.stf`). Not supported: ``check_counter``, ``remove``.
+Syntax, names, value forms and the verdict are :mod:`switches.stf`'s, as on
+the soft target. Not supported: ``check_counter``, ``remove``.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import socket
 import subprocess
 import tempfile
@@ -39,23 +38,14 @@ from switches.bmv2.launch import (
     switch_command,
     wait_listening,
 )
-from switches.soft.stf import (
-    STF_ACTION_RE,
-    StfError,
-    StfResult,
-    StfRunner,
-    parse_stf_int,
-    parse_stf_lpm,
-    parse_stf_ternary,
-    resolve_stf_name,
-)
+from switches.stf.engine import Entry, KeyField, TableView, run_commands
+from switches.stf.syntax import StfError, StfSyntaxError, parse_stf, stf_ports
+from switches.stf.verdict import StfResult
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
 QUIET_S = 0.5  # no frame for this long: the switch is done with what it got
 SETTLE_MAX_S = 10.0
-PRIO_GIVEN = 1 << 20  # STF priorities (higher wins) sit above the entries without one
-PRIO_NONE = 1 << 19  # entries without a priority: earlier ones win
 
 
 class _Wire:
@@ -107,6 +97,11 @@ class _Wire:
                 return
             time.sleep(0.02)
 
+    def snapshot(self) -> dict[int, list[bytes]]:
+        """The frames received so far, per port."""
+        with self._lock:
+            return {p: list(f) for p, f in self.received.items()}
+
     def close(self) -> None:
         self._stop.set()
         for t in self._threads:
@@ -141,96 +136,86 @@ def _del_veths(pairs: Mapping[int, tuple[str, str]]) -> None:
         subprocess.run(["ip", "link", "del", sw_end], capture_output=True)
 
 
-def stf_ports(text: str) -> list[int]:
-    """The ports a test sends to or expects on."""
-    ports = set()
-    for raw in text.splitlines():
-        m = re.match(r"\s*(packet|expect)\s+(\d+)", raw.split("#", 1)[0], re.IGNORECASE)
-        if m:
-            ports.add(int(m.group(2)))
-    return sorted(ports)
+_MATCH_KINDS = {2: "exact", 3: "lpm", 4: "ternary", 5: "range", 6: "optional"}  # p4info MatchType
 
 
-class _Bmv2Control:
-    """STF control commands as P4Runtime writes (tables) or CLI lines."""
+class Bmv2Target:
+    """BMv2 as an STF target: frames over the veth pairs, entries as
+    P4Runtime writes, other simple_switch_CLI verbs through the CLI. BMv2
+    forwards asynchronously: a control command after packets first waits
+    until the outputs settle, so those packets see the old state."""
 
-    def __init__(self, ctl: Any) -> None:
+    def __init__(self, ctl: Any, wire: _Wire) -> None:
+        from testbed.controller import ControllerError
+
+        self.command_errors: tuple[type[Exception], ...] = (ControllerError, KeyError,
+                                                            ValueError)
         self.ctl = ctl
-        self.tables = {t.preamble.name: t for t in ctl.p4info.tables}
-        self.actions = {a.preamble.id: a for a in ctl.p4info.actions}
-        self._noprio = 0
+        self.wire = wire
+        self._sent = False  # packets sent since the outputs last settled
+        self._entries = 0
+        actions = {a.preamble.id: a for a in ctl.p4info.actions}
+        self._params = {a.preamble.name: [(p.name, p.bitwidth) for p in a.params]
+                        for a in ctl.p4info.actions}
+        self._views = {
+            t.preamble.name: TableView(
+                t.preamble.name,
+                tuple(KeyField(f.name, _MATCH_KINDS.get(f.match_type, "exact"), f.bitwidth)
+                      for f in t.match_fields),
+                tuple(actions[r.id].preamble.name for r in t.action_refs if r.id in actions))
+            for t in ctl.p4info.tables}
 
-    def _table(self, name: str) -> Any:
-        return self.tables[resolve_stf_name(list(self.tables), name.strip('"'), "table")]
+    def tables(self) -> Mapping[str, TableView]:
+        return self._views
 
-    def _action(self, table: Any, name: str) -> str:
-        allowed = {r.id for r in table.action_refs}
-        names = [a.preamble.name for i, a in self.actions.items() if i in allowed]
-        return resolve_stf_name(names, name.strip('"'), "action")
+    def action_params(self, action: str) -> Sequence[tuple[str, int]]:
+        return self._params.get(action, [])
 
-    @staticmethod
-    def _args(text: str) -> dict[str, int]:
-        out = {}
-        for part in [p for p in text.split(",") if p.strip()]:
-            k, sep, v = part.partition(":")
-            if not sep:
-                raise StfError(f"action argument '{part.strip()}' is not <name>:<value>")
-            out[k.strip()] = parse_stf_int(v)
-        return out
+    def send(self, port: int, frame: bytes) -> None:
+        self.wire.send(port, frame)
+        self._sent = True
 
-    def add(self, text: str) -> None:
-        m = STF_ACTION_RE.search(text)
-        if not m:
-            raise StfError("add needs an action call <action>(<args>)")
-        head = text[:m.start()].split()
-        if not head:
-            raise StfError("add needs a table name")
-        table = self._table(head[0])
-        toks = head[1:]
-        prio = None
-        if toks and re.fullmatch(r"[0-9]+", toks[0]):
-            prio = int(toks[0])
-            toks = toks[1:]
-        fields = {f.name: f for f in table.match_fields}
+    def settle(self) -> None:
+        self.wire.settle()
+        self._sent = False
+
+    def _before_control(self) -> None:
+        if self._sent:
+            self.settle()
+
+    def outputs(self) -> Mapping[int, Sequence[bytes]]:
+        return self.wire.snapshot()
+
+    def add(self, entry: Entry) -> int:
+        self._before_control()
+        view = self._views[entry.table]
         match: dict[str, Any] = {}
-        for tok in toks:
-            kname, sep, val = tok.rpartition(":")
-            if not sep:
-                raise StfError(f"key '{tok}' is not <field>:<value>")
-            f = fields[resolve_stf_name(list(fields), kname.strip('"'), "key field")]
-            kind = f.match_type  # p4info MatchType: 2 exact 3 lpm 4 ternary 5 range 6 optional
-            if kind == 3:
-                match[f.name] = parse_stf_lpm(val, f.bitwidth)
-            elif kind in (4, 6):
-                v, mask = parse_stf_ternary(val, f.bitwidth)
-                match[f.name] = (v & mask, mask) if kind == 4 else v
-            elif kind == 5:
-                lo, _, hi = val.partition("->")
-                match[f.name] = (parse_stf_int(lo), parse_stf_int(hi or lo))
+        for key, m in zip(view.keys, entry.matches, strict=True):
+            if m is None:
+                continue  # not given: P4Runtime's don't-care (omitted field)
+            if key.kind == "optional":
+                assert isinstance(m, tuple)
+                if m[1]:
+                    match[key.name] = m[0]
             else:
-                match[f.name] = parse_stf_int(val)
-        needs_prio = any(f.match_type in (4, 5, 6) for f in table.match_fields)
-        p4rt_prio = None
-        if needs_prio:
-            if prio is not None:
-                p4rt_prio = PRIO_GIVEN + prio
-            else:
-                self._noprio += 1
-                p4rt_prio = PRIO_NONE - self._noprio
-        action = self._action(table, m.group(1))
-        self.ctl.table_add(table.preamble.name, match, action, self._args(m.group(2)),
-                           priority=p4rt_prio)
+                match[key.name] = m
+        self.ctl.table_add(entry.table, match, entry.action, dict(entry.args),
+                           priority=entry.rank)
+        self._entries += 1
+        return self._entries
 
-    def setdefault(self, text: str) -> None:
-        m = STF_ACTION_RE.search(text)
-        head = text[:m.start()].split() if m else []
-        if not m or len(head) != 1:
-            raise StfError("setdefault <table> <action>(<args>)")
-        table = self._table(head[0])
-        action = self._action(table, m.group(1))
-        self.ctl.table_set_default(table.preamble.name, action, self._args(m.group(2)))
+    def set_default(self, table: str, action: str, args: tuple[tuple[str, int], ...]) -> None:
+        self._before_control()
+        self.ctl.table_set_default(table, action, dict(args))
+
+    def remove_all(self) -> None:
+        raise StfError("remove is not supported on BMv2 by this runner")
+
+    def read_counter(self, name: str, index: int | tuple[str, int]) -> tuple[int, int]:
+        raise StfError("check_counter is not supported on BMv2 by this runner")
 
     def cli(self, line: str) -> None:
+        self._before_control()
         if self.ctl.cli is None:
             raise StfError("this BMv2 build has no Thrift server for CLI commands")
         self.ctl.cli.execute(line)
@@ -247,11 +232,11 @@ def run_stf_bmv2(p4_path: str | os.PathLike[str], stf_path: str | os.PathLike[st
     exe = shutil.which(SWITCH_EXE)
     if exe is None:
         raise ToolMissing(SWITCH_MISSING)
-    text = Path(stf_path).read_text()
+    commands = parse_stf(Path(stf_path).read_text(), str(stf_path))
     work = Path(log_dir or tempfile.mkdtemp(prefix="bmv2-stf-"))
     work.mkdir(parents=True, exist_ok=True)
     json_path, p4info_path = compile_bmv2(p4_path, build_dir or work / "build", include_dirs)
-    ports = stf_ports(text)
+    ports = stf_ports(commands)
     tag = f"t{os.getpid() % 100000}"
     pairs = _make_veths(ports, tag)
     proc = None
@@ -272,7 +257,7 @@ def run_stf_bmv2(p4_path: str | os.PathLike[str], stf_path: str | os.PathLike[st
                                    thrift if "thrift" in opened else None)
         push_pipeline(ctl, p4info_path, json_path)
         wire = _Wire({p: host for p, (_, host) in pairs.items()})
-        return _run(text, wire, _Bmv2Control(ctl))
+        return run_commands(commands, Bmv2Target(ctl, wire))
     finally:
         if wire is not None:
             wire.close()
@@ -280,53 +265,6 @@ def run_stf_bmv2(p4_path: str | os.PathLike[str], stf_path: str | os.PathLike[st
             ctl.close()
         stop_process(proc)
         _del_veths(pairs)
-
-
-def _run(text: str, wire: _Wire, control: _Bmv2Control) -> StfResult:
-    from testbed.controller import ControllerError
-
-    verdict = StfRunner(None)  # its expectations and verdict; the switch is BMv2
-    sent_since_settle = False
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        verb, rest = (line.split(None, 1) + [""])[:2]
-        v = verb.lower()
-        try:
-            if v == "packet":
-                port_s, data = (rest.split(None, 1) + [""])[:2]
-                try:
-                    frame = bytes.fromhex("".join(data.split()))
-                except ValueError:
-                    raise StfError(f"invalid packet data '{data}'") from None
-                wire.send(int(port_s), frame)
-                verdict.packets += 1
-                sent_since_settle = True
-            elif v == "expect":
-                verdict.command(line)
-            elif v in ("wait", "no_packet"):
-                wire.settle()
-                sent_since_settle = False
-            elif v in ("check_counter", "remove"):
-                raise StfError(f"{v} is not supported on BMv2 by this runner")
-            else:
-                if sent_since_settle:  # the packets before it see the old state
-                    wire.settle()
-                    sent_since_settle = False
-                if v == "add":
-                    control.add(rest)
-                elif v == "setdefault":
-                    control.setdefault(rest)
-                else:
-                    control.cli(line)
-        except (StfError, ControllerError, ValueError, KeyError) as e:
-            verdict.errors.append(f"line {n}: {line}: {e}")
-    wire.settle()
-    with wire._lock:
-        verdict.outputs = {p: list(f) for p, f in wire.received.items()}
-    mismatches = verdict.mismatches()
-    return StfResult(not mismatches, verdict.packets, mismatches)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -348,7 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = run_stf_bmv2(args.program, args.stf, include_dirs=args.include_dirs,
                               log_dir=args.log_dir)
-    except (ToolMissing, P4cError, Bmv2StartError, OSError, subprocess.CalledProcessError) as e:
+    except (StfSyntaxError, ToolMissing, P4cError, Bmv2StartError, OSError,
+            subprocess.CalledProcessError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for m in result.mismatches:
@@ -361,4 +300,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["main", "run_stf_bmv2", "stf_ports"]
+__all__ = ["Bmv2Target", "main", "run_stf_bmv2"]

@@ -59,6 +59,7 @@ from switches.soft.backends import (
     write_generated,
 )
 from switches.soft.control.server import CommandFailed, ControlServer
+from switches.soft.control.verbs import CommandError, ControlPlane
 from switches.soft.pcap import PcapWriter
 from switches.soft.ports import (
     SOCKET_BUFFER,
@@ -67,6 +68,8 @@ from switches.soft.ports import (
     if_index,
     parse_interface_spec,
 )
+from switches.soft.runtime.contract import ProgramModule
+from switches.soft.runtime.switch import SoftSwitch
 
 log = logging.getLogger("softswitch")
 
@@ -128,8 +131,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
 class SwitchDaemon:
     """Owns the switch, its ports, pcap writers and control server."""
 
-    def __init__(self, switch: Any, ports: list[Port], pcap_dir: str | None = None) -> None:
+    def __init__(self, switch: SoftSwitch, ports: list[Port], pcap_dir: str | None = None) -> None:
         self.switch = switch
+        self.control = ControlPlane(switch)
         self.ports: dict[int, Port] = {p.number: p for p in ports}
         self.pcaps_in: dict[int, PcapWriter] = {}
         self.pcaps_out: dict[int, PcapWriter] = {}
@@ -139,7 +143,6 @@ class SwitchDaemon:
                 self.pcaps_in[p.number] = PcapWriter(Path(pcap_dir) / f"{p.ifname}_in.pcap")
                 self.pcaps_out[p.number] = PcapWriter(Path(pcap_dir) / f"{p.ifname}_out.pcap")
         self.server: ControlServer | None = None
-        self._command_errors = _command_error_types()
         self.rx_errors = 0  # frames the pipeline raised on
         self.tx_no_port = 0  # frames for a port with no interface
         self.started_us = now_us()
@@ -160,8 +163,8 @@ class SwitchDaemon:
             return json.dumps(self.stats(), sort_keys=True)
         with self.switch.lock:
             try:
-                return str(self.switch.control.execute(line))
-            except self._command_errors as e:
+                return str(self.control.execute(line))
+            except CommandError as e:
                 raise CommandFailed(str(e)) from e
 
     def stats(self) -> dict[str, Any]:
@@ -217,9 +220,7 @@ class SwitchDaemon:
         all_fds = [*by_fd, self._wake_r]
         sw = self.switch
         lock = sw.lock
-        # receive + dequeue_ready per frame (switches without forward(): both)
-        forward = getattr(sw, "forward", None) or (
-            lambda port, frame: (sw.receive(port, frame), sw.dequeue_ready())[1])
+        forward = sw.forward
         pcaps_in = self.pcaps_in
         stop = self._stop
         last_flush = time.monotonic()
@@ -325,14 +326,6 @@ def _interface_exists(ifname: str) -> bool:
     return True
 
 
-def _command_error_types() -> tuple[type[Exception], ...]:
-    try:
-        from switches.soft.control.verbs import CommandError
-    except ImportError:  # a switch object that reports errors as CommandFailed
-        return ()
-    return (CommandError,)
-
-
 def _jsonable(x: Any) -> Any:
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}
@@ -363,7 +356,7 @@ def _defines(args: argparse.Namespace) -> dict[str, str] | None:
     return defines or None
 
 
-def _compile(args: argparse.Namespace) -> Any:
+def _compile(args: argparse.Namespace) -> ProgramModule:
     if not os.path.isfile(args.program):
         raise StartupError(2, f"P4 program not found: {args.program}")
     from switches.soft.compiler import compile_program
@@ -398,9 +391,10 @@ def _exec_backend(args: argparse.Namespace, argv: Sequence[str]) -> None:
         raise StartupError(2, f"cannot run {exe}: {e.strerror}") from e
 
 
-def load_switch(args: argparse.Namespace) -> Any:
+def load_switch(args: argparse.Namespace) -> SoftSwitch:
     """Compile ``args.program`` (or load ``--generated``) and build the switch."""
     t0 = time.monotonic()
+    module: ProgramModule
     if args.generated:
         install_compat()
         module = load_generated(args.generated)
@@ -408,8 +402,6 @@ def load_switch(args: argparse.Namespace) -> Any:
         module = _compile(args)
     log.info("%s %s in %.2f s (backend %s, %s)", "loaded" if args.generated else "compiled",
              args.program, time.monotonic() - t0, args.backend, sys.version.split()[0])
-    from switches.soft.runtime.switch import SoftSwitch
-
     return SoftSwitch(module, priority_queues=args.priority_queues, now_us=now_us,
                       log=logging.getLogger("softswitch.pipeline"))
 

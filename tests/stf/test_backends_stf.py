@@ -3,11 +3,11 @@ the project's STF tests, and a sample of p4c's corpus when it is present."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from switches.p4c_corpus import missing_reason, samples_dir
 from switches.soft.backends import BACKENDS, backend_available
 from switches.soft.stf import run_stf
 
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 P4_DIR = ROOT / "switches" / "p4"
 STF_FILES = sorted((P4_DIR / "tests").glob("*.stf"))
 OTHER = [b for b in BACKENDS if b != "python"]
-CORPUS = Path(os.environ.get("P4C_CORPUS", "/work/p4c-corpus/testdata/p4_16_samples"))
+CORPUS = samples_dir()
 # header stacks, unions, checksums, varbits, tables with entries, clone/recirculate,
 # registers, resubmit: a spread of what the generated code and the runtime do
 CORPUS_SAMPLE = ["issue1824-bmv2", "checksum-l4-bmv2", "header-stack-ops-bmv2",
@@ -47,7 +47,7 @@ def test_failing_stf_fails_on_backend(tmp_path: Path, backend: str) -> None:
                                                               bad).mismatches
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="p4c corpus not present")
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=missing_reason())
 @pytest.mark.parametrize("backend", [_backend(b) for b in OTHER])
 @pytest.mark.parametrize("name", CORPUS_SAMPLE)
 def test_corpus_sample_on_backend(name: str, backend: str) -> None:

@@ -16,7 +16,8 @@ from scapy.packet import Raw
 
 from switches.soft.compiler import compile_program
 from switches.soft.runtime.switch import SoftSwitch
-from switches.soft.stf import run_stf
+from switches.soft.stf import SoftTarget, run_stf
+from switches.stf import parse_stf, run_commands
 
 ROOT = Path(__file__).resolve().parents[2]
 EPIC = ROOT / "switches" / "p4" / "epic.p4"
@@ -48,27 +49,10 @@ def scapy_icrc(frame: bytes) -> int:
 
 def stf_outputs() -> list[bytes]:
     """Every frame epic.p4 emits for the packets of its STF test."""
-    mod = compile_program(EPIC)
-    sw = SoftSwitch(mod)
-    out: list[bytes] = []
-    for line in (ROOT / "switches" / "p4" / "tests" / "epic.stf").read_text().splitlines():
-        if line.startswith("packet "):
-            _, port, hexdata = line.split(maxsplit=2)
-            out += [f for _, f in sw.process_sync(int(port), bytes.fromhex(hexdata))]
-        elif line.startswith("mc_"):
-            sw.control.execute(line)
-        elif line.startswith("add "):
-            sw.control.execute(_stf_add_to_cli(line))
-    return out
-
-
-def _stf_add_to_cli(line: str) -> str:
-    """STF ``add T k:v ... A(p:v, ...)`` as a simple_switch_CLI table_add line."""
-    head, args = line.split("(", 1)
-    parts = head.split()
-    table, keys, action = parts[1], [p.split(":", 1)[1] for p in parts[2:-1]], parts[-1]
-    params = [a.split(":", 1)[1].strip() for a in args.rstrip(")").split(",")]
-    return f"table_add {table} {action} {' '.join(keys)} => {' '.join(params)}"
+    target = SoftTarget(SoftSwitch(compile_program(EPIC)))
+    stf = ROOT / "switches" / "p4" / "tests" / "epic.stf"
+    run_commands(parse_stf(stf.read_text(), str(stf)), target)
+    return [f for frames in target.outputs().values() for f in frames]
 
 
 def test_rewritten_packets_carry_the_icrc_scapy_computes() -> None:

@@ -14,6 +14,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from switches.soft.compiler import compile_program
+from switches.soft.control.verbs import ControlPlane
 from switches.soft.runtime.switch import SoftSwitch
 
 P4 = Path(__file__).resolve().parents[2] / "switches" / "p4" / "l3_ecn.p4"
@@ -34,7 +35,7 @@ def burst_ecn(program, ecn_params: str, tos: int, rounds: int) -> list[list[int]
                  f"table_set_default MyEgress.ecn_config MyEgress.set_ecn_params {ecn_params}",
                  "set_queue_depth 100 1",
                  "set_queue_rate 1 1"):
-        sw.control.execute(line)
+        ControlPlane(sw).execute(line)
     frame = bytes(Ether(dst="02:00:00:00:00:00", src="00:00:00:00:00:01")
                   / IP(src="10.0.0.1", dst="10.1.2.3", tos=tos) / UDP(sport=1, dport=2)
                   / (b"x" * 16))

@@ -14,6 +14,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from switches.soft.compiler import compile_program
+from switches.soft.control.verbs import ControlPlane
 from switches.soft.runtime.switch import SoftSwitch
 
 P4 = Path(__file__).resolve().parents[2] / "switches" / "p4" / "reflex.p4"
@@ -32,7 +33,7 @@ def make_switch(program, now: list[int], *lines: str) -> SoftSwitch:
                  "00:00:00:00:0a:01 1",
                  f"table_add MyIngress.dscp_priority MyIngress.set_priority {LOW_DSCP} => 0",
                  *lines):
-        sw.control.execute(line)
+        ControlPlane(sw).execute(line)
     return sw
 
 

@@ -22,6 +22,7 @@ from switches.soft.backends import (
     write_generated,
 )
 from switches.soft.compiler import compile_program
+from switches.soft.control.verbs import ControlPlane
 from switches.soft.runtime.switch import SoftSwitch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +42,7 @@ def _with_checksum(frame: bytes) -> bytes:
 
 
 def _route(sw: SoftSwitch) -> None:
-    sw.control.execute("table_add MyIngress.ipv4_lpm MyIngress.set_nhop 10.0.1.1/32 "
+    ControlPlane(sw).execute("table_add MyIngress.ipv4_lpm MyIngress.set_nhop 10.0.1.1/32 "
                        "=> 00:00:00:00:01:01 1")
 
 

@@ -568,12 +568,21 @@ def test_launched_process_gets_its_own_process_group(tmp_path: Path) -> None:
 # STF on BMv2: what the runner sends to the controller
 
 
-def test_stf_ports_and_control_translation(tmp_path: Path) -> None:
+def test_stf_on_bmv2_sends_what_the_engine_resolved(tmp_path: Path) -> None:
     pytest.importorskip("p4.v1.p4runtime_pb2", reason="needs the 'p4runtime' extra")
-    from switches.bmv2.stf import _Bmv2Control, stf_ports
+    from switches.bmv2.stf import Bmv2Target
     from switches.soft.p4info import p4info_for_program
+    from switches.stf import parse_stf, run_commands
+    from switches.stf.syntax import stf_ports
 
-    assert stf_ports("packet 0 00\n# expect 9 00\nexpect 3 00 $\nadd t k:1 a()\n") == [0, 3]
+    text = ("packet 0 00\n# expect 9 00\nexpect 3 00 $\n"
+            "add MyIngress.ipv4_lpm hdr.ipv4.dstAddr:0x0a0002ff/24 "
+            "MyIngress.set_nhop(dmac:0x0000000002aa, port:2)\n"
+            "add port_smac egress_spec:1 set_smac(smac:0x020000000001)\n"
+            "setdefault ipv4_lpm drop()\n"
+            "add ipv4_lpm hdr.ipv4.dstAddr:0x0b000000/8 no_such()\n")
+    commands = parse_stf(text)
+    assert stf_ports(commands) == [0, 3]
 
     class Recorder:
         p4info = p4info_for_program(L3_ROUTER)
@@ -588,12 +597,21 @@ def test_stf_ports_and_control_translation(tmp_path: Path) -> None:
         def table_set_default(self, *args: object) -> None:
             self.calls.append(("default", *args))
 
-    rec = Recorder()
-    control = _Bmv2Control(rec)
-    control.add("MyIngress.ipv4_lpm hdr.ipv4.dstAddr:0x0a000200/24 "
-                "MyIngress.set_nhop(dmac:0x0000000002aa, port:2)")
-    control.add("port_smac egress_spec:1 set_smac(smac:0x020000000001)")
-    control.setdefault("ipv4_lpm drop()")
+    class Wire:
+        def __init__(self) -> None:
+            self.events: list[str] = []
+
+        def send(self, port: int, frame: bytes) -> None:
+            self.events.append(f"send {port}")
+
+        def settle(self) -> None:
+            self.events.append("settle")
+
+        def snapshot(self) -> dict[int, list[bytes]]:
+            return {3: [b"\x00"]}
+
+    rec, wire = Recorder(), Wire()
+    result = run_commands(commands, Bmv2Target(rec, wire))  # type: ignore[arg-type]
     assert rec.calls == [
         ("add", "MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": (0x0A000200, 24)},
          "MyIngress.set_nhop", {"dmac": 0x2AA, "port": 2}, None),
@@ -601,10 +619,12 @@ def test_stf_ports_and_control_translation(tmp_path: Path) -> None:
          "MyIngress.set_smac", {"smac": 0x020000000001}, None),
         ("default", "MyIngress.ipv4_lpm", "MyIngress.drop", {}),
     ]
-    from switches.soft.stf import StfError
-
-    with pytest.raises(StfError, match="no action named"):
-        control.add("ipv4_lpm hdr.ipv4.dstAddr:0x0b000000/8 no_such()")
+    # the packet settles before the first control command, and once at the end
+    assert wire.events == ["send 0", "settle", "settle"]
+    assert result.packets == 1
+    assert len(result.mismatches) == 1
+    assert result.mismatches[0].startswith("line 7: ") and "no action named 'no_such'" in \
+        result.mismatches[0]
 
 
 def test_p4info_from_a_newer_p4c_loads(tmp_path: Path) -> None:

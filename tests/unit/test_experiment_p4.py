@@ -10,6 +10,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from switches.soft.compiler import compile_program
+from switches.soft.control.verbs import ControlPlane
 from switches.soft.runtime.switch import SoftSwitch
 
 P4 = Path(__file__).resolve().parents[2] / "switches" / "p4" / "l3_ecn.p4"
@@ -21,7 +22,7 @@ def _switch(seed: int = 1) -> SoftSwitch:
     for line in ("table_add MyIngress.ipv4_lpm MyIngress.set_nhop 10.0.2.1/32 => "
                  "00:00:00:00:00:02 2",
                  "table_add MyIngress.port_smac MyIngress.set_smac 2 => 02:00:00:00:00:02"):
-        sw.control.execute(line)
+        ControlPlane(sw).execute(line)
     return sw
 
 
@@ -39,14 +40,14 @@ def test_no_loss_by_default() -> None:
 
 def test_link_loss_drops_the_configured_fraction() -> None:
     sw = _switch(seed=7)
-    sw.control.execute("table_set_default MyEgress.link_loss MyEgress.set_loss 10000")
+    ControlPlane(sw).execute("table_set_default MyEgress.link_loss MyEgress.set_loss 10000")
     assert [o for _ in range(50) for o in sw.process_sync(1, _frame())] == []
     assert sw.stats()["drops"].get("egress_drop_port") == 50
-    sw.control.execute("table_set_default MyEgress.link_loss MyEgress.set_loss 1000")  # 10%
+    ControlPlane(sw).execute("table_set_default MyEgress.link_loss MyEgress.set_loss 1000")  # 10%
     n = 2000
     got = sum(len(sw.process_sync(1, _frame())) for _ in range(n))
     assert got == pytest.approx(0.9 * n, abs=4 * (0.09 * n) ** 0.5)  # within 4 sigma
-    sw.control.execute("table_set_default MyEgress.link_loss MyEgress.set_loss 0")
+    ControlPlane(sw).execute("table_set_default MyEgress.link_loss MyEgress.set_loss 0")
     assert sum(len(sw.process_sync(1, _frame())) for _ in range(100)) == 100
 
 
@@ -57,7 +58,7 @@ def test_queue_watermark_keeps_the_largest_enqueue_depth() -> None:
         sw.receive(1, _frame())
     out = sw.dequeue_ready()
     assert len(out) == 5
-    assert "qdepth_max[2]= 4" in sw.control.execute("register_read MyEgress.qdepth_max 2")
-    sw.control.execute("register_reset MyEgress.qdepth_max")
+    assert "qdepth_max[2]= 4" in ControlPlane(sw).execute("register_read MyEgress.qdepth_max 2")
+    ControlPlane(sw).execute("register_reset MyEgress.qdepth_max")
     sw.process_sync(1, _frame())
-    assert "qdepth_max[2]= 0" in sw.control.execute("register_read MyEgress.qdepth_max 2")
+    assert "qdepth_max[2]= 0" in ControlPlane(sw).execute("register_read MyEgress.qdepth_max 2")

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from test_frontend import show  # same directory (pytest puts it on sys.path)
 
+from switches.p4c_corpus import missing_reason, samples_dir
 from switches.soft.frontend import P4Error, ir, parse_file, parse_string
 from switches.soft.frontend.preprocess import P4INCLUDE_DIR
 
-CORPUS = Path("/work/p4c-corpus/testdata/p4_16_samples")
+CORPUS = samples_dir()
 
 
 def consts(prog: ir.Program) -> dict[str, int]:
@@ -284,7 +285,7 @@ def test_v1model_newer_version_signatures() -> None:
     assert isinstance(port, ir.TypeName) and port.name == "PortId_t"
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="p4c sample corpus not present")
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=missing_reason())
 def test_typical_v1model_program() -> None:
     prog = parse_file(CORPUS / "basic_routing-bmv2.p4", include_dirs=[CORPUS])
     main = prog.decls[-1]

@@ -3,7 +3,6 @@ text output, and agreement with p4c's own P4Info files where available."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,11 +14,11 @@ from google.protobuf import text_format  # noqa: E402
 from p4.config.v1 import p4info_pb2  # noqa: E402
 from test_p4runtime_support import CPU_P4  # noqa: E402
 
+from switches.p4c_corpus import missing_reason, outputs_dir, samples_dir  # noqa: E402
 from switches.soft import p4info as P  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 L3_ROUTER = ROOT / "switches" / "p4" / "l3_router.p4"
-CORPUS = Path(os.environ.get("P4C_CORPUS", "/work/p4c-corpus")) / "testdata"
 
 EXACT, LPM, TERNARY, RANGE = 2, 3, 4, 5
 
@@ -144,11 +143,10 @@ def _summary(p):  # noqa: ANN001, ANN202
 def test_matches_p4c_reference_p4info(name: str) -> None:
     """p4c's P4Info for corpus programs: same tables, match fields, action refs
     and scopes, parameters, externs, sizes and the same ids."""
-    src = CORPUS / "p4_16_samples" / name
-    ref_path = CORPUS / "p4_16_samples_outputs" / f"{name}.p4info.txtpb"
+    src = samples_dir() / name
+    ref_path = outputs_dir() / f"{name}.p4info.txtpb"
     if not src.exists() or not ref_path.exists():
-        pytest.skip(f"p4c corpus with p4info outputs not found under {CORPUS} "
-                    "(set P4C_CORPUS)")
+        pytest.skip(missing_reason())
     ref = p4info_pb2.P4Info()
     text_format.Parse(ref_path.read_text(), ref)
     mine = P.p4info_for_program(src, [str(src.parent)])

@@ -21,7 +21,10 @@ from test_p4runtime_support import (  # noqa: E402
 )
 
 from switches.soft.control.server import CommandFailed, ControlServer  # noqa: E402
-from switches.soft.control.verbs import CommandError  # noqa: E402
+from switches.soft.control.verbs import (
+    CommandError,  # noqa: E402
+    ControlPlane,
+)
 from testbed.controller import (  # noqa: E402
     CliController,
     ControllerError,
@@ -34,7 +37,7 @@ def control_server(rig: Rig) -> ControlServer:
     def execute(line: str) -> str:
         with rig.sw.lock:
             try:
-                return rig.sw.control.execute(line)
+                return ControlPlane(rig.sw).execute(line)
             except CommandError as e:
                 raise CommandFailed(str(e)) from e
 

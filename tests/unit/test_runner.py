@@ -143,15 +143,16 @@ def _recording_cli(program: object, target: str,
                    priority_queues: int = 1) -> tuple[list[str], object]:
     """A CliController of ``target`` over an in-process soft switch running
     ``program``, recording every line it sends."""
+    from switches.soft.control.verbs import ControlPlane
     from switches.soft.runtime.switch import SoftSwitch
     from testbed.controller import CliController
 
-    sw = SoftSwitch(program, priority_queues=priority_queues)
+    control = ControlPlane(SoftSwitch(program, priority_queues=priority_queues))
     lines: list[str] = []
 
     def execute(line: str) -> str:
         lines.append(line)
-        return str(sw.control.execute(line))
+        return str(control.execute(line))
 
     return lines, CliController(execute=execute, target=target)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from switches.soft.compiler import compile_program
+from switches.soft.control.verbs import ControlPlane
 from switches.soft.runtime.externs import csum16
 from switches.soft.runtime.switch import SoftSwitch
 
@@ -36,7 +37,7 @@ def _pair(program: str, *commands: str) -> tuple[SoftSwitch, SoftSwitch]:
     for _ in range(2):
         sw = SoftSwitch(mod, now_us=lambda: 1000, seed=1)
         for c in (*ROUTES, *commands):
-            sw.control.execute(c)
+            ControlPlane(sw).execute(c)
         sws.append(sw)
     return sws[0], sws[1]
 

@@ -10,6 +10,7 @@ import pytest
 import test_runtime_support as prog
 from test_runtime_support import FakeClock, ipv4_frame, l2_frame
 
+from switches.soft.control.verbs import ControlPlane
 from switches.soft.runtime.switch import SoftSwitch
 
 RID_SRC = 0x020000000000
@@ -23,7 +24,7 @@ def make(**kw) -> tuple[SoftSwitch, FakeClock]:
 
 def ctl(sw: SoftSwitch, *lines: str) -> None:
     for line in lines:
-        sw.control.execute(line)
+        ControlPlane(sw).execute(line)
 
 
 def src(special: int, byte5: int = 0) -> int:
@@ -248,9 +249,9 @@ def test_counters_registers_meters_from_program() -> None:
     frame = l2_frame(1)
     sw.process_sync(2, frame)
     sw.process_sync(2, frame)
-    assert sw.control.execute("counter_read rx_count 2") == \
+    assert ControlPlane(sw).execute("counter_read rx_count 2") == \
         f"rx_count[2]= ({2 * len(frame)} bytes, 2 packets)"
-    assert sw.control.execute("register_read last_len 2") == f"last_len[2]= {len(frame)}"
+    assert ControlPlane(sw).execute("register_read last_len 2") == f"last_len[2]= {len(frame)}"
     ctl(sw, "meter_set_rates port_meter 2 0.000001:1 0.000001:1")
     sw.program.colors.clear()
     sw.process_sync(2, frame)
@@ -263,7 +264,7 @@ def test_direct_counter_and_direct_meter() -> None:
     ctl(sw, "table_add ipv4_lpm ipv4_forward 10.0.0.0/8 => 00:00:00:00:00:aa 2")
     frame = ipv4_frame("10.1.2.3")
     sw.process_sync(1, frame)
-    assert sw.control.execute("counter_read lpm_hits 0").splitlines()[-1] == \
+    assert ControlPlane(sw).execute("counter_read lpm_hits 0").splitlines()[-1] == \
         f"lpm_hits[0]= ({len(frame)} bytes, 1 packets)"
     ctl(sw, f"meter_set_rates lpm_meter 0 0:{len(frame)} 0:{2 * len(frame)}")
     sw.program.colors.clear()
@@ -321,7 +322,7 @@ def test_now_us_counts_from_switch_start() -> None:
     sw, clock = make()
     assert sw.now_us() == 0
     clock.advance(42)
-    assert sw.control.execute("get_time_elapsed") == "42"
+    assert ControlPlane(sw).execute("get_time_elapsed") == "42"
 
 
 def test_truncate_applies_to_transmitted_frame() -> None:

@@ -1,4 +1,6 @@
-"""STF runner: command translation, per-port comparison, wildcards, diffs."""
+"""STF on the soft target: command translation, per-port comparison,
+wildcards, diffs, p4c's meaning of bare ``expect`` and ``no_packet``,
+syntax errors."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import test_runtime_support as prog
 from test_runtime_support import ipv4_frame, l2_frame
 
 from switches.soft import stf
-from switches.soft.stf import compare_packet, run_stf_text
+from switches.soft.stf import run_stf_text
+from switches.stf.syntax import StfSyntaxError, parse_lpm, parse_stf, parse_ternary
+from switches.stf.verdict import compare_packet
 
 DMAC = "0a0b0c0d0e0f"
 
@@ -93,14 +97,31 @@ expect 4 00
     assert "port 4: expected 1 packet(s), got 0" in joined
 
 
-def test_expect_without_data_accepts_anything() -> None:
-    text = f"""
-add dmac dstAddr:0x{DMAC} forward(port:3)
-packet 1 {hexs(l2())}
-packet 1 {hexs(l2())}
-expect 3
-"""
-    assert run_stf_text(prog, text).passed
+def test_expect_without_data_is_one_packet_of_any_content() -> None:
+    # p4c (tools/stf/stf_parser.py, backends/bmv2/bmv2stf.py): a bare expect
+    # adds one expected packet whose content does not matter
+    head = f"add dmac dstAddr:0x{DMAC} forward(port:3)\n"
+    two = head + f"packet 1 {hexs(l2())}\npacket 1 {hexs(l2(src_last=7))}\n"
+    assert run_stf_text(prog, two + "expect 3\nexpect 3\n").passed
+    res = run_stf_text(prog, two + "expect 3\n")
+    assert not res.passed
+    assert "port 3: unexpected packet #1" in "\n".join(res.mismatches)
+    res = run_stf_text(prog, head + "expect 3\n")  # nothing arrives: fails
+    assert not res.passed
+    assert res.mismatches == ["port 3: expected packet #0 not received: (any content)",
+                              "port 3: expected 1 packet(s), got 0"]
+
+
+def test_no_packet_checks_the_output_so_far() -> None:
+    head = f"add dmac dstAddr:0x{DMAC} forward(port:3)\n"
+    sent = f"packet 1 {hexs(l2())}\n"
+    res = run_stf_text(prog, head + sent + "no_packet\n")
+    assert not res.passed
+    assert res.mismatches[0] == ("line 3: no_packet: port 3 produced 1 packet(s) more than "
+                                 "expected so far")
+    assert run_stf_text(prog, head + sent + f"expect 3 {DMAC}\nno_packet\n").passed
+    dropped = "add acl 100 etherType:0x88b5 drop()\n" + sent
+    assert run_stf_text(prog, head + dropped + "no_packet\n").passed
 
 
 def test_content_mismatch_has_readable_diff() -> None:
@@ -149,6 +170,7 @@ add ipv4_lpm dstAddr:0x0a000000/8 ipv4_forward(dstAddr:0x0000000000aa, port:2) =
 packet 1 {hexs(ipv4_frame("10.0.1.9"))}
 packet 1 {hexs(ipv4_frame("10.0.1.9"))}
 expect 2
+expect 2
 check_counter lpm_hits($A) packets == 2
 check_counter rx_count(1) packets == 2
 check_counter rx_count(1) bytes > 10000
@@ -162,23 +184,41 @@ def test_bad_commands_are_reported_with_line_numbers() -> None:
     text = """
 add nosuchtable k:1 a()
 add dmac dstAddr:0x01 forward(prt:1)
-packet 1 zz
-frobnicate 3
+mc_node_associate 9 9
 """
     res = run_stf_text(prog, text)
     assert not res.passed
     assert res.mismatches[0].startswith("line 2:") and "nosuchtable" in res.mismatches[0]
     assert "line 3:" in res.mismatches[1] and "prt" in res.mismatches[1]
-    assert "line 4:" in res.mismatches[2] and "zz" in res.mismatches[2]
-    assert "line 5:" in res.mismatches[3] and "frobnicate" in res.mismatches[3]
+    assert "line 4:" in res.mismatches[2] and "mc_node_associate" in res.mismatches[2]
+
+
+@pytest.mark.parametrize("line, message", [
+    ("packet 1 zz", "t.stf:2: packet data is not hex: 'zz'"),
+    ("frobnicate 3", "t.stf:2: unknown command 'frobnicate'"),
+    ("expect x 00", "t.stf:2: port 'x' is not a number"),
+    ("expect 1 00 QQ", "t.stf:2: expect data has 'Q'"),
+    ("add dmac dstAddr:1", "t.stf:2: add needs an action call"),
+    ("add dmac dstAddr:1 forward(port=3)", "t.stf:2: action argument 'port=3' is not"),
+    ("check_counter c", "t.stf:2: check_counter <name>"),
+    ("remove dmac", "t.stf:2: remove takes 'all'"),
+])
+def test_syntax_errors_name_file_and_line(line: str, message: str) -> None:
+    with pytest.raises(StfSyntaxError) as e:
+        parse_stf(f"wait\n{line}\n", "t.stf")
+    assert str(e.value).startswith(message)
+    with pytest.raises(StfSyntaxError):  # nothing runs when a line is not STF
+        run_stf_text(prog, f"packet 1 {hexs(l2())}\n{line}\n")
 
 
 def test_stf_ternary_value_helpers() -> None:
-    assert stf.parse_stf_ternary("0x****0101", 32) == (0x0101, 0xFFFF)
-    assert stf.parse_stf_ternary("0b1*0", 3) == (0b100, 0b101)
-    assert stf.parse_stf_ternary("5", 8) == (5, 0xFF)
-    assert stf.parse_stf_lpm("0x0a00****", 32) == (0x0A000000, 16)
-    assert stf.parse_stf_lpm("0x0a000000/8", 32) == (0x0A000000, 8)
+    assert parse_ternary("0x****0101", 32) == (0x0101, 0xFFFF)
+    assert parse_ternary("0b1*0", 3) == (0b100, 0b101)
+    assert parse_ternary("5", 8) == (5, 0xFF)
+    assert parse_ternary("0x0f&&&0x03", 8) == (0x03, 0x03)  # value masked, as BMv2 stores it
+    assert parse_lpm("0x0a00****", 32) == (0x0A000000, 16)
+    assert parse_lpm("0x0a000000/8", 32) == (0x0A000000, 8)
+    assert parse_lpm("0x0a0b0c0d/8", 32) == (0x0A000000, 8)
 
 
 def test_main_json_and_exit_codes(tmp_path, monkeypatch, capsys) -> None:  # noqa: ANN001
@@ -207,6 +247,16 @@ def test_main_json_and_exit_codes(tmp_path, monkeypatch, capsys) -> None:  # noq
     assert "syntax error" in capsys.readouterr().out
 
 
+def test_main_stf_syntax_error_exits_2_with_file_and_line(tmp_path, capsys) -> None:  # noqa: ANN001
+    p4 = tmp_path / "p.p4"
+    p4.write_text("// not even compiled: the STF file is checked first")
+    t = tmp_path / "p.stf"
+    t.write_text("# a test\npacket 1 00\nexpect 1 0g\n")
+    assert stf.main([str(p4), str(t)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: {t}:3: expect data has 'G': only hex digits, '*' and a final '$'"
+
+
 def test_run_stf_uses_compiler(tmp_path, monkeypatch) -> None:  # noqa: ANN001
     import sys
     import types
@@ -228,7 +278,7 @@ def test_run_stf_uses_compiler(tmp_path, monkeypatch) -> None:  # noqa: ANN001
     assert calls == [(str(p4), [str(tmp_path)])]
 
 
-@pytest.mark.parametrize("line", ["wait", "no_packet", "remove all"])
+@pytest.mark.parametrize("line", ["wait", "no_packet", "remove all", "# only a comment"])
 def test_misc_commands_accepted(line: str) -> None:
     assert run_stf_text(prog, line).passed
 

@@ -16,7 +16,7 @@ def sw() -> SoftSwitch:
 
 
 def ex(sw: SoftSwitch, line: str) -> str:
-    return sw.control.execute(line)
+    return ControlPlane(sw).execute(line)
 
 
 def test_parse_value_formats() -> None:
@@ -228,15 +228,14 @@ def test_queue_verbs(sw: SoftSwitch) -> None:
 
 
 def test_script_comments_and_help(sw: SoftSwitch) -> None:
-    outs = sw.control.run_script("# setup\n\nmc_mgrp_create 2  # group\nget_time_elapsed\n")
+    outs = ControlPlane(sw).run_script("# setup\n\nmc_mgrp_create 2  # group\nget_time_elapsed\n")
     assert outs == ["Creating multicast group 2", "0"]
     with pytest.raises(CommandError, match="line 2"):
-        sw.control.run_script("mc_mgrp_create 3\nmc_node_associate 3 99\n")
+        ControlPlane(sw).run_script("mc_mgrp_create 3\nmc_node_associate 3 99\n")
     h = ex(sw, "help")
     assert "set_port_rate_bps" in h and "soft-target extension" in h
     assert ex(sw, "help table_add").startswith("table_add <table>")
     assert ex(sw, "   ") == ""
-    assert isinstance(sw.control, ControlPlane)
 
 
 def test_wrong_arg_counts(sw: SoftSwitch) -> None:

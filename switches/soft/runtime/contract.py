@@ -263,3 +263,11 @@ class Services(Protocol):
     def log_msg(self, fmt: str, args: list[Any]) -> None: ...
 
     def mark_to_drop(self, sm: Any) -> None: ...
+
+
+class ProgramModule(Protocol):
+    """A compiled program: the module the backend generates (or loads)."""
+
+    INFO: ProgramInfo
+
+    def make_program(self, rt: Services) -> CompiledProgram: ...

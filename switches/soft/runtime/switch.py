@@ -26,7 +26,6 @@ API (what the daemon, the control server and the STF runner use)::
                                       # loop_limit, exception), events (clone_i2e,
                                       # clone_e2e, clone_no_session, resubmit,
                                       # recirculate, replicas, digests), queued, queues
-    sw.control                        # control.verbs.ControlPlane (simple_switch_CLI verbs)
     sw.digests                        # recent digests: (receiver, type name, values)
     sw.load_program(program_module)   # replace the P4 program at run time (clean state)
     sw.set_port_handler(port, fn)     # frames leaving ``port`` go to fn(frame) instead of
@@ -69,7 +68,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-from switches.soft.runtime.contract import PacketState, ProgramInfo
+from switches.soft.runtime.contract import PacketState, ProgramInfo, ProgramModule
 from switches.soft.runtime.externs import (
     CounterArray,
     HashEngine,
@@ -110,7 +109,7 @@ def _monotonic_us() -> int:
 
 
 class SoftSwitch:
-    def __init__(self, program_module: Any, *, priority_queues: int = 1,
+    def __init__(self, program_module: ProgramModule, *, priority_queues: int = 1,
                  now_us: Callable[[], int] | None = None,
                  log: logging.Logger | None = None, drop_port: int = 511,
                  max_loops: int = 32, seed: int | None = None,
@@ -149,10 +148,7 @@ class SoftSwitch:
 
         self._install_program(program_module)
 
-        from switches.soft.control.verbs import ControlPlane
-        self.control = ControlPlane(self)
-
-    def _install_program(self, program_module: Any) -> None:
+    def _install_program(self, program_module: ProgramModule) -> None:
         """Build the program's stateful objects, then the program around them."""
         info: ProgramInfo = program_module.INFO
         meter_kind_of_table = {m.direct_table: m.kind for m in info.meters.values()
@@ -185,7 +181,7 @@ class SoftSwitch:
         # whether tables need per-packet context (direct counters or meters)
         self._table_context = bool(self._counted_tables or self._metered_tables)
 
-    def load_program(self, program_module: Any) -> None:
+    def load_program(self, program_module: ProgramModule) -> None:
         """Replace the P4 program at run time, as if the switch had started with it.
 
         Table entries, registers, counters, meters, multicast groups and
