@@ -310,7 +310,7 @@ def test_extern_requests_digest_and_field_lists(tmp_path):
     _, st = h.run(bytes([7, 9, 0, 0]))
     assert (st.clone_session, st.clone_type, st.clone_field_list) == (5, 1, None)
     assert st.resubmit_field_list == 1 and st.truncate_len == 60
-    assert st.digests == [(1, "learn_t", {"b": 9, "x": 7})]
+    assert st.digest == (1, "learn_t", {"b": 9, "x": 7})
     saved = h.prog.field_list(st, 1)
     assert list(saved.values()) == [7]
     fresh = h.prog.new_state()
@@ -318,7 +318,7 @@ def test_extern_requests_digest_and_field_lists(tmp_path):
     assert fresh.meta.x == 7 and fresh.meta.y == 0
     copy = h.prog.copy_state(st)
     copy.hdr.h.a = 0
-    assert st.hdr.h.a == 7 and copy.digests == [] and copy.clone_session is None
+    assert st.hdr.h.a == 7 and copy.digest is None and copy.clone_session is None
 
 
 def test_control_plane_names_follow_p4c(tmp_path):

@@ -267,8 +267,8 @@ class L2L3Program:
         elif special == 0x06:
             sm.priority = (hdr.ethernet.srcAddr >> 8) & 0x7
         elif special == 0x07:
-            st.digests.append((1, "learn_t", {"srcAddr": hdr.ethernet.srcAddr,
-                                              "port": sm.ingress_port}))
+            st.digest = (1, "learn_t", {"srcAddr": hdr.ethernet.srcAddr,
+                                        "port": sm.ingress_port})
 
     def egress(self, st: PacketState) -> None:
         sm, hdr, meta = st.sm, st.hdr, st.meta

@@ -169,6 +169,12 @@ class HeaderGen(GenBase):
         a("        return o")
         a("")
         if kind == "H":
+            # add_header: a header that becomes valid is zeroed
+            a("    def _add(self):")
+            for _, p, ft in fields:
+                a(f"        self.{p} = {self.default(ft, loc)}")
+            a("        self._valid = True")
+            a("")
             self._gen_header_io(t, cls, fields, L)
         self.class_src.append("\n".join(L))
         self.class_decls[t.name] = t
@@ -314,6 +320,20 @@ class HeaderGen(GenBase):
         a(f"_S_{cls} = _Struct({fmt!r})")
         a(f"_U_{cls} = _S_{cls}.unpack_from")
         a(f"_P_{cls} = _S_{cls}.pack")
+
+    def header_bytes(self, t: Any, code: str) -> str:
+        """Code of the size in bytes of header ``code`` of type ``t`` on the wire."""
+        fixed = 0
+        var = None
+        for f in t.fields:
+            b = base_t(f.type)
+            if isinstance(b, T.Varbit):
+                var = fname(f.name)
+            else:
+                fixed += scalar_width(b)
+        if var is None:
+            return str(fixed // 8)
+        return f"(({fixed} + {code}.{var}__w) >> 3)"
 
     def leaves(self, fields: list[tuple[str, str, Any]]) -> list[tuple[str, str, Any]]:
         """Scalar leaves of a field list, structs flattened (``row.a``)."""

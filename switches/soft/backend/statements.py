@@ -307,11 +307,23 @@ class StatementGen(ExpressionGen):
         b = self.lv(base)
         if isinstance(bt, T.HeaderUnion):
             raise P4Unsupported(loc, f"{m}() on a header union")
+        # p4c compiles these to add_header/remove_header; as BMv2's primitives
+        # (targets/simple_switch/primitives.cpp), a header that becomes valid
+        # is zeroed, and the packet length register follows (egress reads it)
+        path = b
+        if not is_simple_name(b):
+            b = self.fresh("h")
+            self.w(f"{b} = {path}")
+        nbytes = self.header_bytes(bt, b)
         if m == "setValid":
-            self.w(f"{b}._valid = True")
-            self.union_fixup(base, b)
+            self.w(f"if not {b}._valid:")
+            self.w(f"    {b}._add()")
+            self.w(f"    st.length_change += {nbytes}")
+            self.union_fixup(base, path)
         else:
-            self.w(f"{b}._valid = False")
+            self.w(f"if {b}._valid:")
+            self.w(f"    st.length_change -= {nbytes}")
+            self.w(f"    {b}._valid = False")
         return None
 
     # -- inlining of actions / functions / controls -------------------------

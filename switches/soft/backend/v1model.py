@@ -78,7 +78,6 @@ class V1ModelGen(TableGen):
         en = bt.name
         args = [a.value for a in ce.args]
         obj = self.ex(base)
-        sm = "st.sm"
         if en == "register":
             if m == "read":
                 ix = self.ex(args[1])
@@ -91,11 +90,14 @@ class V1ModelGen(TableGen):
                 self.w(f"{obj}.write({ix}, {unsigned(val, args[1].type)})")
                 return None
         if en == "counter" and m == "count":
-            self.w(f"{obj}.count({self.ex(args[0])}, {sm}.packet_length)")
+            # BMv2 counts the packet's ingress length (counters.h increment_counter),
+            # not standard_metadata.packet_length, which the program may change
+            self.w(f"{obj}.count({self.ex(args[0])}, st.ingress_length)")
             return None
         if en == "meter" and m == "execute_meter":
             ix = self.ex(args[0])
-            self.assign(args[1], f"{obj}.execute({ix}, {sm}.packet_length)", args[1].type, ce.loc)
+            # as counters: the ingress length (BMv2 meters.cpp Meter::execute)
+            self.assign(args[1], f"{obj}.execute({ix}, st.ingress_length)", args[1].type, ce.loc)
             return None
         if en == "direct_counter" and m == "count":
             return None
@@ -104,7 +106,7 @@ class V1ModelGen(TableGen):
             table = self.direct_meter_table.get(mname)
             if table is None:
                 raise P4Error(ce.loc, f"direct meter '{mname}' is not attached to a table")
-            self.assign(args[0], f"rt.direct_meter_read({table!r}, {sm}.packet_length)",
+            self.assign(args[0], f"rt.direct_meter_read({table!r}, st.ingress_length)",
                         args[0].type, ce.loc)
             return None
         if en == "Checksum16" and m == "get":
@@ -210,7 +212,7 @@ class V1ModelGen(TableGen):
             self.w(f"rt.mark_to_drop({target})")
             return None
         if name in ("hash",):
-            algo = self.enum_member(args[1])
+            algo = self.calculation(self.enum_member(args[1]))
             basev = self.ex(args[2])
             data = self.flatten_data(args[3])
             mx = self.ex(args[4])
@@ -255,7 +257,9 @@ class V1ModelGen(TableGen):
                 for f in t.fields:
                     items.append(f"{f.name!r}: {unsigned(f'{code}.{fname(f.name)}', f.type)}")
                 self.info.digests.setdefault(tname, DigestInfo(tname, fields))
-                self.w(f"st.digests.append(({recv}, {tname!r}, {{{', '.join(items)}}}))")
+                # one learn id per packet, the last call wins (BMv2 primitives.cpp
+                # generate_digest sets the packet's single lf_field_list register)
+                self.w(f"st.digest = ({recv}, {tname!r}, {{{', '.join(items)}}})")
                 return None
             raise P4Unsupported(loc, "digest of a non-struct value")
         if name in ("clone", "clone_preserving_field_list", "clone3"):
@@ -269,7 +273,11 @@ class V1ModelGen(TableGen):
             self.w(f"st.{kind}_field_list = {self.field_list_arg(name, args, 0)}")
             return None
         if name == "truncate":
-            self.w(f"st.truncate_len = {self.ex(args[0])}")
+            # the smallest length wins (BMv2 packet.h Packet::truncate keeps the minimum)
+            n = self.fresh("trunc")
+            self.w(f"{n} = {self.ex(args[0])}")
+            self.w(f"if st.truncate_len is None or {n} < st.truncate_len:")
+            self.w(f"    st.truncate_len = {n}")
             return None
         if name in ("assert", "assume"):
             self.w(f"if not {self.ex(args[0])}:")
@@ -297,9 +305,22 @@ class V1ModelGen(TableGen):
             return self.ex(args[i])
         return str(self.legacy_field_list(args[i]))
 
+    def calculation(self, algo: str) -> str:
+        """What the runtime computes for a call site using HashAlgorithm ``algo``.
+        A custom CRC gets a calculation of its own, named as p4c names BMv2's
+        calculations (calc, calc_0, calc_1, ... in order of the call sites), so
+        that set_crc16/32_parameters configures that calculation only."""
+        if algo not in ("crc16_custom", "crc32_custom"):
+            return algo
+        n = len(self.info.calculations)
+        name = "calc" if n == 0 else f"calc_{n - 1}"
+        self.info.calculations[name] = algo
+        return name
+
     def checksum_call(self, name: str, algo: str, data: ir.Expr) -> str:
         """The checksum a (verify|update)_checksum[_with_payload] call computes over ``data``
         (and, for the payload forms, the packet's unparsed payload)."""
+        algo = self.calculation(algo)
         if name.endswith("payload"):
             fields = self.flatten_data(data)
             fields = f"{fields} + [(int.from_bytes(st.payload, 'big'), 8 * len(st.payload))]"

@@ -19,9 +19,10 @@ meter_array_set_rates, meter_set_rates, meter_get_rates, mc_mgrp_create,
 mc_mgrp_destroy, mc_node_create, mc_node_update, mc_node_associate,
 mc_node_dissociate, mc_node_destroy, mc_dump, mirroring_add,
 mirroring_add_mc, mirroring_delete, mirroring_get, set_queue_depth,
-set_queue_rate, set_crc16_parameters, set_crc32_parameters (the soft
-target has one parameter set per width for all ``*_custom`` hashes, the
-name is not checked), get_time_elapsed, reset_state, help.
+set_queue_rate, set_crc16_parameters, set_crc32_parameters (the name is
+a calculation: each hash/checksum call site using crc16_custom or
+crc32_custom has its own, named calc, calc_0, calc_1, ... in source order,
+as p4c names BMv2's), get_time_elapsed, reset_state, help.
 
 Soft-target extensions (BMv2 has no equivalent):
 - ``set_port_rate_bps <bps> [<port>]``: line rate of an egress port in bits/s
@@ -772,7 +773,11 @@ class ControlPlane:
                 flags.append(False)
             else:
                 raise CommandError(f"Invalid bool parameter '{tok}' (true/false)")
-        cfg = self.sw.hashes.crc16_custom if width == 16 else self.sw.hashes.crc32_custom
+        # only the named calculation changes, and it must be a custom CRC of
+        # this width (runtime_CLI.py set_crc_parameters_common)
+        cfg = self.sw.hashes.custom.get(args[0])
+        if cfg is None or cfg.width != width:
+            raise CommandError(f"Invalid crc{width}_custom name ({args[0]})")
         cfg.poly, cfg.init, cfg.xor_out = vals
         cfg.refin, cfg.refout = flags
         cfg.rebuild()
@@ -842,9 +847,9 @@ _HELP = {
     "set_priority_weights": "set_priority_weights <egress_port> <w_prio0> <w_prio1> ... | strict"
                             "  (soft-target extension: weighted DRR among priorities)",
     "set_crc16_parameters": "set_crc16_parameters <name> <poly> <init> <xor> <refin> <refout>"
-                            "  (applies to every crc16_custom hash of the program)",
+                            "  (<name>: the calculation, calc, calc_0, ... by call site)",
     "set_crc32_parameters": "set_crc32_parameters <name> <poly> <init> <xor> <refin> <refout>"
-                            "  (applies to every crc32_custom hash of the program)",
+                            "  (<name>: the calculation, calc, calc_0, ... by call site)",
     "get_time_elapsed": "get_time_elapsed  (microseconds since the switch started)",
     "reset_state": "reset_state  (clear runtime entries, registers, counters, meters, PRE)",
     "help": "help [command]",

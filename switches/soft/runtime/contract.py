@@ -127,6 +127,10 @@ class ProgramInfo:
     meters: dict[str, MeterInfo] = field(default_factory=dict)
     digests: dict[str, DigestInfo] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # error names by value
+    # custom-CRC calculations (hash/checksum call sites using crc16_custom or
+    # crc32_custom), by BMv2's calculation name -> algorithm; generated code
+    # passes the name as the algorithm, set_crc*_parameters configures one
+    calculations: dict[str, str] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------
@@ -143,15 +147,22 @@ class PacketState:
     Generated code sets the request fields when the program calls the
     v1model externs clone/clone3/clone_preserving_field_list, resubmit*,
     recirculate*, truncate and digest (each call overwrites the previous
-    request of its kind, as in BMv2); the runtime acts on them at the end of
-    ingress/egress and resets them.
+    request of its kind, as in BMv2, except truncate, where the smallest
+    length wins); the runtime acts on them at the end of ingress/egress and
+    resets them.
+
+    ``ingress_length`` is the length the packet had when it entered ingress
+    (what counters and meters count, as BMv2's ``Packet::get_ingress_length``);
+    ``length_change`` is the bytes added minus removed by ``setValid()`` /
+    ``setInvalid()`` (BMv2's add_header/remove_header update the packet length
+    register, which egress sees as ``standard_metadata.packet_length``).
     """
 
     __slots__ = (
         "hdr", "meta", "sm", "payload",
         "clone_session", "clone_type", "clone_field_list",
         "resubmit_field_list", "recirculate_field_list",
-        "truncate_len", "digests",
+        "truncate_len", "digest", "ingress_length", "length_change",
     )
 
     def __init__(self, hdr: Any, meta: Any, sm: Any, payload: bytes = b"") -> None:
@@ -165,7 +176,9 @@ class PacketState:
         self.resubmit_field_list: int | None = None  # None = no resubmit requested
         self.recirculate_field_list: int | None = None
         self.truncate_len: int | None = None
-        self.digests: list[tuple[int, str, dict[str, int]]] = []  # (receiver, type name, values)
+        self.digest: tuple[int, str, dict[str, int]] | None = None  # (receiver, type, values)
+        self.ingress_length = 0
+        self.length_change = 0
 
 
 class CompiledProgram(Protocol):

@@ -157,6 +157,7 @@ class HashEngine:
         self.rng = rng or _random.Random()
         self.crc16_custom = crc16_default()
         self.crc32_custom = crc32_default()
+        self.custom: dict[str, CrcConfig] = {}  # named calculations (set_calculations)
         self._algos: dict[str, Callable[[bytes], int]] = {
             "crc16": crc16,
             "crc32": crc32,
@@ -167,6 +168,18 @@ class HashEngine:
             "identity": identity,
             "random": lambda _buf: self.rng.getrandbits(32),
         }
+
+    def set_calculations(self, calculations: dict[str, str]) -> None:
+        """The program's custom-CRC calculations (name -> crc16_custom or
+        crc32_custom), each with parameters of its own, starting from the
+        defaults; calculations of a previous program are forgotten."""
+        for name in self.custom:
+            self._algos.pop(name, None)
+        self.custom = {}
+        for name, algo in calculations.items():
+            cfg = crc16_default() if algo == "crc16_custom" else crc32_default()
+            self.custom[name] = cfg
+            self._algos[name] = cfg.compute
 
     def names(self) -> list[str]:
         return sorted(self._algos)

@@ -176,6 +176,7 @@ class SoftSwitch:
                  self.meters) = old
             raise
         self.program = program
+        self.hashes.set_calculations(info.calculations)
         self._counted_tables = [t for t in tables.values() if t.has_counter]
         self._metered_tables = [t for t in tables.values() if t.meter_kind is not None]
         # whether tables need per-packet context (direct counters or meters)
@@ -187,8 +188,9 @@ class SoftSwitch:
         Table entries, registers, counters, meters, multicast groups and
         mirroring sessions start empty (they belong to the old program);
         packets waiting in the traffic manager are dropped (counted as drop
-        reason ``program_change``). Queue settings, port rates, hash
-        parameters, port counters and handlers stay. Hold ``lock``.
+        reason ``program_change``); custom-CRC calculations start from their
+        defaults. Queue settings, port rates, port counters and handlers stay.
+        Hold ``lock``.
         If the new program fails to build, the old one keeps running."""
         self._install_program(program_module)
         self.pre.reset()
@@ -396,6 +398,7 @@ class SoftSwitch:
         st = prog.new_state()
         sm = st.sm
         length = len(data)
+        st.ingress_length = length
         if itype == NORMAL:
             sm.ingress_port = port
             sm.ingress_global_timestamp = (int(self._clock()) - self._t0) & _M48
@@ -422,16 +425,16 @@ class SoftSwitch:
 
             self._clone(st, gen, length, reparsed, INGRESS_CLONE, "clone_i2e")
 
-        if st.digests:
-            for d in st.digests:
-                self.digests.append(d)
-                self.events["digests"] += 1
-                if self.digest_handler is not None:
-                    try:
-                        self.digest_handler(*d)
-                    except Exception:
-                        self.log.exception("digest handler failed")
-            st.digests = []
+        d = st.digest
+        if d is not None:
+            st.digest = None
+            self.digests.append(d)
+            self.events["digests"] += 1
+            if self.digest_handler is not None:
+                try:
+                    self.digest_handler(*d)
+                except Exception:
+                    self.log.exception("digest handler failed")
 
         if st.resubmit_field_list is not None:
             fl = st.resubmit_field_list
@@ -442,6 +445,8 @@ class SoftSwitch:
             self.events["resubmit"] += 1
             return (port, data, RESUBMIT, prog.field_list(st, fl), gen + 1)
 
+        # the packet length register: headers added/removed by ingress count
+        length += st.length_change
         if mgid != 0:
             sm.instance_type = REPLICATION
             self._multicast(st, mgid, length, gen)
@@ -483,6 +488,7 @@ class SoftSwitch:
         if fl is not None:
             prog.restore_field_list(c, prog.field_list(st, fl))
         c.sm.instance_type = instance_type
+        c.ingress_length = st.ingress_length
         self.events[event] += 1
         self._send_clone(c, sess, length, gen + 1)
 
@@ -502,6 +508,8 @@ class SoftSwitch:
         for port, rid in reps:
             st.sm.egress_rid = rid
             r = prog.copy_state(st)
+            r.ingress_length = st.ingress_length
+            r.length_change = st.length_change
             self.events["replicas"] += 1
             self._enqueue(port, r, length, gen)
 
@@ -545,12 +553,19 @@ class SoftSwitch:
         sm.egress_spec = (self.drop_port + 1) & 0x1FF
         sm.packet_length = length
         if self._table_context:
-            self._start_packet(length)
+            self._start_packet(st.ingress_length)
         prog.egress(st)
 
-        # E2E clone: the state at the end of egress
+        # E2E clone: the state at the end of egress, with the length register
+        # as egress left it (BMv2 simple_switch.cpp egress_thread)
         if st.clone_session is not None:
-            self._clone(st, gen, length, lambda: prog.copy_state(st), EGRESS_CLONE, "clone_e2e")
+            def e2e_copy() -> PacketState:
+                c = prog.copy_state(st)
+                c.length_change = st.length_change
+                return c
+
+            self._clone(st, gen, st.ingress_length + st.length_change, e2e_copy,
+                        EGRESS_CLONE, "clone_e2e")
 
         if sm.egress_spec == self.drop_port:
             self._drop("egress_drop_port")
