@@ -52,7 +52,11 @@ def compile_cmd(program: str, output: str | None, include_dirs: tuple[str, ...],
         if source is None:
             click.echo("error: the compiled module carries no source text to write", err=True)
             sys.exit(1)
-        Path(output).write_text(source)
+        try:
+            Path(output).write_text(source)
+        except OSError as e:
+            click.echo(f"error: cannot write {output}: {e.strerror or e}", err=True)
+            sys.exit(1)
         click.echo(f"wrote {output}")
     if info is not None:
         click.echo(f"{program}: ok ({len(info.tables)} tables, {len(info.actions)} actions, "

@@ -37,6 +37,13 @@ def test_compile_a_good_program_and_write_the_python(tmp_path: Path) -> None:
     assert "def make_program" in out.read_text()
 
 
+def test_compile_to_an_unwritable_path_is_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "no-such-dir" / "l3.py"
+    r = CliRunner().invoke(cli_main, ["compile", str(P4 / "l3_router.p4"), "-o", str(out)])
+    assert r.exit_code == 1
+    assert r.output == f"error: cannot write {out}: No such file or directory\n"
+
+
 def test_compile_missing_file_is_a_clear_error() -> None:
     r = CliRunner().invoke(cli_main, ["compile", "/nonexistent/x.p4"])
     assert r.exit_code == 2 and "does not exist" in r.output
@@ -62,6 +69,14 @@ def test_stf_pass_and_fail(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli_main, ["stf", "--json", str(prog), str(bad)])
     assert r.exit_code == 1
     json.loads(r.output)
+
+
+def test_stf_syntax_error_exits_2_naming_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "typo.stf"
+    bad.write_text("packet 0 00\nexpct 1 00\n")
+    r = CliRunner().invoke(cli_main, ["stf", str(P4 / "l3_router.p4"), str(bad)])
+    assert r.exit_code == 2
+    assert r.output.strip() == f"error: {bad}:2: unknown command 'expct'"
 
 
 def test_doctor_json_lists_targets_and_providers() -> None:

@@ -181,7 +181,12 @@ def test_errors_inside_included_files_point_into_them(tmp_path: Path) -> None:
     ("action a() {\n  x = y +* 2;\n}", "2:10", "expected an expression but found '*'"),
     ("action a() {\n  x = f(1, 2;\n}", "2:13",
      "expected ')' to close the argument list opened at s.p4:2:8 but found ';'"),
-    ("action a() {\n  x = 1 $ 2;\n}", "2:9", "unexpected character '$'"),
+    ("action a() {\n  x = 1 $ 2;\n}", "2:9", "unexpected character '$' (0x24)"),
+    ("const bit<8> x = 1;\x01", "1:20", "unexpected byte 0x01"),
+    ("const bit<8> x = 1; \u00e9", "1:21", "unexpected character '\u00e9' (U+00E9, bytes c3 a9)"),
+    # a misspelt type name with type arguments
+    ("header h_t { bitt<8> a; }", "1:14", "undeclared type 'bitt'"),
+    ("struct s { Countr<bit<8>> c; }", "1:12", "undeclared type 'Countr'"),
     ("action a() {\n  x + 1;\n}", "2:3",
      "this expression is not a statement (expected an assignment or a call)"),
     # unterminated comment / string
@@ -216,6 +221,17 @@ def test_syntax_errors(src: str, where: str, message: str) -> None:
     with pytest.raises(P4Error) as ei:
         parse_string(src, filename="s.p4")
     assert str(ei.value) == f"s.p4:{where}: {message}"
+
+
+def test_a_byte_that_is_not_utf8_is_reported_by_value(tmp_path: Path) -> None:
+    for text in (b"header h_t { bit<8> a; } \xe9\n", b'@name("a\xe9") header h_t { bit<8> a; }\n'):
+        src = tmp_path / "latin1.p4"
+        src.write_bytes(text)
+        with pytest.raises(P4Error) as ei:
+            parse_file(src)
+        assert ei.value.message == "unexpected byte 0xe9 (not UTF-8 text)"
+    src.write_bytes(b"// caf\xe9 in a comment is fine\nheader h_t { bit<8> a; }\n")
+    assert parse_file(src).decls
 
 
 def test_absurd_nesting_is_a_p4_error() -> None:

@@ -139,6 +139,22 @@ def _decode_string(body: str) -> str:
     return "".join(out)
 
 
+# Source files are decoded with "surrogateescape": a byte that is not UTF-8
+# becomes one of these code points, so an error can name the byte.
+_RAW_BYTE_RE = re.compile("[\udc80-\udcff]")
+
+
+def describe_char(c: str) -> str:
+    """An error message for a character no token can start with, naming its value."""
+    o = ord(c)
+    if 0xDC80 <= o <= 0xDCFF:
+        return f"unexpected byte 0x{o - 0xDC00:02x} (not UTF-8 text)"
+    if o < 0x80:
+        return f"unexpected character '{c}' (0x{o:02x})" if c.isprintable() else \
+            f"unexpected byte 0x{o:02x}"
+    return f"unexpected character '{c}' (U+{o:04X}, bytes {c.encode().hex(' ')})"
+
+
 def tokenize(text: str, file: str) -> list[Token]:
     """Split ``text`` (the contents of ``file``) into tokens, without an EOF token."""
     toks: list[Token] = []
@@ -192,6 +208,9 @@ def tokenize(text: str, file: str) -> list[Token]:
             pos = end
             continue
         elif g == 6:
+            bad = _RAW_BYTE_RE.search(s)
+            if bad:  # a byte that is not UTF-8 text: reported, never carried along
+                raise P4Error(Location(file, line, col + bad.start()), describe_char(bad.group()))
             append(Token("STR", _decode_string(s[1:-1]), s, file, line, col, nl, ws))
             if "\n" in s:  # escaped newline inside a string
                 line += s.count("\n")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 
 from . import ir
-from .lexer import Token
+from .lexer import Token, describe_char
 from .source import Location, P4Error, P4Unsupported
 
 # Binary operator precedence, higher binds tighter (P4_16 grammar).  Unlike C,
@@ -85,7 +85,7 @@ class Parser:
         if t.kind == "BADNUM":
             return P4Error(t.loc, f"invalid integer literal '{t.text}'")
         if t.kind == "BADCHAR":
-            return P4Error(t.loc, f"unexpected character {t.text!r}")
+            return P4Error(t.loc, describe_char(t.text))
         ctx = f" {ctx}" if ctx else ""
         return P4Error(t.loc, f"expected {what}{ctx} but found {t.describe()}")
 
@@ -294,6 +294,9 @@ class Parser:
             base = ir.TypeName(loc=name.loc if not absolute else t.loc, name=str(name.value),
                                absolute=absolute)
             if self.tok.kind == "<":
+                if not absolute and not self.is_type(str(name.value)):
+                    # (else a misspelt bit<8> reads as 'expected a type, found 8')
+                    raise P4Error(name.loc, f"undeclared type '{name.value}'")
                 open_tok = self.advance()
                 args = [self.type_arg()]
                 while self.accept(","):

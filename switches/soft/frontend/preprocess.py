@@ -41,7 +41,7 @@ def _lex_file(path: str) -> tuple[list[Token], Token]:
     if hit is not None:
         return hit
     try:
-        with open(path, encoding="utf-8-sig", errors="replace") as f:
+        with open(path, encoding="utf-8-sig", errors="surrogateescape") as f:
             text = f.read()
     except OSError as e:
         raise P4Error(Location(path, 0, 0), f"cannot read file: {e.strerror}") from None
