@@ -4,6 +4,9 @@
   with `local_info()` / `connect(infos)` or `Communicator.init(..., rendezvous)`;
   `all_reduce`, `reduce_scatter`, `all_gather` (blocking) and `start_*`
   (returning a `CollectiveOp` driven by `progress()`).
+- `epic`: `EpicCommunicator(ctx, rank, size, EpicEndpoint(...))`, the same
+  collectives (plus reduce, broadcast, barrier) aggregated by an EPIC Mode-II
+  switch (switches/p4/EPIC.md), over standard RC verbs only.
 - Rendezvous for the out-of-band exchange: `TcpRendezvous`, `FileRendezvous`,
   `LocalRendezvous`.
 - `schedule`: the ring plans (which chunk moves at which step), pure data.
@@ -12,6 +15,7 @@
 """
 
 from hosts.commlib.communicator import CollectiveOp, CommError, Communicator, EventSink
+from hosts.commlib.epic import EpicCollective, EpicCommunicator, EpicEndpoint, EpicOp
 from hosts.commlib.events import JsonlSink
 from hosts.commlib.reduce import ReduceOp
 from hosts.commlib.rendezvous import (
@@ -28,6 +32,10 @@ __all__ = [
     "CollectiveOp",
     "CommError",
     "Communicator",
+    "EpicCollective",
+    "EpicCommunicator",
+    "EpicEndpoint",
+    "EpicOp",
     "EventSink",
     "FileRendezvous",
     "JsonlSink",

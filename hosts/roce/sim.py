@@ -77,16 +77,31 @@ class SimWire:
         self.counters = dict.fromkeys(("sent", "delivered", "dropped", "duplicated",
                                        "reordered", "ce_marked", "corrupted"), 0)
         self._providers: dict[str, SimProvider] = {}
+        # other nodes (an in-process switch): ip -> handler(data, src_ip, sport,
+        # dst_ip, dport, ecn), called when a datagram to ip is delivered
+        self._nodes: dict[str, Callable[..., None]] = {}
         self._engines: list = []
         self._heap: list[tuple[int, int, str, bytes]] = []
         self._seq = itertools.count()
 
     def provider(self, ip: str) -> SimProvider:
-        if ip in self._providers:
+        if ip in self._providers or ip in self._nodes:
             raise ValueError(f"{ip} already attached")
         p = SimProvider(self, ip)
         self._providers[ip] = p
         return p
+
+    def attach(self, ip: str, handler: Callable[..., None]) -> None:
+        """Deliver datagrams for ``ip`` to ``handler(data, src_ip, sport, dst_ip, dport,
+        ecn)`` (a node that is not an engine, e.g. a switch answering at ``ip``)."""
+        if ip in self._providers or ip in self._nodes:
+            raise ValueError(f"{ip} already attached")
+        self._nodes[ip] = handler
+
+    def inject(self, src_ip: str, sport: int, dst_ip: str, dport: int, data: bytes,
+               ecn: int) -> None:
+        """Put a datagram on the wire as if ``src_ip`` sent it (impairments apply)."""
+        self._send(src_ip, sport, dst_ip, dport, data, ecn)
 
     # -- transmission ----------------------------------------------------------
     def _send(self, src_ip: str, sport: int, dst_ip: str, dport: int, data: bytes,
@@ -136,7 +151,10 @@ class SimWire:
         while h and h[0][0] <= self.clock:
             _, _, dst, pkt = heapq.heappop(h)
             p = self._providers.get(dst)
-            if p is None:
+            if p is None and dst in self._nodes:
+                self.counters["delivered"] += 1
+                self._nodes[dst](*dgram)
+            elif p is None:
                 self.counters["dropped"] += 1
             else:
                 self.counters["delivered"] += 1

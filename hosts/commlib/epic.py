@@ -1,0 +1,478 @@
+"""CommLib collectives over an EPIC Mode-II switch (switches/p4/EPIC.md).
+
+Each rank holds one RC QP to the switch's endpoint (switch IP + the group's
+QPN); every collective is one or more *rounds*: a SEND with immediate (the
+announcement: op, root, group; payload = size), then the data as SENDs of
+whole packets of ``ELEMS`` big-endian int32 values (path MTU
+``PACKET_BYTES``). The switch adds the packets of equal PSN from all ranks
+and sends the sum back on the same QP, so each round is an AllReduce of
+int32 words. Only standard verbs are used (SEND, SEND_WITH_IMM, RECV), so
+the code runs on any provider (udp, sim, rxe).
+
+Flow control: at most two SEND work requests of ``chunk_pkts`` packets each
+are outstanding, so a rank never has more than ``WINDOW`` packets
+unacknowledged: a NIC needs no special window for the switch's 2W slots.
+Because the switch reflects the rank's own ACK of result p as the ACK of its
+upload p, a SEND completes only when its sums came back.
+
+Collectives (same signatures as the ring ``Communicator`` where it has them):
+
+- ``all_reduce(x, op=SUM)``: int32 sums with int32 saturation (exact unless
+  a sum leaves int32); float32/float64 as fixed point: a first round agrees
+  on ``Σ_ranks max|x|`` (a ladder of scaled ceilings, one packet), then
+  ``x * f`` with ``f = 0x7fffff80 / Σ max|x|`` is added as int32 and divided
+  back. Error per element <= ``size / (2 f)`` (+ the float rounding of the
+  division); ``fixed_point_bound(size, factor)`` gives it.
+- ``reduce(x, root, op)``: the AllReduce; the root returns it, others None.
+- ``broadcast(x, root)``: the root's bytes as int32 words, zeros from the
+  others: exact for any dtype.
+- ``all_gather(x)``: each rank's bytes at its offset, zeros elsewhere: exact.
+- ``reduce_scatter(x, op)``: the AllReduce, chunk ``rank`` of it.
+- ``barrier()``: an announcement alone (the switch releases it when every
+  rank sent it).
+
+The switch implements only the AllReduce path; Reduce, Broadcast,
+ReduceScatter and AllGather are composed here from it (and cost what an
+AllReduce of their buffer costs), not the paper's dedicated switch paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+
+from hosts.commlib.communicator import CommError, EventSink
+from hosts.commlib.reduce import ReduceOp
+from hosts.commlib.schedule import split
+from hosts.roce.constants import PSN_MASK, QPN_MASK, ROCE_UDP_PORT
+from hosts.roce.verbs import (
+    Access,
+    Context,
+    QPState,
+    RecvWR,
+    SendWR,
+    WCOpcode,
+    WCStatus,
+    WROpcode,
+)
+
+__all__ = [
+    "ELEMS", "PACKET_BYTES", "WINDOW", "MAX_GROUPS", "MAX_RANKS", "FIXED_POINT_NUMERATOR",
+    "ANNOUNCE_BYTES", "EpicOp", "EpicEndpoint", "EpicCommunicator", "EpicCollective",
+    "announce_imm", "parse_announce_imm", "fixed_point_factor", "fixed_point_bound",
+    "ladder_values", "ladder_sum",
+]
+
+# The P4 program's compile-time constants (switches/p4/epic.p4; a test keeps them equal).
+ELEMS = 64                        # EPIC_ELEMS: int32 values per data packet
+PACKET_BYTES = 4 * ELEMS          # the QP's path MTU
+WINDOW = 32                       # 1 << EPIC_WINDOW_LOG2: packets in flight per rank
+MAX_GROUPS = 4                    # 1 << EPIC_MAX_GROUPS_LOG2
+MAX_RANKS = 32                    # bits of a slot's arrival bitmap
+ANNOUNCE_BYTES = 8                # the announcement's payload: size, 64-bit big-endian
+FIXED_POINT_NUMERATOR = 0x7FFFFF80
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+# Fixed-point agreement: element j of the ladder packet carries
+# ceil(max|x| * 2**(LADDER_TOP - LADDER_STEP * j)), capped at LADDER_CAP so
+# that the sum over up to MAX_RANKS ranks cannot saturate.
+LADDER_TOP = 60
+LADDER_STEP = 2
+LADDER_CAP = 2**26
+
+
+class EpicOp(IntEnum):
+    """Announcement operations (ImmDt bits 31..24; EPIC_OP_* in epic.p4)."""
+
+    ALLREDUCE = 1
+    REDUCE = 2
+    BROADCAST = 3
+    BARRIER = 4
+    REDUCE_SCATTER = 5
+    ALL_GATHER = 6
+
+
+def announce_imm(op: EpicOp, root: int, gid: int) -> int:
+    """ImmDt of an announcement: op << 24 | root << 16 | group."""
+    if not 0 <= root < 256 or not 0 <= gid < 0x10000:
+        raise ValueError(f"root {root} or group {gid} does not fit the announcement")
+    return (int(op) << 24) | (root << 16) | gid
+
+
+def parse_announce_imm(imm: int) -> tuple[EpicOp, int, int]:
+    return EpicOp(imm >> 24), (imm >> 16) & 0xFF, imm & 0xFFFF
+
+
+@dataclass(frozen=True)
+class EpicEndpoint:
+    """The switch side of a group: its IP, the group's QPN, the group id, and the
+    PSN every QP of the group starts at."""
+
+    switch_ip: str
+    qpn: int
+    gid: int
+    start_psn: int = 0
+    port: int = ROCE_UDP_PORT
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.gid < MAX_GROUPS:
+            raise ValueError(f"group id {self.gid} out of range 0..{MAX_GROUPS - 1}")
+        if not 0 < self.qpn <= QPN_MASK:
+            raise ValueError(f"endpoint QPN {self.qpn:#x} is not a 24-bit QPN")
+        if not 0 <= self.start_psn <= PSN_MASK:
+            raise ValueError(f"start PSN {self.start_psn} is not a 24-bit PSN")
+
+
+def ladder_values(max_abs: float) -> np.ndarray:
+    """One rank's ladder packet for the fixed-point agreement."""
+    shifts = LADDER_TOP - LADDER_STEP * np.arange(ELEMS)
+    v = np.ceil(np.float64(max_abs) * np.exp2(shifts.astype(np.float64)))
+    return np.minimum(v, LADDER_CAP).astype(np.int32)
+
+
+def ladder_sum(summed: np.ndarray) -> float:
+    """An upper bound of Σ_ranks max|x| from the summed ladder packet (0.0 if all
+    ranks had only zeros): the finest rung no rank capped."""
+    for j in range(ELEMS):
+        s = int(summed[j])
+        if s < LADDER_CAP:
+            return s / 2.0 ** (LADDER_TOP - LADDER_STEP * j)
+    raise CommError("fixed-point agreement failed: every rung saturated")
+
+
+def fixed_point_factor(sum_max_abs: float) -> float:
+    """f = 0x7fffff80 / Σ_ranks max|x| (1.0 if every value is 0)."""
+    return FIXED_POINT_NUMERATOR / sum_max_abs if sum_max_abs > 0 else 1.0
+
+
+def fixed_point_bound(size: int, factor: float) -> float:
+    """Largest absolute error of one summed element from fixed-point rounding."""
+    return size / (2.0 * factor)
+
+
+_Round = tuple[EpicOp, int, np.ndarray]          # op, root, int32 words
+_Plan = Generator[_Round, np.ndarray, np.ndarray | None]
+
+
+class EpicCommunicator:
+    """One rank of a group aggregated by an EPIC Mode-II switch."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        rank: int,
+        size: int,
+        endpoint: EpicEndpoint,
+        *,
+        max_bytes: int = 1 << 20,
+        event_sink: EventSink | None = None,
+        rate_controller_factory: Callable[[], Any] | None = None,
+        pacer_factory: Callable[[], Any] | None = None,
+        chunk_pkts: int = WINDOW // 2,
+        timeout_s: float = 60.0,
+        job_id: int = 0,
+        qp_timeout_ns: int | None = None,
+    ) -> None:
+        if not 0 < size <= MAX_RANKS:
+            raise ValueError(f"group size {size} out of range 1..{MAX_RANKS}")
+        if not 0 <= rank < size:
+            raise ValueError(f"rank {rank} out of range for size {size}")
+        if not 0 < chunk_pkts <= WINDOW // 2:
+            raise ValueError(f"chunk_pkts must be in 1..{WINDOW // 2} (two in flight <= W)")
+        self.ctx, self.rank, self.size, self.endpoint = ctx, rank, size, endpoint
+        self.max_bytes = max_bytes
+        self.event_sink = event_sink
+        self.chunk_pkts = chunk_pkts
+        self.timeout_s = timeout_s
+        self.job_id = job_id
+        # A rank's uploads are acknowledged only when every rank has sent them, so
+        # the QP's retransmission timeout must cover the ranks' skew: retry_cnt (7)
+        # timeouts without progress fail the QP. None: the context's RTO.
+        self.qp_timeout_ns = qp_timeout_ns
+        # room for an AllGather of max_bytes, padded to whole packets
+        words = -(-max(1, max_bytes) // 4)
+        self._cap_words = -(-words // ELEMS) * ELEMS
+        self.pd = ctx.alloc_pd()
+        self.cq = ctx.create_cq()
+        nbytes = ANNOUNCE_BYTES + 4 * self._cap_words
+        self._send = bytearray(nbytes)
+        self._recv = bytearray(nbytes)
+        self._send_mr = self.pd.reg_mr(self._send, Access.LOCAL_WRITE)
+        self._recv_mr = self.pd.reg_mr(self._recv, Access.LOCAL_WRITE)
+        self.qp = self.pd.create_qp(
+            self.cq, self.cq, job_id=job_id,
+            rate_controller=rate_controller_factory() if rate_controller_factory else None,
+            pacer=pacer_factory() if pacer_factory else None)
+        self.connected = False
+        self.seq = 0
+        self._active: EpicCollective | None = None
+
+    # ---- set-up ----
+    def local_info(self) -> dict[str, Any]:
+        """What the controller needs to add this rank to the group (JSON-able)."""
+        return {"rank": self.rank, "ip": self.ctx.local_ip, "qpn": self.qp.qp_num}
+
+    def connect(self) -> None:
+        """Connect the QP to the switch endpoint (the controller must have installed
+        the group before the first collective)."""
+        ep = self.endpoint
+        self.qp.modify(state=QPState.INIT)
+        self.qp.modify(state=QPState.RTR, dest_ip=ep.switch_ip, dest_qp_num=ep.qpn,
+                       dest_port=ep.port, rq_psn=ep.start_psn, path_mtu=PACKET_BYTES)
+        rts: dict[str, Any] = {"state": QPState.RTS, "sq_psn": ep.start_psn}
+        if self.qp_timeout_ns is not None:
+            rts["timeout_ns"] = self.qp_timeout_ns
+        self.qp.modify(**rts)
+        self.connected = True
+
+    def close(self) -> None:
+        self.qp.destroy()
+
+    def _emit(self, ev: dict[str, Any]) -> None:
+        if self.event_sink is not None:
+            self.event_sink(ev)
+
+    # ---- collectives ----
+    def start_all_reduce(self, x: np.ndarray, op: ReduceOp = ReduceOp.SUM) -> EpicCollective:
+        x = self._check(x, op)
+        return self._start("all_reduce", x.nbytes, self._plan_sum(EpicOp.ALLREDUCE, 0, x))
+
+    def start_reduce(self, x: np.ndarray, root: int = 0,
+                     op: ReduceOp = ReduceOp.SUM) -> EpicCollective:
+        x = self._check(x, op)
+        self._check_root(root)
+
+        def plan() -> _Plan:
+            res = yield from self._plan_sum(EpicOp.REDUCE, root, x)
+            return res if self.rank == root else None
+        return self._start("reduce", x.nbytes, plan())
+
+    def start_broadcast(self, x: np.ndarray, root: int = 0) -> EpicCollective:
+        x = self._check(x, ReduceOp.SUM)
+        self._check_root(root)
+
+        def plan() -> _Plan:
+            words = _as_words(x) if self.rank == root else np.zeros(x.nbytes // 4, np.int32)
+            out = yield (EpicOp.BROADCAST, root, words)
+            return _from_words(out, x.dtype, x.size)
+        return self._start("broadcast", x.nbytes, plan())
+
+    def start_all_gather(self, x: np.ndarray) -> EpicCollective:
+        x = self._check(x, ReduceOp.SUM)
+
+        def plan() -> _Plan:
+            w = x.nbytes // 4
+            words = np.zeros(w * self.size, np.int32)
+            words[self.rank * w: (self.rank + 1) * w] = _as_words(x)
+            out = yield (EpicOp.ALL_GATHER, 0, words)
+            return _from_words(out, x.dtype, x.size * self.size)
+        return self._start("all_gather", x.nbytes * self.size, plan())
+
+    def start_reduce_scatter(self, x: np.ndarray,
+                             op: ReduceOp = ReduceOp.SUM) -> EpicCollective:
+        x = self._check(x, op)
+
+        def plan() -> _Plan:
+            res = yield from self._plan_sum(EpicOp.REDUCE_SCATTER, 0, x)
+            assert res is not None
+            off, ln = split(x.size, self.size)[self.rank]
+            return res[off: off + ln].copy()
+        return self._start("reduce_scatter", x.nbytes, plan())
+
+    def start_barrier(self) -> EpicCollective:
+        def plan() -> _Plan:
+            yield (EpicOp.BARRIER, 0, np.zeros(0, np.int32))
+            return None
+        return self._start("barrier", 0, plan())
+
+    def all_reduce(self, x: np.ndarray, op: ReduceOp = ReduceOp.SUM) -> np.ndarray:
+        """Element-wise sum of `x` over all ranks; a new array."""
+        out = self.wait(self.start_all_reduce(x, op))
+        assert out is not None
+        return out
+
+    def reduce(self, x: np.ndarray, root: int = 0,
+               op: ReduceOp = ReduceOp.SUM) -> np.ndarray | None:
+        """The sum at `root` (None on the other ranks)."""
+        return self.wait(self.start_reduce(x, root, op))
+
+    def broadcast(self, x: np.ndarray, root: int = 0) -> np.ndarray:
+        """`root`'s `x` on every rank (others pass an array of the same shape/dtype)."""
+        out = self.wait(self.start_broadcast(x, root))
+        assert out is not None
+        return out
+
+    def all_gather(self, x: np.ndarray) -> np.ndarray:
+        """Every rank's `x` (all the same length), concatenated in rank order."""
+        out = self.wait(self.start_all_gather(x))
+        assert out is not None
+        return out
+
+    def reduce_scatter(self, x: np.ndarray, op: ReduceOp = ReduceOp.SUM) -> np.ndarray:
+        """Chunk `rank` (of `size` near-equal chunks) of the sum of `x`."""
+        out = self.wait(self.start_reduce_scatter(x, op))
+        assert out is not None
+        return out
+
+    def barrier(self) -> None:
+        self.wait(self.start_barrier())
+
+    def wait(self, op: EpicCollective) -> np.ndarray | None:
+        if not self.ctx.engine.run(until=op.progress, timeout=self.timeout_s):
+            raise CommError(f"rank {self.rank}: {op.kind} #{op.seq} timed out "
+                            f"({op.describe()})")
+        return op.result()
+
+    # ---- internals ----
+    def _check(self, x: np.ndarray, op: ReduceOp) -> np.ndarray:
+        if ReduceOp(op) is not ReduceOp.SUM:
+            raise CommError(f"the EPIC switch adds; reduction {ReduceOp(op).value!r} "
+                            "is not supported")
+        x = np.ascontiguousarray(x).reshape(-1)
+        if x.dtype not in (np.dtype(np.int32), np.dtype(np.float32), np.dtype(np.float64)):
+            raise TypeError(f"unsupported dtype {x.dtype} for EPIC collectives "
+                            "(supported: int32, float32, float64)")
+        return x
+
+    def _check_root(self, root: int) -> None:
+        if not 0 <= root < self.size:
+            raise ValueError(f"root {root} out of range for size {self.size}")
+
+    def _plan_sum(self, op: EpicOp, root: int, x: np.ndarray) -> _Plan:
+        if x.dtype == np.int32:
+            out = yield (op, root, x)
+            return out
+        if not np.all(np.isfinite(x)):
+            raise CommError("fixed-point sums need finite values")
+        max_abs = float(np.max(np.abs(x))) if x.size else 0.0
+        summed = yield (op, root, ladder_values(max_abs))
+        factor = fixed_point_factor(ladder_sum(summed))
+        q = np.clip(np.rint(x.astype(np.float64) * factor), INT32_MIN, INT32_MAX)
+        out = yield (op, root, q.astype(np.int32))
+        return (out.astype(np.float64) / factor).astype(x.dtype)
+
+    def _start(self, kind: str, nbytes: int, plan: _Plan) -> EpicCollective:
+        if not self.connected:
+            raise CommError("communicator is not connected")
+        if self._active is not None and not self._active.done:
+            raise CommError("a collective is already in progress on this communicator")
+        c = EpicCollective(self, kind, nbytes, plan)
+        self._active = c
+        c.progress()
+        return c
+
+
+class EpicCollective:
+    """One collective in progress on one rank; `progress()` -> True when done."""
+
+    def __init__(self, comm: EpicCommunicator, kind: str, nbytes: int, plan: _Plan) -> None:
+        self.comm, self.kind, self.nbytes, self._plan = comm, kind, nbytes, plan
+        self.seq = comm.seq
+        comm.seq += 1
+        self.done = False
+        self._result: np.ndarray | None = None
+        self.rounds = 0
+        self.t_start = comm.ctx.engine.now_ns()
+        self.t_end: int | None = None
+        self._round: _Round | None = None
+        comm._emit(self._base("collective_start") | {"t_ns": self.t_start, "bytes": nbytes})
+        self._next(None)
+
+    def _base(self, event: str) -> dict[str, Any]:
+        c = self.comm
+        return {"event": event, "job_id": c.job_id, "rank": c.rank, "size": c.size,
+                "collective": self.kind, "seq": self.seq, "scheme": "epic"}
+
+    def describe(self) -> str:
+        return (f"round {self.rounds}: {self._sent}/{len(self._chunks)} sends posted, "
+                f"{self._send_done} done, {self._recv_done}/{len(self._chunks)} results")
+
+    def _next(self, summed: np.ndarray | None) -> None:
+        try:
+            rnd = self._plan.send(summed) if summed is not None else next(self._plan)
+        except StopIteration as stop:
+            self._result = stop.value
+            self.done = True
+            self.t_end = self.comm.ctx.engine.now_ns()
+            self.comm._emit(self._base("collective_end")
+                            | {"t_ns": self.t_end, "t_start_ns": self.t_start})
+            return
+        self._begin_round(rnd)
+
+    def _begin_round(self, rnd: _Round) -> None:
+        comm = self.comm
+        op, root, words = rnd
+        n = words.size
+        if n > comm._cap_words:
+            raise CommError(f"{self.kind} needs {4 * n} bytes; max_bytes is {comm.max_bytes}")
+        self._round = rnd
+        self.rounds += 1
+        npkts = -(-n // ELEMS)
+        padded = npkts * ELEMS
+        comm._send[:ANNOUNCE_BYTES] = (self.nbytes).to_bytes(8, "big")
+        data = np.frombuffer(comm._send, dtype=">i4", count=padded, offset=ANNOUNCE_BYTES)
+        data[:n] = words
+        data[n:] = 0
+        # (offset, length) of each SEND: the announcement, then data chunks
+        self._chunks: list[tuple[int, int]] = [(0, ANNOUNCE_BYTES)]
+        step = comm.chunk_pkts * PACKET_BYTES
+        for off in range(0, padded * 4, step):
+            self._chunks.append((ANNOUNCE_BYTES + off, min(step, padded * 4 - off)))
+        self._words = n
+        self._sent = self._send_done = self._recv_done = 0
+        # receive WQEs first: the sums can only come back after this rank's uploads
+        for i, (off, ln) in enumerate(self._chunks):
+            comm.qp.post_recv(RecvWR(wr_id=i, sge=comm._recv_mr.sge(off, ln)))
+        self._imm = announce_imm(op, root, comm.endpoint.gid)
+        self._post_sends()
+
+    def _post_sends(self) -> None:
+        comm = self.comm
+        while self._sent < len(self._chunks) and self._sent - self._send_done < 2:
+            i = self._sent
+            off, ln = self._chunks[i]
+            comm.qp.post_send(SendWR(
+                wr_id=i, opcode=WROpcode.SEND_WITH_IMM if i == 0 else WROpcode.SEND,
+                sge=comm._send_mr.sge(off, ln), imm_data=self._imm if i == 0 else None))
+            self._sent += 1
+
+    def progress(self) -> bool:
+        if self.done:
+            return True
+        comm = self.comm
+        for wc in comm.cq.poll(1024):
+            if wc.status != WCStatus.SUCCESS:
+                raise CommError(f"rank {comm.rank}: {self.kind} #{self.seq} work request "
+                                f"{wc.wr_id} failed: {wc.status.name}")
+            if wc.opcode == WCOpcode.RECV:
+                off, ln = self._chunks[wc.wr_id]
+                if wc.byte_len != ln:
+                    raise CommError(f"rank {comm.rank}: result message {wc.wr_id} has "
+                                    f"{wc.byte_len} bytes, expected {ln}")
+                self._recv_done += 1
+            else:
+                self._send_done += 1
+        self._post_sends()
+        if self._send_done == len(self._chunks) and self._recv_done == len(self._chunks):
+            out = np.frombuffer(comm._recv, dtype=">i4", count=self._words,
+                                offset=ANNOUNCE_BYTES).astype(np.int32)
+            self._next(out)
+        return self.done
+
+    def result(self) -> np.ndarray | None:
+        if not self.done:
+            raise CommError("collective not finished")
+        return self._result
+
+
+def _as_words(x: np.ndarray) -> np.ndarray:
+    return np.frombuffer(x.tobytes(), dtype=np.int32)
+
+
+def _from_words(words: np.ndarray, dtype: np.dtype, count: int) -> np.ndarray:
+    return np.frombuffer(words.astype(np.int32).tobytes(), dtype=dtype, count=count).copy()
+

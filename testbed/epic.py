@@ -1,0 +1,157 @@
+"""Controller side of EPIC groups, and epic.p4 on the simulated wire.
+
+- ``EpicGroup`` / ``EpicMember``: a group as the controller knows it (the
+  endpoint, each rank's address, port and QPN) -> the simple_switch_CLI lines
+  that install it on epic.p4 (switches/p4/EPIC.md), on either target.
+- ``SimSwitch``: the soft switch running epic.p4 in-process as one node of a
+  ``hosts.roce.sim.SimWire``: every datagram sent to one of its addresses
+  becomes an Ethernet/IPv4/UDP frame on the port of its sender, goes through
+  the P4 pipeline, and what the program emits goes back onto the wire. Tests
+  and what-if runs use it to run unmodified CommLib ranks against the real
+  P4 program without Mininet.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hosts.commlib.epic import MAX_RANKS, EpicEndpoint
+from hosts.roce.constants import ECN_MASK
+
+P4_DIR = Path(__file__).resolve().parents[1] / "switches" / "p4"
+EPIC_P4 = P4_DIR / "epic.p4"
+
+_IP_UDP = struct.Struct("!BBHHHBBH4s4sHHHH")
+
+
+@dataclass(frozen=True)
+class EpicMember:
+    rank: int
+    ip: str
+    qpn: int
+    port: int          # switch port towards the rank
+    mac: str           # the rank's MAC
+    switch_mac: str    # the switch port's MAC
+
+
+@dataclass(frozen=True)
+class EpicGroup:
+    endpoint: EpicEndpoint
+    members: tuple[EpicMember, ...]
+    mgid: int = 1
+
+    def __post_init__(self) -> None:
+        n = len(self.members)
+        if not 0 < n <= MAX_RANKS:
+            raise ValueError(f"a group has 1..{MAX_RANKS} ranks, not {n}")
+        if sorted(m.rank for m in self.members) != list(range(n)):
+            raise ValueError("group members must be ranks 0..N-1, each once")
+        if not 0 < self.mgid < 0x10000:
+            raise ValueError(f"multicast group {self.mgid} out of range 1..65535")
+
+    def rid(self, rank: int) -> int:
+        """Replication id of a rank's copy (gid << 5 | rank, as epic.p4 computes it)."""
+        return (self.endpoint.gid << 5) | rank
+
+    def switch_commands(self, node_base: int = 0) -> list[str]:
+        """The lines that install the group. ``node_base``: multicast node handles
+        the switch already gave out (handles are assigned in creation order)."""
+        ep = self.endpoint
+        cmds = [f"table_add MyIngress.epic_group MyIngress.set_group {ep.switch_ip} "
+                f"{ep.qpn:#x} => {ep.gid} {len(self.members)} {self.mgid}"]
+        for m in sorted(self.members, key=lambda m: m.rank):
+            cmds.append(f"table_add MyIngress.epic_member MyIngress.set_member {ep.gid} "
+                        f"{m.ip} => {m.rank}")
+            cmds.append(f"table_add MyEgress.epic_rank_addr MyEgress.set_rank_addr "
+                        f"{self.rid(m.rank)} => {m.mac} {m.switch_mac} {m.ip} {m.qpn:#x}")
+        cmds.append(f"mc_mgrp_create {self.mgid}")
+        for k, m in enumerate(sorted(self.members, key=lambda m: m.rank)):
+            cmds.append(f"mc_node_create {self.rid(m.rank)} {m.port}")
+            cmds.append(f"mc_node_associate {self.mgid} {node_base + k}")
+        return cmds
+
+
+def _mac_bytes(mac: str) -> bytes:
+    return bytes(int(b, 16) for b in mac.split(":"))
+
+
+class SimSwitch:
+    """epic.p4 (or another program) as a node of a SimWire.
+
+    ``hosts`` maps each host IP to its switch port; the switch answers datagrams
+    sent to ``addresses`` (the endpoint IPs). Host i's MAC is derived from its
+    port (``host_mac``), the port's MAC likewise (``port_mac``)."""
+
+    def __init__(self, wire: Any, addresses: Sequence[str], hosts: dict[str, int], *,
+                 program: str | os.PathLike[str] = EPIC_P4, seed: int = 1) -> None:
+        from switches.soft.compiler import compile_program
+        from switches.soft.runtime.switch import SoftSwitch
+
+        self.wire = wire
+        self.hosts = dict(hosts)
+        self._ip_of_port = {p: ip for ip, p in hosts.items()}
+        self.sw = SoftSwitch(compile_program(program), now_us=lambda: wire.clock // 1000,
+                             seed=seed)
+        self.frames_in = 0
+        self.frames_out = 0
+        for a in addresses:
+            wire.attach(a, self._on_datagram)
+
+    @staticmethod
+    def host_mac(port: int) -> str:
+        return f"00:00:00:00:{port // 256:02x}:{port % 256:02x}"
+
+    @staticmethod
+    def port_mac(port: int) -> str:
+        return f"02:00:00:00:{port // 256:02x}:{port % 256:02x}"
+
+    def member(self, rank: int, ip: str, qpn: int) -> EpicMember:
+        port = self.hosts[ip]
+        return EpicMember(rank, ip, qpn, port, self.host_mac(port), self.port_mac(port))
+
+    def command(self, line: str) -> str:
+        with self.sw.lock:
+            return self.sw.control.execute(line)
+
+    def _on_datagram(self, data: bytes, src_ip: str, sport: int, dst_ip: str, dport: int,
+                     ecn: int) -> None:
+        port = self.hosts.get(src_ip)
+        if port is None:
+            return
+        total = 28 + len(data)
+        ip_udp = bytearray(_IP_UDP.pack(0x45, ecn & ECN_MASK, total, 0, 0x4000, 64, 17, 0,
+                                        socket.inet_aton(src_ip), socket.inet_aton(dst_ip),
+                                        sport, dport, 8 + len(data), 0))
+        csum = _csum16(bytes(ip_udp[:20]))
+        ip_udp[10:12] = csum.to_bytes(2, "big")
+        frame = (_mac_bytes(self.port_mac(port)) + _mac_bytes(self.host_mac(port))
+                 + b"\x08\x00" + bytes(ip_udp) + bytes(data))
+        self.frames_in += 1
+        with self.sw.lock:
+            out = self.sw.process_sync(port, frame)
+        for _, f in out:
+            self.frames_out += 1
+            if len(f) < 42 or f[12:14] != b"\x08\x00":
+                continue
+            ihl = (f[14] & 0xF) * 4
+            src = socket.inet_ntoa(f[26:30])
+            dst = socket.inet_ntoa(f[30:34])
+            u = 14 + ihl
+            sp, dp = struct.unpack_from("!HH", f, u)
+            self.wire.inject(src, sp, dst, dp, bytes(f[u + 8:]), f[15] & ECN_MASK)
+
+
+def _csum16(b: bytes) -> int:
+    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+__all__ = ["EPIC_P4", "EpicGroup", "EpicMember", "SimSwitch"]

@@ -1,0 +1,210 @@
+"""CommLib collectives over epic.p4: unmodified RC ranks on the simulated wire,
+the real P4 program running in-process as the switch (testbed.epic.SimSwitch).
+Results against numpy, for group sizes 2-8, under loss and reordering."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hosts.commlib import CommError, ReduceOp, split
+from hosts.commlib.epic import (
+    ELEMS,
+    MAX_GROUPS,
+    WINDOW,
+    EpicCommunicator,
+    EpicEndpoint,
+    EpicOp,
+    fixed_point_bound,
+    fixed_point_factor,
+    ladder_sum,
+    ladder_values,
+)
+from hosts.roce.scale import Scale
+from hosts.roce.sim import SimWire
+from hosts.roce.verbs import Context
+from testbed.epic import EPIC_P4, EpicGroup, SimSwitch
+
+SWITCH_IP = "10.255.0.1"
+
+
+def make_group(n: int, *, max_bytes: int = 1 << 15, **wire_kw):
+    w = SimWire(**wire_kw)
+    ips = [f"10.0.{r + 1}.1" for r in range(n)]
+    sw = SimSwitch(w, [SWITCH_IP], {ip: r + 1 for r, ip in enumerate(ips)})
+    ep = EpicEndpoint(SWITCH_IP, 0x100, 0)
+    comms = [EpicCommunicator(Context(w.provider(ip), scale=Scale()), r, n, ep,
+                              max_bytes=max_bytes) for r, ip in enumerate(ips)]
+    group = EpicGroup(ep, tuple(sw.member(c.rank, c.ctx.local_ip, c.qp.qp_num) for c in comms))
+    for line in group.switch_commands():
+        sw.command(line)
+    for c in comms:
+        c.connect()
+    return w, sw, comms
+
+
+def run(w: SimWire, ops, timeout: float = 120.0) -> list:
+    assert w.run(until=lambda: all([o.progress() for o in ops]), timeout=timeout)
+    return [o.result() for o in ops]
+
+
+def events(sw: SimSwitch, index: int) -> int:
+    """Packets counted at MyIngress.epic_events[index] (EPIC_EV_* in epic.p4)."""
+    return sw.sw.counter("MyIngress.epic_events").read(index)[1]
+
+
+def no_icrc_drops(comms) -> bool:
+    return all(c.ctx.engine.stats["icrc_drops"] == 0 for c in comms)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8])
+def test_allreduce_int32_bit_exact(n: int) -> None:
+    w, sw, comms = make_group(n)
+    rng = np.random.default_rng(n)
+    # 2000 elements: 32 packets, not a multiple of the packet size
+    xs = [rng.integers(-(2**27), 2**27, 2000, dtype=np.int32) for _ in range(n)]
+    res = run(w, [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)])
+    expect = np.sum(xs, axis=0, dtype=np.int32)
+    for r in res:
+        assert r.dtype == np.int32 and np.array_equal(r, expect)
+    assert no_icrc_drops(comms)     # every result's ICRC (computed in P4) was accepted
+    assert events(sw, 1) == 33      # completions: the announcement + 32 data packets
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_allreduce_float_within_fixed_point_bound(n: int) -> None:
+    w, _, comms = make_group(n)
+    rng = np.random.default_rng(10 + n)
+    xs = [(rng.standard_normal(1500) * 10.0 ** rng.integers(-3, 4)).astype(np.float32)
+          for _ in range(n)]
+    res = run(w, [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)])
+    exact = np.sum(np.stack(xs).astype(np.float64), axis=0)
+    factor = fixed_point_factor(sum(float(np.max(np.abs(x))) for x in xs))
+    bound = fixed_point_bound(n, factor) + np.abs(exact) * 2.0**-23   # + float32 rounding
+    for r in res:
+        assert r.dtype == np.float32
+        assert np.all(np.abs(r.astype(np.float64) - exact) <= bound * 1.01)
+
+
+def test_fixed_point_agreement_bounds_the_sum_of_maxima() -> None:
+    maxima = [3.5e-7, 12.25, 0.0, 7.0e5]
+    summed = np.sum([ladder_values(m) for m in maxima], axis=0, dtype=np.int64)
+    est = ladder_sum(summed)
+    assert sum(maxima) <= est <= sum(maxima) * (1 + 1e-6)
+    assert ladder_sum(np.zeros(ELEMS, np.int64)) == 0.0
+
+
+def test_int32_sums_saturate() -> None:
+    w, _, comms = make_group(3)
+    big = np.array([2**31 - 10, -(2**31) + 10, 5], dtype=np.int32)
+    res = run(w, [c.start_all_reduce(big) for c in comms])
+    assert res[0].tolist() == [2**31 - 1, -(2**31), 15]
+
+
+@pytest.mark.parametrize("n", [2, 6])
+def test_primitives(n: int) -> None:
+    w, _, comms = make_group(n)
+    rng = np.random.default_rng(100 + n)
+    xs = [rng.integers(-1000, 1000, 300, dtype=np.int32) for _ in range(n)]
+    total = np.sum(xs, axis=0, dtype=np.int32)
+    root = n - 1
+    res = run(w, [c.start_reduce(x, root) for c, x in zip(comms, xs, strict=True)])
+    assert np.array_equal(res[root], total) and all(r is None for r in res[:root])
+    fl = [rng.standard_normal(77).astype(np.float64) for _ in range(n)]
+    res = run(w, [c.start_broadcast(x, 1) for c, x in zip(comms, fl, strict=True)])
+    assert all(np.array_equal(r, fl[1]) for r in res)         # exact: bits, not sums
+    res = run(w, [c.start_all_gather(x) for c, x in zip(comms, fl, strict=True)])
+    assert all(np.array_equal(r, np.concatenate(fl)) for r in res)
+    res = run(w, [c.start_reduce_scatter(x) for c, x in zip(comms, xs, strict=True)])
+    for r, out in enumerate(res):
+        off, ln = split(300, n)[r]
+        assert np.array_equal(out, total[off: off + ln])
+    assert run(w, [c.start_barrier() for c in comms]) == [None] * n
+
+
+def test_barrier_waits_for_every_rank() -> None:
+    w, _, comms = make_group(3)
+    early = [c.start_barrier() for c in comms[:2]]
+    # less than retry_cnt RTOs: a longer skew needs EpicCommunicator(qp_timeout_ns=...)
+    w.run(until=lambda: any([o.progress() for o in early]), timeout=Scale().rto_ns * 4e-9)
+    assert not any(o.done for o in early)
+    late = comms[2].start_barrier()
+    run(w, early + [late])
+
+
+def test_skew_longer_than_the_retries_needs_a_longer_qp_timeout() -> None:
+    w, _, comms = make_group(2)
+    early = comms[0].start_barrier()
+    with pytest.raises(CommError, match="RETRY_EXC_ERR"):
+        w.run(until=early.progress, timeout=Scale().rto_ns * 20e-9)
+    w = SimWire()
+    sw = SimSwitch(w, [SWITCH_IP], {"10.0.1.1": 1, "10.0.2.1": 2})
+    ep = EpicEndpoint(SWITCH_IP, 0x100, 0)
+    comms = [EpicCommunicator(Context(w.provider(ip), scale=Scale()), r, 2, ep,
+                              qp_timeout_ns=Scale().rto_ns * 10)
+             for r, ip in enumerate(("10.0.1.1", "10.0.2.1"))]
+    for line in EpicGroup(ep, tuple(sw.member(c.rank, c.ctx.local_ip, c.qp.qp_num)
+                                    for c in comms)).switch_commands():
+        sw.command(line)
+    for c in comms:
+        c.connect()
+    early = comms[0].start_barrier()
+    w.run(until=early.progress, timeout=Scale().rto_ns * 20e-9)
+    run(w, [early, comms[1].start_barrier()])
+
+
+@pytest.mark.parametrize("n", [3, 8])
+def test_all_primitives_under_loss_and_reordering(n: int) -> None:
+    w, sw, comms = make_group(n, loss=0.01, reorder=0.01, seed=n)
+    rng = np.random.default_rng(n)
+    for it in range(2):
+        xs = [rng.integers(-(2**20), 2**20, 3000, dtype=np.int32) for _ in range(n)]
+        res = run(w, [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)])
+        assert all(np.array_equal(r, np.sum(xs, axis=0, dtype=np.int32)) for r in res)
+        fs = [rng.standard_normal(1000).astype(np.float32) for _ in range(n)]
+        res = run(w, [c.start_all_reduce(x) for c, x in zip(comms, fs, strict=True)])
+        exact = np.sum(np.stack(fs).astype(np.float64), axis=0)
+        factor = fixed_point_factor(sum(float(np.max(np.abs(x))) for x in fs))
+        bound = fixed_point_bound(n, factor) + np.abs(exact) * 2.0**-23
+        assert all(np.all(np.abs(r - exact) <= bound * 1.01) for r in res)
+        res = run(w, [c.start_all_gather(x[:100]) for c, x in zip(comms, xs, strict=True)])
+        assert all(np.array_equal(r, np.concatenate([x[:100] for x in xs])) for r in res)
+        res = run(w, [c.start_broadcast(x, it) for c, x in zip(comms, fs, strict=True)])
+        assert all(np.array_equal(r, fs[it]) for r in res)
+        run(w, [c.start_barrier() for c in comms])
+    assert w.counters["dropped"] > 0 and w.counters["reordered"] > 0
+    assert events(sw, 3) > 0        # retransmissions answered from completed slots
+    assert no_icrc_drops(comms)
+
+
+def test_bad_input_is_refused_clearly() -> None:
+    _, _, comms = make_group(2)
+    with pytest.raises(CommError, match="adds"):
+        comms[0].start_all_reduce(np.zeros(4, np.int32), ReduceOp.MAX)
+    with pytest.raises(TypeError, match="int64"):
+        comms[0].start_all_reduce(np.zeros(4, np.int64))
+    with pytest.raises(CommError, match="max_bytes"):
+        comms[0].start_all_reduce(np.zeros(1 << 14, np.int32))
+    with pytest.raises(ValueError, match="root"):
+        comms[0].start_broadcast(np.zeros(4, np.int32), root=5)
+    with pytest.raises(ValueError, match="group id"):
+        EpicEndpoint(SWITCH_IP, 0x100, MAX_GROUPS)
+
+
+def test_constants_match_the_p4_program() -> None:
+    text = Path(EPIC_P4).read_text()
+
+    def define(name: str) -> int:
+        m = re.search(rf"#define {name} (\d+)", text)
+        assert m, name
+        return int(m.group(1))
+
+    assert define("EPIC_ELEMS") == ELEMS
+    assert 1 << define("EPIC_WINDOW_LOG2") == WINDOW
+    assert 1 << define("EPIC_MAX_GROUPS_LOG2") == MAX_GROUPS
+    for op in EpicOp:
+        m = re.search(rf"const bit<8> EPIC_OP_{op.name} = (\d+);", text)
+        assert m and int(m.group(1)) == op.value, op
