@@ -22,13 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from hosts.commlib.epic import MAX_RANKS, EpicEndpoint
-from hosts.roce.constants import ECN_MASK
 
 P4_DIR = Path(__file__).resolve().parents[1] / "switches" / "p4"
 EPIC_P4 = P4_DIR / "epic.p4"
-
-_IP_UDP = struct.Struct("!BBHHHBBH4s4sHHHH")
-
 
 @dataclass(frozen=True)
 class EpicMember:
@@ -91,6 +87,7 @@ class SimSwitch:
     def __init__(self, wire: Any, addresses: Sequence[str], hosts: dict[str, int], *,
                  program: str | os.PathLike[str] = EPIC_P4, seed: int = 1) -> None:
         from switches.soft.compiler import compile_program
+        from switches.soft.control.verbs import ControlPlane
         from switches.soft.runtime.switch import SoftSwitch
 
         self.wire = wire
@@ -98,10 +95,11 @@ class SimSwitch:
         self._ip_of_port = {p: ip for ip, p in hosts.items()}
         self.sw = SoftSwitch(compile_program(program), now_us=lambda: wire.clock // 1000,
                              seed=seed)
+        self.control = ControlPlane(self.sw)
         self.frames_in = 0
         self.frames_out = 0
         for a in addresses:
-            wire.attach(a, self._on_datagram)
+            wire.attach(a, self._on_packet)
 
     @staticmethod
     def host_mac(port: int) -> str:
@@ -117,34 +115,24 @@ class SimSwitch:
 
     def command(self, line: str) -> str:
         with self.sw.lock:
-            return self.sw.control.execute(line)
+            return self.control.execute(line)
 
-    def _on_datagram(self, data: bytes, src_ip: str, sport: int, dst_ip: str, dport: int,
-                     ecn: int) -> None:
-        port = self.hosts.get(src_ip)
+    def _on_packet(self, ip_packet: bytes) -> None:
+        port = self.hosts.get(socket.inet_ntoa(ip_packet[12:16]))
         if port is None:
             return
-        total = 28 + len(data)
-        ip_udp = bytearray(_IP_UDP.pack(0x45, ecn & ECN_MASK, total, 0, 0x4000, 64, 17, 0,
-                                        socket.inet_aton(src_ip), socket.inet_aton(dst_ip),
-                                        sport, dport, 8 + len(data), 0))
-        csum = _csum16(bytes(ip_udp[:20]))
-        ip_udp[10:12] = csum.to_bytes(2, "big")
+        ip = bytearray(ip_packet)
+        if ip[10:12] == b"\0\0":     # the sim leaves the header checksum to the NIC
+            ip[10:12] = _csum16(bytes(ip[:20])).to_bytes(2, "big")
         frame = (_mac_bytes(self.port_mac(port)) + _mac_bytes(self.host_mac(port))
-                 + b"\x08\x00" + bytes(ip_udp) + bytes(data))
+                 + b"\x08\x00" + bytes(ip))
         self.frames_in += 1
         with self.sw.lock:
             out = self.sw.process_sync(port, frame)
         for _, f in out:
             self.frames_out += 1
-            if len(f) < 42 or f[12:14] != b"\x08\x00":
-                continue
-            ihl = (f[14] & 0xF) * 4
-            src = socket.inet_ntoa(f[26:30])
-            dst = socket.inet_ntoa(f[30:34])
-            u = 14 + ihl
-            sp, dp = struct.unpack_from("!HH", f, u)
-            self.wire.inject(src, sp, dst, dp, bytes(f[u + 8:]), f[15] & ECN_MASK)
+            if len(f) >= 42 and f[12:14] == b"\x08\x00":
+                self.wire.inject(f[14:])
 
 
 def _csum16(b: bytes) -> int:

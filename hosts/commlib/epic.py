@@ -190,8 +190,9 @@ class EpicCommunicator:
         self.timeout_s = timeout_s
         self.job_id = job_id
         # A rank's uploads are acknowledged only when every rank has sent them, so
-        # the QP's retransmission timeout must cover the ranks' skew: retry_cnt (7)
-        # timeouts without progress fail the QP. None: the context's RTO.
+        # its retransmission timer runs while it waits for the slowest rank; each
+        # timeout resends what is in flight (the switch drops it as duplicates).
+        # None: the context's RTO.
         self.qp_timeout_ns = qp_timeout_ns
         # room for an AllGather of max_bytes, padded to whole packets
         words = -(-max(1, max_bytes) // 4)

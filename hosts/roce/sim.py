@@ -77,8 +77,8 @@ class SimWire:
         self.counters = dict.fromkeys(("sent", "delivered", "dropped", "duplicated",
                                        "reordered", "ce_marked", "corrupted"), 0)
         self._providers: dict[str, SimProvider] = {}
-        # other nodes (an in-process switch): ip -> handler(data, src_ip, sport,
-        # dst_ip, dport, ecn), called when a datagram to ip is delivered
+        # other nodes (an in-process switch): ip -> handler(IPv4 packet), called
+        # when a packet to ip is delivered
         self._nodes: dict[str, Callable[..., None]] = {}
         self._engines: list = []
         self._heap: list[tuple[int, int, str, bytes]] = []
@@ -91,21 +91,27 @@ class SimWire:
         self._providers[ip] = p
         return p
 
-    def attach(self, ip: str, handler: Callable[..., None]) -> None:
-        """Deliver datagrams for ``ip`` to ``handler(data, src_ip, sport, dst_ip, dport,
-        ecn)`` (a node that is not an engine, e.g. a switch answering at ``ip``)."""
+    def attach(self, ip: str, handler: Callable[[bytes], None]) -> None:
+        """Deliver packets for ``ip`` to ``handler(ipv4_packet)`` (a node that is not
+        an engine, e.g. a switch answering at ``ip``)."""
         if ip in self._providers or ip in self._nodes:
             raise ValueError(f"{ip} already attached")
         self._nodes[ip] = handler
 
-    def inject(self, src_ip: str, sport: int, dst_ip: str, dport: int, data: bytes,
-               ecn: int) -> None:
-        """Put a datagram on the wire as if ``src_ip`` sent it (impairments apply)."""
-        self._send(src_ip, sport, dst_ip, dport, data, ecn)
+    def inject(self, ip_packet: bytes) -> None:
+        """Put an IPv4/UDP packet (20-byte header) on the wire as its source sent it;
+        impairments apply. The identification is kept, flags are DF, TTL 64."""
+        b = bytes(ip_packet)
+        if len(b) < IPV4_HDR_LEN + UDP_HDR_LEN or b[0] != 0x45 or b[9] != IP_PROTO_UDP:
+            raise ValueError("inject needs an IPv4/UDP packet without IP options")
+        sport, dport = struct.unpack_from("!HH", b, IPV4_HDR_LEN)
+        self._send(socket.inet_ntoa(b[12:16]), sport, socket.inet_ntoa(b[16:20]), dport,
+                   b[IPV4_HDR_LEN + UDP_HDR_LEN:], b[1] & ECN_MASK,
+                   ident=int.from_bytes(b[4:6], "big"))
 
     # -- transmission ----------------------------------------------------------
     def _send(self, src_ip: str, sport: int, dst_ip: str, dport: int, data: bytes,
-              ecn: int) -> None:
+              ecn: int, ident: int = 0) -> None:
         c = self.counters
         c["sent"] += 1
         if self.records is not None:
@@ -142,7 +148,7 @@ class SimWire:
         if isinstance(action, (list, tuple)):     # one copy per extra delay given
             extra = list(action)
             c["duplicated"] += len(extra) - 1
-        pkt = ipv4_udp_packet(src_ip, sport, dst_ip, dport, ecn, data)
+        pkt = ipv4_udp_packet(src_ip, sport, dst_ip, dport, ecn, data, ident)
         for d in extra:
             heapq.heappush(self._heap, (self.clock + delay + d, next(self._seq), dst_ip, pkt))
 
@@ -153,7 +159,7 @@ class SimWire:
             p = self._providers.get(dst)
             if p is None and dst in self._nodes:
                 self.counters["delivered"] += 1
-                self._nodes[dst](*dgram)
+                self._nodes[dst](pkt)
             elif p is None:
                 self.counters["dropped"] += 1
             else:
