@@ -197,7 +197,10 @@ def plan(p: Params) -> RunPlan:
                   timeout_s=timeout(p.loss_msgs) + 30, watch_ports=(BOTTLENECK_PORT,),
                   notes=f"h1 -> h3, {p.loss_per_10k / 100:g}% random loss on every port"),
     )
-    return RunPlan(topology=topo, phases=phases, fidelity=FidelityLimits(),
+    # A lone sender offers at most the link rate: a queue reaching Kmin there
+    # (where RED starts marking) was built by the emulator, not the model.
+    return RunPlan(topology=topo, phases=phases,
+                   fidelity=FidelityLimits(uncongested_queue_pkts=p.ecn_kmin),
                    info={"bottleneck_port": BOTTLENECK_PORT, "bottleneck_bps": p.bottleneck_bps,
                          "ecn": {"kmin": p.ecn_kmin, "kmax": p.ecn_kmax, "pmax": p.ecn_pmax},
                          "queue_depth": p.queue_depth})
@@ -223,15 +226,22 @@ def _last_completion_ns(data: PhaseData, flow: str) -> int:
 
 
 def _queue(data: PhaseData, port: int) -> dict[str, Any]:
-    sampled = max((s["queues"].get(str(port), 0) for s in data.switch), default=0)
-    wm = data.stats.get("qdepth_max", {}).get(str(port), 0)
+    """Queue figures of ``port``; None where the target measured nothing (BMv2
+    has no queue samples or drop counters, a program may lack the register)."""
+    samples = [s["queues"][str(port)] for s in data.switch if str(port) in s.get("queues", {})]
+    sampled = max(samples) if samples else None
+    reg = data.stats.get("qdepth_max")
+    wm = None if reg is None else reg.get(str(port), 0)  # read: absent = never queued
     b = data.stats.get("before", {}).get("switch", {}).get("queues", {}).get(str(port))
     a = data.stats.get("after", {}).get("switch", {}).get("queues", {}).get(str(port))
-    drops = 0
+    drops = None
     if a:
         drops = sum(q["drops"] for q in a["queues"]) - (
             sum(q["drops"] for q in b["queues"]) if b else 0)
-    return {"max_queue_pkts": max(sampled, wm), "max_queue_sampled_pkts": sampled,
+    elif data.stats.get("after", {}).get("switch") is not None:
+        drops = 0  # counters were read; the port's queue never existed
+    known = [v for v in (sampled, wm) if v is not None]
+    return {"max_queue_pkts": max(known) if known else None, "max_queue_sampled_pkts": sampled,
             "max_enq_qdepth_pkts": wm, "queue_drops": drops}
 
 
@@ -285,7 +295,8 @@ def analyze(run_dir: Path) -> dict[str, Any]:
     pr["ce_marked_pkts"] = sum(v["ce_marked_pkts"] for v in per.values())
     pr["retransmissions"] = sum(v["retransmissions"] for v in per.values())
     pr["bytes_ok"] = all(v["bytes_ok"] for v in per.values())
-    pr["bounded_queue"] = pr["max_queue_pkts"] < p.queue_depth and pr["queue_drops"] == 0
+    pr["bounded_queue"] = (None if pr["max_queue_pkts"] is None or pr["queue_drops"] is None
+                           else pr["max_queue_pkts"] < p.queue_depth and pr["queue_drops"] == 0)
 
     loss = load_phase(run_dir, "loss")
     lr = _flow_result(loss, p, "loss")

@@ -202,8 +202,9 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
     for p in summary.get("plots", []):
         click.echo(f"plot: {Path(summary['run_dir']) / p}")
     if not summary.get("fidelity_ok"):
-        click.echo("WARNING: fidelity_ok is false: the emulation did not keep up "
-                   "(see summary.json 'fidelity')", err=True)
+        click.echo("WARNING: this run is NOT FAITHFUL, so its figures are not results: the "
+                   "machine did not keep up with the emulation (overloaded). Verdict: "
+                   + summary.get("fidelity_verdict", "?"), err=True)
 
 
 @main.command("plot")

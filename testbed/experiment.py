@@ -97,13 +97,16 @@ class PhasePlan:
 
 @dataclass(frozen=True)
 class FidelityLimits:
-    """When a run counts as having kept up (``fidelity_ok``)."""
+    """When a run counts as faithful (``fidelity_ok``; testbed.fidelity)."""
 
     switch_lag_mean_us: float = 1000.0   # mean wait of frames in the kernel before the pipeline
     switch_lag_max_us: float = 50_000.0  # worst sampled wait
     kernel_drops: int = 0                # frames the kernel dropped before the switch read them
     pacing_late_fraction: float = 0.05   # sends later than one packet time, per sender
     host_tx_drops: int = 0               # datagrams a host's socket refused
+    # A port whose offered load is at most its rate must not queue this many
+    # packets (None: judge its CE marks only); see testbed.fidelity.
+    uncongested_queue_pkts: int | None = None
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["STATE_DIR_ENV", "state_dir", "Record", "this_process_record", "record_network",
-           "forget_network", "Cleanup", "remove_recorded", "record_files", "process_start_time"]
+           "forget_network", "Cleanup", "remove_recorded", "live_entries", "record_files", "process_start_time"]
 
 STATE_DIR_ENV = "P4TB_STATE_DIR"
 DEFAULT_STATE_DIR = Path("/run/p4-testbed")
@@ -176,6 +176,20 @@ def forget_network(net: Any) -> None:
     gone = [pid for pid, p in rec.processes.items() if not _alive(pid, p["start"])]
     names = [n for n, idx in rec.interfaces.items() if _ifindex(n) != idx]
     rec.forget(gone, names)
+
+
+def live_entries(paths: Iterable[Path]) -> list[str]:
+    """What the records in ``paths`` list that still exists."""
+    out = []
+    for path in paths:
+        try:
+            rec = Record.load(path)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        out += [f"{p['what']} (pid {pid})" for pid, p in rec.processes.items()
+                if _alive(pid, p["start"])]
+        out += [f"interface {n}" for n, idx in rec.interfaces.items() if _ifindex(n) == idx]
+    return out
 
 
 @dataclass

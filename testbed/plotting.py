@@ -79,7 +79,7 @@ def flow_timeline(data: PhaseData, out: Path, *, title: str, port: int | None,
         if queue_limit is not None:
             ax_q.axhline(queue_limit, color="tab:red", linestyle=":", linewidth=0.8,
                          label="queue limit")
-        wm = data.stats.get("qdepth_max", {}).get(str(port))
+        wm = (data.stats.get("qdepth_max") or {}).get(str(port))
         if wm is not None:
             ax_q.set_title(f"largest enqueue depth seen by the pipeline: {wm} packets",
                            fontsize=8)

@@ -70,6 +70,7 @@ from testbed.experiment import (
     plan_to_dict,
     repo_path,
 )
+from testbed.fidelity import evaluate_fidelity, verdict_text
 from testbed.owned import this_process_record
 
 __all__ = ["RunError", "RunOptions", "run", "check_environment", "replot", "default_out_dir",
@@ -664,7 +665,8 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any
         except ControllerError as e:
             raise RunError(f"phase {phase.name}: reading register {reg} failed: {e}") from e
     stats = {"before": before, "after": after,
-             "qdepth_max": {str(p): v for p, v in enumerate(qmax) if v},
+             # None: the program has no watermark register (nothing measured)
+             "qdepth_max": {str(p): v for p, v in enumerate(qmax) if v} if reg else None,
              "poller_samples": poller.samples if poller else 0,
              "poller_error": poller.error if poller else None,
              "wall_s": time.monotonic() - t_start}
@@ -807,61 +809,6 @@ def _transport_record(plan: RunPlan) -> dict[str, Any]:
     return {"per_spec": recs}
 
 
-def evaluate_fidelity(run_dir: Path, plan: RunPlan) -> dict[str, Any]:
-    """Did the switch and the hosts keep up? Numbers, limits and a verdict."""
-    from testbed.timeline import load_phase
-
-    lim = plan.fidelity
-    lag_sum = 0.0
-    lag_n = 0
-    kdrops = 0
-    lag_max = 0
-    senders: list[dict[str, Any]] = []
-    tx_drops = 0
-    for p in plan.phases:
-        data = load_phase(run_dir, p.name)
-        b, a = data.stats.get("before", {}), data.stats.get("after", {})
-        if a:
-            lb, la = b.get("lag_us", {}), a.get("lag_us", {})
-            n = la.get("samples", 0) - lb.get("samples", 0)
-            s = la.get("mean", 0) * la.get("samples", 0) - lb.get("mean", 0) * lb.get("samples", 0)
-            if n > 0:
-                lag_sum += s
-                lag_n += n
-            lag_max = max(lag_max, la.get("max", 0))
-            kdrops += a.get("kernel_drops", 0) - b.get("kernel_drops", 0)
-        for e in data.all_events("flow_end"):
-            tx_drops += e.get("qp", {}).get("tx_drops", 0)
-            if e.get("role") == "sender" and "pacer" in e:
-                lat = e["pacer"]["lateness"]
-                senders.append({"phase": p.name, "host": e["host"], "flow": e["flow"], **lat})
-        for e in data.all_events("pacer_report") + data.all_events("qp_report"):
-            tx_drops += e.get("qp", {}).get("tx_drops", 0)
-            if not e.get("pacer"):
-                continue
-            lat = e["pacer"]["lateness"]
-            senders.append({"phase": p.name, "host": e["host"], "flow": e.get("flow", "?"), **lat})
-    lag_mean = lag_sum / lag_n if lag_n else 0.0
-    worst = max(senders, key=lambda s: s["late_fraction"], default=None)
-    checks: dict[str, dict[str, Any]] = {
-        "switch_lag_mean_us": {"value": round(lag_mean, 1), "limit": lim.switch_lag_mean_us,
-                               "ok": lag_mean <= lim.switch_lag_mean_us},
-        "switch_lag_max_us": {"value": lag_max, "limit": lim.switch_lag_max_us,
-                              "ok": lag_max <= lim.switch_lag_max_us},
-        "switch_kernel_drops": {"value": kdrops, "limit": lim.kernel_drops,
-                                "ok": kdrops <= lim.kernel_drops},
-        "host_pacing_late_fraction": {
-            "value": worst["late_fraction"] if worst else 0.0,
-            "limit": lim.pacing_late_fraction,
-            "ok": worst is None or worst["late_fraction"] <= lim.pacing_late_fraction,
-            "worst": worst},
-        "host_tx_drops": {"value": tx_drops, "limit": lim.host_tx_drops,
-                          "ok": tx_drops <= lim.host_tx_drops},
-    }
-    return {"ok": all(c["ok"] for c in checks.values()), "checks": checks,
-            "switch_lag_samples": lag_n, "senders": senders}
-
-
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in d.items():
@@ -949,10 +896,7 @@ def _port_rate_record(applied: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def _finish(mod: types.ModuleType, plan: RunPlan, run_dir: Path,
             summary: dict[str, Any]) -> dict[str, Any]:
-    fid = evaluate_fidelity(run_dir, plan)
-    if summary.get("target") != "soft":
-        fid["note"] = ("the switch_* checks are not measured on this target (no lag or "
-                       "kernel-drop statistics); only the host checks count")
+    fid = evaluate_fidelity(run_dir, plan, summary.get("target", "soft"))
     summary["fidelity"] = fid
     try:
         results = mod.analyze(run_dir)
@@ -962,7 +906,12 @@ def _finish(mod: types.ModuleType, plan: RunPlan, run_dir: Path,
     summary.update(results)
     summary.update(_flatten(results))
     # An experiment may add its own fidelity conditions (results["fidelity_ok"]).
-    summary["fidelity_ok"] = bool(fid["ok"] and results.get("fidelity_ok", True))
+    if not results.get("fidelity_ok", True):
+        fid.update(ok=False, verdict="not faithful")
+        fid["failed"].append("experiment")
+        fid["text"] = verdict_text(fid) + " (the experiment's own fidelity conditions failed)"
+    summary["fidelity_ok"] = bool(fid["ok"])
+    summary["fidelity_verdict"] = fid["text"]
     try:
         summary["plots"] = [str(Path(p).relative_to(run_dir)) for p in mod.plot(run_dir)]
     except Exception as e:
@@ -977,8 +926,7 @@ def _verdict_line(summary: dict[str, Any], results: dict[str, Any],
     flat = _flatten({k: v for k, v in results.items() if k != "fidelity_ok"})
     keys = [k for k in headline if k in flat] or [k for k in flat if k.count(".") == 1]
     shown = ", ".join(f"{k}={_fmt(flat[k])}" for k in keys)
-    fid = "ok" if summary["fidelity_ok"] else "NOT OK (the emulation did not keep up: see summary.json fidelity)"
-    return f"results: {shown}; fidelity {fid}"
+    return f"results: {shown}; fidelity: {summary['fidelity']['text']}"
 
 
 def _fmt(v: Any) -> str:

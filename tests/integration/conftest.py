@@ -10,6 +10,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -35,24 +36,59 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
+def _descendants() -> dict[int, int | None]:
+    """Processes below this one (pid -> start time)."""
+    from testbed.owned import process_start_time
+
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    out: dict[int, int | None] = {}
+    todo = [os.getpid()]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out[c] = process_start_time(c)
+            todo.append(c)
+    return out
+
+
 @pytest.fixture
 def no_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Fails the test if it leaves daemons, node shells or interfaces behind.
-    What it left is then removed through the testbed's own records
-    (testbed.owned): things that existed before the test are not its own."""
-    from testbed.net import leftovers
-    from testbed.owned import record_files, remove_recorded, this_process_record
+    """Fails the test if it leaves daemons, node shells, agents or links
+    behind: what the records written during the test (testbed.owned) still
+    list, and processes this one started that still run. Such leftovers are
+    then removed through those records. Nothing is looked up by name: other
+    people's networks on this machine are not this test's."""
+    from testbed.owned import live_entries, record_files, remove_recorded, this_process_record
 
-    before = set(leftovers())
-    records_before = set(record_files()) - {this_process_record().path}
+    mine = this_process_record().path
+    records_before = set(record_files()) - {mine}
+    procs_before = _descendants()
     yield
     left: list[str] = []
-    for _ in range(20):  # the kernel removes veths and reaps asynchronously
-        left = [x for x in leftovers() if x not in before]
+    for _ in range(30):  # the kernel removes veths and reaps asynchronously
+        new = [p for p in record_files() if p not in records_before]
+        left = live_entries(new) + [
+            f"process {pid}" for pid, st in _descendants().items()
+            if procs_before.get(pid, -1) != st and _argv(pid) is not None]
         if not left:
             return
         time.sleep(0.1)
-    mine = [p for p in record_files() if p not in records_before]
-    done = remove_recorded(mine, include_live_owners=True)
-    pytest.fail(f"the test left: {left}; removed from its records: "
+    done = remove_recorded(new, include_live_owners=True)
+    pytest.fail(f"the test left: {left}; removed through its records: "
                 f"{done.stopped + done.deleted}")
+
+
+def _argv(pid: int) -> str | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip() or None

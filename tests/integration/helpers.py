@@ -48,3 +48,13 @@ def wait_for(cond: Callable[[], bool], timeout: float, interval: float = 0.1) ->
             return True
         time.sleep(interval)
     return cond()
+
+
+def assert_faithful(summary: dict[str, Any]) -> None:
+    """Fail first, and say so, when a run was not faithful: its figures then
+    measure an overloaded machine, not the code under test."""
+    if not summary.get("fidelity_ok"):
+        raise AssertionError(
+            "the machine was overloaded: the run was not faithful, so its figures say "
+            "nothing about the code (check `uptime` and rerun). Verdict: "
+            + str(summary.get("fidelity_verdict", summary.get("fidelity"))))

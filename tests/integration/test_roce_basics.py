@@ -18,6 +18,8 @@ import pytest
 
 from switches.soft.pcap import read_pcap
 
+from .helpers import assert_faithful
+
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("no_leftovers")]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,7 +30,9 @@ def run_cli(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str
                           capture_output=True, text=True, timeout=timeout)
 
 
-def agent_processes() -> list[str]:
+def agent_processes(run_dir: Path) -> list[str]:
+    """Host agents of the run in ``run_dir`` still running (other people's
+    agents on this machine are none of this test's business)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -37,7 +41,7 @@ def agent_processes() -> list[str]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"hosts.agent" in argv[:4]:
+        if b"hosts.agent" in argv[:4] and any(str(run_dir).encode() in a for a in argv):
             found.append(f"{entry.name}: {b' '.join(argv).decode(errors='replace')}")
     return found
 
@@ -52,6 +56,7 @@ def test_quick_run_meets_the_acceptance_thresholds(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.loads((out / "summary.json").read_text())
     assert s["ok"] is True and s["experiment"] == "roce-basics"
+    assert_faithful(s)
     assert s["single"]["goodput_fraction"] >= 0.95, s["single"]
     assert s["single.goodput_fraction"] == s["single"]["goodput_fraction"]
     assert s["pair"]["jain_index"] >= 0.95, s["pair"]
@@ -61,7 +66,6 @@ def test_quick_run_meets_the_acceptance_thresholds(tmp_path: Path) -> None:
     assert s["pair"]["cnps"] > 0 and s["pair"]["max_queue_pkts"] >= s["params"]["ecn_kmin"]
     assert s["loss"]["bytes_ok"] is True
     assert s["loss"]["retransmissions"] > 0, "1% loss but nothing was retransmitted"
-    assert s["fidelity_ok"] is True, s["fidelity"]
     # What the run must record to be reproducible.
     assert s["params"]["bottleneck_mbps"] == 4.0
     assert {"python", "kernel", "git_rev"} <= set(s["versions"])
@@ -73,7 +77,7 @@ def test_quick_run_meets_the_acceptance_thresholds(tmp_path: Path) -> None:
     # Progress: one line per phase and the elapsed time.
     for name in ("single", "pair", "loss"):
         assert f"] phase {name}: done in" in r.stdout
-    assert agent_processes() == []
+    assert agent_processes(out) == []
 
 
 def test_a_killed_host_agent_fails_the_run_and_leaves_nothing(tmp_path: Path) -> None:
@@ -105,7 +109,7 @@ def test_a_killed_host_agent_fails_the_run_and_leaves_nothing(tmp_path: Path) ->
     assert "h1.log" in stderr
     s = json.loads((out / "summary.json").read_text())
     assert s["ok"] is False and "host h1" in s["error"]
-    assert agent_processes() == []
+    assert agent_processes(out) == []
 
 
 def test_ctrl_c_stops_the_run_and_leaves_nothing(tmp_path: Path) -> None:
@@ -131,7 +135,7 @@ def test_ctrl_c_stops_the_run_and_leaves_nothing(tmp_path: Path) -> None:
     assert "interrupted" in stderr
     s = json.loads((out / "summary.json").read_text())
     assert s["ok"] is False and "interrupted" in s["error"]
-    assert agent_processes() == []
+    assert agent_processes(out) == []
 
 
 def _icrc_ok(frame: bytes) -> bool:

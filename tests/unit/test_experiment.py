@@ -189,7 +189,7 @@ def _ns(t: float) -> int:
 
 def _flow_events(flow: str, sender: str, receiver: str, msg_bytes: int, msgs: int,
                  segments: list[tuple[float, float]], sha_mismatch: bool = False,
-                 retransmits: int = 0) -> dict[str, list[dict[str, Any]]]:
+                 retransmits: int = 0, ce_pkts: int = 0) -> dict[str, list[dict[str, Any]]]:
     """Events of one flow delivering at piecewise-constant rates: ``segments`` are
     (duration_s, Mb/s) from t=0; the flow ends when ``msgs`` messages arrived."""
     total = msg_bytes * msgs
@@ -227,36 +227,46 @@ def _flow_events(flow: str, sender: str, receiver: str, msg_bytes: int, msgs: in
              "role": "receiver"}, *rx, *comps,
             {"event": "flow_end", "t_ns": end, "host": receiver, "flow": flow, "role": "receiver",
              "bytes": total, "bytes_ok": True, "sha256": "cd" * 32 if sha_mismatch else sha,
-             "qp": {"ce_pkts": 5, "rx_bytes": total, "tx_drops": 0}}]
+             "qp": {"ce_pkts": ce_pkts, "rx_bytes": total, "tx_drops": 0}}]
     return {sender: s_ev, receiver: r_ev}
 
 
 def _switch_stats(port_drops: int = 0, qmax: int = 2, drops: dict[str, int] | None = None,
                   lag: tuple[int, int, int, int] = (100, 10, 200, 30),
-                  kernel_drops: int = 0) -> dict[str, Any]:
+                  kernel_drops: int = 0, poller_samples: int = 60,
+                  poller_error: str | None = None) -> dict[str, Any]:
     def snap(mean: int, samples: int, qd: int, dr: dict[str, int], kd: int) -> dict[str, Any]:
         return {"lag_us": {"mean": mean, "samples": samples, "max": 900}, "kernel_drops": kd,
                 "switch": {"drops": dr, "queues": {"3": {"queues": [{"depth": 0, "drops": qd}]}}}}
 
     return {"before": snap(lag[0], lag[1], 0, {}, 0),
             "after": snap(lag[2], lag[3], port_drops, drops or {}, kernel_drops),
-            "qdepth_max": {"3": qmax}}
+            "qdepth_max": {"3": qmax}, "poller_samples": poller_samples,
+            "poller_error": poller_error}
 
 
 def write_roce_basics_run(run_dir: Path, p: Any, *, single_goodput: float = 0.99,
                           pair_rates_mbps: tuple[tuple[float, float], ...] = ((2.0, 2.0),),
                           pair_queue_max: int = 10, loss_sha_mismatch: bool = False,
-                          switch_kwargs: dict[str, Any] | None = None) -> None:
-    """A run directory as testbed.runner writes it, with made-up timelines."""
+                          switch_kwargs: dict[str, Any] | None = None,
+                          ce_marks: dict[str, int] | None = None, single_queue_max: int = 2,
+                          target: str = "soft") -> None:
+    """A run directory as testbed.runner writes it, with made-up timelines.
+    ``ce_marks``: CE-marked packets each phase's receivers count (default:
+    only the congested pair phase has marks). ``target="bmv2"``: what a BMv2
+    run saves (no switch samples or counters)."""
+    marks = {"pair": 5} if ce_marks is None else ce_marks
     plan = roce_basics.plan(p)
     (run_dir / "plan.json").write_text(json.dumps(
         {"experiment": roce_basics.NAME, "params": params_to_dict(p), **plan_to_dict(plan)}))
     eff = payload_efficiency(p.msg_bytes, p.path_mtu)
     mbps = p.bottleneck_mbps * eff * single_goodput
     phases: dict[str, dict[str, list[dict[str, Any]]]] = {
-        "single": _flow_events("single", "h1", "h3", p.msg_bytes, p.single_msgs, [(100.0, mbps)]),
+        "single": _flow_events("single", "h1", "h3", p.msg_bytes, p.single_msgs, [(100.0, mbps)],
+                               ce_pkts=marks.get("single", 0)),
         "loss": _flow_events("loss", "h1", "h3", p.msg_bytes, p.loss_msgs, [(100.0, 3.5)],
-                             sha_mismatch=loss_sha_mismatch, retransmits=17),
+                             sha_mismatch=loss_sha_mismatch, retransmits=17,
+                             ce_pkts=marks.get("loss", 0)),
     }
     # Pair: each (a, b) rate pair holds for an equal share of the time both are active.
     per_flow = p.msg_bytes * p.pair_msgs * 8 / 1e6
@@ -264,7 +274,8 @@ def write_roce_basics_run(run_dir: Path, p: Any, *, single_goodput: float = 0.99
     pair: dict[str, list[dict[str, Any]]] = {}
     for i, (flow, host) in enumerate((("pair-a", "h1"), ("pair-b", "h2"))):
         segs = [(seg, r[i]) for r in pair_rates_mbps] + [(100.0, 4.0)]
-        for h, evs in _flow_events(flow, host, "h3", p.msg_bytes, p.pair_msgs, segs).items():
+        for h, evs in _flow_events(flow, host, "h3", p.msg_bytes, p.pair_msgs, segs,
+                                   ce_pkts=marks.get("pair", 0)).items():
             pair.setdefault(h, []).extend(evs)
     phases["pair"] = pair
     for name, by_host in phases.items():
@@ -274,7 +285,12 @@ def write_roce_basics_run(run_dir: Path, p: Any, *, single_goodput: float = 0.99
             evs = [{"event": "start", "t_ns": T0, "host": host}, *evs]
             (d / f"{host}.events.jsonl").write_text(
                 "".join(json.dumps(e) + "\n" for e in sorted(evs, key=lambda e: e["t_ns"])))
-        qmax = pair_queue_max if name == "pair" else 2
+        qmax = {"pair": pair_queue_max, "single": single_queue_max}.get(name, 2)
+        if target != "soft":  # BMv2: the P4 watermark register only
+            (d / "switch_stats.json").write_text(json.dumps(
+                {"before": {}, "after": {}, "qdepth_max": {"3": qmax}, "poller_samples": 0,
+                 "poller_error": None}))
+            continue
         drops = {"egress_drop_port": 11} if name == "loss" else {}
         (d / "switch_stats.json").write_text(json.dumps(
             _switch_stats(qmax=qmax, drops=drops, **(switch_kwargs or {}))))

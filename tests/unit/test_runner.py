@@ -23,34 +23,111 @@ from testbed.runner import (
 )
 
 
-def _fidelity(tmp_path: Path, **switch_kwargs: object) -> dict:
-    p = roce_basics.Params.quick()
-    write_roce_basics_run(tmp_path, p, switch_kwargs=switch_kwargs)
-    return evaluate_fidelity(tmp_path, roce_basics.plan(p))
+def _fidelity(tmp_path: Path, target: str = "soft", params: dict | None = None,
+              run: dict | None = None, **switch_kwargs: object) -> dict:
+    import dataclasses
+
+    p = dataclasses.replace(roce_basics.Params.quick(), **(params or {}))
+    write_roce_basics_run(tmp_path, p, switch_kwargs=switch_kwargs, target=target, **(run or {}))
+    return evaluate_fidelity(tmp_path, roce_basics.plan(p), target)
 
 
 def test_fidelity_ok_records_the_numbers(tmp_path: Path) -> None:
     f = _fidelity(tmp_path)
-    assert f["ok"] is True
+    assert f["verdict"] == "faithful" and f["ok"] is True and f["failed"] == []
+    assert f["not_measured"] == {}
     c = f["checks"]
+    assert {x["status"] for x in c.values()} == {"pass"}
     # Each phase: lag mean 100 us over 10 samples before, 200 us over 30 after:
     # the phase's own 20 samples averaged 250 us.
     assert c["switch_lag_mean_us"]["value"] == pytest.approx(250.0)
-    assert f["switch_lag_samples"] == 60
+    assert c["switch_lag_mean_us"]["samples"] == 60
     assert c["switch_lag_max_us"]["value"] == 900
     assert c["switch_kernel_drops"]["value"] == 0
+    assert c["switch_sampling"]["value"] == 180
     assert c["host_pacing_late_fraction"]["value"] == pytest.approx(0.01)
-    assert len(f["senders"]) == 4  # single, pair-a, pair-b, loss
+    assert len(c["host_pacing_late_fraction"]["per_sender"]) == 4  # single, pair-a/b, loss
+    # single and loss (one sender at the link rate) are judged; pair overloads port 3
+    assert c["congestion_without_overload"]["ports_judged"] == 2
 
 
 def test_fidelity_flags_a_switch_that_did_not_keep_up(tmp_path: Path) -> None:
     f = _fidelity(tmp_path, kernel_drops=3)
     assert f["ok"] is False and f["checks"]["switch_kernel_drops"]["value"] == 9
+    assert f["failed"] == ["switch_kernel_drops"]
     other = tmp_path / "other"
     other.mkdir()
     f = _fidelity(other, lag=(100, 10, 5000, 30))
-    assert f["ok"] is False
-    assert f["checks"]["switch_lag_mean_us"]["ok"] is False
+    assert f["verdict"] == "not faithful"
+    assert f["checks"]["switch_lag_mean_us"]["status"] == "fail"
+    assert "switch_lag_mean_us" in f["text"]
+
+
+def test_a_soft_run_without_lag_samples_is_not_faithful(tmp_path: Path) -> None:
+    f = _fidelity(tmp_path, lag=(0, 0, 0, 0))
+    assert f["verdict"] == "not faithful"
+    c = f["checks"]["switch_lag_mean_us"]
+    assert c["status"] == "fail" and c["value"] is None and "no lag samples" in c["why"]
+
+
+def test_a_run_without_sender_reports_is_not_faithful(tmp_path: Path) -> None:
+    import json
+
+    f = _fidelity(tmp_path)
+    assert f["ok"]
+    for events in tmp_path.glob("phases/*/*.events.jsonl"):
+        evs = [json.loads(x) for x in events.read_text().splitlines()]
+        for e in evs:
+            e.pop("pacer", None)
+        events.write_text("".join(json.dumps(e) + "\n" for e in evs))
+    f = evaluate_fidelity(tmp_path, roce_basics.plan(roce_basics.Params.quick()))
+    c = f["checks"]["host_pacing_late_fraction"]
+    assert f["verdict"] == "not faithful" and c["status"] == "fail" and c["value"] is None
+
+
+def test_the_switch_poller_is_judged(tmp_path: Path) -> None:
+    f = _fidelity(tmp_path, poller_error="ConnectionResetError: gone")
+    c = f["checks"]["switch_sampling"]
+    assert f["ok"] is False and c["status"] == "fail" and "gone" in c["why"]
+    other = tmp_path / "other"
+    other.mkdir()
+    f = _fidelity(other, poller_samples=0)
+    assert f["failed"] == ["switch_sampling"]
+
+
+def test_bmv2_switch_checks_are_not_measured_not_passed(tmp_path: Path) -> None:
+    f = _fidelity(tmp_path, target="bmv2")
+    for name in ("switch_lag_mean_us", "switch_lag_max_us", "switch_kernel_drops",
+                 "switch_sampling"):
+        c = f["checks"][name]
+        assert c["status"] == "not measured" and c["value"] is None, (name, c)
+        assert "bmv2" in f["not_measured"][name]
+    # the host checks and the watermark register still decide
+    assert f["verdict"] == "faithful"
+    assert "not measured: switch_lag_mean_us" in f["text"]
+    r = roce_basics.analyze(tmp_path)
+    assert r["pair"]["queue_drops"] is None and r["pair"]["max_queue_sampled_pkts"] is None
+    assert r["pair"]["max_queue_pkts"] == 10  # from the P4 register
+
+
+def test_marks_on_a_port_that_was_not_overloaded_make_a_run_unfaithful(tmp_path: Path) -> None:
+    # The observed case: a lone QP at 40 Mb/s drew CE marks from a 14-packet queue.
+    f = _fidelity(tmp_path, params={"bottleneck_mbps": 40.0},
+                  run={"ce_marks": {"pair": 5, "single": 7}, "single_queue_max": 14})
+    c = f["checks"]["congestion_without_overload"]
+    assert f["verdict"] == "not faithful" and f["failed"] == ["congestion_without_overload"]
+    case = c["cases"][0]
+    assert (case["phase"], case["port"], case["ce_marks"], case["max_queue_pkts"]) == \
+        ("single", 3, 7, 14)
+    assert case["offered_bps"] == pytest.approx(40e6) == case["capacity_bps"]
+    assert "congestion_without_overload: phase single port 3: 7 CE marks" in f["text"]
+    # A queue at Kmin without marks is caught too; marks where two QPs overload
+    # the port (pair) are the model's congestion, not a fidelity failure.
+    other = tmp_path / "other"
+    other.mkdir()
+    f = _fidelity(other, run={"ce_marks": {"pair": 50}, "single_queue_max": 4})
+    assert f["failed"] == ["congestion_without_overload"]
+    assert [x["phase"] for x in f["checks"]["congestion_without_overload"]["cases"]] == ["single"]
 
 
 def test_switch_sample_keeps_what_timelines_need() -> None:

@@ -1,0 +1,293 @@
+"""Was a run faithful? A three-valued judgement of every figure a run records.
+
+Each check is ``pass``, ``fail`` or ``not measured``:
+
+- ``not measured``: the target cannot measure it (BMv2 has no processing-lag,
+  kernel-drop or queue-sampling statistics); the summary lists these with the
+  reason, and they do not decide the verdict;
+- ``fail``: the figure is over its limit, or the data that should be there is
+  missing (a soft-switch run without lag samples, a run without sender
+  reports): no data is no evidence of fidelity.
+
+The run is ``faithful`` only if no check failed. Checks (limits in
+testbed.experiment.FidelityLimits):
+
+- ``switch_lag_mean_us``, ``switch_lag_max_us``: how long frames waited in the
+  kernel before the soft switch's pipeline took them;
+- ``switch_kernel_drops``: frames the kernel dropped before the switch read them;
+- ``switch_sampling``: the switch statistics poller ran without error and took samples;
+- ``host_pacing_late_fraction``: per sender, packets sent later than allowed;
+- ``host_tx_drops``: datagrams a host's socket refused;
+- ``congestion_without_overload``: a port whose offered load (the sum of the
+  line rates of the senders toward it, each capped by its flows' application
+  rates) was at most its capacity got CE marks, or its queue reached
+  ``uncongested_queue_pkts``. With offered load <= capacity a faithful
+  emulation builds no standing queue, so such marks come from the emulator's
+  jitter (late batches of packets), not from the modelled network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from testbed.experiment import RunPlan
+
+__all__ = ["PASS", "FAIL", "NOT_MEASURED", "evaluate_fidelity", "verdict_text", "offered_load"]
+
+PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
+
+# What BMv2 cannot report (simple_switch has no such statistics).
+_SOFT_ONLY = "the {target} target reports no {what}"
+
+
+def _check(status: str, value: Any, limit: Any, **extra: Any) -> dict[str, Any]:
+    return {"status": status, "value": value, "limit": limit, **extra}
+
+
+def _le(value: float, limit: float) -> str:
+    return PASS if value <= limit else FAIL
+
+
+@dataclass(frozen=True)
+class _PortLoad:
+    offered_bps: float
+    capacity_bps: float | None
+    senders: tuple[str, ...]
+
+
+def _port_rates(plan: RunPlan, phase_commands: tuple[str, ...]) -> tuple[float | None,
+                                                                         dict[int, float]]:
+    """(default bps, per-port bps) that the plan's set_port_rate_bps lines set
+    (topology lines, then the phase's)."""
+    default: float | None = None
+    per_port: dict[int, float] = {}
+    for line in (*plan.topology.commands, *phase_commands):
+        words = line.split()
+        if len(words) < 2 or words[0] != "set_port_rate_bps":
+            continue
+        bps = float(words[1])
+        if len(words) > 2:
+            per_port[int(words[2], 0)] = bps
+        else:
+            default = bps
+            per_port.clear()
+    return default, per_port
+
+
+def offered_load(plan: RunPlan, phase_name: str) -> dict[int, _PortLoad]:
+    """Per switch port (= receiving host's index in the star topology): the
+    most the phase's senders can offer toward it and the port's capacity."""
+    from hosts.roce.scale import Scale
+    from testbed.net import host_addr
+
+    phase = next(p for p in plan.phases if p.name == phase_name)
+    port_of_ip = {host_addr(i).ip: i for i in range(1, plan.topology.n_hosts + 1)}
+    port_of_host = {f"h{i}": i for i in range(1, plan.topology.n_hosts + 1)}
+    rank_host = {s.collective.rank: h for h, s in phase.jobs.items() if s.collective is not None}
+    by_port: dict[int, dict[str, float]] = {}
+    for host, spec in phase.jobs.items():
+        line = Scale(**spec.transport.scale).line_rate_bps
+        toward: dict[int, float] = {}
+        for f in spec.flows:
+            if f.role != "sender" or f.peer_ip not in port_of_ip:
+                continue
+            port = port_of_ip[f.peer_ip]
+            toward[port] = toward.get(port, 0.0) + (f.rate_bps or line)
+        c = spec.collective
+        if c is not None and c.size > 1:  # a ring: rank r sends to rank r + 1
+            right = rank_host.get((c.rank + 1) % c.size)
+            if right in port_of_host:
+                toward[port_of_host[right]] = line
+        total = sum(toward.values())
+        for port, bps in toward.items():
+            # a NIC offers at most its line rate over all its flows
+            share = bps if total <= line else bps * line / total
+            by_port.setdefault(port, {})[host] = share
+    default, per_port = _port_rates(plan, phase.commands)
+    return {port: _PortLoad(sum(s.values()), per_port.get(port, default), tuple(sorted(s)))
+            for port, s in sorted(by_port.items())}
+
+
+def _ce_marks_toward(data: Any, plan: RunPlan, phase_name: str) -> dict[int, int]:
+    """CE-marked packets the receivers counted, per receiving host's port."""
+    from testbed.net import host_addr
+
+    port_of_host = {host_addr(i).name: i for i in range(1, plan.topology.n_hosts + 1)}
+    out: dict[int, int] = {}
+    for e in data.all_events("flow_end") + data.all_events("qp_report"):
+        if e.get("event") == "flow_end" and e.get("role") != "receiver":
+            continue
+        port = port_of_host.get(e.get("host", ""))
+        if port is not None:
+            out[port] = out.get(port, 0) + int(e.get("qp", {}).get("ce_pkts", 0))
+    return out
+
+
+def _max_queue(data: Any, port: int) -> int | None:
+    """Largest queue depth seen on ``port``: sampled depths and the P4
+    watermark register, None if neither was recorded."""
+    seen = [s["queues"][str(port)] for s in data.switch if str(port) in s.get("queues", {})]
+    reg = data.stats.get("qdepth_max")
+    wm = None if reg is None else reg.get(str(port), 0)
+    vals = seen + ([wm] if wm is not None else [])
+    return max(vals) if vals else None
+
+
+def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft") -> dict[str, Any]:
+    """Judge a finished run: every check's status, value and limit, the
+    verdict, and what the target could not measure."""
+    from testbed.timeline import load_phase
+
+    lim = plan.fidelity
+    soft = target == "soft"
+    lag_sum = 0.0
+    lag_n = 0
+    lag_max = 0.0
+    kdrops = 0
+    poll_samples = 0
+    poll_errors: list[str] = []
+    senders: list[dict[str, Any]] = []
+    host_reports = 0
+    tx_drops = 0
+    overload: list[dict[str, Any]] = []
+    ports_judged = 0
+    for p in plan.phases:
+        data = load_phase(run_dir, p.name)
+        b, a = data.stats.get("before", {}), data.stats.get("after", {})
+        if a:
+            lb, la = b.get("lag_us", {}), a.get("lag_us", {})
+            n = la.get("samples", 0) - lb.get("samples", 0)
+            s = la.get("mean", 0) * la.get("samples", 0) - lb.get("mean", 0) * lb.get("samples", 0)
+            if n > 0:
+                lag_sum += s
+                lag_n += n
+                lag_max = max(lag_max, la.get("max", 0))
+            kdrops += a.get("kernel_drops", 0) - b.get("kernel_drops", 0)
+        poll_samples += int(data.stats.get("poller_samples", 0) or 0)
+        if data.stats.get("poller_error"):
+            poll_errors.append(f"{p.name}: {data.stats['poller_error']}")
+        for e in data.all_events("flow_end"):
+            host_reports += 1
+            tx_drops += e.get("qp", {}).get("tx_drops", 0)
+            if e.get("role") == "sender" and "pacer" in e:
+                senders.append({"phase": p.name, "host": e["host"], "flow": e["flow"],
+                                **e["pacer"]["lateness"]})
+        for e in data.all_events("pacer_report") + data.all_events("qp_report"):
+            host_reports += 1
+            tx_drops += e.get("qp", {}).get("tx_drops", 0)
+            if e.get("pacer"):
+                senders.append({"phase": p.name, "host": e["host"], "flow": e.get("flow", "?"),
+                                **e["pacer"]["lateness"]})
+        marks = _ce_marks_toward(data, plan, p.name)
+        for port, load in offered_load(plan, p.name).items():
+            if load.capacity_bps is None or load.offered_bps > load.capacity_bps * (1 + 1e-9):
+                continue  # no rate set, or really overloaded: congestion is the model's
+            ports_judged += 1
+            q = _max_queue(data, port)
+            ce = marks.get(port, 0)
+            qbad = (lim.uncongested_queue_pkts is not None and q is not None
+                    and q >= lim.uncongested_queue_pkts)
+            if ce > 0 or qbad:
+                overload.append({"phase": p.name, "port": port, "ce_marks": ce,
+                                 "max_queue_pkts": q, "offered_bps": load.offered_bps,
+                                 "capacity_bps": load.capacity_bps, "senders": list(load.senders)})
+
+    checks: dict[str, dict[str, Any]] = {}
+    not_measured: dict[str, str] = {}
+
+    def unmeasured(name: str, what: str, limit: Any) -> None:
+        why = _SOFT_ONLY.format(target=target, what=what)
+        checks[name] = _check(NOT_MEASURED, None, limit, why=why)
+        not_measured[name] = why
+
+    if soft:
+        if lag_n == 0:
+            why = "no lag samples: the switch's processing lag was not measured"
+            checks["switch_lag_mean_us"] = _check(FAIL, None, lim.switch_lag_mean_us,
+                                                  samples=0, why=why)
+            checks["switch_lag_max_us"] = _check(FAIL, None, lim.switch_lag_max_us, why=why)
+        else:
+            mean = round(lag_sum / lag_n, 1)
+            checks["switch_lag_mean_us"] = _check(_le(mean, lim.switch_lag_mean_us), mean,
+                                                  lim.switch_lag_mean_us, samples=lag_n)
+            checks["switch_lag_max_us"] = _check(_le(lag_max, lim.switch_lag_max_us), lag_max,
+                                                 lim.switch_lag_max_us)
+        checks["switch_kernel_drops"] = _check(_le(kdrops, lim.kernel_drops), kdrops,
+                                               lim.kernel_drops)
+        if poll_errors or poll_samples == 0:
+            checks["switch_sampling"] = _check(
+                FAIL, poll_samples, ">= 1 sample, no error", errors=poll_errors,
+                why="; ".join(poll_errors) or "the switch statistics were never sampled")
+        else:
+            checks["switch_sampling"] = _check(PASS, poll_samples, ">= 1 sample, no error")
+    else:
+        unmeasured("switch_lag_mean_us", "processing-lag statistics", lim.switch_lag_mean_us)
+        unmeasured("switch_lag_max_us", "processing-lag statistics", lim.switch_lag_max_us)
+        unmeasured("switch_kernel_drops", "kernel-drop statistics", lim.kernel_drops)
+        unmeasured("switch_sampling", "statistics to sample", ">= 1 sample")
+
+    if not senders:
+        checks["host_pacing_late_fraction"] = _check(
+            FAIL, None, lim.pacing_late_fraction,
+            why="no sender reported its pacing: the hosts' timing was not measured")
+    else:
+        worst = max(senders, key=lambda s: s["late_fraction"])
+        for s in senders:
+            s["status"] = _le(s["late_fraction"], lim.pacing_late_fraction)
+        checks["host_pacing_late_fraction"] = _check(
+            _le(worst["late_fraction"], lim.pacing_late_fraction), worst["late_fraction"],
+            lim.pacing_late_fraction, worst=worst, per_sender=senders)
+    if host_reports == 0:
+        checks["host_tx_drops"] = _check(FAIL, None, lim.host_tx_drops,
+                                         why="no host reported its counters")
+    else:
+        checks["host_tx_drops"] = _check(_le(tx_drops, lim.host_tx_drops), tx_drops,
+                                         lim.host_tx_drops)
+
+    if ports_judged == 0:
+        why = ("no port had a set rate and an offered load at most that rate "
+               "(nothing to compare marks or queues with)")
+        checks["congestion_without_overload"] = _check(NOT_MEASURED, None, 0, why=why)
+        not_measured["congestion_without_overload"] = why
+    else:
+        worst_q = max((o["max_queue_pkts"] or 0 for o in overload), default=0)
+        checks["congestion_without_overload"] = _check(
+            FAIL if overload else PASS, sum(o["ce_marks"] for o in overload), 0,
+            ports_judged=ports_judged, queue_limit_pkts=lim.uncongested_queue_pkts,
+            max_queue_pkts=worst_q if overload else None, cases=overload,
+            why=("CE marks or queue growth on a port whose offered load was at most its "
+                 "capacity: queues built by the emulator's jitter, not by the modelled "
+                 "network") if overload else "")
+    failed = [k for k, c in checks.items() if c["status"] == FAIL]
+    out = {"verdict": "not faithful" if failed else "faithful", "ok": not failed,
+           "failed": failed, "not_measured": not_measured, "checks": checks}
+    out["text"] = verdict_text(out)
+    return out
+
+
+def _describe(name: str, c: dict[str, Any]) -> str:
+    if name == "congestion_without_overload" and c.get("cases"):
+        o = c["cases"][0]
+        more = f" (+{len(c['cases']) - 1} more)" if len(c["cases"]) > 1 else ""
+        return (f"{name}: phase {o['phase']} port {o['port']}: {o['ce_marks']} CE marks, queue "
+                f"up to {o['max_queue_pkts']} packets, with offered load "
+                f"{o['offered_bps'] / 1e6:g} Mb/s <= capacity {o['capacity_bps'] / 1e6:g} Mb/s"
+                + more)
+    if c.get("value") is None:
+        return f"{name}: {c.get('why', 'no data')}"
+    v = c["value"]
+    return f"{name}: {f'{v:.4g}' if isinstance(v, float) else v} (limit {c['limit']})"
+
+
+def verdict_text(fid: dict[str, Any]) -> str:
+    """One line: the verdict, the failed checks with their figures, and what
+    was not measured."""
+    checks = fid["checks"]
+    text = fid["verdict"]
+    if fid["failed"]:
+        text += " - failed: " + "; ".join(_describe(k, checks[k]) for k in fid["failed"])
+    if fid["not_measured"]:
+        text += " - not measured: " + ", ".join(fid["not_measured"])
+    return text
