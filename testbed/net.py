@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from switches.bmv2.launch import BMV2_NODE_ENV
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 P4_DIR = REPO_ROOT / "switches" / "p4"
 
@@ -156,9 +158,8 @@ _INTF_RE = re.compile(r"^\d+:\s+([^:@\s]+)")
 _MININET_INTF = re.compile(r"^[a-z]+\d+-eth\d+$")
 
 
-# Set in the environment of every simple_switch_grpc the BMv2 node starts
-# (switches.bmv2.node), so that leftovers() and `testbed clean` find exactly those.
-BMV2_NODE_ENV = "P4_TESTBED_BMV2_NODE"
+# BMV2_NODE_ENV (switches.bmv2.launch) marks every simple_switch_grpc the BMv2
+# node starts, so that leftovers() and `testbed clean` find exactly those.
 
 
 def _proc_argv(pid_dir: Path) -> list[str] | None:

@@ -12,7 +12,6 @@ nanoseconds, one time base for hosts and switch.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,6 +210,3 @@ def counter_points(events: Iterable[dict[str, Any]], key: str,
     pts.sort()
     return pts
 
-
-def finite(x: float) -> float | None:
-    return x if isinstance(x, (int, float)) and math.isfinite(x) else None

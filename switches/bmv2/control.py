@@ -87,7 +87,7 @@ def run_cli_batch(thrift_port: int, lines: Sequence[str], host: str = "127.0.0.1
 
 def p4runtime_controller(grpc_port: int, p4info_path: str | None, device_id: int,
                          thrift_port: int | None, election_id: int = 1,
-                         timeout: float = 10.0) -> Any:
+                         timeout: float = 10.0) -> P4RuntimeController:
     """A P4RuntimeController for the switch, with the Thrift CLI attached when
     the switch has one (queue settings, registers)."""
     from testbed.controller import CliController

@@ -12,6 +12,10 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+# Set in the environment of every simple_switch_grpc the BMv2 node starts, so
+# that the testbed's cleanup (testbed.net.leftovers) finds exactly those.
+BMV2_NODE_ENV = "P4_TESTBED_BMV2_NODE"
+
 SWITCH_EXE = "simple_switch_grpc"
 SWITCH_MISSING = ("simple_switch_grpc not found: BMv2 runs in the Vagrant VM (vagrant up), "
                   "or install p4lang's packages")

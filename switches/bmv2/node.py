@@ -31,6 +31,7 @@ from mininet.node import Switch
 
 from switches.bmv2.compile import ToolMissing, compile_bmv2
 from switches.bmv2.launch import (
+    BMV2_NODE_ENV,
     NO_THRIFT_MARK,
     SWITCH_EXE,
     SWITCH_MISSING,
@@ -150,8 +151,6 @@ class BMv2Switch(Switch):
         self.grpc_port = self.requested_grpc_port or free_port()
         for stale in self.log_files:
             Path(stale).unlink(missing_ok=True)
-        from testbed.net import BMV2_NODE_ENV
-
         # the mark lets testbed.net.leftovers() and `testbed clean` find it
         env = {**os.environ, BMV2_NODE_ENV: self.name}
         self.proc = launch(self.switch_command(), self.out_path, env=env)

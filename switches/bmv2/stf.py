@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from switches.bmv2.compile import ToolMissing, compile_bmv2
 from switches.bmv2.control import p4runtime_controller, push_pipeline
@@ -41,6 +41,9 @@ from switches.bmv2.launch import (
 from switches.stf.engine import Entry, KeyField, TableView, run_commands
 from switches.stf.syntax import StfError, StfSyntaxError, parse_stf, stf_ports
 from switches.stf.verdict import StfResult
+
+if TYPE_CHECKING:
+    from testbed.controller import P4RuntimeController
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
@@ -145,7 +148,7 @@ class Bmv2Target:
     forwards asynchronously: a control command after packets first waits
     until the outputs settle, so those packets see the old state."""
 
-    def __init__(self, ctl: Any, wire: _Wire) -> None:
+    def __init__(self, ctl: P4RuntimeController, wire: _Wire) -> None:
         from testbed.controller import ControllerError
 
         self.command_errors: tuple[type[Exception], ...] = (ControllerError, KeyError,

@@ -92,7 +92,7 @@ def _marked_process() -> subprocess.Popen[bytes]:
     """A stand-in for a simple_switch_grpc the BMv2 node started (it carries the mark)."""
     import os
 
-    from testbed.net import BMV2_NODE_ENV
+    from switches.bmv2.launch import BMV2_NODE_ENV
 
     return subprocess.Popen(["sleep", "60"], env={**os.environ, BMV2_NODE_ENV: "s1"})
 

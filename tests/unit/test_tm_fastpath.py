@@ -39,9 +39,9 @@ def test_short_path_matches_the_general_scheduler() -> None:
         c1, c2 = Clock(), Clock()
         plain = TrafficManager(3, c1, default_depth=8)
         general = TrafficManager(3, c2, default_depth=8)
-        general._plain = False  # force the general path, and keep it forced
-        general._update_plain = lambda: None  # type: ignore[method-assign]
-        assert plain._plain
+        general.unpaced = False  # force the general path, and keep it forced
+        general._update_unpaced = lambda: None  # type: ignore[method-assign]
+        assert plain.unpaced
         got, want = _schedule(plain, c1, seed), _schedule(general, c2, seed)
         assert got == want and len(got) > 100
         assert plain.stats() == general.stats()
@@ -49,18 +49,18 @@ def test_short_path_matches_the_general_scheduler() -> None:
 
 def test_rates_and_weights_leave_the_short_path() -> None:
     tm = TrafficManager(2, Clock())
-    assert tm._plain
+    assert tm.unpaced
     tm.set_rate(10, 1)
-    assert not tm._plain
+    assert not tm.unpaced
     tm.set_rate(0, 1)
-    assert tm._plain
+    assert tm.unpaced
     tm.set_port_rate_bps(1_000_000)
-    assert not tm._plain
+    assert not tm.unpaced
     tm.set_port_rate_bps(0)
     tm.set_priority_weights(3, [1, 2])
-    assert not tm._plain
+    assert not tm.unpaced
     tm.set_priority_weights(3, None)
-    assert tm._plain
+    assert tm.unpaced
     tm.set_rate(5)  # a default rate also applies to queues created later
     tm.enqueue(7, 0, "x", 10)
-    assert not tm._plain and tm.pop_ready() is not None
+    assert not tm.unpaced and tm.pop_ready() is not None

@@ -188,14 +188,6 @@ class TableGen(ParserGen):
         return EntryInfo(matches, self.action_name(ad),
                          self._data_args(ad, ref.args[nd:], ref.loc), prio)
 
-    def key_value(self, k: ir.KeyElement) -> str:
-        x = k.expr
-        code = self.ex(x)
-        t = base_t(x.type)
-        if isinstance(t, T.Bool):
-            return f"(1 if {code} else 0)"
-        return unsigned(code, t)
-
     def action_decl(self, ref: Any) -> Any:
         """The action a table's action reference names."""
         ad = ref.decl if ref.decl is not None else self.decl_by_name.get(ref.name)

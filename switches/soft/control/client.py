@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import time
 from typing import BinaryIO
 
 from switches.soft.control.server import ERR_MARKER, OK_MARKER
@@ -80,18 +79,6 @@ class SwitchClient:
             if text == ERR_MARKER:
                 raise SwitchError(line, "\n".join(lines))
             lines.append(text[1:] if text.startswith("..") else text)
-
-    def wait_ready(self, timeout: float = 10.0) -> None:
-        """Block until the control port accepts connections."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self._connect()
-                return
-            except SwitchConnectionError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.05)
 
     def close(self) -> None:
         if self._sock is not None:

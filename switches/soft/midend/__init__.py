@@ -137,7 +137,6 @@ class CheckedProgram:
     block_args: dict[str, dict[str, ir.Expr]] = field(default_factory=dict)
     instances: list[ir.InstantiationDecl] = field(default_factory=list)
     tables: list[ir.TableDecl] = field(default_factory=list)
-    checker: Any = None  # the Checker (its decl_types/sigs tables), for tools
 
 
 def check(program: ir.Program) -> CheckedProgram:
@@ -176,7 +175,7 @@ def check(program: ir.Program) -> CheckedProgram:
     tables = [d for d in _walk_decls(program) if isinstance(d, ir.TableDecl)]
     return CheckedProgram(program=program, main=main, blocks=blocks, hdr_type=h, meta_type=m,
                           errors=list(c.errors), enums=dict(c.enums), match_kinds=list(c.match_kinds),
-                          block_args=block_args, instances=list(c.instances), tables=tables, checker=c)
+                          block_args=block_args, instances=list(c.instances), tables=tables)
 
 
 def _walk_decls(program: ir.Program):

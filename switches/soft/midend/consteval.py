@@ -17,12 +17,6 @@ def wrap(value: int, width: int, signed: bool) -> int:
     return value
 
 
-def fits(value: int, width: int, signed: bool) -> bool:
-    if signed:
-        return -(1 << (width - 1)) <= value < (1 << (width - 1))
-    return 0 <= value < (1 << width)
-
-
 def int_lit(value: int, typ: T.P4Type, loc: Location) -> ir.IntLit:
     """A literal of type ``typ`` (Bits -> sized and wrapped, InfInt -> unsized)."""
     if isinstance(typ, T.Bits):

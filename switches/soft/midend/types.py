@@ -242,14 +242,6 @@ class Block(P4Type):
         return f"{self.kind} {self.name}"
 
 
-@dataclass(eq=False)
-class StateType(P4Type):
-    """A parser state name."""
-
-    def __str__(self) -> str:
-        return "state"
-
-
 @dataclass(frozen=True)
 class TypeOfType(P4Type):
     """The 'type' of an expression that names a type (``error``, ``E`` in ``E.A``,

@@ -181,6 +181,14 @@ class PacketState:
         self.length_change = 0
 
 
+class StandardMetadata(Protocol):
+    """The fields of v1model's standard_metadata_t that the runtime and the
+    extern calls write (the generated class has them all)."""
+
+    egress_spec: int
+    mcast_grp: int
+
+
 class CompiledProgram(Protocol):
     """What the generated module's ``make_program(rt)`` returns."""
 
@@ -275,7 +283,7 @@ class Services(Protocol):
 
     def log_msg(self, fmt: str, args: list[Any]) -> None: ...
 
-    def mark_to_drop(self, sm: Any) -> None: ...
+    def mark_to_drop(self, sm: StandardMetadata) -> None: ...
 
 
 class ProgramModule(Protocol):

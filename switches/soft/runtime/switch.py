@@ -68,7 +68,14 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-from switches.soft.runtime.contract import PacketState, ProgramInfo, ProgramModule
+from switches.soft.runtime.contract import (
+    CounterRuntime,
+    MeterRuntime,
+    PacketState,
+    ProgramInfo,
+    ProgramModule,
+    StandardMetadata,
+)
 from switches.soft.runtime.externs import (
     CounterArray,
     HashEngine,
@@ -76,7 +83,7 @@ from switches.soft.runtime.externs import (
     RegisterArray,
     format_log_msg,
 )
-from switches.soft.runtime.pre import MirroringSessions, ReplicationEngine
+from switches.soft.runtime.pre import MirroringSessions, MirrorSession, ReplicationEngine
 from switches.soft.runtime.tables import Table
 from switches.soft.runtime.tm import TrafficManager
 
@@ -219,7 +226,7 @@ class SoftSwitch:
     def register(self, name: str) -> RegisterArray:
         return self.registers[name]
 
-    def counter(self, name: str) -> Any:
+    def counter(self, name: str) -> CounterRuntime:
         c = self.counters.get(name)
         if c is not None:
             return c
@@ -228,7 +235,7 @@ class SoftSwitch:
             return _DirectCounterView()  # counted by the table on a hit
         raise KeyError(f"program has no counter {name!r}")
 
-    def meter(self, name: str) -> Any:
+    def meter(self, name: str) -> MeterRuntime:
         m = self.meters.get(name)
         if m is not None:
             return m
@@ -257,7 +264,7 @@ class SoftSwitch:
     def log_msg(self, fmt: str, args: list[Any]) -> None:
         self.log.info("log_msg: %s", format_log_msg(fmt, args))
 
-    def mark_to_drop(self, sm: Any) -> None:
+    def mark_to_drop(self, sm: StandardMetadata) -> None:
         sm.egress_spec = self.drop_port
         sm.mcast_grp = 0
 
@@ -280,7 +287,7 @@ class SoftSwitch:
         for _ in range(limit):
             if not tm.total:
                 break
-            item = tm._pop_plain() if tm._plain else tm.pop_ready()
+            item = tm.pop_unpaced() if tm.unpaced else tm.pop_ready()
             if item is None:
                 break
             port, _prio, (st, length, gen), meta = item
@@ -492,7 +499,7 @@ class SoftSwitch:
         self.events[event] += 1
         self._send_clone(c, sess, length, gen + 1)
 
-    def _send_clone(self, c: PacketState, sess: Any, length: int, gen: int) -> None:
+    def _send_clone(self, c: PacketState, sess: MirrorSession, length: int, gen: int) -> None:
         if sess.mgid is not None:
             self._multicast(c, sess.mgid, length, gen)
         if sess.port is not None:

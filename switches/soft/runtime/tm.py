@@ -108,11 +108,11 @@ class TrafficManager:
         self.total = 0
         self._busy: dict[int, _Port] = {}  # ports with queued packets
         # No rate, port rate or weights anywhere: every queued head may leave
-        # at once, so pop_ready takes the short path.
-        self._plain = True
+        # at once, so pop_ready takes the short path (pop_unpaced; read-only outside).
+        self.unpaced = True
 
-    def _update_plain(self) -> None:
-        self._plain = (self.default_rate == 0 and self.default_port_bps == 0 and all(
+    def _update_unpaced(self) -> None:
+        self.unpaced = (self.default_rate == 0 and self.default_port_bps == 0 and all(
             p.rate_bps == 0 and p.weights is None and all(q.rate_pps == 0 for q in p.queues)
             for p in self.ports.values()))
 
@@ -123,8 +123,8 @@ class TrafficManager:
             p = _Port([_Queue(self.default_depth, self.default_rate) for _ in range(self.nq)],
                       rate_bps=self.default_port_bps)
             self.ports[port] = p
-            if not self._plain:
-                self._update_plain()
+            if not self.unpaced:
+                self._update_unpaced()
         return p
 
     def _check_prio(self, prio: int) -> None:
@@ -156,7 +156,7 @@ class TrafficManager:
             self.default_rate = pps
         for q in self._queues(port, prio):
             q.rate_pps = pps
-        self._update_plain()
+        self._update_unpaced()
 
     def set_port_rate_bps(self, bps: int, port: int | None = None) -> None:
         if bps < 0:
@@ -167,13 +167,13 @@ class TrafficManager:
                 p.rate_bps = bps
         else:
             self._port(port).rate_bps = bps
-        self._update_plain()
+        self._update_unpaced()
 
     def set_priority_weights(self, port: int, weights: list[int] | None) -> None:
         p = self._port(port)
         if weights is None:
             p.weights = None
-            self._update_plain()
+            self._update_unpaced()
             return
         if len(weights) != self.nq:
             raise ValueError(f"expected {self.nq} weights (one per priority), got {len(weights)}")
@@ -184,7 +184,7 @@ class TrafficManager:
         p.drr_fresh = True
         for q in p.queues:
             q.deficit = 0
-        self._update_plain()
+        self._update_unpaced()
 
     # -- data path ----------------------------------------------------------------
     def depth(self, port: int, prio: int = 0) -> int:
@@ -217,11 +217,11 @@ class TrafficManager:
         pop_ready). Counts it in the queue's statistics and returns its
         metadata (depths and time in the queue 0); None if the packet must be
         enqueued normally."""
-        if not self._plain or self.total or not 0 <= prio < self.nq:
+        if not self.unpaced or self.total or not 0 <= prio < self.nq:
             return None
         p = self.ports.get(port) or self._port(port)
         q = p.queues[prio]
-        if q.capacity <= 0 or not self._plain:
+        if q.capacity <= 0 or not self.unpaced:
             return None
         now = int(self.now_us())  # enqueued and dequeued at once
         q.enqueued += 1
@@ -292,8 +292,8 @@ class TrafficManager:
         Among ports, the earliest-scheduled head goes first."""
         if self.total == 0:
             return None
-        if self._plain:
-            return self._pop_plain()
+        if self.unpaced:
+            return self.pop_unpaced()
         now = float(self.now_us())
         best = None
         for port, p in self.ports.items():
@@ -308,7 +308,7 @@ class TrafficManager:
         _, port, p, prio, t = best
         return self._pop(port, p, prio, t, now)
 
-    def _pop_plain(self) -> tuple[int, int, Any, QueueMeta] | None:
+    def pop_unpaced(self) -> tuple[int, int, Any, QueueMeta] | None:
         """pop_ready when no queue or port is rate limited and no weights are
         set: per port the highest non-empty priority, across ports the oldest
         head (by enqueue time, then arrival order)."""
