@@ -10,6 +10,7 @@ from typing import Any
 from ..frontend import ir
 from ..frontend.source import Location, P4Error
 from ..runtime.contract import (
+    ActionProfileInfo,
     ProgramInfo,
     TableInfo,
 )
@@ -163,6 +164,11 @@ class GenBase(Emitter, metaclass=ABCMeta):
     def extern_method(self, base: ir.Expr, bt: Any, m: str, ce: ir.CallExpr,
                       want: bool) -> str | None:
         """A method call on an architecture extern (architecture)."""
+
+    @abstractmethod
+    def table_implementation(self, impl: ir.Expr, table: ir.TableDecl,
+                             table_name: str) -> ActionProfileInfo:
+        """The action profile/selector a table's ``implementation`` names (architecture)."""
 
     @abstractmethod
     def extern_function(self, name: str, ce: ir.CallExpr, want: bool) -> str | None:

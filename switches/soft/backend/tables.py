@@ -39,16 +39,19 @@ class TableGen(ParserGen):
         ti = self.info.tables.get(name)
         if ti is not None:
             return ti
-        if "implementation" in d.properties:
-            raise P4Unsupported(d.property_locs.get("implementation", d.loc),
-                                "table implementation (action_profile/action_selector)")
-        keys = []
+        impl = d.properties.get("implementation")
+        profile = self.table_implementation(impl, d, name) if impl is not None else None
+        keys: list[KeyInfo] = []
+        selector_keys: list[KeyInfo] = []
         for k in d.keys:
             kn = annotation_str(k.annotations, "name") or expr_text(k.expr)
-            if k.match_kind == "selector":
-                raise P4Unsupported(k.loc, "selector match kind")
-            keys.append(KeyInfo(kn, k.match_kind, scalar_width(k.expr.type, k.loc)
-                                if not is_isvalid(k.expr) else 1))
+            ki = KeyInfo(kn, k.match_kind, scalar_width(k.expr.type, k.loc)
+                         if not is_isvalid(k.expr) else 1)
+            # selector fields take no part in matching: the selector hashes them
+            (selector_keys if k.match_kind == "selector" else keys).append(ki)
+        if selector_keys and (profile is None or profile.selector_algo is None):
+            raise P4Error(d.loc, f"table {name} has selector keys but no action_selector "
+                          "implementation")
         actions = []
         default_only, table_only = [], []
         for ref in d.actions:
@@ -81,6 +84,12 @@ class TableGen(ParserGen):
                        default_args=dargs, default_const=d.default_action_const,
                        entries=entries, entries_const=d.entries_const, size=size,
                        default_only_actions=default_only, table_only_actions=table_only)
+        if profile is not None:
+            ti.implementation = profile.name
+            ti.selector_keys = selector_keys
+            profile.tables.append(name)
+            profile.actions += [a for a in actions if a not in profile.actions
+                                and a not in default_only]
         if any(ir.find_annotation(en.annotations, "priority") for en in d.entries):
             ti.largest_priority_wins = False  # BMv2's @priority: smaller wins
         lpw = d.properties.get("largest_priority_wins")
@@ -201,13 +210,20 @@ class TableGen(ParserGen):
         tv = self.bind_runtime("table", ti.name)
         self.comment(ce, f"apply table {ti.name}")
         keys = self.seq_values([k.expr for k in d.keys], None)
-        kv = []
+        kv, sel = [], []
         for k, code in zip(d.keys, keys, strict=False):
             t = base_t(k.expr.type)
-            kv.append(f"(1 if {code} else 0)" if isinstance(t, T.Bool) else unsigned(code, t))
+            v = f"(1 if {code} else 0)" if isinstance(t, T.Bool) else unsigned(code, t)
+            if k.match_kind == "selector":
+                sel.append(f"({v}, {scalar_width(t, k.loc)})")
+            else:
+                kv.append(v)
         a, dd, h = self.fresh("act"), self.fresh("data"), self.fresh("hit")
         key = "(" + "".join(x + ", " for x in kv) + ")"
-        self.w(f"{a}, {dd}, {h} = {tv}.apply({key})")
+        if sel:
+            self.w(f"{a}, {dd}, {h} = {tv}.apply({key}, [{', '.join(sel)}])")
+        else:
+            self.w(f"{a}, {dd}, {h} = {tv}.apply({key})")
         first = True
         for ref in d.actions:
             ad = self.action_decl(ref)

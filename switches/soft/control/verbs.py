@@ -23,6 +23,16 @@ set_queue_rate, set_crc16_parameters, set_crc32_parameters (the name is
 a calculation: each hash/checksum call site using crc16_custom or
 crc32_custom has its own, named calc, calc_0, calc_1, ... in source order,
 as p4c names BMv2's), get_time_elapsed, reset_state, help.
+Action profiles and selectors: act_prof_create_member,
+act_prof_delete_member, act_prof_modify_member, act_prof_create_group,
+act_prof_delete_group, act_prof_add_member_to_group,
+act_prof_remove_member_from_group, act_prof_dump_member,
+act_prof_dump_group, act_prof_dump, table_indirect_add,
+table_indirect_add_with_group, table_indirect_delete, table_indirect_modify,
+table_indirect_modify_with_group, table_indirect_set_default,
+table_indirect_set_default_with_group, table_indirect_reset_default, and
+BMv2's older table-based forms (table_indirect_create_member, ... naming
+the table instead of its profile).
 
 Soft-target extensions (BMv2 has no equivalent):
 - ``set_port_rate_bps <bps> [<port>]``: line rate of an egress port in bits/s
@@ -39,6 +49,7 @@ import ipaddress
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from switches.soft.runtime.action_profiles import ActionProfile, ActionProfileError
 from switches.soft.runtime.externs import MeterError
 from switches.soft.runtime.pre import PreError
 from switches.soft.runtime.tables import Table, TableError
@@ -162,7 +173,7 @@ class ControlPlane:
             raise CommandError(f"Unknown command '{verb}' (try 'help')")
         try:
             return fn(args)
-        except TableError as e:
+        except (TableError, ActionProfileError) as e:
             raise CommandError(f"Invalid table operation ({e.code})"
                                + (f": {e.detail}" if e.detail else "")) from None
         except PreError as e:
@@ -388,8 +399,13 @@ class ControlPlane:
             lines.append("* {0:{w}}: {1:10}{2}".format(k.name, t, s, w=w))
         if e.priority >= 0:
             lines.append(f"Priority: {e.priority}")
-        lines.append(f"Action entry: {e.action} - "
-                     + self._data_str(e.action, e.args, ", ", _hexstr))
+        if e.group is not None:
+            lines.append(f"Index: group({e.group})")
+        elif e.member is not None:
+            lines.append(f"Index: member({e.member})")
+        else:
+            lines.append(f"Action entry: {e.action} - "
+                         + self._data_str(e.action, e.args, ", ", _hexstr))
         return lines
 
     def do_table_dump(self, args: list[str]) -> str:
@@ -756,6 +772,231 @@ class ControlPlane:
         self.sw.tm.set_priority_weights(port, ws)
         return ""
 
+    # -- action profiles and selectors (runtime_CLI.py's act_prof_* and
+    # table_indirect_* verbs; the table-based forms name the table's profile)
+    def _profile(self, name: str) -> ActionProfile:
+        return self.sw.action_profiles[resolve(self.sw.action_profiles, name,
+                                               "action profile")]
+
+    def _profile_of_table(self, name: str) -> ActionProfile:
+        t = self._table(name)
+        if t.profile is None:
+            raise CommandError("Cannot run this command on non-indirect table")
+        return t.profile
+
+    def _indirect_table(self, name: str, ws: bool) -> Table:
+        t = self._table(name)
+        if t.profile is None or (ws and not t.profile.with_selector):
+            raise CommandError("Cannot run this command on non-indirect table"
+                               + (", or on indirect table with no selector" if ws else ""))
+        return t
+
+    def _selector(self, prof: ActionProfile) -> None:
+        if not prof.with_selector:
+            raise CommandError("Cannot run this command on an action profile without selector")
+
+    def _profile_action(self, prof: ActionProfile, name: str) -> str:
+        acts = prof.info.actions
+        if name in acts:
+            return name
+        cands = [a for a in acts if a.endswith("." + name)]
+        if len(cands) == 1:
+            return cands[0]
+        raise CommandError(f"Action profile '{prof.name}' has no action '{name}'")
+
+    @staticmethod
+    def _handle(tok: str, what: str) -> int:
+        try:
+            return int(tok, 0)
+        except ValueError:
+            raise CommandError(f"Bad format for {what} handle") from None
+
+    def _create_member(self, prof: ActionProfile, aname: str, params: list[str]) -> str:
+        action = self._profile_action(prof, aname)
+        values = self._action_args(action, [p for p in params if p != "=>"])
+        return f"Member has been created with handle {prof.add_member(action, values)}"
+
+    def do_act_prof_create_member(self, args: list[str]) -> str:
+        self._minargs(args, 2, _HELP["act_prof_create_member"])
+        return self._create_member(self._profile(args[0]), args[1], args[2:])
+
+    def do_table_indirect_create_member(self, args: list[str]) -> str:
+        self._minargs(args, 2, _HELP["table_indirect_create_member"])
+        return self._create_member(self._profile_of_table(args[0]), args[1], args[2:])
+
+    def do_act_prof_delete_member(self, args: list[str]) -> str:
+        self._nargs(args, 2, _HELP["act_prof_delete_member"])
+        self._profile(args[0]).delete_member(self._handle(args[1], "member"))
+        return ""
+
+    def do_table_indirect_delete_member(self, args: list[str]) -> str:
+        self._nargs(args, 2, _HELP["table_indirect_delete_member"])
+        self._profile_of_table(args[0]).delete_member(self._handle(args[1], "member"))
+        return ""
+
+    def _modify_member(self, prof: ActionProfile, args: list[str]) -> str:
+        action = self._profile_action(prof, args[1])
+        values = self._action_args(action, [p for p in args[3:] if p != "=>"])
+        prof.modify_member(self._handle(args[2], "member"), action, values)
+        return ""
+
+    def do_act_prof_modify_member(self, args: list[str]) -> str:
+        self._minargs(args, 3, _HELP["act_prof_modify_member"])
+        return self._modify_member(self._profile(args[0]), args)
+
+    def do_table_indirect_modify_member(self, args: list[str]) -> str:
+        self._minargs(args, 3, _HELP["table_indirect_modify_member"])
+        return self._modify_member(self._profile_of_table(args[0]), args)
+
+    def _create_group(self, prof: ActionProfile) -> str:
+        self._selector(prof)
+        return f"Group has been created with handle {prof.create_group()}"
+
+    def do_act_prof_create_group(self, args: list[str]) -> str:
+        self._nargs(args, 1, _HELP["act_prof_create_group"])
+        return self._create_group(self._profile(args[0]))
+
+    def do_table_indirect_create_group(self, args: list[str]) -> str:
+        self._nargs(args, 1, _HELP["table_indirect_create_group"])
+        return self._create_group(self._profile_of_table(args[0]))
+
+    def _delete_group(self, prof: ActionProfile, tok: str) -> str:
+        self._selector(prof)
+        prof.delete_group(self._handle(tok, "group"))
+        return ""
+
+    def do_act_prof_delete_group(self, args: list[str]) -> str:
+        self._nargs(args, 2, _HELP["act_prof_delete_group"])
+        return self._delete_group(self._profile(args[0]), args[1])
+
+    def do_table_indirect_delete_group(self, args: list[str]) -> str:
+        self._nargs(args, 2, _HELP["table_indirect_delete_group"])
+        return self._delete_group(self._profile_of_table(args[0]), args[1])
+
+    def _group_member(self, prof: ActionProfile, args: list[str], add: bool) -> str:
+        self._selector(prof)
+        mbr, grp = self._handle(args[1], "member"), self._handle(args[2], "group")
+        if add:
+            prof.add_member_to_group(mbr, grp)
+        else:
+            prof.remove_member_from_group(mbr, grp)
+        return ""
+
+    def do_act_prof_add_member_to_group(self, args: list[str]) -> str:
+        self._nargs(args, 3, _HELP["act_prof_add_member_to_group"])
+        return self._group_member(self._profile(args[0]), args, True)
+
+    def do_table_indirect_add_member_to_group(self, args: list[str]) -> str:
+        self._nargs(args, 3, _HELP["table_indirect_add_member_to_group"])
+        return self._group_member(self._profile_of_table(args[0]), args, True)
+
+    def do_act_prof_remove_member_from_group(self, args: list[str]) -> str:
+        self._nargs(args, 3, _HELP["act_prof_remove_member_from_group"])
+        return self._group_member(self._profile(args[0]), args, False)
+
+    def do_table_indirect_remove_member_from_group(self, args: list[str]) -> str:
+        self._nargs(args, 3, _HELP["table_indirect_remove_member_from_group"])
+        return self._group_member(self._profile_of_table(args[0]), args, False)
+
+    def _indirect_add(self, args: list[str], ws: bool) -> str:
+        verb = "table_indirect_add_with_group" if ws else "table_indirect_add"
+        self._minargs(args, 2, _HELP[verb])
+        table = self._indirect_table(args[0], ws)
+        rest = args[1:]
+        priority = None
+        if table.needs_priority:
+            try:
+                priority = int(rest[-1], 0)
+            except ValueError:
+                raise CommandError("Table is ternary, but could not extract a valid priority "
+                                   "from args") from None
+            rest = rest[:-1]
+        if "=>" not in rest or rest.index("=>") != len(rest) - 2:
+            raise CommandError("Invalid arguments, could not find handle")
+        keys, tok = rest[:-2], rest[-1]
+        h = self._handle(tok, "group" if ws else "member")
+        matches = self._match(table, keys)
+        if ws:
+            handle = table.add_entry(matches, "", (), priority, group=h)
+        else:
+            handle = table.add_entry(matches, "", (), priority, member=h)
+        return (f"Adding entry to indirect match table {table.name}\n"
+                f"Entry has been added with handle {handle}")
+
+    def do_table_indirect_add(self, args: list[str]) -> str:
+        return self._indirect_add(args, ws=False)
+
+    def do_table_indirect_add_with_group(self, args: list[str]) -> str:
+        return self._indirect_add(args, ws=True)
+
+    def do_table_indirect_delete(self, args: list[str]) -> str:
+        self._nargs(args, 2, _HELP["table_indirect_delete"])
+        table = self._indirect_table(args[0], False)
+        h = self._handle(args[1], "entry")
+        table.delete_entry(h)
+        return f"Deleting entry {h} from {table.name}"
+
+    def do_table_indirect_modify(self, args: list[str]) -> str:
+        self._nargs(args, 3, _HELP["table_indirect_modify"])
+        table = self._indirect_table(args[0], False)
+        table.modify_indirect(self._handle(args[1], "entry"),
+                              member=self._handle(args[2], "member"))
+        return ""
+
+    def do_table_indirect_modify_with_group(self, args: list[str]) -> str:
+        self._nargs(args, 3, _HELP["table_indirect_modify_with_group"])
+        table = self._indirect_table(args[0], True)
+        table.modify_indirect(self._handle(args[1], "entry"),
+                              group=self._handle(args[2], "group"))
+        return ""
+
+    def do_table_indirect_set_default(self, args: list[str]) -> str:
+        self._nargs(args, 2, _HELP["table_indirect_set_default"])
+        table = self._indirect_table(args[0], False)
+        table.set_default_indirect(member=self._handle(args[1], "member"))
+        return ""
+
+    def do_table_indirect_set_default_with_group(self, args: list[str]) -> str:
+        self._nargs(args, 2, _HELP["table_indirect_set_default_with_group"])
+        table = self._indirect_table(args[0], True)
+        table.set_default_indirect(group=self._handle(args[1], "group"))
+        return ""
+
+    def do_table_indirect_reset_default(self, args: list[str]) -> str:
+        self._nargs(args, 1, _HELP["table_indirect_reset_default"])
+        self._indirect_table(args[0], False).reset_default()
+        return ""
+
+    def _member_lines(self, prof: ActionProfile, h: int) -> list[str]:
+        m = prof.member(h)
+        return [f"Dumping member {h}",
+                f"Action entry: {m.action} - " + self._data_str(m.action, m.args, ", ", _hexstr)]
+
+    def do_act_prof_dump_member(self, args: list[str]) -> str:
+        self._nargs(args, 2, _HELP["act_prof_dump_member"])
+        return "\n".join(self._member_lines(self._profile(args[0]),
+                                             self._handle(args[1], "member")))
+
+    def do_act_prof_dump_group(self, args: list[str]) -> str:
+        self._nargs(args, 2, _HELP["act_prof_dump_group"])
+        prof = self._profile(args[0])
+        h = self._handle(args[1], "group")
+        return f"Dumping group {h}\nMembers: [{', '.join(str(m) for m in prof.group(h))}]"
+
+    def do_act_prof_dump(self, args: list[str]) -> str:
+        self._nargs(args, 1, _HELP["act_prof_dump"])
+        prof = self._profile(args[0])
+        lines = ["==========", "MEMBERS"]
+        for h in sorted(prof.members):
+            lines += ["**********"] + self._member_lines(prof, h)
+        if prof.with_selector:
+            lines += ["==========", "GROUPS"]
+            for h in sorted(prof.groups):
+                lines += ["**********", f"Dumping group {h}",
+                          f"Members: [{', '.join(str(m) for m in prof.groups[h])}]"]
+        lines.append("==========")
+        return "\n".join(lines)
+
     # -- hash parameters -------------------------------------------------------------
     def _crc_params(self, args: list[str], width: int) -> str:
         usage = (f"set_crc{width}_parameters <name> <polynomial> <initial remainder> "
@@ -808,6 +1049,42 @@ class ControlPlane:
 
 
 _HELP = {
+    "act_prof_create_member": "act_prof_create_member <action profile> <action> [action parameters]",
+    "act_prof_delete_member": "act_prof_delete_member <action profile> <member handle>",
+    "act_prof_modify_member": "act_prof_modify_member <action profile> <action> <member handle> "
+                              "[action parameters]",
+    "act_prof_create_group": "act_prof_create_group <action profile>",
+    "act_prof_delete_group": "act_prof_delete_group <action profile> <group handle>",
+    "act_prof_add_member_to_group": "act_prof_add_member_to_group <action profile> "
+                                    "<member handle> <group handle>",
+    "act_prof_remove_member_from_group": "act_prof_remove_member_from_group <action profile> "
+                                         "<member handle> <group handle>",
+    "act_prof_dump_member": "act_prof_dump_member <action profile> <member handle>",
+    "act_prof_dump_group": "act_prof_dump_group <action profile> <group handle>",
+    "act_prof_dump": "act_prof_dump <action profile>",
+    "table_indirect_create_member": "table_indirect_create_member <table> <action> "
+                                    "[action parameters]",
+    "table_indirect_delete_member": "table_indirect_delete_member <table> <member handle>",
+    "table_indirect_modify_member": "table_indirect_modify_member <table> <action> "
+                                    "<member handle> [action parameters]",
+    "table_indirect_create_group": "table_indirect_create_group <table>",
+    "table_indirect_delete_group": "table_indirect_delete_group <table> <group handle>",
+    "table_indirect_add_member_to_group": "table_indirect_add_member_to_group <table> "
+                                          "<member handle> <group handle>",
+    "table_indirect_remove_member_from_group": "table_indirect_remove_member_from_group <table> "
+                                               "<member handle> <group handle>",
+    "table_indirect_add": "table_indirect_add <table> <match fields> => <member handle> "
+                          "[priority]",
+    "table_indirect_add_with_group": "table_indirect_add_with_group <table> <match fields> => "
+                                     "<group handle> [priority]",
+    "table_indirect_delete": "table_indirect_delete <table> <entry handle>",
+    "table_indirect_modify": "table_indirect_modify <table> <entry handle> <member handle>",
+    "table_indirect_modify_with_group": "table_indirect_modify_with_group <table> "
+                                        "<entry handle> <group handle>",
+    "table_indirect_set_default": "table_indirect_set_default <table> <member handle>",
+    "table_indirect_set_default_with_group": "table_indirect_set_default_with_group <table> "
+                                             "<group handle>",
+    "table_indirect_reset_default": "table_indirect_reset_default <table>",
     "table_add": "table_add <table> <action> <match fields> => <action parameters> [priority]",
     "table_set_default": "table_set_default <table> <action> <action parameters>",
     "table_reset_default": "table_reset_default <table>",

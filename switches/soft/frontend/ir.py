@@ -596,6 +596,8 @@ class TableDecl(Decl):
     # implementation, support_timeout, largest_priority_wins, priority_delta).
     properties: dict[str, Expr] = field(default_factory=dict)
     property_locs: dict[str, Location] = field(default_factory=dict)
+    # annotations written before a property (e.g. @name on an implementation)
+    property_annotations: dict[str, list[Annotation]] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)

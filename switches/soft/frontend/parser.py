@@ -788,7 +788,7 @@ class Parser:
         while self.tok.kind != "}":
             if self.tok.kind == "EOF":
                 self.expect_close("}", open_tok, f"table '{tname}'")
-            self.annotations()
+            pannos = self.annotations()
             is_const = bool(self.accept("const"))
             if not _word(self.tok):
                 raise self.error("a table property", f"in table '{tname}'")
@@ -797,6 +797,8 @@ class Parser:
             if pname in table.property_locs:
                 raise P4Error(prop.loc, f"table '{tname}' has more than one '{pname}' property")
             table.property_locs[pname] = prop.loc
+            if pannos:
+                table.property_annotations[pname] = pannos
             self.expect("=", f"after table property '{pname}'")
             if pname == "key":
                 table.keys = self.table_keys(tname)

@@ -84,6 +84,25 @@ class TableInfo:
     # In P4 source, entries listed earlier win unless priorities say otherwise;
     # largest_priority_wins follows the table property of that name.
     largest_priority_wins: bool = True
+    # ``implementation``: the action profile/selector whose members or groups
+    # entries name (ProgramInfo.action_profiles); None for a direct table
+    implementation: str | None = None
+    # the ``selector`` key fields (not part of ``keys``: they take no part in
+    # matching), hashed by the action selector to choose a group's member
+    selector_keys: list[KeyInfo] = field(default_factory=list)
+
+
+@dataclass
+class ActionProfileInfo:
+    """A v1model ``action_profile(size)`` or ``action_selector(algorithm,
+    size, outputWidth)`` (``selector_algo`` None for a plain profile)."""
+
+    name: str
+    size: int
+    tables: list[str] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)  # of its tables
+    selector_algo: str | None = None
+    selector_output_width: int = 0
 
 
 @dataclass
@@ -131,6 +150,7 @@ class ProgramInfo:
     # crc32_custom), by BMv2's calculation name -> algorithm; generated code
     # passes the name as the algorithm, set_crc*_parameters configures one
     calculations: dict[str, str] = field(default_factory=dict)
+    action_profiles: dict[str, ActionProfileInfo] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------
@@ -230,10 +250,12 @@ class CompiledProgram(Protocol):
 
 
 class TableRuntime(Protocol):
-    def apply(self, key: tuple[int, ...]) -> tuple[str, tuple[int, ...], bool]:
+    def apply(self, key: tuple[int, ...],
+              selector: list[tuple[int, int]] | None = None) -> tuple[str, tuple[int, ...], bool]:
         """Look up ``key`` (one int per key element, bool as 0/1) and return
         (action name, action data, hit). Updates the direct counter of the
-        hit entry."""
+        hit entry. Tables with an action selector are also given the
+        ``selector`` key fields as (value, width) pairs."""
 
 
 class RegisterRuntime(Protocol):

@@ -68,7 +68,9 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
+from switches.soft.runtime.action_profiles import ActionProfile, ActionProfileError
 from switches.soft.runtime.contract import (
+    ActionProfileInfo,
     CounterRuntime,
     MeterRuntime,
     PacketState,
@@ -160,8 +162,13 @@ class SoftSwitch:
         info: ProgramInfo = program_module.INFO
         meter_kind_of_table = {m.direct_table: m.kind for m in info.meters.values()
                                if m.direct_table}
+        profiles = {
+            name: ActionProfile(p, self._profile_action_check(info, p), self.hashes.compute)
+            for name, p in info.action_profiles.items()
+        }
         tables: dict[str, Table] = {
-            name: Table(t, info.actions, meter_kind_of_table.get(name), self.now_us)
+            name: Table(t, info.actions, meter_kind_of_table.get(name), self.now_us,
+                        profiles.get(t.implementation) if t.implementation else None)
             for name, t in info.tables.items()
         }
         old: tuple[Any, ...] = (self.__dict__.get("module"), self.__dict__.get("info"),
@@ -170,6 +177,7 @@ class SoftSwitch:
         self.module = program_module
         self.info = info
         self.tables = tables
+        self.action_profiles = profiles
         self.registers = {n: RegisterArray(n, r.width, r.size) for n, r in info.registers.items()}
         self.counters = {n: CounterArray(n, c.size, c.kind) for n, c in info.counters.items()
                          if not c.direct_table}
@@ -188,6 +196,22 @@ class SoftSwitch:
         self._metered_tables = [t for t in tables.values() if t.meter_kind is not None]
         # whether tables need per-packet context (direct counters or meters)
         self._table_context = bool(self._counted_tables or self._metered_tables)
+
+    @staticmethod
+    def _profile_action_check(info: ProgramInfo, prof: ActionProfileInfo
+                              ) -> Callable[[str, tuple[int, ...]], tuple[int, ...]]:
+        """Validates a member's action (one of the profile's tables' actions,
+        not @defaultonly in them) and masks its data to the parameter widths."""
+        def check(action: str, args: tuple[int, ...]) -> tuple[int, ...]:
+            if action not in prof.actions:
+                raise ActionProfileError("INVALID_ACTION_NAME", f"action profile {prof.name} "
+                                         f"has no action {action}")
+            params = info.actions[action].params
+            if len(args) != len(params):
+                raise ActionProfileError("BAD_ACTION_DATA", f"action {action} needs "
+                                         f"{len(params)} parameters, got {len(args)}")
+            return tuple(int(a) & ((1 << p.width) - 1) for a, p in zip(args, params, strict=True))
+        return check
 
     def load_program(self, program_module: ProgramModule) -> None:
         """Replace the P4 program at run time, as if the switch had started with it.
@@ -345,6 +369,8 @@ class SoftSwitch:
             t.clear()
             t.reset_default()
             t.reset_counters()
+        for p in self.action_profiles.values():
+            p.reset()
         for r in self.registers.values():
             r.reset()
         for c in self.counters.values():

@@ -6,7 +6,8 @@ use one dict per prefix length (longest first); a table with any ternary,
 range or optional key (or more than one lpm key) is a priority table: the
 entry with the smallest priority number wins (simple_switch_CLI's rule),
 ties go to the entry added first. ``selector`` keys take no part in
-matching (action selectors are not modelled).
+matching: a table with an action profile or selector (``implementation``)
+has entries naming a member or group of it (runtime/action_profiles.py).
 
 Entries are named by handles (the smallest free number, as BMv2 reuses
 them). Const entries from the P4 source are installed first; in source
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from switches.soft.runtime.action_profiles import ActionProfile, ActionProfileError
 from switches.soft.runtime.contract import ActionInfo, EntryInfo, TableInfo
 from switches.soft.runtime.externs import GREEN, Meter
 
@@ -66,6 +68,9 @@ class Entry:
     packets: int = 0
     bytes: int = 0
     meter: Meter | None = None
+    # indirect tables: the action profile member or group the entry names
+    member: int | None = None
+    group: int | None = None
     # precomputed for priority tables
     _masks: tuple[int, ...] = ()
     _values: tuple[int, ...] = ()
@@ -92,8 +97,10 @@ class Table:
 
     def __init__(self, info: TableInfo, actions: dict[str, ActionInfo],
                  meter_kind: str | None = None,
-                 now_us: Callable[[], int] | None = None) -> None:
+                 now_us: Callable[[], int] | None = None,
+                 profile: ActionProfile | None = None) -> None:
         self.info = info
+        self.profile = profile  # the implementation of an indirect table
         self.name = info.name
         self.actions = actions
         self.keys = info.keys
@@ -126,9 +133,14 @@ class Table:
         self._lpm1_of: dict[int, dict[int, Entry]] = {}
         # the per-packet entry point, specialized to the table's mode
         if self.mode == "exact":
-            self.apply = self._apply_exact  # type: ignore[method-assign]
+            self.apply = self._apply_exact  # type: ignore[method-assign,assignment]
         elif self._lpm1 is not None:
-            self.apply = self._apply_lpm1  # type: ignore[method-assign]
+            self.apply = self._apply_lpm1  # type: ignore[method-assign,assignment]
+        if profile is not None:
+            self.apply = self._apply_indirect  # type: ignore[method-assign,assignment]
+        # indirect tables: the member or group a miss uses (None: the P4 default)
+        self.default_member: int | None = None
+        self.default_group: int | None = None
         self._sorted: list[Entry] = []  # priority tables: best first
         self._prio_keys: set[tuple[int, tuple[Any, ...]]] = set()
         # tuple-space search for larger priority tables: one dict per mask tuple,
@@ -142,7 +154,8 @@ class Table:
         self._install_const_entries(info.entries)
 
     # -- lookup -------------------------------------------------------------
-    def apply(self, key: tuple[int, ...]) -> tuple[str, tuple[int, ...], bool]:
+    def apply(self, key: tuple[int, ...],
+              selector: list[tuple[int, int]] | None = None) -> tuple[str, tuple[int, ...], bool]:
         # (exact tables and tables with one lpm key get a shorter apply, below)
         e = self.lookup(key)
         self.last_hit = e
@@ -154,6 +167,34 @@ class Table:
             e.packets += 1
             e.bytes += self.current_length
         return e.action, e.args, True
+
+    def _apply_indirect(self, key: tuple[int, ...], selector: list[tuple[int, int]] | None = None
+                        ) -> tuple[str, tuple[int, ...], bool]:
+        """Indirect tables: the entry (or the default) names a member, or a
+        group whose member the selector chooses."""
+        e = self.lookup(key)
+        self.last_hit = e
+        prof = self.profile
+        assert prof is not None
+        if e is None:
+            self.misses += 1
+            mh, gh = self.default_member, self.default_group
+            hit = False
+        else:
+            self.hits += 1
+            if self.has_counter:
+                e.packets += 1
+                e.bytes += self.current_length
+            mh, gh = e.member, e.group
+            hit = True
+        m = None
+        if gh is not None:
+            m = prof.choose(gh, selector or [])
+        elif mh is not None:
+            m = prof.members.get(mh)
+        if m is None:  # no default member, or an emptied group: the P4 default
+            return self.default_action, self.default_args, hit
+        return m.action, m.args, hit
 
     def _apply_exact(self, key: tuple[int, ...]) -> tuple[str, tuple[int, ...], bool]:
         e = self._exact.get(key)
@@ -293,15 +334,26 @@ class Table:
 
     def add_entry(self, matches: list[Any], action: str, args: list[int] | tuple[int, ...],
                   priority: int | None = None, *, const: bool = False,
-                  _seq: int | None = None) -> int:
-        """Add an entry; ``priority`` is simple_switch_CLI's (smaller wins)."""
+                  _seq: int | None = None, member: int | None = None,
+                  group: int | None = None) -> int:
+        """Add an entry; ``priority`` is simple_switch_CLI's (smaller wins).
+        Entries of an indirect table name a ``member`` or a ``group`` of its
+        action profile instead of an action (``action`` is then ignored)."""
+        if (self.profile is None) != (member is None and group is None):
+            raise TableError("WRONG_TABLE_TYPE",
+                             f"table {self.name} is {'in' if self.profile else ''}direct: "
+                             f"entries name {'a member or group' if self.profile else 'an action'}")
         if len(matches) != len(self.keys):
             raise TableError("BAD_MATCH_KEY", f"table {self.name} needs {len(self.keys)} key "
                              f"fields, got {len(matches)}")
         if self.info.entries_const and not const:
             raise TableError("IMMUTABLE_TABLE_ENTRIES", f"table {self.name} has const entries")
         norm = [self.normalize_match(i, m) for i, m in enumerate(matches)]
-        args_t = self._check_action(action, tuple(args), for_default=False)
+        if self.profile is None:
+            args_t = self._check_action(action, tuple(args), for_default=False)
+        else:
+            action, args_t = "", ()
+            self._check_ref(member, group)
         if len(self.entries) >= self.info.size:
             raise TableError("TABLE_FULL", f"table {self.name} holds at most {self.info.size} "
                              "entries")
@@ -314,7 +366,7 @@ class Table:
         seq = self._seq if _seq is None else _seq
         self._seq += 1
         e = Entry(handle=-1, matches=norm, action=action, args=args_t, priority=prio, seq=seq,
-                  const=const)
+                  const=const, member=member, group=group)
         if self.mode == "priority":
             if (prio, tuple(norm)) in self._prio_keys:
                 raise TableError("DUPLICATE_ENTRY", "an entry with the same key and priority "
@@ -350,6 +402,7 @@ class Table:
             if self._index_key(e) in self._lpm.get(plen, {}):
                 raise TableError("DUPLICATE_ENTRY", f"key already in table {self.name}")
         e.handle = self._alloc_handle()
+        self._ref(e, 1)
         if self.meter_kind is not None:
             e.meter = Meter(self.meter_kind)
         self.entries[e.handle] = e
@@ -403,6 +456,7 @@ class Table:
 
     def _remove(self, e: Entry) -> None:
         del self.entries[e.handle]
+        self._ref(e, -1)
         heapq.heappush(self._free, e.handle)
         if self.mode == "exact":
             del self._exact[tuple(e.matches)]
@@ -438,6 +492,51 @@ class Table:
             if not e.const:
                 self._remove(e)
 
+    # -- indirect tables -----------------------------------------------------------
+    def _check_ref(self, member: int | None, group: int | None) -> None:
+        prof = self.profile
+        assert prof is not None
+        if (member is None) == (group is None):
+            raise TableError("BAD_ACTION_DATA", "name one member or one group")
+        try:
+            if member is not None:
+                prof.member(member)
+            else:
+                assert group is not None
+                if not prof.group(group):
+                    raise TableError("EMPTY_GRP", f"group {group} has no members")
+        except ActionProfileError as err:
+            raise TableError(err.code, err.detail) from None
+
+    def _ref(self, e: Entry, n: int) -> None:
+        prof = self.profile
+        if prof is None:
+            return
+        if e.member is not None:
+            prof.member_refs[e.member] = prof.member_refs.get(e.member, 0) + n
+        if e.group is not None:
+            prof.group_refs[e.group] = prof.group_refs.get(e.group, 0) + n
+
+    def modify_indirect(self, handle: int, member: int | None = None,
+                        group: int | None = None) -> None:
+        """Point entry ``handle`` of an indirect table at another member or group."""
+        if self.profile is None:
+            raise TableError("WRONG_TABLE_TYPE", f"table {self.name} is direct")
+        e = self.get_entry(handle)
+        if e.const:
+            raise TableError("IMMUTABLE_TABLE_ENTRIES", f"entry {handle} of {self.name} is const")
+        self._check_ref(member, group)
+        self._ref(e, -1)
+        e.member, e.group = member, group
+        self._ref(e, 1)
+
+    def set_default_indirect(self, member: int | None = None, group: int | None = None) -> None:
+        """The member or group an indirect table's miss uses."""
+        if self.profile is None:
+            raise TableError("WRONG_TABLE_TYPE", f"table {self.name} is direct")
+        self._check_ref(member, group)
+        self.default_member, self.default_group = member, group
+
     def set_default(self, action: str, args: list[int] | tuple[int, ...]) -> None:
         if self.info.default_const and (action != self.info.default_action
                                         or tuple(args) != tuple(self.info.default_args)):
@@ -447,6 +546,7 @@ class Table:
         self.default_action = action
 
     def reset_default(self) -> None:
+        self.default_member = self.default_group = None
         self.default_action = self.info.default_action
         self.default_args = tuple(self.info.default_args)
 
