@@ -286,10 +286,7 @@ def test_registers_and_counters(tmp_path):
 
 
 def test_unsupported_construct_reports_location(tmp_path):
-    src = program("t.apply();", ilocals="""
-        action_profile(4) ap;
-        table t { key = { hdr.h.a: exact; } actions = { NoAction; } implementation = ap; }
-    """)
+    src = program("my_ext(hdr.h.a);", decls="extern void my_ext(in bit<8> x);")
     with pytest.raises(P4Unsupported) as ei:
         Harness(src, tmp_path)
     assert ":" in str(ei.value) and "prog.p4" in str(ei.value)
