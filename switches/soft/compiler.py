@@ -40,7 +40,7 @@ def compiler_version() -> str:
     if _compiler_hash is None:
         h = hashlib.sha256()
         files: list[Path] = [Path(__file__).resolve()]
-        for sub, pat in (("frontend", "*.py"), ("midend", "*.py"), ("backend", "*.py"),
+        for sub, pat in (("frontend", "*.py"), ("midend", "**/*.py"), ("backend", "*.py"),
                          ("p4include", "*.p4"), ("runtime", "contract.py")):
             files += sorted((_SOFT_DIR / sub).glob(pat))
         for f in files:

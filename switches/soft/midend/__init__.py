@@ -100,12 +100,11 @@ Annotation contract (what the backend may rely on after ``check``):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..frontend import ir
 from ..frontend.source import P4Error, P4Unsupported
 from . import types
-from .check import V1SWITCH_ROLES, Checker
+from .check import Checker, v1switch_main
 
 __all__ = ["check", "CheckedProgram", "P4Error", "P4Unsupported"]
 
@@ -143,39 +142,12 @@ def check(program: ir.Program) -> CheckedProgram:
     """Check and annotate ``program`` (see the module docstring)."""
     c = Checker(program)
     c.run()
-    mains = [d for d in program.decls if isinstance(d, ir.InstantiationDecl) and d.name == "main"]
-    if not mains:
-        last = program.decls[-1].loc if program.decls else program.loc
-        raise P4Error(last, "the program has no 'main' declaration (expected a V1Switch instantiation)")
-    main = mains[0]
-    mt = main.type.resolved
-    if not isinstance(mt, types.Block) or mt.kind != "package" or mt.name != "V1Switch":
-        raise P4Error(main.loc, f"'main' must be a V1Switch instantiation, not {mt}")
-    blocks: dict[str, Any] = {}
-    block_args: dict[str, dict[str, ir.Expr]] = {}
-    for role, a in zip(V1SWITCH_ROLES, main.args, strict=False):
-        v = a.value
-        if isinstance(v, ir.CallExpr) and isinstance(v.func, ir.PathExpr):
-            decl = v.func.decl
-            args = v.args
-        else:  # a PathExpr to a parser/control instance
-            assert isinstance(v, ir.PathExpr) and isinstance(v.decl, ir.InstantiationDecl)
-            inst = v.decl
-            decl = inst.type.resolved.decl
-            args = inst.args
-        blocks[role] = decl
-        block_args[role] = {p.name: arg.value for p, arg in zip(decl.ctor_params, args, strict=False)}
-    if len(blocks) != len(V1SWITCH_ROLES):
-        raise P4Error(main.loc, f"V1Switch needs {len(V1SWITCH_ROLES)} arguments, got {len(blocks)}")
-    h, m = (list(mt.type_args) + [None, None])[:2]
-    for name, t in (("headers", h), ("metadata", m)):
-        if not isinstance(t, types.StructLike):
-            raise P4Error(main.loc, f"the {name} type of V1Switch must be a struct, not {t}")
-    assert isinstance(h, types.StructLike) and isinstance(m, types.StructLike)
+    v1 = v1switch_main(program)
     tables = [d for d in _walk_decls(program) if isinstance(d, ir.TableDecl)]
-    return CheckedProgram(program=program, main=main, blocks=blocks, hdr_type=h, meta_type=m,
+    return CheckedProgram(program=program, main=v1.main, blocks=v1.blocks, hdr_type=v1.hdr_type,
+                          meta_type=v1.meta_type,
                           errors=list(c.errors), enums=dict(c.enums), match_kinds=list(c.match_kinds),
-                          block_args=block_args, instances=list(c.instances), tables=tables)
+                          block_args=v1.block_args, instances=list(c.instances), tables=tables)
 
 
 def _walk_decls(program: ir.Program):
