@@ -23,6 +23,13 @@ of the dict (or given as None) is a wildcard.
 Priorities follow P4Runtime: the larger number wins (the CLI backend turns
 them into simple_switch_CLI's smaller-wins numbers and back).
 
+Action profiles and selectors (ECMP): ``profile_member_set(profile, member,
+action, params)`` creates or changes a member, ``profile_group_set(profile,
+group, members)`` creates or replaces a selector's group, and
+``table_add_indirect(table, match, member=... | group=...)`` adds an entry
+naming one of them. Member and group numbers are the caller's (P4Runtime's
+ids); the CLI backend maps them to the switch's handles.
+
 Queue settings and the soft target's extensions (``set_port_rate_bps``,
 ``set_priority_weights``) go through the CLI: ``P4RuntimeController`` needs
 ``cli=`` for them. Registers go through P4Runtime on the soft switch; on
@@ -134,6 +141,31 @@ class Controller(ABC):
     @abstractmethod
     def table_entries(self, table: str) -> list[TableEntry]: ...
 
+    # -- action profiles and selectors ------------------------------------------
+    @abstractmethod
+    def profile_member_set(self, profile: str, member: int, action: str,
+                           params: dict[str, Any] | None = None) -> None:
+        """Create member ``member`` of an action profile/selector, or change
+        its action if it exists."""
+
+    @abstractmethod
+    def profile_member_delete(self, profile: str, member: int) -> None: ...
+
+    @abstractmethod
+    def profile_group_set(self, profile: str, group: int, members: list[int]) -> None:
+        """Create group ``group`` of an action selector with ``members``, or
+        replace the members of an existing one."""
+
+    @abstractmethod
+    def profile_group_delete(self, profile: str, group: int) -> None: ...
+
+    @abstractmethod
+    def table_add_indirect(self, table: str, match: dict[str, Any], *,
+                           member: int | None = None, group: int | None = None,
+                           priority: int | None = None) -> None:
+        """An entry of a table with an action profile/selector naming one
+        ``member`` or one ``group``."""
+
     @abstractmethod
     def mc_group_set(self, group: int, ports: list[int], rid: int = 0) -> None:
         """Create or replace multicast group ``group`` (one replica per port)."""
@@ -217,6 +249,9 @@ class CliController(Controller):
         else:
             raise ControllerError(f"unknown target {target!r} (soft or bmv2)")
         self._tables: dict[str, _CliTable] | None = None
+        # action profile -> the caller's member/group ids -> the switch's handles
+        self._members: dict[str, dict[int, int]] = {}
+        self._groups: dict[str, dict[int, tuple[int, list[int]]]] = {}
 
     def execute(self, line: str) -> str:
         """One simple_switch_CLI command; raises ControllerError on an error reply."""
@@ -334,6 +369,102 @@ class CliController(Controller):
     def table_delete(self, table: str, match: dict[str, Any], priority: int | None = None) -> None:
         t = self._table(table)
         self.execute(f"table_delete {t.name} {self._handle(t, match, priority)}")
+
+    # -- action profiles ---------------------------------------------------------
+    def _profile_action(self, action: str, params: dict[str, Any] | None) -> tuple[str, list[str]]:
+        """An action of any table (a profile's actions are its tables')."""
+        for t in self._schema().values():
+            tt = self._table(t.name)
+            try:
+                resolve(list(tt.actions), action, "action")
+            except ControllerError:
+                continue
+            return self._action(tt, action, params)
+        raise ControllerError(f"no action named {action!r}")
+
+    @staticmethod
+    def _created(reply: str, what: str) -> int:
+        m = re.search(rf"{what} has been created with handle (\d+)", reply)
+        if not m:
+            raise ControllerError(f"unexpected reply creating a {what.lower()}: {reply!r}")
+        return int(m.group(1))
+
+    def profile_member_set(self, profile: str, member: int, action: str,
+                           params: dict[str, Any] | None = None) -> None:
+        aname, vals = self._profile_action(action, params)
+        members = self._members.setdefault(profile, {})
+        if member in members:
+            self.execute(f"act_prof_modify_member {profile} {aname} {members[member]} "
+                         f"{' '.join(vals)}".strip())
+            return
+        reply = self.execute(f"act_prof_create_member {profile} {aname} {' '.join(vals)}".strip())
+        members[member] = self._created(reply, "Member")
+
+    def _member_handle(self, profile: str, member: int) -> int:
+        h = self._members.get(profile, {}).get(member)
+        if h is None:
+            raise ControllerError(f"no member {member} in {profile} (profile_member_set "
+                                  "it first)", "NOT_FOUND")
+        return h
+
+    def profile_member_delete(self, profile: str, member: int) -> None:
+        self.execute(f"act_prof_delete_member {profile} {self._member_handle(profile, member)}")
+        del self._members[profile][member]
+
+    def profile_group_set(self, profile: str, group: int, members: list[int]) -> None:
+        want = [self._member_handle(profile, m) for m in members]
+        groups = self._groups.setdefault(profile, {})
+        if group in groups:
+            gh, have = groups[group]
+        else:
+            reply = self.execute(f"act_prof_create_group {profile}")
+            gh, have = self._created(reply, "Group"), []
+            groups[group] = (gh, have)
+        for h in [h for h in want if h not in have]:
+            self.execute(f"act_prof_add_member_to_group {profile} {h} {gh}")
+        for h in [h for h in have if h not in want]:
+            self.execute(f"act_prof_remove_member_from_group {profile} {h} {gh}")
+        groups[group] = (gh, list(dict.fromkeys(want)))
+
+    def profile_group_delete(self, profile: str, group: int) -> None:
+        g = self._groups.get(profile, {}).get(group)
+        if g is None:
+            raise ControllerError(f"no group {group} in {profile}", "NOT_FOUND")
+        self.execute(f"act_prof_delete_group {profile} {g[0]}")
+        del self._groups[profile][group]
+
+    def table_add_indirect(self, table: str, match: dict[str, Any], *,
+                           member: int | None = None, group: int | None = None,
+                           priority: int | None = None) -> None:
+        t = self._table(table)
+        if (member is None) == (group is None):
+            raise ControllerError("table_add_indirect takes one member or one group")
+        prof = self._profile_of(t.name)
+        keys = " ".join(self._key_tokens(t, match))
+        if group is not None:
+            g = self._groups.get(prof, {}).get(group)
+            if g is None:
+                raise ControllerError(f"no group {group} in {prof}", "NOT_FOUND")
+            line = f"table_indirect_add_with_group {t.name} {keys} => {g[0]}"
+        else:
+            line = f"table_indirect_add {t.name} {keys} => {self._member_handle(prof, member or 0)}"
+        if t.needs_priority:
+            if priority is None:
+                raise ControllerError(f"table {t.name} needs a priority")
+            line += f" {MAX_PRIO - priority}"
+        self.execute(line)
+
+    def _profile_of(self, table: str) -> str:
+        for line in self.execute("show_tables").splitlines():
+            m = re.match(r"(\S+)\s+\[implementation=([^,]*),", line)
+            if m and m.group(1) == table and m.group(2) != "None":
+                # the caller's profile name may be a suffix: find the key used
+                prof = m.group(2)
+                for known in list(self._members) + list(self._groups):
+                    if known == prof or prof.endswith("." + known):
+                        return known
+                return prof
+        raise ControllerError(f"table {table} has no action profile")
 
     def _parse_keys(self, t: _CliTable, toks: list[str]) -> list[Any]:
         out: list[Any] = []
@@ -618,7 +749,8 @@ class P4RuntimeController(Controller):
         self.p4info = p4info
         self._names: dict[str, dict[str, Any]] = {}
         for kind in ("tables", "actions", "counters", "direct_counters", "meters",
-                     "direct_meters", "registers", "digests", "controller_packet_metadata"):
+                     "direct_meters", "registers", "digests", "controller_packet_metadata",
+                     "action_profiles"):
             self._names[kind] = {e.preamble.name: e for e in getattr(p4info, kind)}
 
     def _get(self, kind: str, name: str) -> Any:
@@ -768,19 +900,76 @@ class P4RuntimeController(Controller):
         return t, te
 
     def _set_action(self, t: Any, te: Any, action: str, params: dict[str, Any] | None) -> None:
-        allowed = {r.id for r in t.action_refs}
+        self._fill_action(te.action.action, {r.id for r in t.action_refs}, action, params)
+
+    def _fill_action(self, msg: Any, allowed: set[int], action: str,
+                     params: dict[str, Any] | None) -> None:
+        """A p4.v1.Action: one of the ``allowed`` action ids, with its parameters."""
         acts = {a.preamble.name: a for a in self.p4info.actions if a.preamble.id in allowed}
         a = acts[resolve(list(acts), action, "action")]
         given = dict(params or {})
-        te.action.action.action_id = a.preamble.id
+        msg.action_id = a.preamble.id
         for p in a.params:
             if p.name not in given:
                 raise ControllerError(f"action {a.preamble.name} needs parameter {p.name}")
-            te.action.action.params.add(param_id=p.id,
-                                        value=self._bytes(to_int(given.pop(p.name), p.bitwidth)))
+            msg.params.add(param_id=p.id, value=self._bytes(to_int(given.pop(p.name), p.bitwidth)))
         if given:
             raise ControllerError(f"action {a.preamble.name} has no parameter(s) "
                                   f"{', '.join(given)}")
+
+    # -- action profiles and selectors -------------------------------------------
+    def _profile_actions(self, ap: Any) -> set[int]:
+        tables = {t.preamble.id: t for t in self.p4info.tables}
+        return {r.id for tid in ap.table_ids if tid in tables for r in tables[tid].action_refs
+                if r.scope != 2}  # not DEFAULT_ONLY
+
+    def _exists(self, **entity: Any) -> bool:
+        try:
+            return bool(self._read(self.pb.Entity(**entity)))
+        except ControllerError as e:
+            if e.code == "NOT_FOUND":
+                return False
+            raise
+
+    def profile_member_set(self, profile: str, member: int, action: str,
+                           params: dict[str, Any] | None = None) -> None:
+        ap = self._get("action_profiles", profile)
+        m = self.pb.ActionProfileMember(action_profile_id=ap.preamble.id, member_id=member)
+        probe = self.pb.ActionProfileMember(action_profile_id=ap.preamble.id, member_id=member)
+        self._fill_action(m.action, self._profile_actions(ap), action, params)
+        kind = "MODIFY" if self._exists(action_profile_member=probe) else "INSERT"
+        self._write(self._update(kind, action_profile_member=m))
+
+    def profile_member_delete(self, profile: str, member: int) -> None:
+        ap = self._get("action_profiles", profile)
+        m = self.pb.ActionProfileMember(action_profile_id=ap.preamble.id, member_id=member)
+        self._write(self._update("DELETE", action_profile_member=m))
+
+    def profile_group_set(self, profile: str, group: int, members: list[int]) -> None:
+        ap = self._get("action_profiles", profile)
+        g = self.pb.ActionProfileGroup(action_profile_id=ap.preamble.id, group_id=group)
+        probe = self.pb.ActionProfileGroup(action_profile_id=ap.preamble.id, group_id=group)
+        for mid in dict.fromkeys(members):
+            g.members.add(member_id=mid, weight=1)
+        kind = "MODIFY" if self._exists(action_profile_group=probe) else "INSERT"
+        self._write(self._update(kind, action_profile_group=g))
+
+    def profile_group_delete(self, profile: str, group: int) -> None:
+        ap = self._get("action_profiles", profile)
+        g = self.pb.ActionProfileGroup(action_profile_id=ap.preamble.id, group_id=group)
+        self._write(self._update("DELETE", action_profile_group=g))
+
+    def table_add_indirect(self, table: str, match: dict[str, Any], *,
+                           member: int | None = None, group: int | None = None,
+                           priority: int | None = None) -> None:
+        if (member is None) == (group is None):
+            raise ControllerError("table_add_indirect takes one member or one group")
+        _, te = self._table_entry(table, match, priority)
+        if group is not None:
+            te.action.action_profile_group_id = group
+        else:
+            te.action.action_profile_member_id = member or 0
+        self._write(self._update("INSERT", table_entry=te))
 
     def _update(self, kind: str, **entity: Any) -> Any:
         return self.pb.Update(type=getattr(self.pb.Update, kind), entity=self.pb.Entity(**entity))

@@ -232,10 +232,12 @@ def build_p4info(info: ProgramInfo,
         DIRECT_METER: assign_ids(direct_meters, DIRECT_METER, taken),
         REGISTER: assign_ids(info.registers, REGISTER, taken),
         DIGEST: assign_ids(info.digests, DIGEST, taken),
+        ACTION_PROFILE: assign_ids(info.action_profiles, ACTION_PROFILE, taken),
     }
     aliases = shortest_unique_suffixes(
         [*info.actions, *info.tables, *(h.type_name for h in cheaders), *counters,
-         *direct_counters, *meters, *direct_meters, *info.registers, *info.digests])
+         *direct_counters, *meters, *direct_meters, *info.registers, *info.digests,
+         *info.action_profiles])
 
     p4i = p4info_pb2.P4Info()
     p4i.pkg_info.arch = "v1model"
@@ -281,6 +283,8 @@ def build_p4info(info: ProgramInfo,
             pt.direct_resource_ids.append(ids[DIRECT_COUNTER][t.direct_counter])
         if t.direct_meter and t.direct_meter in ids[DIRECT_METER]:
             pt.direct_resource_ids.append(ids[DIRECT_METER][t.direct_meter])
+        if t.implementation and t.implementation in ids[ACTION_PROFILE]:
+            pt.implementation_id = ids[ACTION_PROFILE][t.implementation]
         pt.size = t.size
         if t.entries_const:
             pt.is_const_table = True
@@ -318,6 +322,15 @@ def build_p4info(info: ProgramInfo,
         pdm.spec.unit = _METER_UNITS.get(m.kind, 1)
         if m.direct_table in ids[TABLE]:
             pdm.direct_table_id = ids[TABLE][m.direct_table]
+
+    for pname, prof in info.action_profiles.items():
+        pp = p4i.action_profiles.add()
+        _preamble(pp.preamble, ids[ACTION_PROFILE][pname], pname, aliases[pname])
+        pp.table_ids.extend(ids[TABLE][t] for t in prof.tables if t in ids[TABLE])
+        pp.with_selector = prof.selector_algo is not None
+        pp.size = prof.size
+        if pp.with_selector:
+            pp.max_group_size = prof.size  # a group holds at most every member
 
     for h in cheaders:
         ph = p4i.controller_packet_metadata.add()

@@ -160,6 +160,18 @@ def test_project_stf_passes_on_bmv2(tmp_path: Path, stf: Path) -> None:
     assert result.passed, "\n".join(result.mismatches)
 
 
+def test_action_selector_stf_passes_on_bmv2(tmp_path: Path) -> None:
+    """tests/stf/programs/ecmp_selector.stf, which the soft target passes
+    (tests/stf/test_action_selector_stf.py): members, groups and the crc16
+    selection through simple_switch_CLI's verbs."""
+    from switches.bmv2.stf import run_stf_bmv2
+
+    programs = Path(__file__).resolve().parents[1] / "stf" / "programs"
+    result = run_stf_bmv2(programs / "ecmp_selector.p4", programs / "ecmp_selector.stf",
+                          log_dir=str(tmp_path), build_dir=str(tmp_path / "b"))
+    assert result.passed, "\n".join(result.mismatches)
+
+
 def test_runner_quick_roce_basics_on_bmv2(tmp_path: Path) -> None:
     """`testbed run roce-basics --quick --target bmv2`: the port rate becomes
     BMv2's set_queue_rate (recorded), the data arrives intact, and the queue

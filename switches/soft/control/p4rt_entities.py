@@ -40,8 +40,10 @@ from switches.soft.control.p4rt_pipeline import (
     ActionMeta,
     ExternMeta,
     Pipeline,
+    ProfileMeta,
     TableMeta,
 )
+from switches.soft.runtime.action_profiles import ActionProfile, ActionProfileError
 from switches.soft.runtime.pre import PreError
 from switches.soft.runtime.tables import Entry, Table, TableError
 
@@ -59,6 +61,21 @@ _TABLE_ERRORS = {
     "DEFAULT_ACTION_IS_CONST": grpc.StatusCode.PERMISSION_DENIED,
     "INVALID_HANDLE": grpc.StatusCode.NOT_FOUND,
 }
+
+
+_PROFILE_ERRORS = {
+    "TABLE_FULL": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "INVALID_MBR_HANDLE": grpc.StatusCode.NOT_FOUND,
+    "INVALID_GRP_HANDLE": grpc.StatusCode.NOT_FOUND,
+    "MBR_STILL_USED": grpc.StatusCode.FAILED_PRECONDITION,
+    "GRP_STILL_USED": grpc.StatusCode.FAILED_PRECONDITION,
+    "EMPTY_GRP": grpc.StatusCode.INVALID_ARGUMENT,
+}
+
+
+def _profile_error(e: TableError | ActionProfileError) -> P4RTError:
+    return P4RTError(_PROFILE_ERRORS.get(e.code, _TABLE_ERRORS.get(
+        e.code, grpc.StatusCode.INVALID_ARGUMENT)), str(e))
 
 
 def _table_error(e: TableError) -> P4RTError:
@@ -175,7 +192,7 @@ def _action_of(pipe: Pipeline, tm: TableMeta, action: Any, default: bool) -> tup
     if which is None:
         raise invalid(f"Table entry for {tm.name} has no action")
     if which != "action":
-        raise unimplemented(f"{which}: action profiles are not supported by the soft target")
+        raise invalid(f"Table {tm.name} has no action profile: its entries take an action")
     a = action.action
     meta = pipe.actions.get(a.action_id)
     if meta is None:
@@ -239,6 +256,10 @@ def write_table_entry(pipe: Pipeline, sw: SoftSwitch, utype: int, te: Any) -> No
         existing = find_entry(table, matches, prio)
     except TableError as e:
         raise _table_error(e) from None
+    ap = pipe.profile_of_table(tm)
+    if ap is not None:
+        _write_indirect_entry(pipe, sw, utype, tm, table, ap, te, matches, prio, existing)
+        return
     if utype == INSERT:
         if tm.is_const:
             raise _permission(f"Table {tm.name} has const entries: no INSERT")
@@ -274,6 +295,244 @@ def write_table_entry(pipe: Pipeline, sw: SoftSwitch, utype: int, te: Any) -> No
             table.delete_entry(existing.handle)
         except TableError as e:
             raise _table_error(e) from None
+    else:
+        raise invalid("Invalid update type")
+
+
+# ---------------------------------------------------------------------------
+# action profiles and selectors (indirect tables)
+
+
+def _profile(pipe: Pipeline, sw: SoftSwitch, profile_id: int) -> tuple[ProfileMeta, ActionProfile]:
+    ap = pipe.profile(profile_id)
+    return ap, sw.action_profiles[ap.name]
+
+
+def _member_action(pipe: Pipeline, prof: ActionProfile, action: Any) -> tuple[str, list[int]]:
+    meta = pipe.actions.get(action.action_id)
+    if meta is None:
+        raise invalid(f"Invalid P4 id {action.action_id}: not an action")
+    if meta.name not in prof.info.actions:
+        raise invalid(f"Invalid action for action profile {prof.name}: {meta.name}")
+    return meta.name, action_args(meta, action.params)
+
+
+def _weight(w: int, where: str) -> None:
+    # BMv2 groups are sets of members: each member once, with weight 1
+    if w > 1:
+        raise unimplemented(f"{where}: member weights other than 1 are not supported")
+    if w < 0:
+        raise invalid(f"{where}: negative weight")
+
+
+def write_action_profile_member(pipe: Pipeline, sw: SoftSwitch, utype: int, m: Any) -> None:
+    ap, prof = _profile(pipe, sw, m.action_profile_id)
+    h = ap.members.get(m.member_id)
+    try:
+        if utype == INSERT:
+            if h is not None:
+                raise P4RTError(grpc.StatusCode.ALREADY_EXISTS,
+                                f"Member {m.member_id} exists in {ap.name}")
+            name, args = _member_action(pipe, prof, m.action)
+            ap.members[m.member_id] = prof.add_member(name, args)
+        elif h is None:
+            raise not_found(f"No member {m.member_id} in {ap.name}")
+        elif utype == MODIFY:
+            name, args = _member_action(pipe, prof, m.action)
+            prof.modify_member(h, name, args)
+        elif utype == DELETE:
+            prof.delete_member(h)
+            del ap.members[m.member_id]
+        else:
+            raise invalid("Invalid update type")
+    except ActionProfileError as e:
+        raise _profile_error(e) from None
+
+
+def read_action_profile_members(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
+    aps = (list(pipe.action_profiles.values()) if want.action_profile_id == 0
+           else [pipe.profile(want.action_profile_id)])
+    for ap in aps:
+        prof = sw.action_profiles[ap.name]
+        for mid, h in sorted(ap.members.items()):
+            if want.member_id and mid != want.member_id:
+                continue
+            m = prof.members.get(h)
+            if m is None:
+                continue
+            out = pb.ActionProfileMember(action_profile_id=ap.id, member_id=mid)
+            _set_action(pipe, out, m.action, m.args)
+            yield pb.Entity(action_profile_member=out)
+
+
+def _set_group_members(ap: ProfileMeta, prof: ActionProfile, gh: int, g: Any) -> None:
+    want: list[int] = []
+    for gm in g.members:
+        _weight(gm.weight, f"group {g.group_id} of {ap.name}")
+        h = ap.members.get(gm.member_id)
+        if h is None:
+            raise not_found(f"No member {gm.member_id} in {ap.name}")
+        if h in want:
+            raise invalid(f"Member {gm.member_id} appears twice in group {g.group_id}")
+        want.append(h)
+    if g.max_size and len(want) > g.max_size:
+        raise P4RTError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"Group {g.group_id} has {len(want)} members, max_size {g.max_size}")
+    have = list(prof.group(gh))
+    for h in want:
+        if h not in have:
+            prof.add_member_to_group(h, gh)
+    for h in have:
+        if h not in want:
+            prof.remove_member_from_group(h, gh)
+
+
+def write_action_profile_group(pipe: Pipeline, sw: SoftSwitch, utype: int, g: Any) -> None:
+    ap, prof = _profile(pipe, sw, g.action_profile_id)
+    if not prof.with_selector:
+        raise invalid(f"Action profile {ap.name} has no selector: it has no groups")
+    gh = ap.groups.get(g.group_id)
+    try:
+        if utype == INSERT:
+            if gh is not None:
+                raise P4RTError(grpc.StatusCode.ALREADY_EXISTS,
+                                f"Group {g.group_id} exists in {ap.name}")
+            gh = prof.create_group()
+            try:
+                _set_group_members(ap, prof, gh, g)
+            except (P4RTError, ActionProfileError):
+                prof.delete_group(gh)
+                raise
+            ap.groups[g.group_id] = gh
+        elif gh is None:
+            raise not_found(f"No group {g.group_id} in {ap.name}")
+        elif utype == MODIFY:
+            _set_group_members(ap, prof, gh, g)
+        elif utype == DELETE:
+            prof.delete_group(gh)
+            del ap.groups[g.group_id]
+        else:
+            raise invalid("Invalid update type")
+    except ActionProfileError as e:
+        raise _profile_error(e) from None
+
+
+def read_action_profile_groups(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
+    aps = (list(pipe.action_profiles.values()) if want.action_profile_id == 0
+           else [pipe.profile(want.action_profile_id)])
+    for ap in aps:
+        prof = sw.action_profiles[ap.name]
+        for gid, gh in sorted(ap.groups.items()):
+            if want.group_id and gid != want.group_id:
+                continue
+            members = prof.groups.get(gh)
+            if members is None:
+                continue
+            out = pb.ActionProfileGroup(action_profile_id=ap.id, group_id=gid)
+            for h in members:
+                mid = ap.member_id(h)
+                if mid is not None:
+                    out.members.add(member_id=mid, weight=1)
+            yield pb.Entity(action_profile_group=out)
+
+
+def _indirect_ref(pipe: Pipeline, tm: TableMeta, ap: ProfileMeta, prof: ActionProfile,
+                  action: Any) -> tuple[int | None, int | None, tuple[int, list[int], Any] | None]:
+    """(member handle, group handle, one-shot record) an entry's action names.
+    A one-shot action set becomes a group of fresh members, as PI does."""
+    which = action.WhichOneof("type")
+    if which == "action_profile_member_id":
+        h = ap.members.get(action.action_profile_member_id)
+        if h is None:
+            raise not_found(f"No member {action.action_profile_member_id} in {ap.name}")
+        return h, None, None
+    if which == "action_profile_group_id":
+        h = ap.groups.get(action.action_profile_group_id)
+        if h is None:
+            raise not_found(f"No group {action.action_profile_group_id} in {ap.name}")
+        return None, h, None
+    if which == "action_profile_action_set":
+        if not prof.with_selector:
+            raise invalid(f"Table {tm.name}: a one-shot action set needs an action selector")
+        acts = action.action_profile_action_set.action_profile_actions
+        if not acts:
+            raise invalid(f"Table {tm.name}: empty one-shot action set")
+        made: list[int] = []
+        gh = None
+        try:
+            for a in acts:
+                _weight(a.weight, f"one-shot action set of {tm.name}")
+                name, args = _member_action(pipe, prof, a.action)
+                made.append(prof.add_member(name, args))
+            gh = prof.create_group()
+            for h in made:
+                prof.add_member_to_group(h, gh)
+        except (P4RTError, ActionProfileError) as e:
+            _drop_oneshot(prof, (gh, made, None))
+            if isinstance(e, ActionProfileError):
+                raise _profile_error(e) from None
+            raise
+        saved = pb.ActionProfileActionSet()
+        saved.CopyFrom(action.action_profile_action_set)
+        return None, gh, (gh, made, saved)
+    if which == "action":
+        raise invalid(f"Table {tm.name} has action profile {ap.name}: entries name a member, "
+                      "a group or a one-shot action set")
+    raise invalid(f"Table entry for {tm.name} has no action")
+
+
+def _drop_oneshot(prof: ActionProfile, rec: tuple[int | None, list[int], Any] | None) -> None:
+    if rec is None:
+        return
+    gh, members, _ = rec
+    if gh is not None:
+        prof.delete_group(gh)
+    for h in members:
+        prof.delete_member(h)
+
+
+def _write_indirect_entry(pipe: Pipeline, sw: SoftSwitch, utype: int, tm: TableMeta,
+                          table: Table, ap: ProfileMeta, te: Any, matches: list[Any],
+                          prio: int | None, existing: Entry | None) -> None:
+    prof = sw.action_profiles[ap.name]
+    if utype == INSERT:
+        if tm.is_const:
+            raise _permission(f"Table {tm.name} has const entries: no INSERT")
+        if existing is not None:
+            raise P4RTError(grpc.StatusCode.ALREADY_EXISTS,
+                            "Match entry exists, use MODIFY if you wish to change action")
+        mh, gh, rec = _indirect_ref(pipe, tm, ap, prof, te.action)
+        try:
+            handle = table.add_entry(matches, "", (), prio, member=mh, group=gh)
+        except TableError as e:
+            _drop_oneshot(prof, rec)
+            raise _profile_error(e) from None
+        if rec is not None:
+            ap.oneshots[(tm.name, handle)] = rec
+        _apply_direct(tm, table.entries[handle], te)
+    elif utype == MODIFY:
+        if existing is None:
+            raise not_found(f"Cannot find match entry in {tm.name}")
+        mh, gh, rec = _indirect_ref(pipe, tm, ap, prof, te.action)
+        try:
+            table.modify_indirect(existing.handle, member=mh, group=gh)
+        except TableError as e:
+            _drop_oneshot(prof, rec)
+            raise _profile_error(e) from None
+        _drop_oneshot(prof, ap.oneshots.pop((tm.name, existing.handle), None))
+        if rec is not None:
+            ap.oneshots[(tm.name, existing.handle)] = rec
+        _apply_direct(tm, existing, te)
+    elif utype == DELETE:
+        if tm.is_const:
+            raise _permission(f"Table {tm.name} has const entries: no DELETE")
+        if existing is None:
+            raise not_found(f"Cannot find match entry in {tm.name}")
+        try:
+            table.delete_entry(existing.handle)
+        except TableError as e:
+            raise _table_error(e) from None
+        _drop_oneshot(prof, ap.oneshots.pop((tm.name, existing.handle), None))
     else:
         raise invalid("Invalid update type")
 
@@ -336,7 +595,17 @@ def _set_action(pipe: Pipeline, msg: Any, name: str, args: tuple[int, ...] | lis
 def _entry_msg(pipe: Pipeline, tm: TableMeta, table: Table, e: Entry, want: Any) -> Any:
     out = pb.TableEntry(table_id=tm.id)
     out.match.extend(_entry_matches(tm, e))
-    _set_action(pipe, out.action, e.action, e.args)
+    ap = pipe.profile_of_table(tm) if (e.member is not None or e.group is not None) else None
+    if ap is not None:
+        rec = ap.oneshots.get((tm.name, e.handle))
+        if rec is not None:
+            out.action.action_profile_action_set.CopyFrom(rec[2])
+        elif e.group is not None:
+            out.action.action_profile_group_id = ap.group_id(e.group) or 0
+        elif e.member is not None:
+            out.action.action_profile_member_id = ap.member_id(e.member) or 0
+    else:
+        _set_action(pipe, out.action, e.action, e.args)
     if tm.needs_priority:
         out.priority = MAX_PRIO - e.priority
     if e.const:

@@ -82,6 +82,26 @@ class TableMeta:
 
 
 @dataclass
+class ProfileMeta:
+    """An action profile/selector and the controller's ids of its members and
+    groups (P4Runtime ids are the controller's; the switch has handles)."""
+
+    id: int
+    name: str
+    table_ids: list[int]
+    members: dict[int, int] = field(default_factory=dict)  # member id -> handle
+    groups: dict[int, int] = field(default_factory=dict)  # group id -> handle
+    # one-shot action sets: (table, entry handle) -> (group handle, member handles, set)
+    oneshots: dict[tuple[str, int], tuple[int, list[int], Any]] = field(default_factory=dict)
+
+    def member_id(self, handle: int) -> int | None:
+        return next((i for i, h in self.members.items() if h == handle), None)
+
+    def group_id(self, handle: int) -> int | None:
+        return next((i for i, h in self.groups.items() if h == handle), None)
+
+
+@dataclass
 class ExternMeta:
     id: int
     name: str
@@ -135,6 +155,7 @@ class Pipeline:
         self.digest_by_name: dict[str, DigestMeta] = {}
         self.packet_in: PacketMeta | None = None
         self.packet_out: PacketMeta | None = None
+        self.action_profiles: dict[int, ProfileMeta] = {}
         self._index()
 
     # ------------------------------------------------------------------
@@ -257,6 +278,13 @@ class Pipeline:
                 self.packet_in = pm
             elif c.preamble.name == "packet_out":
                 self.packet_out = pm
+        for ap in p.action_profiles:
+            name = ap.preamble.name
+            if name not in info.action_profiles:
+                problems.append(f"action profile {name} is not in the program")
+                continue
+            self.action_profiles[ap.preamble.id] = ProfileMeta(ap.preamble.id, name,
+                                                               list(ap.table_ids))
         if problems:
             more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
             raise invalid("P4Info does not match the P4 program: " + "; ".join(problems[:5])
@@ -268,6 +296,16 @@ class Pipeline:
         if t is None:
             raise invalid(f"Invalid P4 id {table_id}: not a table")
         return t
+
+    def profile(self, profile_id: int) -> ProfileMeta:
+        ap = self.action_profiles.get(profile_id)
+        if ap is None:
+            raise invalid(f"Invalid P4 id {profile_id}: not an action profile")
+        return ap
+
+    def profile_of_table(self, tm: TableMeta) -> ProfileMeta | None:
+        name = tm.info.implementation
+        return next((ap for ap in self.action_profiles.values() if ap.name == name), None)
 
     def action(self, action_id: int) -> ActionMeta:
         a = self.actions.get(action_id)

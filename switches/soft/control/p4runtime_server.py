@@ -123,6 +123,8 @@ _ENTITIES: dict[str, tuple[Callable[[Pipeline, SoftSwitch, int, Any], None],
     "direct_meter_entry": (ent.write_direct_meter, ent.read_direct_meters),
     "register_entry": (ent.write_register, ent.read_registers),
     "packet_replication_engine_entry": (ent.write_pre, ent.read_pre),
+    "action_profile_member": (ent.write_action_profile_member, ent.read_action_profile_members),
+    "action_profile_group": (ent.write_action_profile_group, ent.read_action_profile_groups),
 }
 
 

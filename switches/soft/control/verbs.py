@@ -431,7 +431,7 @@ class ControlPlane:
         lines = []
         for name, t in sorted(self.sw.tables.items()):
             mk = ",\t".join(f"{k.name}({k.match_kind}, {k.width})" for k in t.keys)
-            lines.append(f"{name:30} [implementation=None, mk={mk}]")
+            lines.append(f"{name:30} [implementation={t.info.implementation}, mk={mk}]")
         return "\n".join(lines)
 
     def do_table_show_actions(self, args: list[str]) -> str:
