@@ -29,7 +29,10 @@ import shutil
 import sys
 import tempfile
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from switches.soft.runtime.contract import ProgramModule
 
 BACKENDS = ("python", "pypy")
 PYPY_ENV = "SOFTSWITCH_PYPY"  # overrides the PyPy executable (default: pypy3 on PATH)
@@ -61,7 +64,7 @@ def backend_available(name: str) -> bool:
     return True
 
 
-def write_generated(module: Any, directory: str | None = None) -> str:
+def write_generated(module: ProgramModule, directory: str | None = None) -> str:
     """Write ``module.SOURCE`` to a file named by its hash (reused if present),
     in ``directory`` (default: ``generated/`` in the compiler's cache)."""
     source: str = module.SOURCE

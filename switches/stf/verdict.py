@@ -61,6 +61,57 @@ def compare_packet(expected: str, got: bytes) -> str | None:
             + f"              {' '.join(marks).rstrip()}")
 
 
+class Mask:
+    """An expected packet with don't-care bits, as ptf's ``Mask``: start from
+    the exact bytes, mark fields don't-care by bit offset and width.
+
+        m = Mask(expected)
+        m.dont_care(8 * 22, 8)       # IPv4 TTL
+        m.dont_care(8 * 24, 16)      # IPv4 header checksum
+        m.compare(got)               # None, or a diff naming the differing bytes
+        m.pattern()                  # as an STF expect: a nibble with any
+                                     # don't-care bit becomes '*'
+    """
+
+    def __init__(self, expected: bytes, exact_length: bool = True) -> None:
+        self.expected = bytes(expected)
+        self.care = bytearray(b"\xff" * len(expected))
+        self.exact_length = exact_length
+
+    def dont_care(self, offset_bits: int, width_bits: int) -> Mask:
+        if offset_bits < 0 or width_bits < 0 or offset_bits + width_bits > 8 * len(self.expected):
+            raise ValueError(f"bits {offset_bits}..{offset_bits + width_bits - 1} are outside "
+                             f"the {len(self.expected)}-byte packet")
+        for bit in range(offset_bits, offset_bits + width_bits):
+            self.care[bit // 8] &= ~(0x80 >> (bit % 8)) & 0xFF
+        return self
+
+    def compare(self, got: bytes) -> str | None:
+        """None if ``got`` matches on every bit cared about, else a diff."""
+        bad = [i for i, (e, c) in enumerate(zip(self.expected, self.care, strict=True))
+               if i >= len(got) or (got[i] ^ e) & c]
+        short = len(got) < len(self.expected)
+        long = self.exact_length and len(got) > len(self.expected)
+        if not bad and not short and not long:
+            return None
+        problems = []
+        if short or long:
+            problems.append(f"{len(got)} bytes, expected {len(self.expected)}")
+        shown = [i for i in bad if i < len(got)]
+        if shown:
+            problems.append(f"{len(shown)} byte(s) differ where cared about, first at byte "
+                            f"{shown[0]}: got {got[shown[0]]:02X}, expected "
+                            f"{self.expected[shown[0]]:02X} (mask {self.care[shown[0]]:02X})")
+        return "; ".join(problems)
+
+    def pattern(self) -> str:
+        out = []
+        for e, c in zip(self.expected, self.care, strict=True):
+            for shift in (4, 0):
+                out.append(f"{(e >> shift) & 0xF:X}" if (c >> shift) & 0xF == 0xF else "*")
+        return "".join(out) + ("$" if self.exact_length else "")
+
+
 class Verdict:
     """Expectations and errors gathered while a test runs; ``result(outputs)``
     judges the outputs per port at the end."""

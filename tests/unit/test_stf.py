@@ -13,7 +13,7 @@ from test_runtime_support import ipv4_frame, l2_frame
 from switches.soft import stf
 from switches.soft.stf import run_stf_text
 from switches.stf.syntax import StfSyntaxError, parse_lpm, parse_stf, parse_ternary
-from switches.stf.verdict import compare_packet
+from switches.stf.verdict import Mask, compare_packet
 
 DMAC = "0a0b0c0d0e0f"
 
@@ -294,3 +294,28 @@ def test_pipeline_exception_is_reported() -> None:
     res = run_stf_text(prog, f"packet 1 {hexs(l2())}\n", switch_factory=factory)
     assert not res.passed
     assert "RuntimeError: boom" in res.mismatches[0]
+
+
+def test_mask_ignores_only_the_fields_marked_dont_care() -> None:
+    sent = ipv4_frame("10.0.1.9")
+    routed = bytearray(sent)
+    routed[22] -= 1  # TTL
+    routed[24:26] = b"\xab\xcd"  # checksum
+    m = Mask(sent).dont_care(8 * 22, 8).dont_care(8 * 24, 16)
+    assert m.compare(bytes(routed)) is None
+    routed[23] ^= 0x01  # the protocol field is still cared about
+    d = m.compare(bytes(routed))
+    assert d is not None and "first at byte 23" in d
+    assert Mask(sent).compare(sent + b"\x00") == f"{len(sent) + 1} bytes, expected {len(sent)}"
+    half = Mask(b"\x12\x34").dont_care(4, 8)  # bits across two nibbles
+    assert half.pattern() == "1**4$"
+    assert half.compare(b"\x1f\xf4") is None and half.compare(b"\x2f\xf4") is not None
+    with pytest.raises(ValueError, match="outside"):
+        Mask(b"\x00").dont_care(4, 8)
+
+
+def test_mask_pattern_is_an_stf_expectation() -> None:
+    frame = l2()
+    text = (f"add dmac dstAddr:0x{DMAC} forward(port:3)\npacket 1 {hexs(frame)}\n"
+            f"expect 3 {Mask(frame).dont_care(48, 48).pattern()}\n")
+    assert run_stf_text(prog, text).passed

@@ -312,5 +312,6 @@ class ProgramModule(Protocol):
     """A compiled program: the module the backend generates (or loads)."""
 
     INFO: ProgramInfo
+    SOURCE: str  # the generated Python source
 
     def make_program(self, rt: Services) -> CompiledProgram: ...

@@ -87,7 +87,7 @@ from switches.soft.runtime.externs import (
 )
 from switches.soft.runtime.pre import MirroringSessions, MirrorSession, ReplicationEngine
 from switches.soft.runtime.tables import Table
-from switches.soft.runtime.tm import TrafficManager
+from switches.soft.runtime.tm import QueueMeta, TrafficManager
 
 NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
 
@@ -571,7 +571,7 @@ class SoftSwitch:
         if self._should_log_error():
             self.log.exception("egress failed on a packet to port %d", port)
 
-    def _egress_one(self, port: int, st: PacketState, length: int, gen: int, meta: Any,
+    def _egress_one(self, port: int, st: PacketState, length: int, gen: int, meta: QueueMeta,
                     out: list[tuple[int, bytes]]) -> None:
         prog = self.program
         sm = st.sm
