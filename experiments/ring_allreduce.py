@@ -59,7 +59,7 @@ class Params:
 
 def plan(p: Params) -> RunPlan:
     t = TransportSpec(scale={"slowdown": p.slowdown, "nic_rate_bps": p.link_mbps * 1e6 * p.slowdown},
-                      dcqcn={"preset": "paper"}, path_mtu=p.path_mtu)
+                      dcqcn={"preset": "zhu2015"}, path_mtu=p.path_mtu)
     jobs = {}
     for r in range(p.ranks):
         h = host_addr(r + 1)

@@ -76,6 +76,7 @@ from pathlib import Path
 from typing import Any
 
 from hosts.agent_spec import FlowSpec, JobSpec, TransportSpec, message_wire_bytes
+from hosts.roce.dcqcn import DEFAULT_PRESET, preset_name
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.net import host_addr
 from testbed.timeline import (
@@ -110,7 +111,7 @@ class Params:
     ecn_kmin: int = 4                # RED marking thresholds (packets of enqueue depth)
     ecn_kmax: int = 16
     ecn_pmax: int = 20               # percent at Kmax
-    dcqcn_preset: str = "paper"      # "paper" (SIGCOMM'15 defaults) or "nic" (mlx5)
+    dcqcn_preset: str = DEFAULT_PRESET   # "connectx" (mlx5 NIC) or "zhu2015" (the paper)
     path_mtu: int = 1024
     sample_interval_us: int = 5000
 
@@ -125,6 +126,7 @@ class Params:
             raise ValueError("loss_per_10k must be 0..10000")
         if not 0 < self.ecn_kmin < self.ecn_kmax < self.queue_depth:
             raise ValueError("need 0 < ecn_kmin < ecn_kmax < queue_depth")
+        object.__setattr__(self, "dcqcn_preset", preset_name(self.dcqcn_preset))
 
     @property
     def bottleneck_bps(self) -> float:

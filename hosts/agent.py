@@ -22,6 +22,11 @@ Events are JSON lines ``{"event": ..., "t_ns": CLOCK_MONOTONIC ns, "host": ...}`
 - ``rate`` (sender, every ``sample_interval_us``: rc_bps, rt_bps, alpha,
   tx_bytes, retransmits, pacing lateness so far), ``rx`` (receiver, same
   period: rx_bytes = payload delivered in order, ce_pkts, cnps_sent)
+- ``dcqcn`` (sender QP under DCQCN: every rate cut and every rate increase
+  event, at the time the reaction point applied it: ``kind`` cut|increase,
+  rc_bps, rt_bps, alpha; cuts also rc_before_bps and ``deferred`` (held to the
+  end of a rate-reduce monitor period); increases also ``stage``
+  fast_recovery|additive|hyper, ``source`` timer|bytes and both stage counters)
 - ``cnp_rx`` (sender, each CNP, with the rate after it), ``cnp_tx`` (receiver,
   CNPs sent since the last check), ``retransmit`` (sender: packets resent,
   RTOs and NAKs since the last check)
@@ -58,7 +63,7 @@ from hosts.commlib import Communicator, FileRendezvous, split
 from hosts.commlib.communicator import CollectiveOp
 from hosts.roce import Scale
 from hosts.roce.constants import ROCE_UDP_PORT, tag_sport
-from hosts.roce.dcqcn import Dcqcn, DcqcnParams
+from hosts.roce.dcqcn import DEFAULT_PRESET, Dcqcn, DcqcnParams
 from hosts.roce.pacing import DEFAULT_BURST_BYTES, Pacer
 from hosts.roce.rate import FixedRate
 from hosts.roce.verbs import (
@@ -182,23 +187,35 @@ class LoggedRate:
         self.inner.on_timer(now)
 
 
-def make_rate_controller(spec: JobSpec, scale: Scale) -> Any:
-    """DCQCN for the spec's scale, or a fixed rate at the scale's line rate."""
-    d = spec.transport.dcqcn
-    if d is None:
+def _dcqcn(spec: JobSpec, scale: Scale) -> DcqcnParams:
+    d = spec.transport.dcqcn or {}
+    return DcqcnParams.for_scale(scale, preset=d.get("preset", DEFAULT_PRESET),
+                                 **dict(d.get("overrides", {})))
+
+
+def make_rate_controller(spec: JobSpec, scale: Scale, log: EventLog | None = None,
+                         flow: str = "") -> Any:
+    """DCQCN for the spec's scale (its cuts and increases go to ``log`` as
+    ``dcqcn`` events of ``flow``), or a fixed rate at the scale's line rate."""
+    if spec.transport.dcqcn is None:
         return FixedRate(scale.line_rate_bps)
-    params = DcqcnParams.for_scale(scale, preset=d.get("preset", "paper"),
-                                   **dict(d.get("overrides", {})))
-    return Dcqcn(params, now_ns())
+    trace = None
+    if log is not None:
+        def trace(ev: dict[str, Any]) -> None:
+            log.emit("dcqcn", flow=flow, **ev)
+    return Dcqcn(_dcqcn(spec, scale), now_ns(), on_event=trace)
+
+
+def cnp_interval_ns(spec: JobSpec, scale: Scale) -> int:
+    """The notification point's CNP interval: the spec's DCQCN preset's (the
+    default preset's when DCQCN is off at the senders)."""
+    return _dcqcn(spec, scale).cnp_interval_ns
 
 
 def dcqcn_params(spec: JobSpec) -> dict[str, Any] | None:
-    d = spec.transport.dcqcn
-    if d is None:
+    if spec.transport.dcqcn is None:
         return None
-    scale = Scale(**spec.transport.scale)
-    return DcqcnParams.for_scale(scale, preset=d.get("preset", "paper"),
-                                 **dict(d.get("overrides", {}))).as_dict()
+    return _dcqcn(spec, Scale(**spec.transport.scale)).as_dict()
 
 
 # ---------------------------------------------------------------------------
@@ -221,7 +238,8 @@ class _Flow:
         if self.sender:
             self.buf = bytearray(flow_pattern(spec))
             self.mr: MR = self.pd.reg_mr(self.buf, Access.LOCAL_WRITE)
-            self.rc = LoggedRate(make_rate_controller(agent.spec, agent.scale), agent.log, self.name)
+            self.rc = LoggedRate(make_rate_controller(agent.spec, agent.scale, agent.log,
+                                                      self.name), agent.log, self.name)
             self.pacer = agent.make_pacer()
             self.qp: QP = self.pd.create_qp(self.cq, self.cq, sport=tag_sport(spec.step),
                                             job_id=spec.job_id, rate_controller=self.rc,
@@ -382,12 +400,18 @@ class _Collective:
         itemsize = np.dtype(spec.dtype).itemsize
         n = spec.count * (spec.size if spec.op == "all_gather" else 1)
         scale = agent.scale
+        channel = iter(range(1 << 30))      # the factory is called once per channel, in order
+
+        def rate_controller() -> Any:
+            return make_rate_controller(agent.spec, scale, agent.log,
+                                        f"rank{spec.rank}-ch{next(channel)}")
+
         self.comm = Communicator.init(
             agent.ctx, spec.rank, spec.size, spec.job_id,
             FileRendezvous(Path(agent.spec.rendezvous_dir) / "collective", spec.rank, spec.size,
                            timeout=agent.spec.timeout_s),
             channels=spec.channels, max_bytes=n * itemsize, event_sink=agent.log.sink,
-            rate_controller_factory=lambda: make_rate_controller(agent.spec, scale),
+            rate_controller_factory=rate_controller,
             pacer_factory=agent.make_pacer,
             path_mtu=agent.spec.transport.path_mtu, timeout_s=agent.spec.timeout_s)
         self.iteration = 0
@@ -479,7 +503,8 @@ class Agent:
         from hosts.roce.udp_provider import UdpProvider
 
         self.provider = UdpProvider(spec.ip)
-        self.ctx = Context(self.provider, self.scale)
+        self.ctx = Context(self.provider, self.scale,
+                           cnp_interval_ns=cnp_interval_ns(spec, self.scale))
         self.rdv = Path(spec.rendezvous_dir)
 
     def make_pacer(self) -> Pacer:

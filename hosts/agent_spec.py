@@ -66,8 +66,10 @@ class TransportSpec:
     """Transport settings of one agent (``scale``: hosts.roce.Scale fields)."""
 
     scale: dict[str, Any] = field(default_factory=dict)
-    # None: a fixed rate at the scale's line rate. Else {"preset": "paper"|"nic",
-    # "overrides": {...unscaled DCQCN values...}} -> DcqcnParams.for_scale.
+    # None: a fixed rate at the scale's line rate. Else {"preset": "connectx" |
+    # "zhu2015" (default connectx), "overrides": {preset parameter: value in the
+    # preset's own names and units, unscaled}} -> DcqcnParams.for_scale. The
+    # receivers' notification point takes its CNP interval from the same preset.
     dcqcn: dict[str, Any] | None = None
     path_mtu: int = 1024
     sample_interval_us: int = 5000      # rate / rx samples of each flow
@@ -83,14 +85,23 @@ class TransportSpec:
             raise SpecError("transport.pacer_burst_packets must be >= 1")
         if self.sample_interval_us < 100:
             raise SpecError("transport.sample_interval_us must be >= 100")
-        if self.dcqcn is not None and self.dcqcn.get("preset", "paper") not in ("paper", "nic"):
-            raise SpecError("transport.dcqcn.preset must be 'paper' or 'nic'")
+        from hosts.roce.dcqcn import DEFAULT_PRESET, DcqcnParams
         from hosts.roce.scale import Scale
 
         try:
-            Scale(**self.scale)
+            scale = Scale(**self.scale)
         except (TypeError, ValueError) as e:
             raise SpecError(f"transport.scale: {e}") from e
+        if self.dcqcn is not None:
+            unknown = set(self.dcqcn) - {"preset", "overrides"}
+            if unknown:
+                raise SpecError(f"transport.dcqcn: unknown key(s) {sorted(unknown)} "
+                                "(known: preset, overrides)")
+            try:
+                DcqcnParams.for_scale(scale, self.dcqcn.get("preset", DEFAULT_PRESET),
+                                      **dict(self.dcqcn.get("overrides", {})))
+            except (TypeError, ValueError) as e:
+                raise SpecError(f"transport.dcqcn: {e}") from e
 
 
 @dataclass(frozen=True)

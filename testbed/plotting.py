@@ -1,11 +1,13 @@
 """Timeline figures (matplotlib, Agg backend: no display needed).
 
-:func:`flow_timeline` draws one phase as three stacked panels on the phase's
+:func:`flow_timeline` draws one phase as four stacked panels on the phase's
 time axis (seconds since the common start): per-flow rate (delivered rate at
 the receiver, solid; the DCQCN sender rate, dashed), the bottleneck queue
-depth in packets (switch samples; RED thresholds as lines), and CNPs
+depth in packets (switch samples; RED thresholds as lines), CNPs
 (cumulative count per flow, with a tick per CNP the sender received) and
-retransmitted packets.
+retransmitted packets, and each sending QP's DCQCN trajectory (the agents'
+``dcqcn`` events: Rc and Rt after every cut and increase, a marker per event
+by kind and stage, alpha on the right axis).
 """
 
 from __future__ import annotations
@@ -21,14 +23,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from testbed.timeline import PhaseData, counter_points, rate_series  # noqa: E402
 
-__all__ = ["flow_timeline", "collective_timeline"]
+__all__ = ["flow_timeline", "dcqcn_panel", "collective_timeline"]
 
 
 def flow_timeline(data: PhaseData, out: Path, *, title: str, port: int | None,
                   line_rate_bps: float | None = None, thresholds: Sequence[float] = (),
                   queue_limit: int | None = None, rate_window_s: float = 0.1) -> Path:
     t0 = data.start_ns()
-    fig, (ax_r, ax_q, ax_c) = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
+    fig, (ax_r, ax_q, ax_c, ax_d) = plt.subplots(4, 1, figsize=(9, 10.5), sharex=True)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, flow in enumerate(data.flows()):
         c = colors[i % len(colors)]
@@ -88,17 +90,58 @@ def flow_timeline(data: PhaseData, out: Path, *, title: str, port: int | None,
     ax_q.set_ylim(bottom=0)
     ax_c.set_ylabel("CNPs, retransmissions\n(cumulative)")
     ax_c.set_xlim(left=-0.1)
-    ax_c.set_xlabel("time since start (s)")
     if ax_c.get_legend_handles_labels()[0]:
         ax_c.legend(fontsize=7, loc="upper left")
     else:
         ax_c.text(0.5, 0.5, "no CNPs, no retransmissions", transform=ax_c.transAxes,
                   ha="center")
+    dcqcn_panel(ax_d, data, t0, colors)
+    ax_d.set_xlabel("time since start (s)")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
+
+
+# Marker per reaction-point event: cuts, then increases by stage.
+_DCQCN_MARKERS = {"cut": ("v", "cut"), "fast_recovery": (".", "fast recovery"),
+                  "additive": ("^", "additive increase"), "hyper": ("*", "hyper increase")}
+
+
+def dcqcn_panel(ax: Any, data: PhaseData, t0: int, colors: Sequence[str]) -> None:
+    """Per sending QP: Rc (solid) and Rt (dotted) in Mb/s after every DCQCN event,
+    one marker per event (cut, or increase by stage), alpha on a right axis."""
+    ax_a = ax.twinx()
+    any_events = False
+    for i, flow in enumerate(data.flows()):
+        evs = data.flow_events(flow, "dcqcn")
+        if not evs:
+            continue
+        any_events = True
+        c = colors[i % len(colors)]
+        ts = [(e["t_ns"] - t0) / 1e9 for e in evs]
+        ax.step(ts, [e["rc_bps"] / 1e6 for e in evs], where="post", color=c, linewidth=0.9,
+                label=f"{flow} Rc")
+        ax.step(ts, [e["rt_bps"] / 1e6 for e in evs], where="post", color=c, linewidth=0.8,
+                linestyle=":", label=f"{flow} Rt")
+        for key, (marker, name) in _DCQCN_MARKERS.items():
+            sel = [(t, e["rc_bps"] / 1e6) for t, e in zip(ts, evs, strict=True)
+                   if (e["kind"] == "cut") == (key == "cut") and e.get("stage", "cut") == key]
+            if sel:
+                ax.plot([t for t, _ in sel], [r for _, r in sel], marker, color=c,
+                        markersize=6 if key == "cut" else 4, linestyle="none",
+                        label=f"{flow} {name} ({len(sel)})")
+        ax_a.plot(ts, [e["alpha"] for e in evs], color=c, linewidth=0.6, alpha=0.5,
+                  linestyle="--")
+    ax.set_ylabel("DCQCN rate (Mb/s)")
+    ax.set_ylim(bottom=0)
+    ax_a.set_ylabel("alpha (dashed)")
+    ax_a.set_ylim(0, 1.05)
+    if any_events:
+        ax.legend(fontsize=6, loc="lower right", ncol=2)
+    else:
+        ax.text(0.5, 0.5, "no DCQCN cuts or increases", transform=ax.transAxes, ha="center")
 
 
 def collective_timeline(data: PhaseData, out: Path, *, title: str) -> Path:

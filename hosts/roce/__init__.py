@@ -18,9 +18,11 @@ wire        struct-based encode/decode (``encode_packet``, ``encode_cnp``, ``dec
             recompute the ICRC, or the receiving ``Context(check_icrc=False)``
             must be used.
 scapy_layers  scapy layers (BTH with job_id, RETH, AETH, ImmDt, CNP) for tests/pcaps.
-scale       ``Scale``: one setting from which RTO, CNP interval, ACK coalescing...
-            derive (``scale.ns(real_us)``, ``scale.bytes(real_bytes)``,
-            ``scale.timers()`` for run outputs).
+scale       ``Scale``: one setting from which RTO, ACK coalescing... derive
+            (``scale.ns(real_us)``, ``scale.timers()`` for run outputs); byte and
+            packet counts are not scaled.
+dcqcn       ``Dcqcn`` reaction point and ``DcqcnParams`` from the presets
+            ``zhu2015`` and ``connectx`` (README.md, "DCQCN presets").
 rate        ``RateController`` and ``Pacer`` protocols (DCQCN and pacers plug in),
             defaults ``FixedRate(rate_bps)`` and ``GapPacer()``.
 verbs       Context, PD, MR, CQ, QP, work requests and completions, ``Engine``,
@@ -46,7 +48,8 @@ Usage
 
     from hosts.roce import *
     ctx = Context(UdpProvider("10.0.0.1"), scale=Scale())   # ctx.engine drives I/O
-    # also: rate_controller_factory=..., pacer_factory=..., check_icrc=True
+    # also: rate_controller_factory=..., pacer_factory=..., check_icrc=True,
+    #       cnp_interval_ns=None (the DCQCN preset's, scaled)
     pd = ctx.alloc_pd()
     mr = pd.reg_mr(bytearray(1 << 20), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
     cq = ctx.create_cq()
@@ -100,7 +103,9 @@ Objects
   (other WRs flushed with WR_FLUSH_ERR); RNR NAK when no receive WQE.
 - DCQCN notification point: data leaves with ECT(0); a CE-marked data packet
   makes the receiving QP send a CNP (opcode 0x81) to its peer QP, at most one
-  per ``scale.cnp_interval_ns``; the peer calls its ``rate_controller.on_cnp``.
+  per ``ctx.cnp_interval_ns`` (``Context(cnp_interval_ns=...)``; by default the
+  default DCQCN preset's min_time_between_cnps, scaled); the peer calls its
+  ``rate_controller.on_cnp``.
 - Rate control: each QP has a ``RateController`` (``qp.rate_controller``) and a
   ``Pacer``; defaults come from ``Context(rate_controller_factory=...,
   pacer_factory=...)``, else ``FixedRate(scale.line_rate_bps)`` and ``GapPacer``.

@@ -1,187 +1,283 @@
-"""DCQCN reaction point (the sender side of Zhu et al., SIGCOMM 2015).
+"""DCQCN: the reaction point (sender) and the notification point's CNP interval.
 
-State: current rate Rc, target rate Rt, congestion estimate alpha.
+Two presets, named after what they model (table and references:
+hosts/roce/README.md, "DCQCN presets"):
 
-- CNP: Rt <- Rc, Rc <- Rc * (1 - alpha/2), alpha <- (1-g) alpha + g; the rate
-  increase timer, the byte counter and both stage counters restart.
-- Alpha timer: every K without a CNP, alpha <- (1-g) alpha.
-- Rate increase events come from a timer (every T) and a byte counter (every B
-  bytes sent); each one bumps its own stage counter and then
-    * fast recovery while both counters are at most F (F steps after a cut):
-      Rc <- (Rt+Rc)/2
-    * hyper increase once both exceed F:  Rt += i*R_HAI, i = min(counters) - F
-    * additive increase otherwise:  Rt += R_AI
-  followed (for AI/HI) by Rc <- (Rt+Rc)/2.
-- Rc never drops below the minimum rate; Rt and Rc never exceed line rate.
+- ``zhu2015``: the algorithm and parameters of the DCQCN paper (Zhu et al.,
+  SIGCOMM 2015), in the paper's symbols.
+- ``connectx``: NVIDIA ConnectX (mlx5) NICs, with the NIC's parameter names and
+  firmware defaults (``/sys/class/net/<if>/ecn/roce_rp|roce_np``), and the
+  behaviour of the ns-3 "Mlx" model (rdma-hw.cc in HPCC's simulator) where the
+  paper and the NIC differ.
 
-Parameters are in seconds, bit/s and bytes; the controller is called with
-CLOCK_MONOTONIC nanoseconds (the transport's RateController protocol). It is
-lazy: every call first replays the timer expiries up to `now` in order, so a
-late `on_timer` only shifts when the rate takes effect, never what the rate is. At line rate the increase timer is idle (nothing to recover) and
-the alpha decay is replayed on the next event, so an idle flow costs no wakeups.
+The reaction point keeps the current rate Rc, the target rate Rt and the
+congestion estimate alpha, and follows these rules (``DcqcnParams`` names):
 
-Reduced-scale emulation: `DcqcnParams.scaled(line_rate_bps, scale)` dilates
-time by `scale` (a number, or the transport's `Scale` whose `slowdown` is used;
-the testbed emulates a link of line_rate_bps * scale): timers
-are multiplied by `scale`, rate steps divided by it, byte thresholds kept. So a
-testbed link sees the same number of packets per timer period and per
-byte-counter period, and the same rate steps relative to its line rate, as a
-NIC on the emulated link. (Byte thresholds are not divided by the slowdown:
-that would make the byte counter fire `scale` times more often per timer period.)
+- Before the first CNP alpha is held at ``initial_alpha``: no alpha timer runs
+  (a QP that was quiet for a long time cuts by about half at its first CNP).
+  The first CNP starts the alpha timer (period ``alpha_update_period_s``).
+- Alpha, ``alpha_rule="per_cnp"`` (paper): every CNP sets alpha <- (1-g) alpha + g
+  (after the cut it causes, which uses the old alpha) and restarts the alpha
+  timer; every period without a CNP, alpha <- (1-g) alpha.
+  ``alpha_rule="per_period"`` (NIC, ns-3 UpdateAlphaMlx): at the end of every
+  period, alpha <- (1-g) alpha + g if a CNP arrived in it, else (1-g) alpha;
+  the first CNP only sets alpha to ``initial_alpha``.
+- Cut: Rc <- max(Rc (1 - alpha * decrease_gain), Rc * min_decrease_factor,
+  min_rate); the increase timer, byte counter and both stage counters restart.
+  Rt <- Rc before the cut depends on ``clamp``: ``"always"`` (paper,
+  mlx5 clamp_tgt_rate=1); ``"after_increase"`` (mlx5 clamp_tgt_rate=0,
+  clamp_tgt_rate_after_time_inc=1): only if a rate increase event happened
+  since the last cut; ``"after_byte_increase"`` (both 0): only if the last
+  increase since the last cut came from the byte counter. So under steady CNPs
+  the NIC keeps Rt and halves only Rc.
+- Rate-reduce monitor period (``rate_reduce_monitor_period_s``, 0 = none): a
+  CNP within that time of the previous cut does not cut at once; one cut
+  happens at the end of the period (previous cut + period) for all CNPs that
+  came in it. Each such CNP still counts for alpha.
+- Increase events come from a timer (every ``rate_increase_period_s`` after a
+  cut) and a byte counter (every ``byte_counter_bytes`` sent); each bumps its
+  own stage counter, then with F = ``fast_recovery_stages``:
+    * fast recovery while both counters are <= F: Rc <- (Rt + Rc) / 2;
+    * hyper increase once both are > F: Rt += (min(counters) - F) R_HAI
+      (``hyper_increase="linear"``, the paper) or Rt += R_HAI
+      (``"constant"``, ns-3 HyperIncreaseMlx), then Rc <- (Rt + Rc) / 2;
+    * additive increase otherwise: Rt += R_AI, then Rc <- (Rt + Rc) / 2.
+  At line rate both stop until the next cut (the NIC releases the rate
+  limiter); the alpha timer keeps running.
+
+Units: seconds, bit/s, bytes; the controller is called with CLOCK_MONOTONIC
+nanoseconds (the transport's RateController protocol). It is lazy: every call
+first replays the timer expiries up to ``now`` in time order (alpha updates
+before a cut due at the same time, as in ns-3), so a late ``on_timer`` only
+shifts when a rate takes effect, never what it is. Alpha updates alone never
+need a wake-up: they are replayed on the next event.
+
+``on_event`` (optional) receives one dict per cut and per increase event:
+the trajectory (Rc, Rt, alpha, stage) that agents write to their timelines.
+
+Reduced-scale emulation: ``DcqcnParams.scaled(line_rate_bps, scale)`` dilates
+time by ``scale`` (a number or the transport's ``Scale``, whose ``slowdown`` is
+used; the testbed link of line_rate_bps emulates one ``scale`` times faster):
+timers x scale, rate steps / scale, byte thresholds unchanged. So a testbed
+link sees the same number of packets per timer period and per byte-counter
+period, and the same rate steps relative to its line rate, as the NIC.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "DcqcnParams",
     "Dcqcn",
-    "PAPER_DEFAULTS",
-    "NIC_DEFAULTS",
-    "MLX5_NAMES",
+    "PRESETS",
+    "DEFAULT_PRESET",
+    "ZHU2015",
+    "CONNECTX",
+    "preset_name",
 ]
 
-# Reaction-point parameters as unscaled absolute values (a NIC on a real link).
-# Paper: DCQCN (SIGCOMM 2015) defaults: g = 1/256, K = 55 us, timer T = 55 us,
-# byte counter B = 10 MB, F = 5, R_AI = 40 Mb/s; the NP sends at most one CNP
-# per 50 us per flow. R_HAI = 10 * R_AI and the floor R_AI are the ratios the NIC
-# defaults below use.
-PAPER_DEFAULTS: dict[str, Any] = {
+# The DCQCN paper (Zhu et al., SIGCOMM 2015), in its symbols and units:
+# g, alpha timer K, rate-increase timer T, byte counter B, fast-recovery steps F,
+# R_AI; the notification point sends at most one CNP per flow per 50 us. The
+# paper gives no R_HAI or minimum rate: R_HAI = 10 R_AI (QCN's ratio, as the
+# NIC's 5/50 Mb/s) and the minimum rate = R_AI.
+ZHU2015: dict[str, float] = {
     "g": 1.0 / 256,
     "initial_alpha": 1.0,
-    "alpha_update_period_s": 55e-6,
-    "rate_increase_period_s": 55e-6,
-    "byte_counter_bytes": 10_000_000,
-    "fast_recovery_stages": 5,
-    "rai_bps": 40e6,
-    "rhai_bps": 400e6,
-    "min_rate_bps": 40e6,
-    "rate_reduce_monitor_period_s": 0.0,
-    "cnp_interval_s": 50e-6,
+    "K_us": 55.0,
+    "T_us": 55.0,
+    "B_bytes": 10_000_000,
+    "F": 5,
+    "R_AI_Mbps": 40.0,
+    "R_HAI_Mbps": 400.0,
+    "R_min_Mbps": 40.0,
+    "cnp_interval_us": 50.0,
 }
 
-# ConnectX (mlx5) firmware defaults for the parameters that have them
-# (rpg_time_reset, rpg_byte_reset, rpg_threshold, rpg_ai_rate, rpg_hai_rate,
-# rpg_min_rate, rate_reduce_monitor_period, min_time_between_cnps); g and K
-# stay at the paper's values.
-NIC_DEFAULTS: dict[str, Any] = {
-    **PAPER_DEFAULTS,
-    "rate_increase_period_s": 300e-6,
-    "byte_counter_bytes": 32767,
-    "fast_recovery_stages": 1,
-    "rai_bps": 5e6,
-    "rhai_bps": 50e6,
-    "min_rate_bps": 1e6,
-    "rate_reduce_monitor_period_s": 4e-6,
-    "cnp_interval_s": 4e-6,
+# ConnectX (mlx5) congestion-control parameters with their firmware defaults
+# (mlxconfig / sysfs names and units: us, bytes, Mb/s, 1/1024 fractions).
+# min_time_between_cnps is 4 us on ConnectX-5/6 firmware (some releases show 2).
+CONNECTX: dict[str, float] = {
+    "rpg_time_reset": 300,               # us between timer increase events
+    "rpg_byte_reset": 32767,             # bytes between byte-counter events
+    "rpg_threshold": 1,                  # F
+    "rpg_ai_rate": 5,                    # Mb/s
+    "rpg_hai_rate": 50,                  # Mb/s
+    "rpg_gd": 11,                        # cut = alpha_fixed / 2^rpg_gd (alpha_fixed in 1/1024)
+    "rpg_min_dec_fac": 50,               # %: one cut leaves at least this much of Rc
+    "rpg_min_rate": 1,                   # Mb/s
+    "rate_reduce_monitor_period": 4,     # us
+    "initial_alpha_value": 1023,         # /1024
+    "dce_tcp_g": 1019,                   # /1024, weight of the old alpha
+    "dce_tcp_rtt": 1,                    # us between alpha updates
+    "clamp_tgt_rate": 0,
+    "clamp_tgt_rate_after_time_inc": 1,
+    "min_time_between_cnps": 4,          # us (notification point)
 }
 
-PRESETS: dict[str, dict[str, Any]] = {"paper": PAPER_DEFAULTS, "nic": NIC_DEFAULTS}
+PRESETS: dict[str, dict[str, float]] = {"zhu2015": ZHU2015, "connectx": CONNECTX}
+# ConnectX: the Symphony prototype ran ConnectX-6 NICs with DCQCN on, and the
+# experiments model what such a NIC does.
+DEFAULT_PRESET = "connectx"
+# Names earlier runs saved in their specs.
+_ALIASES = {"paper": "zhu2015", "nic": "connectx"}
 
-# Our parameter name -> the mlx5 congestion-control parameter it corresponds to.
-MLX5_NAMES: dict[str, str] = {
-    "rate_increase_period_s": "rpg_time_reset",
-    "byte_counter_bytes": "rpg_byte_reset",
-    "fast_recovery_stages": "rpg_threshold",
-    "rai_bps": "rpg_ai_rate",
-    "rhai_bps": "rpg_hai_rate",
-    "min_rate_bps": "rpg_min_rate",
-    "line_rate_bps": "rpg_max_rate",
-    "g": "dce_tcp_g",
-    "alpha_update_period_s": "dce_tcp_rtt",
-    "initial_alpha": "initial_alpha_value",
-    "rate_reduce_monitor_period_s": "rate_reduce_monitor_period",
-    "cnp_interval_s": "min_time_between_cnps",
-}
 
-_TIME_FIELDS = (
-    "alpha_update_period_s",
-    "rate_increase_period_s",
-    "rate_reduce_monitor_period_s",
-    "cnp_interval_s",
-)
+def preset_name(name: str) -> str:
+    """The preset's name (accepting the older names "paper" and "nic")."""
+    name = _ALIASES.get(name, name)
+    if name not in PRESETS:
+        raise ValueError(f"unknown DCQCN preset {name!r} (known: {', '.join(sorted(PRESETS))})")
+    return name
+
+
+def _preset_values(preset: str, overrides: Mapping[str, Any]) -> dict[str, float]:
+    base = PRESETS[preset]
+    unknown = sorted(set(overrides) - set(base))
+    if unknown:
+        raise ValueError(f"DCQCN preset {preset}: unknown parameter(s) {unknown} "
+                         f"(known: {', '.join(base)})")
+    return {**base, **{k: float(v) for k, v in overrides.items()}}
+
+
+def _zhu2015_fields(v: Mapping[str, float]) -> dict[str, Any]:
+    return {
+        "g": v["g"], "initial_alpha": v["initial_alpha"],
+        "alpha_update_period_s": v["K_us"] * 1e-6,
+        "rate_increase_period_s": v["T_us"] * 1e-6,
+        "byte_counter_bytes": int(v["B_bytes"]),
+        "fast_recovery_stages": int(v["F"]),
+        "rai_bps": v["R_AI_Mbps"] * 1e6, "rhai_bps": v["R_HAI_Mbps"] * 1e6,
+        "min_rate_bps": v["R_min_Mbps"] * 1e6,
+        "rate_reduce_monitor_period_s": 0.0,
+        "cnp_interval_s": v["cnp_interval_us"] * 1e-6,
+        "decrease_gain": 0.5, "min_decrease_factor": 0.0,
+        "alpha_rule": "per_cnp", "clamp": "always", "hyper_increase": "linear",
+    }
+
+
+def _connectx_fields(v: Mapping[str, float]) -> dict[str, Any]:
+    if v["clamp_tgt_rate"]:
+        clamp = "always"
+    elif v["clamp_tgt_rate_after_time_inc"]:
+        clamp = "after_increase"
+    else:
+        clamp = "after_byte_increase"
+    return {
+        "g": (1024 - v["dce_tcp_g"]) / 1024,
+        "initial_alpha": v["initial_alpha_value"] / 1024,
+        "alpha_update_period_s": v["dce_tcp_rtt"] * 1e-6,
+        "rate_increase_period_s": v["rpg_time_reset"] * 1e-6,
+        "byte_counter_bytes": int(v["rpg_byte_reset"]),
+        "fast_recovery_stages": int(v["rpg_threshold"]),
+        "rai_bps": v["rpg_ai_rate"] * 1e6, "rhai_bps": v["rpg_hai_rate"] * 1e6,
+        "min_rate_bps": v["rpg_min_rate"] * 1e6,
+        "rate_reduce_monitor_period_s": v["rate_reduce_monitor_period"] * 1e-6,
+        "cnp_interval_s": v["min_time_between_cnps"] * 1e-6,
+        "decrease_gain": 2.0 ** (10 - v["rpg_gd"]),
+        "min_decrease_factor": v["rpg_min_dec_fac"] / 100,
+        "alpha_rule": "per_period", "clamp": clamp, "hyper_increase": "constant",
+    }
+
+
+_FIELDS_OF = {"zhu2015": _zhu2015_fields, "connectx": _connectx_fields}
+_TIME_FIELDS = ("alpha_update_period_s", "rate_increase_period_s",
+                "rate_reduce_monitor_period_s", "cnp_interval_s")
 _RATE_FIELDS = ("rai_bps", "rhai_bps", "min_rate_bps")
 
 
 def _scale_factor(scale: Any) -> float:
-    """Accept a plain number or a scale-setting object carrying the factor."""
-    for attr in ("slowdown", "time_factor", "time_scale", "factor"):
-        v = getattr(scale, attr, None)
-        if isinstance(v, (int, float)):
-            return float(v)
-    return float(scale)
+    """A plain number, or the transport's Scale (its slowdown)."""
+    v = getattr(scale, "slowdown", scale)
+    return float(v)
 
 
 @dataclass(frozen=True)
 class DcqcnParams:
-    """Reaction-point parameters, already in testbed units (seconds, bit/s, bytes)."""
+    """Reaction- and notification-point settings in testbed units (s, bit/s, bytes).
+    Build them from a preset with ``scaled`` / ``for_scale``."""
 
     line_rate_bps: float
-    g: float = PAPER_DEFAULTS["g"]
-    initial_alpha: float = PAPER_DEFAULTS["initial_alpha"]
-    alpha_update_period_s: float = PAPER_DEFAULTS["alpha_update_period_s"]
-    rate_increase_period_s: float = PAPER_DEFAULTS["rate_increase_period_s"]
-    byte_counter_bytes: int = PAPER_DEFAULTS["byte_counter_bytes"]
-    fast_recovery_stages: int = PAPER_DEFAULTS["fast_recovery_stages"]
-    rai_bps: float = PAPER_DEFAULTS["rai_bps"]
-    rhai_bps: float = PAPER_DEFAULTS["rhai_bps"]
-    min_rate_bps: float = PAPER_DEFAULTS["min_rate_bps"]
-    # A CNP within this long of the previous cut is counted but does not cut again.
-    rate_reduce_monitor_period_s: float = PAPER_DEFAULTS["rate_reduce_monitor_period_s"]
-    # Notification-point side: at most one CNP per flow per this interval.
-    cnp_interval_s: float = PAPER_DEFAULTS["cnp_interval_s"]
-    # Time dilation these values were derived with (1 = a real NIC).
-    scale: float = 1.0
-    preset: str = "paper"
+    g: float
+    initial_alpha: float
+    alpha_update_period_s: float
+    rate_increase_period_s: float
+    byte_counter_bytes: int
+    fast_recovery_stages: int
+    rai_bps: float
+    rhai_bps: float
+    min_rate_bps: float
+    rate_reduce_monitor_period_s: float
+    cnp_interval_s: float                       # notification point
+    decrease_gain: float = 0.5                  # cut = alpha * decrease_gain
+    min_decrease_factor: float = 0.0            # a cut leaves at least this share of Rc
+    alpha_rule: Literal["per_cnp", "per_period"] = "per_cnp"
+    clamp: Literal["always", "after_increase", "after_byte_increase"] = "always"
+    hyper_increase: Literal["linear", "constant"] = "linear"
+    scale: float = 1.0                          # time dilation these were derived with
+    preset: str = "zhu2015"
+    preset_values: tuple[tuple[str, float], ...] = ()   # the preset's own names, unscaled
 
     def __post_init__(self) -> None:
-        if self.line_rate_bps <= 0:
-            raise ValueError("line_rate_bps must be positive")
-        if not 0 < self.g < 1:
-            raise ValueError("g must be in (0, 1)")
-        if not 0 <= self.initial_alpha <= 1:
-            raise ValueError("initial_alpha must be in [0, 1]")
-        if self.alpha_update_period_s <= 0 or self.rate_increase_period_s <= 0:
-            raise ValueError("timer periods must be positive")
-        if self.byte_counter_bytes <= 0 or self.fast_recovery_stages < 0:
-            raise ValueError("byte counter must be positive, F non-negative")
-        if not 0 < self.min_rate_bps <= self.line_rate_bps:
-            raise ValueError("min_rate_bps must be in (0, line_rate_bps]")
+        checks = (
+            (self.line_rate_bps > 0, "line_rate_bps must be positive"),
+            (0 < self.g < 1, "g must be in (0, 1)"),
+            (0 <= self.initial_alpha <= 1, "initial alpha must be in [0, 1]"),
+            (self.alpha_update_period_s > 0 and self.rate_increase_period_s > 0,
+             "the alpha and rate-increase periods must be positive"),
+            (self.byte_counter_bytes > 0, "the byte counter must be positive"),
+            (self.fast_recovery_stages >= 0, "F must be >= 0"),
+            (self.rai_bps >= 0 and self.rhai_bps >= 0, "rate steps must be >= 0"),
+            (0 < self.min_rate_bps <= self.line_rate_bps,
+             "the minimum rate must be in (0, line rate]"),
+            (self.rate_reduce_monitor_period_s >= 0 and self.cnp_interval_s >= 0,
+             "the monitor period and CNP interval must be >= 0"),
+            (0 < self.decrease_gain <= 1, "decrease gain must be in (0, 1] (rpg_gd >= 10)"),
+            (0 <= self.min_decrease_factor <= 1, "min decrease factor must be in [0, 1]"),
+            (self.alpha_rule in ("per_cnp", "per_period"), "alpha_rule: per_cnp|per_period"),
+            (self.clamp in ("always", "after_increase", "after_byte_increase"),
+             "clamp: always|after_increase|after_byte_increase"),
+            (self.hyper_increase in ("linear", "constant"), "hyper_increase: linear|constant"),
+        )
+        for ok, msg in checks:
+            if not ok:
+                raise ValueError(f"DCQCN ({self.preset}): {msg}")
 
     @classmethod
-    def scaled(
-        cls, line_rate_bps: float, scale: Any = 1.0, preset: str = "paper", **overrides: Any
-    ) -> DcqcnParams:
-        """Parameters for a testbed link of `line_rate_bps` emulating a link
-        `scale` times faster: times x scale, rates / scale, bytes unchanged.
-        `overrides` are unscaled (NIC) values replacing the preset's."""
-        if preset not in PRESETS:
-            raise ValueError(f"unknown DCQCN preset {preset!r} (known: {sorted(PRESETS)})")
+    def scaled(cls, line_rate_bps: float, scale: Any = 1.0, preset: str = DEFAULT_PRESET,
+               **overrides: Any) -> DcqcnParams:
+        """Parameters for a testbed link of ``line_rate_bps`` emulating a link
+        ``scale`` times faster. ``overrides`` replace preset values and use the
+        preset's own names and units (e.g. ``rpg_ai_rate=10`` for connectx,
+        ``R_AI_Mbps=20`` for zhu2015)."""
+        name = preset_name(preset)
         s = _scale_factor(scale)
-        if s <= 0:
-            raise ValueError("scale must be positive")
-        base = {**PRESETS[preset], **overrides}
-        unknown = set(base) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise TypeError(f"unknown DCQCN parameters: {sorted(unknown)}")
+        if not s > 0:
+            raise ValueError(f"DCQCN: scale must be positive, got {s}")
+        values = _preset_values(name, overrides)
+        f = _FIELDS_OF[name](values)
         for k in _TIME_FIELDS:
-            base[k] = base[k] * s
+            f[k] *= s
         for k in _RATE_FIELDS:
-            base[k] = base[k] / s
-        base["min_rate_bps"] = min(base["min_rate_bps"], line_rate_bps)
-        np_interval = getattr(scale, "cnp_interval_ns", None)
-        if isinstance(np_interval, int) and "cnp_interval_s" not in overrides:
-            base["cnp_interval_s"] = np_interval / 1e9  # the transport's NP setting
-        return cls(line_rate_bps=line_rate_bps, scale=s, preset=preset, **base)
+            f[k] /= s
+        f["min_rate_bps"] = min(f["min_rate_bps"], line_rate_bps)
+        return cls(line_rate_bps=line_rate_bps, scale=s, preset=name,
+                   preset_values=tuple(values.items()), **f)
 
     @classmethod
-    def for_scale(cls, scale: Any, preset: str = "paper", **overrides: Any) -> DcqcnParams:
-        """Parameters for the transport's `Scale` (its line rate and slowdown)."""
-        return cls.scaled(scale.line_rate_bps, scale, preset=preset, **overrides)
+    def for_scale(cls, scale: Any, preset: str = DEFAULT_PRESET,
+                  **overrides: Any) -> DcqcnParams:
+        """Parameters for the transport's ``Scale`` (its line rate and slowdown)."""
+        return cls.scaled(scale.line_rate_bps, scale, preset, **overrides)
+
+    @property
+    def cnp_interval_ns(self) -> int:
+        return round(self.cnp_interval_s * 1e9)
 
     @property
     def emulated_line_rate_bps(self) -> float:
@@ -195,10 +291,10 @@ class DcqcnParams:
         return self.byte_counter_bytes / packet_bytes
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain data for run outputs, including the mlx5 name of each field."""
+        """Plain data for run outputs: the derived values and the preset's own."""
         d = dataclasses.asdict(self)
+        d["preset_values"] = dict(self.preset_values)
         d["emulated_line_rate_bps"] = self.emulated_line_rate_bps
-        d["mlx5_names"] = dict(MLX5_NAMES)
         return d
 
 
@@ -206,35 +302,43 @@ class DcqcnParams:
 class DcqcnStats:
     cnps: int = 0
     rate_cuts: int = 0
+    deferred_cnps: int = 0      # CNPs inside a monitor period (cut at its end)
     fast_recovery: int = 0
     additive_increase: int = 0
     hyper_increase: int = 0
     timer_events: int = 0
     byte_counter_events: int = 0
-    alpha_decays: int = 0
+    alpha_updates: int = 0
+
+
+_STAGE_NAMES = ("fast_recovery", "additive", "hyper")
 
 
 class Dcqcn:
-    """DCQCN reaction point for one flow (one QP); a transport RateController.
+    """DCQCN reaction point for one flow (one QP); a transport RateController."""
 
-    The transport calls it with CLOCK_MONOTONIC nanoseconds (ints)."""
-
-    def __init__(self, params: DcqcnParams, now_ns: int = 0) -> None:
+    def __init__(self, params: DcqcnParams, now_ns: int = 0,
+                 on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.params = params
-        self.rc = float(params.line_rate_bps)  # current rate
-        self.rt = float(params.line_rate_bps)  # target rate
+        self.on_event = on_event
+        self.rc = float(params.line_rate_bps)   # current rate
+        self.rt = float(params.line_rate_bps)   # target rate
         self.alpha = float(params.initial_alpha)
-        self.timer_stage = 0  # T: rate-increase timer expiries since the last cut
-        self.byte_stage = 0  # BC: byte-counter expiries since the last cut
-        self._bytes = 0  # bytes sent since the last byte-counter expiry
-        self._k_ns = params.alpha_update_period_s * 1e9
-        self._t_ns = params.rate_increase_period_s * 1e9
-        self._monitor_ns = params.rate_reduce_monitor_period_s * 1e9
-        self._alpha_due = float(now_ns) + self._k_ns
-        self._increase_due: float | None = None  # None while at line rate
-        self._last_cut: float | None = None
-        self._now = float(now_ns)
+        self.timer_stage = 0    # rate-increase timer expiries since the last cut
+        self.byte_stage = 0     # byte-counter expiries since the last cut
         self.stats = DcqcnStats()
+        self._bytes = 0
+        self._k = params.alpha_update_period_s * 1e9
+        self._t = params.rate_increase_period_s * 1e9
+        self._monitor = params.rate_reduce_monitor_period_s * 1e9
+        self._per_period = params.alpha_rule == "per_period"
+        self._alpha_due: float | None = None      # None until the first CNP
+        self._cnp_in_period = False               # per_period rule: a CNP since the last update
+        self._increase_due: float | None = None   # None at line rate
+        self._cut_due: float | None = None        # a cut deferred by the monitor period
+        self._last_cut: float | None = None
+        self._last_increase: str | None = None    # "timer" | "bytes" since the last cut
+        self._now = float(now_ns)
 
     # ---- RateController protocol ----
     @property
@@ -244,93 +348,136 @@ class Dcqcn:
     def on_cnp(self, now_ns: int) -> None:
         self._advance(now_ns)
         now = self._now
-        p = self.params
         self.stats.cnps += 1
-        if (
-            self._last_cut is not None
-            and self._monitor_ns > 0
-            and now - self._last_cut < self._monitor_ns
-        ):
+        if self._alpha_due is None:
+            # First CNP: alpha (held until now) starts from its initial value.
+            self.alpha = self.params.initial_alpha
+            self._alpha_due = now + self._k
+        elif self._per_period:
+            self._cnp_in_period = True
+        if self._cut_due is not None or (
+                self._last_cut is not None and now - self._last_cut < self._monitor):
+            self.stats.deferred_cnps += 1
+            if self._cut_due is None:
+                assert self._last_cut is not None
+                self._cut_due = self._last_cut + self._monitor
+            if not self._per_period:
+                self._alpha_on_cnp(now)
             return
-        self._last_cut = now
-        self.stats.rate_cuts += 1
-        self.rt = self.rc
-        self.rc = max(p.min_rate_bps, self.rc * (1 - self.alpha / 2))
-        self.alpha = (1 - p.g) * self.alpha + p.g
-        self.timer_stage = 0
-        self.byte_stage = 0
-        self._bytes = 0
-        self._alpha_due = now + self._k_ns
-        self._increase_due = now + self._t_ns
+        self._cut(now)
+        if not self._per_period:
+            self._alpha_on_cnp(now)
 
     def on_bytes_sent(self, nbytes: int, now_ns: int) -> None:
         self._advance(now_ns)
         if self._increase_due is None:
             return  # at line rate: nothing to recover
         self._bytes += nbytes
-        while self._bytes >= self.params.byte_counter_bytes and self._increase_due is not None:
-            self._bytes -= self.params.byte_counter_bytes
+        b = self.params.byte_counter_bytes
+        while self._bytes >= b and self._increase_due is not None:
+            self._bytes -= b
             self.byte_stage += 1
             self.stats.byte_counter_events += 1
-            self._increase()
+            self._increase("bytes", self._now)
 
     def next_deadline(self) -> int | None:
-        """When on_timer should next run (ns), or None if no timer is pending.
-        Alpha decay alone is not a deadline: it is replayed lazily."""
-        if self._increase_due is None:
-            return None
-        return math.ceil(min(self._increase_due, self._alpha_due))
+        """When on_timer should next run (ns): a rate increase or a deferred cut.
+        Alpha updates alone are replayed lazily."""
+        due = [d for d in (self._increase_due, self._cut_due) if d is not None]
+        return math.ceil(min(due)) if due else None
 
     def on_timer(self, now_ns: int) -> None:
         self._advance(now_ns)
 
     # ---- internals ----
+    def _alpha_on_cnp(self, now: float) -> None:
+        g = self.params.g
+        self.alpha = (1 - g) * self.alpha + g
+        self.stats.alpha_updates += 1
+        self._alpha_due = now + self._k
+
     def _advance(self, now_ns: int) -> None:
-        """Replay every timer expiry up to now, in time order."""
+        """Replay every timer expiry up to now in time order (alpha, then cut,
+        then increase when due at the same time)."""
         now = float(now_ns)
         if now < self._now:
             now = self._now  # clocks never run backwards here
-        self._now = now
+        g = self.params.g
         while True:
-            inc = self._increase_due
-            if inc is not None and inc <= now and inc <= self._alpha_due:
-                self._increase_due = inc + self._t_ns
+            a, c, i = self._alpha_due, self._cut_due, self._increase_due
+            if a is not None and a <= now and (c is None or a <= c) and (i is None or a <= i):
+                if c is None and i is None and not self._cnp_in_period:
+                    # Nothing else pending: apply all remaining decays at once.
+                    k = int((now - a) // self._k) + 1
+                    self.alpha *= (1 - g) ** k
+                    self.stats.alpha_updates += k
+                    self._alpha_due = a + k * self._k
+                else:
+                    self.alpha = (1 - g) * self.alpha + (g if self._cnp_in_period else 0.0)
+                    self._cnp_in_period = False
+                    self.stats.alpha_updates += 1
+                    self._alpha_due = a + self._k
+            elif c is not None and c <= now and (i is None or c <= i):
+                self._cut(c)
+            elif i is not None and i <= now:
+                self._increase_due = i + self._t
                 self.timer_stage += 1
                 self.stats.timer_events += 1
-                self._increase()
-            elif self._alpha_due <= now:
-                if self._increase_due is None:
-                    # Idle at line rate: apply all remaining decays at once.
-                    k = int((now - self._alpha_due) // self._k_ns) + 1
-                    self.alpha *= (1 - self.params.g) ** k
-                    self.stats.alpha_decays += k
-                    self._alpha_due += k * self._k_ns
-                else:
-                    self.alpha *= 1 - self.params.g
-                    self.stats.alpha_decays += 1
-                    self._alpha_due += self._k_ns
+                self._increase("timer", i)
             else:
-                return
+                break
+        self._now = now
 
-    def _increase(self) -> None:
+    def _cut(self, t: float) -> None:
+        p = self.params
+        deferred = self._cut_due is not None
+        if p.clamp == "always" or (
+                p.clamp == "after_increase" and self._last_increase is not None) or (
+                p.clamp == "after_byte_increase" and self._last_increase == "bytes"):
+            self.rt = self.rc
+        before = self.rc
+        self.rc = max(before * (1 - self.alpha * p.decrease_gain),
+                      before * p.min_decrease_factor, p.min_rate_bps)
+        self.stats.rate_cuts += 1
+        self.timer_stage = self.byte_stage = 0
+        self._bytes = 0
+        self._last_cut = t
+        self._cut_due = None
+        self._last_increase = None
+        self._increase_due = t + self._t
+        if self.on_event is not None:
+            self.on_event({"kind": "cut", "t_ns": round(t), "rc_bps": self.rc, "rt_bps": self.rt,
+                           "alpha": self.alpha, "rc_before_bps": before, "deferred": deferred})
+
+    def _increase(self, source: str, t: float) -> None:
         p = self.params
         f = p.fast_recovery_stages
         lo = min(self.timer_stage, self.byte_stage)
         hi = max(self.timer_stage, self.byte_stage)
         if hi <= f:
+            stage = 0
             self.stats.fast_recovery += 1
         elif lo > f:
+            stage = 2
             self.stats.hyper_increase += 1
-            self.rt = min(p.line_rate_bps, self.rt + (lo - f) * p.rhai_bps)
+            step = p.rhai_bps * (lo - f if p.hyper_increase == "linear" else 1)
+            self.rt = min(p.line_rate_bps, self.rt + step)
         else:
+            stage = 1
             self.stats.additive_increase += 1
             self.rt = min(p.line_rate_bps, self.rt + p.rai_bps)
         self.rc = min(p.line_rate_bps, (self.rt + self.rc) / 2)
+        self._last_increase = source
         if self.rc >= p.line_rate_bps * (1 - 1e-6) and self.rt >= self.rc:
-            # Recovered (within a NIC rate-register granularity): stop the increase
-            # timer until the next CNP.
+            # Recovered (within a NIC rate register's granularity): the rate
+            # limiter is released until the next cut.
             self.rc = p.line_rate_bps
             self._increase_due = None
+        if self.on_event is not None:
+            self.on_event({"kind": "increase", "t_ns": round(t), "rc_bps": self.rc,
+                           "rt_bps": self.rt, "alpha": self.alpha, "stage": _STAGE_NAMES[stage],
+                           "source": source, "timer_stage": self.timer_stage,
+                           "byte_stage": self.byte_stage})
 
     def state(self) -> dict[str, Any]:
         """Snapshot for timelines."""

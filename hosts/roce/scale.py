@@ -3,8 +3,10 @@
 The emulated links run ``slowdown`` times slower than the NIC being modelled
 (e.g. 100 Gb/s NIC, slowdown 1000 -> 100 Mb/s). Time constants are stretched by
 the same factor so that bandwidth-delay products and packets per timer period
-stay like the real network's; packet counts are not scaled. ``floor_ms`` keeps
-timers above what a Python host can resolve reliably.
+stay like the real network's; packet and byte counts are not scaled. ``floor_ms``
+keeps timers above what a Python host can resolve reliably. DCQCN's settings
+(including the notification point's CNP interval) come from its preset
+(hosts/roce/dcqcn.py), scaled with the same slowdown.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ class Scale:
     slowdown: float = 1000.0          # emulated time = real time * slowdown
     nic_rate_bps: float = 100e9       # rate of the NIC being modelled
     rto_us: float = 100.0             # real-NIC retransmission timeout
-    cnp_interval_us: float = 50.0     # min gap between CNPs per QP (DCQCN NP)
     ack_delay_us: float = 2.0         # max time a received packet waits for its ACK
     rnr_delay_us: float = 10.0        # wait after an RNR NAK before retrying
     ack_every_pkts: int = 16          # responder ACKs at least every N packets
@@ -34,10 +35,6 @@ class Scale:
         """Emulated duration (ns) of a real-NIC duration given in µs (with the floor)."""
         return max(int(real_us * 1000.0 * self.slowdown), int(self.floor_ms * 1e6))
 
-    def bytes(self, real_bytes: float) -> int:
-        """Emulated byte count of a real-NIC byte quantity (byte counters scale with rate)."""
-        return max(1, int(real_bytes / self.slowdown))
-
     @property
     def line_rate_bps(self) -> float:
         return self.nic_rate_bps / self.slowdown
@@ -45,10 +42,6 @@ class Scale:
     @property
     def rto_ns(self) -> int:
         return self.ns(self.rto_us)
-
-    @property
-    def cnp_interval_ns(self) -> int:
-        return self.ns(self.cnp_interval_us)
 
     @property
     def ack_delay_ns(self) -> int:
@@ -62,6 +55,6 @@ class Scale:
         """Settings and derived values, for a run's saved outputs."""
         out: dict[str, float | int] = dict(asdict(self))
         out.update(line_rate_bps=self.line_rate_bps, rto_ns=self.rto_ns,
-                   cnp_interval_ns=self.cnp_interval_ns, ack_delay_ns=self.ack_delay_ns,
+                   ack_delay_ns=self.ack_delay_ns,
                    rnr_delay_ns=self.rnr_delay_ns)
         return out

@@ -53,6 +53,7 @@ from hosts.roce.constants import (
     Opcode,
     tag_sport,
 )
+from hosts.roce.dcqcn import DcqcnParams
 from hosts.roce.provider import Provider
 from hosts.roce.rate import FixedRate, GapPacer, Pacer, RateController
 from hosts.roce.scale import Scale
@@ -302,10 +303,17 @@ class Context:
     def __init__(self, provider: Provider, scale: Scale | None = None, *,
                  rate_controller_factory: Callable[[], RateController] | None = None,
                  pacer_factory: Callable[[], Pacer] | None = None,
-                 check_icrc: bool = True) -> None:
+                 check_icrc: bool = True, cnp_interval_ns: int | None = None) -> None:
         self.provider = provider
         self.check_icrc = check_icrc     # False: accept packets whatever their ICRC
         self.scale = scale or Scale()
+        # DCQCN notification point: at most one CNP per QP per this interval;
+        # by default the default DCQCN preset's, scaled.
+        if cnp_interval_ns is None:
+            cnp_interval_ns = DcqcnParams.for_scale(self.scale).cnp_interval_ns
+        if cnp_interval_ns < 0:
+            raise VerbsError(f"cnp_interval_ns must be >= 0, got {cnp_interval_ns}")
+        self.cnp_interval_ns = cnp_interval_ns
         self.rate_controller_factory = rate_controller_factory or (
             lambda: FixedRate(self.scale.line_rate_bps))
         self.pacer_factory = pacer_factory or GapPacer
@@ -811,7 +819,7 @@ class QP:
         if ecn == ECN_CE:
             st["ce_pkts"] += 1
             last = self._last_cnp_ns
-            if last is None or now - last >= self.ctx.scale.cnp_interval_ns:
+            if last is None or now - last >= self.ctx.cnp_interval_ns:
                 self._last_cnp_ns = now
                 self._send_cnp()
         d = _signed24(p.psn - self._epsn)

@@ -3,11 +3,13 @@ talking RoCEv2 over loopback addresses (no root needed)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,35 @@ def _flow(role: str = "sender", **kw: Any) -> FlowSpec:
     return FlowSpec(**d)
 
 
+def test_dcqcn_cuts_and_increases_go_to_the_timeline(tmp_path: Path) -> None:
+    from hosts.agent import EventLog, cnp_interval_ns, make_rate_controller
+
+    scale = Scale(slowdown=1000.0, nic_rate_bps=40e9)
+    spec = JobSpec(host="h1", ip="10.0.1.1", flows=(_flow(),),
+                   transport=TransportSpec(scale={"slowdown": 1000.0, "nic_rate_bps": 40e9},
+                                           dcqcn={"preset": "connectx"}))
+    log = EventLog(tmp_path / "ev.jsonl", "h1")
+    cc = make_rate_controller(spec, scale, log, "f")
+    t0 = time.monotonic_ns() + 10**9     # after the controller was made
+    cc.on_cnp(t0)
+    cc.on_timer(t0 + 300_000_000)         # rpg_time_reset 300 us x 1000
+    log.close()
+    evs = [e for e in _read(tmp_path / "ev.jsonl") if e["event"] == "dcqcn"]
+    assert [(e["kind"], e["flow"], e["t_ns"]) for e in evs] == [
+        ("cut", "f", t0), ("increase", "f", t0 + 300_000_000)]
+    assert evs[0]["rc_bps"] == pytest.approx(40e6 * (1 - 1023 / 2048))
+    assert evs[1]["stage"] == "fast_recovery" and evs[1]["source"] == "timer"
+    # The notification point's interval comes from the same preset.
+    assert cnp_interval_ns(spec, scale) == 4_000_000
+    zhu = dataclasses.replace(spec, transport=dataclasses.replace(
+        spec.transport, dcqcn={"preset": "zhu2015"}))
+    assert cnp_interval_ns(zhu, scale) == 50_000_000
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 def test_job_spec_round_trips_through_json() -> None:
     spec = JobSpec(host="h1", ip="10.0.1.1",
                    transport=TransportSpec(scale={"slowdown": 500.0}, dcqcn={"preset": "nic"}),
@@ -60,6 +91,9 @@ def test_job_spec_round_trips_through_json() -> None:
     ({"transport": {"scale": {"slowdown": -1}}}, "transport.scale"),
     ({"transport": {"scale": {"nonsense": 1}}}, "transport.scale"),
     ({"transport": {"dcqcn": {"preset": "fast"}}}, "preset"),
+    ({"transport": {"dcqcn": {"preset": "connectx", "overrides": {"rai_bps": 1}}}},
+     "unknown parameter"),
+    ({"transport": {"dcqcn": {"presets": "connectx"}}}, "unknown key"),
 ])
 def test_invalid_job_specs_name_the_field(bad: dict[str, Any], words: str) -> None:
     d = JobSpec(host="h1", ip="10.0.1.1", flows=(_flow(),)).to_dict()

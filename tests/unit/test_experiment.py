@@ -101,8 +101,11 @@ def test_parameters_quick_profile_and_overrides() -> None:
     assert quick.bottleneck_mbps < full.bottleneck_mbps and quick.single_msgs < full.single_msgs
     p = make_params(roce_basics, quick=True,
                     overrides={"bottleneck_mbps": "2.5", "loss_per_10k": "0x10",
-                               "dcqcn_preset": "nic"})
-    assert (p.bottleneck_mbps, p.loss_per_10k, p.dcqcn_preset) == (2.5, 16, "nic")
+                               "dcqcn_preset": "zhu2015"})
+    assert (p.bottleneck_mbps, p.loss_per_10k, p.dcqcn_preset) == (2.5, 16, "zhu2015")
+    assert make_params(roce_basics, overrides={"dcqcn_preset": "nic"}).dcqcn_preset == "connectx"
+    with pytest.raises(ValueError, match="unknown DCQCN preset 'fast'"):
+        make_params(roce_basics, overrides={"dcqcn_preset": "fast"})
     assert p.single_msgs == quick.single_msgs
     with pytest.raises(ExperimentError, match="no parameter 'speed'"):
         make_params(roce_basics, overrides={"speed": "1"})
