@@ -76,7 +76,7 @@ from pathlib import Path
 from typing import Any
 
 from hosts.agent_spec import FlowSpec, JobSpec, TransportSpec, message_wire_bytes
-from hosts.roce.dcqcn import DEFAULT_PRESET, preset_name
+from hosts.roce.dcqcn import preset_name
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.net import host_addr
 from testbed.timeline import (
@@ -111,7 +111,9 @@ class Params:
     ecn_kmin: int = 4                # RED marking thresholds (packets of enqueue depth)
     ecn_kmax: int = 16
     ecn_pmax: int = 20               # percent at Kmax
-    dcqcn_preset: str = DEFAULT_PRESET   # "connectx" (mlx5 NIC) or "zhu2015" (the paper)
+    # "zhu2015" (the DCQCN paper, whose 40 Gb/s testbed this run scales) or
+    # "connectx" (mlx5 NIC defaults; hosts/roce/README.md, "DCQCN presets").
+    dcqcn_preset: str = "zhu2015"
     path_mtu: int = 1024
     sample_interval_us: int = 5000
 
