@@ -63,9 +63,11 @@ def _file_hash(path: str) -> str | None:
 
 
 def _request_key(path: str, include_dirs: tuple[str, ...],
-                 defines: Mapping[str, object] | None) -> str:
+                 defines: Mapping[str, object] | None, trace: bool = False) -> str:
     h = hashlib.sha256()
     h.update(compiler_version().encode())
+    if trace:
+        h.update(b"trace")
     h.update(os.path.abspath(path).encode())
     h.update(Path(path).read_bytes())
     h.update(json.dumps([os.path.abspath(d) for d in include_dirs]).encode())
@@ -99,15 +101,17 @@ def _cache_store(key: str, files: Iterable[str], source: str) -> None:
 
 
 def generate_source(path: str | os.PathLike[str], include_dirs: Iterable[str | os.PathLike[str]] = (),
-                    defines: Mapping[str, object] | None = None) -> tuple[str, list[str]]:
-    """Run the compiler (no cache): (generated source, files read)."""
+                    defines: Mapping[str, object] | None = None,
+                    trace: bool = False) -> tuple[str, list[str]]:
+    """Run the compiler (no cache): (generated source, files read).
+    ``trace``: generate the per-packet trace calls (``--log-level debug``)."""
     from .backend.pygen import generate
     from .frontend import parse_file
     from .midend import check
 
     prog = parse_file(path, include_dirs, defines)
     checked = check(prog)
-    return generate(checked), list(prog.files)
+    return generate(checked, trace), list(prog.files)
 
 
 def load_source(source: str, name: str) -> types.ModuleType:
@@ -123,17 +127,18 @@ def load_source(source: str, name: str) -> types.ModuleType:
 
 def compile_program(path: str | os.PathLike[str], include_dirs: Iterable[str | os.PathLike[str]] = (),
                     defines: Mapping[str, object] | None = None,
-                    use_cache: bool = True) -> types.ModuleType:
+                    use_cache: bool = True, trace: bool = False) -> types.ModuleType:
     """Compile the P4 program at ``path`` to a loaded module (``INFO``,
-    ``make_program``, ``SOURCE``); raises ``P4Error`` on errors."""
+    ``make_program``, ``SOURCE``); raises ``P4Error`` on errors. ``trace``:
+    with per-packet trace calls (for a switch logging at debug level)."""
     p = os.fspath(path)
     if not os.path.isfile(p):
         raise P4Error(Location(p, 0, 0), "no such P4 source file")
     incs = tuple(os.fspath(d) for d in include_dirs)
-    key = _request_key(p, incs, defines)
+    key = _request_key(p, incs, defines, trace)
     source = _cache_lookup(key) if use_cache else None
     if source is None:
-        source, files = generate_source(p, incs, defines)
+        source, files = generate_source(p, incs, defines, trace)
         if use_cache:
             _cache_store(key, files, source)
     stem = Path(p).stem

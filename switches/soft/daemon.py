@@ -104,7 +104,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--control-port", type=int, default=9090,
                    help="TCP port of the control server on 127.0.0.1 (0: any free port)")
     p.add_argument("--log", help="log file (default: stderr)")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"],
+                   help="debug: also a per-packet trace in the order of BMv2's -L debug "
+                        "(parser states, tables hit/miss and actions, egress port and queue)")
     p.add_argument("--pcap-dir", help="write <ifname>_in.pcap / <ifname>_out.pcap here")
     p.add_argument("--priority-queues", type=int, default=1,
                    help="egress queues per port, strict priority (as simple_switch)")
@@ -364,7 +366,7 @@ def _compile(args: argparse.Namespace) -> ProgramModule:
 
     try:
         return compile_program(args.program, include_dirs=tuple(args.include_dirs),
-                               defines=_defines(args))
+                               defines=_defines(args), trace=args.log_level == "debug")
     except P4Error as e:
         raise StartupError(3, f"compile error: {e}") from e
 
@@ -402,8 +404,10 @@ def load_switch(args: argparse.Namespace) -> SoftSwitch:
         module = _compile(args)
     log.info("%s %s in %.2f s (backend %s, %s)", "loaded" if args.generated else "compiled",
              args.program, time.monotonic() - t0, args.backend, sys.version.split()[0])
+    # --log-level debug: the per-packet trace (runtime/trace.py), BMv2's -L debug
     return SoftSwitch(module, priority_queues=args.priority_queues, now_us=now_us,
-                      log=logging.getLogger("softswitch.pipeline"))
+                      log=logging.getLogger("softswitch.pipeline"),
+                      trace=args.log_level == "debug")
 
 
 def _apply_cli_file(daemon: SwitchDaemon, path: str) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 __all__ = ["generate"]
 
 
-def generate(checked: Any) -> str:
+def generate(checked: Any, trace: bool = False) -> str:
     from .pygen import generate as _generate
 
-    return _generate(checked)
+    return _generate(checked, trace)

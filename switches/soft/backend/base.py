@@ -24,9 +24,11 @@ from .emitter import Emitter
 class GenBase(Emitter, metaclass=ABCMeta):
     """Program-wide state and naming; the parts' entry points into each other."""
 
-    def __init__(self, checked: Any) -> None:
+    def __init__(self, checked: Any, trace: bool = False) -> None:
         super().__init__()
         self.checked = checked
+        self.trace = trace  # emit per-packet trace calls (see pygen.generate)
+        self.trace_parser = "parser"  # BMv2's name of the (one, flattened) parser
         self.program: ir.Program = checked.program
         self.env: dict[int, str] = {}
         self.classes: dict[str, str] = {}  # struct-like type name -> class name
@@ -79,6 +81,11 @@ class GenBase(Emitter, metaclass=ABCMeta):
             return self.errors.index(name)
         except ValueError:
             raise P4Error(loc, f"unknown error '{name}'") from None
+
+    def trace_line(self, msg: str) -> None:
+        """A trace call (debug log line ``msg``, a Python expression) if tracing."""
+        if self.trace:
+            self.w(f"_trace(st, {msg})")
 
     # -- naming --------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from .common import (
     ERR_PACKET_TOO_SHORT,
     ERR_STACK_OOB,
     base_t,
+    expr_text,
     fname,
     from_unsigned,
     ident,
@@ -321,6 +322,18 @@ class HeaderGen(GenBase):
         a(f"_U_{cls} = _S_{cls}.unpack_from")
         a(f"_P_{cls} = _S_{cls}.pack")
 
+    @staticmethod
+    def instance_name(target: ir.Expr, member: str | None = None) -> str:
+        """BMv2's name of a header instance: the path below the headers
+        parameter (``hdr.ipv4`` -> ``ipv4``)."""
+        text = expr_text(target) + (f".{member}" if member else "")
+        return text.split(".", 1)[1] if "." in text else text
+
+    @staticmethod
+    def code_instance(code: str) -> str:
+        """The same for generated code (``hdr_3.ipv4`` -> ``ipv4``)."""
+        return code.split(".", 1)[1].replace(".e[", "[") if "." in code else code
+
     def header_bytes(self, t: Any, code: str) -> str:
         """Code of the size in bytes of header ``code`` of type ``t`` on the wire."""
         fixed = 0
@@ -411,6 +424,8 @@ class HeaderGen(GenBase):
             self.w(f"    raise ParserError({ERR_PACKET_TOO_SHORT})")
             self.w(f"{L}._ext(pkt, off)")
             self.w(f"off += {nb}")
+        if self.trace:
+            self.trace_line(repr(f"Extracting header '{self.instance_name(target, union_member)}'"))
         if union_member is not None:
             for f in utype.fields:
                 if f.name != union_member:
@@ -475,6 +490,8 @@ class HeaderGen(GenBase):
         if isinstance(t, T.Header):
             self.class_of(t, loc)
             self.w(f"if {code}._valid:")
+            if self.trace:
+                self.w(f"    _trace(st, {repr(f'Deparsing header {self.code_instance(code)!r}')})")
             self.w(f"    {out}.append({code}._emit())")
         elif isinstance(t, T.HeaderUnion):
             for f in t.fields:

@@ -13,6 +13,7 @@ from .common import (
     base_t,
     is_simple_const,
     is_simple_name,
+    scalar_width,
     unsigned,
 )
 from .statements import StatementGen
@@ -93,6 +94,7 @@ class ParserGen(StatementGen):
     def gen_state(self, s: ir.ParserState, states: dict[str, ir.ParserState],
                   ids: dict[str, int], sv: str, inline_ok: set[str], active: set[str]) -> None:
         self.w(f"# state {s.name} ({s.loc.file.rsplit('/', 1)[-1]}:{s.loc.line})")
+        self.trace_line(repr(f"Parser '{self.trace_parser}' entering state '{s.name}'"))
         active = active | {s.name}
         saved = dict(self.env)
         self.stmts(s.stmts)
@@ -126,6 +128,12 @@ class ParserGen(StatementGen):
                     tmp = self.fresh("k")
                     self.w(f"{tmp} = {code}")
                     kv.append(tmp)
+            if self.trace:
+                # BMv2: the key's bytes in hex
+                parts = " + ".join(
+                    f"format({unsigned(k, t)}, '0{(scalar_width(t, s.loc) + 7) // 8 * 2}x')"
+                    for k, t in zip(kv, kt, strict=False))
+                self.trace_line(f"{f'Parser state {s.name!r}: key is '!r} + {parts or repr('')}")
             first = True
             has_default = False
             for c in tr.cases:

@@ -40,9 +40,14 @@ from typing import Any
 from .v1model import V1ModelGen as Gen
 
 
-def generate(checked: Any) -> str:
-    """Python source of the module for a checked program (see module doc)."""
-    return Gen(checked).generate()
+def generate(checked: Any, trace: bool = False) -> str:
+    """Python source of the module for a checked program (see module doc).
+    ``trace``: the code also reports, per packet, the parser states it
+    enters, the headers it extracts and emits and the tables it applies
+    (``rt.trace``/``rt.trace_table``: the debug log); without it the
+    generated code has no trace calls at all, so tracing costs nothing when
+    off."""
+    return Gen(checked, trace).generate()
 
 
 __all__ = ["generate", "Gen"]

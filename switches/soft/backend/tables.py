@@ -224,6 +224,8 @@ class TableGen(ParserGen):
             self.w(f"{a}, {dd}, {h} = {tv}.apply({key}, [{', '.join(sel)}])")
         else:
             self.w(f"{a}, {dd}, {h} = {tv}.apply({key})")
+        if self.trace:
+            self.w(f"_trace_table(st, {tv}, {a}, {dd}, {h})")
         first = True
         for ref in d.actions:
             ad = self.action_decl(ref)

@@ -521,6 +521,9 @@ class V1ModelGen(TableGen):
         a("")
         a("")
         a("def make_program(rt):")
+        if self.trace:
+            a("    _trace = rt.trace")
+            a("    _trace_table = rt.trace_table")
         for b in self.bindings:
             a("    " + b)
         a("")

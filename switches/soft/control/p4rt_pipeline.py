@@ -326,20 +326,23 @@ class LoadedProgram:
 
 
 def compile_with_headers(path: str, include_dirs: Iterable[str] = (),
-                         defines: Mapping[str, object] | None = None) -> LoadedProgram:
-    """Compile ``path`` and find its controller headers (raises P4Error)."""
+                         defines: Mapping[str, object] | None = None,
+                         trace: bool = False) -> LoadedProgram:
+    """Compile ``path`` and find its controller headers (raises P4Error);
+    ``trace``: with the per-packet trace calls (a switch logging at debug)."""
     from switches.soft.compiler import compile_program
     from switches.soft.frontend import parse_file
     from switches.soft.midend import check
 
     incs = tuple(include_dirs)
-    module = compile_program(path, incs, defines)
+    module = compile_program(path, incs, defines, trace=trace)
     prog = parse_file(path, incs, defines)
     check(prog)
     return LoadedProgram(module, controller_headers(prog), path)
 
 
-def load_device_config(data: bytes, include_dirs: Iterable[str], workdir: str) -> LoadedProgram:
+def load_device_config(data: bytes, include_dirs: Iterable[str], workdir: str,
+                       trace: bool = False) -> LoadedProgram:
     """Compile the program a device config names or carries (see the module
     docstring). Raises P4RTError(INVALID_ARGUMENT) on anything unusable."""
     from switches.soft.frontend.source import P4Error
@@ -382,7 +385,7 @@ def load_device_config(data: bytes, include_dirs: Iterable[str], workdir: str) -
                 f.write(data)
             os.replace(tmp, path)
     try:
-        return compile_with_headers(path, incs, defines)
+        return compile_with_headers(path, incs, defines, trace)
     except P4Error as e:
         raise invalid(f"the P4 program does not compile: {e}") from None
     except P4RTError:

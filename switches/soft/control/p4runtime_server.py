@@ -388,7 +388,8 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         return pb.SetForwardingPipelineConfigResponse()
 
     def _candidate(self, config: Any) -> Pipeline:
-        loaded = load_device_config(config.p4_device_config, self.include_dirs, self.workdir)
+        loaded = load_device_config(config.p4_device_config, self.include_dirs, self.workdir,
+                                    trace=self.sw.tracer is not None)
         cookie = config.cookie.cookie if config.HasField("cookie") else None
         p4info = config.p4info if config.HasField("p4info") else None
         return pipeline_for(p4info, loaded, bytes(config.p4_device_config), cookie)

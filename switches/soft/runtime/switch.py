@@ -3,8 +3,11 @@
 API (what the daemon, the control server and the STF runner use)::
 
     sw = SoftSwitch(program_module, priority_queues=1, now_us=None, log=None,
-                    drop_port=511, max_loops=32, seed=None, digest_handler=None)
-                                      # digest_handler(receiver, type name, values)
+                    drop_port=511, max_loops=32, seed=None, digest_handler=None,
+                    trace=False)
+                                      # digest_handler(receiver, type name, values);
+                                      # trace: the per-packet debug log (runtime/trace.py;
+                                      # full with a module compiled with trace=True)
     sw.receive(port, data)            # ingress (+ resubmit/clone/replication), enqueue in the TM
     sw.dequeue_ready() -> [(port, frame), ...]
                                       # egress for every packet the TM releases now
@@ -88,6 +91,7 @@ from switches.soft.runtime.externs import (
 from switches.soft.runtime.pre import MirroringSessions, MirrorSession, ReplicationEngine
 from switches.soft.runtime.tables import Table
 from switches.soft.runtime.tm import QueueMeta, TrafficManager
+from switches.soft.runtime.trace import PacketTracer
 
 NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
 
@@ -123,6 +127,7 @@ class SoftSwitch:
                  log: logging.Logger | None = None, drop_port: int = 511,
                  max_loops: int = 32, seed: int | None = None,
                  digest_handler: Callable[[int, str, dict[str, int]], None] | None = None,
+                 trace: bool = False,
                  ) -> None:
         self.module = program_module
         self.info: ProgramInfo = program_module.INFO
@@ -136,6 +141,7 @@ class SoftSwitch:
         self.rng = _random.Random(seed)
         self.hashes = HashEngine(self.rng)
         self.digest_handler = digest_handler
+        self.tracer = PacketTracer(self.log, drop_port) if trace else None
         self.digests: deque[tuple[int, str, dict[str, int]]] = deque(maxlen=1024)
 
         self.pre = ReplicationEngine()
@@ -190,6 +196,8 @@ class SoftSwitch:
                 (self.module, self.info, self.tables, self.registers, self.counters,
                  self.meters) = old
             raise
+        if self.tracer is not None:
+            self.tracer.wrap(program)
         self.program = program
         self.hashes.set_calculations(info.calculations)
         self._counted_tables = [t for t in tables.values() if t.has_counter]
@@ -284,6 +292,16 @@ class SoftSwitch:
 
     def now_us(self) -> int:
         return int(self._clock()) - self._t0
+
+    def trace(self, st: PacketState, msg: str) -> None:
+        """A debug-log line of a traced program (compiled with trace=True)."""
+        if self.tracer is not None:
+            self.tracer.line(st, msg)
+
+    def trace_table(self, st: PacketState, table: Table, action: str, data: tuple[int, ...],
+                    hit: bool) -> None:
+        if self.tracer is not None:
+            self.tracer.table(st, table, action, data, hit)
 
     def log_msg(self, fmt: str, args: list[Any]) -> None:
         self.log.info("log_msg: %s", format_log_msg(fmt, args))
