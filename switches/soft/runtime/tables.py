@@ -149,8 +149,6 @@ class Table:
         self.default_action = info.default_action
         self.default_args = tuple(info.default_args)
         self.last_hit: Entry | None = None
-        self.hits = 0
-        self.misses = 0
         self._install_const_entries(info.entries)
 
     # -- lookup -------------------------------------------------------------
@@ -160,9 +158,7 @@ class Table:
         e = self.lookup(key)
         self.last_hit = e
         if e is None:
-            self.misses += 1
             return self.default_action, self.default_args, False
-        self.hits += 1
         if self.has_counter:
             e.packets += 1
             e.bytes += self.current_length
@@ -177,11 +173,9 @@ class Table:
         prof = self.profile
         assert prof is not None
         if e is None:
-            self.misses += 1
             mh, gh = self.default_member, self.default_group
             hit = False
         else:
-            self.hits += 1
             if self.has_counter:
                 e.packets += 1
                 e.bytes += self.current_length
@@ -200,9 +194,7 @@ class Table:
         e = self._exact.get(key)
         self.last_hit = e
         if e is None:
-            self.misses += 1
             return self.default_action, self.default_args, False
-        self.hits += 1
         if self.has_counter:
             e.packets += 1
             e.bytes += self.current_length
@@ -214,13 +206,11 @@ class Table:
             e = by_value.get(v & mask)
             if e is not None:
                 self.last_hit = e
-                self.hits += 1
                 if self.has_counter:
                     e.packets += 1
                     e.bytes += self.current_length
                 return e.action, e.args, True
         self.last_hit = None
-        self.misses += 1
         return self.default_action, self.default_args, False
 
     # set by the switch before each packet's pipeline (bytes for direct counters)
