@@ -27,6 +27,9 @@ Events are JSON lines ``{"event": ..., "t_ns": CLOCK_MONOTONIC ns, "host": ...}`
   rc_bps, rt_bps, alpha; cuts also rc_before_bps and ``deferred`` (held to the
   end of a rate-reduce monitor period); increases also ``stage``
   fast_recovery|additive|hyper, ``source`` timer|bytes and both stage counters)
+- ``priority`` (a ReFlex flexible sender switched priority: low, budgets, fair
+  share); its ``rate`` samples also carry dscp, low, b_alpha, b_r,
+  fair_share_bps and delivered
 - ``cnp_rx`` (sender, each CNP, with the rate after it), ``cnp_tx`` (receiver,
   CNPs sent since the last check), ``retransmit`` (sender: packets resent,
   RTOs and NAKs since the last check)
@@ -61,6 +64,7 @@ import numpy as np
 from hosts.agent_spec import CollectiveSpec, FlowSpec, JobSpec, SpecError
 from hosts.commlib import Communicator, FileRendezvous, split
 from hosts.commlib.communicator import CollectiveOp
+from hosts.reflex import Cycle, FlexibleFlow, FlexibleParams
 from hosts.roce import Scale
 from hosts.roce.constants import ROCE_UDP_PORT, tag_sport
 from hosts.roce.dcqcn import DEFAULT_PRESET, Dcqcn, DcqcnParams
@@ -259,6 +263,10 @@ class _Flow:
         self.t_end = 0
         self.next_post_ns = 0
         self._seen = {"cnps_sent": 0, "retransmits": 0, "rto": 0, "naks_rcvd": 0}
+        self.flex: FlexibleFlow | None = None
+        self.low_dscp = 0
+        if self.sender:
+            self.qp.dscp = spec.dscp
 
     def info(self) -> dict[str, Any]:
         return {"ip": self.agent.spec.ip, "port": ROCE_UDP_PORT, "qpn": self.qp.qp_num,
@@ -284,13 +292,48 @@ class _Flow:
 
     def start(self, t: int) -> None:
         self.t_start = t
-        self.next_post_ns = t
+        self.next_post_ns = t + int(self.spec.start_delay_s * 1e9)
         self.agent.log.emit("flow_start", t_ns=t, flow=self.name, role=self.spec.role,
                             qpn=self.qp.qp_num, peer_ip=self.spec.peer_ip,
                             msg_bytes=self.spec.msg_bytes, count=self.spec.count,
                             sport=self.qp.sport, job_id=self.spec.job_id)
         if self.sender:
+            f = self.spec.flexible
+            if f is not None:
+                cycle = Cycle(t_int_ns=int(float(f["t_int_us"]) * 1000),
+                              warmup=int(f.get("warmup", 1)), measure=int(f.get("measure", 1)),
+                              exploit=int(f.get("exploit", 3)))
+                self.flex = FlexibleFlow(FlexibleParams(alpha=float(f["alpha"]), r=1.0,
+                                                        size=self.spec.total_bytes),
+                                         cycle, start_ns=self.next_post_ns)
+                self.low_dscp = int(f.get("low_dscp", 8))
             self._post_more(t)
+
+    def delivered_bytes(self) -> int:
+        """Payload the receiver acknowledged: exact when the message size is a
+        multiple of the path MTU (every packet full), else an upper bound."""
+        return min(self.qp.stats["acked_pkts"] * self.agent.spec.transport.path_mtu,
+                   self.spec.total_bytes)
+
+    def _flexible(self, now: int) -> None:
+        """ReFlex: account the bytes delivered, pick the next packets' priority."""
+        flex = self.flex
+        assert flex is not None
+        if now < flex.start_ns:
+            return
+        was_low = flex.low
+        d = flex.update(now, self.delivered_bytes())
+        if d.low != was_low:
+            self.qp.dscp = self.low_dscp if d.low else self.spec.dscp
+            self.agent.log.emit("priority", t_ns=now, flow=self.name, low=d.low,
+                                b_alpha=flex.b_alpha, b_r=flex.b_r,
+                                fair_share_bps=flex.fair_share_bps)
+
+    def next_wake(self, now: int) -> int | None:
+        """When the flexible logic must look again (the next phase boundary)."""
+        if self.flex is None or self.done:
+            return None
+        return max(now, self.flex.cycle.next_boundary(max(now, self.flex.start_ns - 1)))
 
     # -- application loop ------------------------------------------------------
     def _post_more(self, now: int) -> None:
@@ -329,6 +372,8 @@ class _Flow:
         if self.completed >= self.spec.count:
             self._finish(now)
         elif self.sender:
+            if self.flex is not None:
+                self._flexible(now)
             self._post_more(now)
 
     def _counters(self, now: int) -> None:
@@ -358,11 +403,18 @@ class _Flow:
                 rt_bps=getattr(inner, "rt", self.rc.rate_bps), alpha=getattr(inner, "alpha", None),
                 tx_bytes=st["tx_bytes"], tx_pkts=st["tx_pkts"], retransmits=st["retransmits"],
                 completed=self.completed, late_sends=lat.late_sends, sends=lat.sends,
-                late_max_s=lat.max_s)
+                late_max_s=lat.max_s, dscp=self.qp.dscp, **self._flex_state())
         else:
             self.agent.log.emit("rx", t_ns=now, flow=self.name, rx_bytes=st["rx_bytes"],
                                 rx_pkts=st["rx_pkts"], ce_pkts=st["ce_pkts"],
                                 cnps_sent=st["cnps_sent"], completed=self.completed)
+
+    def _flex_state(self) -> dict[str, Any]:
+        f = self.flex
+        if f is None:
+            return {}
+        return {"low": f.low, "b_alpha": f.b_alpha, "b_r": f.b_r,
+                "fair_share_bps": f.fair_share_bps, "delivered": self.delivered_bytes()}
 
     def _finish(self, now: int) -> None:
         self.done = True
@@ -376,6 +428,8 @@ class _Flow:
             state = getattr(self.rc.inner, "state", None)
             extra["dcqcn"] = state() if callable(state) else None
             extra["cnps_rcvd"] = self.rc.cnps
+            if self.flex is not None:
+                extra["flexible"] = {"low_s": self.flex.low_ns / 1e9, **self._flex_state()}
         else:
             extra["bytes_ok"] = bytes(self.buf) == flow_pattern(self.spec)
         self.agent.log.emit("flow_end", t_ns=now, flow=self.name, role=self.spec.role,
@@ -581,8 +635,12 @@ class Agent:
             if all(w.done for w in works):
                 wake = min(wake, next_done_check)
             for w in works:
-                if isinstance(w, _Flow) and w.sender and not w.done and w.spec.rate_bps:
-                    wake = min(wake, max(w.next_post_ns, now))
+                if isinstance(w, _Flow) and w.sender and not w.done:
+                    if w.spec.rate_bps or w.posted == 0:
+                        wake = min(wake, max(w.next_post_ns, now))
+                    nw = w.next_wake(now)
+                    if nw is not None:
+                        wake = min(wake, nw)
             if dl is None or dl > wake:
                 dl = wake
             if isinstance(dl, int) and dl > now:

@@ -118,10 +118,22 @@ class FlowSpec:
     seed: int = 0
     job_id: int = 0
     step: int = 0                   # flow tag: UDP source port tag_sport(step)
+    start_delay_s: float = 0.0      # the sender posts its first message this long after the start
+    dscp: int = 0                   # DSCP of the data packets (the switch's priority class)
+    # A ReFlex flexible flow (sender only): {"alpha", "r", "t_int_us", "warmup",
+    # "measure", "exploit", "low_dscp"}; its data packets carry ``low_dscp`` while
+    # the flow is at low priority and ``dscp`` otherwise (hosts.reflex).
+    flexible: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.flow or "/" in self.flow:
             raise SpecError(f"flow name {self.flow!r} must be non-empty without '/'")
+        if self.start_delay_s < 0:
+            raise SpecError(f"flow {self.flow}: start_delay_s must be >= 0")
+        if not 0 <= self.dscp <= 63:
+            raise SpecError(f"flow {self.flow}: dscp must be 0..63")
+        if self.flexible is not None:
+            self._check_flexible()
         if self.role not in ("sender", "receiver"):
             raise SpecError(f"flow {self.flow}: role must be 'sender' or 'receiver'")
         if self.msg_bytes < 1 or self.count < 1 or self.window < 1:
@@ -132,6 +144,30 @@ class FlowSpec:
             raise SpecError(f"flow {self.flow}: rate_bps must be positive")
         if not 0 <= self.job_id <= 0xFF:
             raise SpecError(f"flow {self.flow}: job_id must fit 8 bits")
+
+    def _check_flexible(self) -> None:
+        f = dict(self.flexible or {})
+        known = {"alpha", "r", "t_int_us", "warmup", "measure", "exploit", "low_dscp"}
+        if unknown := set(f) - known:
+            raise SpecError(f"flow {self.flow}: unknown flexible fields {sorted(unknown)}")
+        if self.role != "sender":
+            raise SpecError(f"flow {self.flow}: only a sender can be flexible")
+        if "alpha" not in f or "t_int_us" not in f:
+            raise SpecError(f"flow {self.flow}: flexible needs alpha and t_int_us")
+        if float(f.get("r", 1.0)) != 1.0:
+            # Ending early needs the receiver to learn where the flow stops; the
+            # agent does not carry that yet.
+            raise SpecError(f"flow {self.flow}: the agent runs flexible flows with r = 1 only")
+        if not 0 <= int(f.get("low_dscp", 8)) <= 63:
+            raise SpecError(f"flow {self.flow}: flexible.low_dscp must be 0..63")
+        from hosts.reflex import Cycle, FlexibleParams
+
+        try:
+            FlexibleParams(alpha=float(f["alpha"]), r=1.0, size=self.total_bytes)
+            Cycle(t_int_ns=int(float(f["t_int_us"]) * 1000), warmup=int(f.get("warmup", 1)),
+                  measure=int(f.get("measure", 1)), exploit=int(f.get("exploit", 3)))
+        except ValueError as e:
+            raise SpecError(f"flow {self.flow}: flexible: {e}") from e
 
     @property
     def total_bytes(self) -> int:

@@ -243,6 +243,52 @@ def test_sender_and_receiver_agents_move_and_verify_the_bytes(tmp_path: Path) ->
     assert rx[-1]["rx_bytes"] == 12 * 16384
 
 
+def test_a_flexible_sender_goes_low_once_it_has_budget(tmp_path: Path) -> None:
+    """Alone at 40 Mb/s with alpha 0.5 and T_int 20 ms (cycle 100 ms), the flow
+    has budget for an exploit phase (0.5 x R x 60 ms) 120 ms after its first
+    estimate: from then on its data packets carry the low DSCP in exploit
+    phases and the default one otherwise. It also starts after its delay."""
+    ip_a, ip_b = _loopback_ips(2)
+    common = {"flow": "flex", "msg_bytes": 32768, "count": 80, "window": 4, "seed": 3}
+    flex = {"alpha": 0.5, "t_int_us": 20000, "low_dscp": 8}
+    specs = [
+        JobSpec(host="a", ip=ip_a, transport=_transport(),
+                flows=(FlowSpec(role="sender", peer_ip=ip_b, start_delay_s=0.1, flexible=flex,
+                                **common),), timeout_s=30),
+        JobSpec(host="b", ip=ip_b, transport=_transport(),
+                flows=(FlowSpec(role="receiver", peer_ip=ip_a, **common),), timeout_s=30),
+    ]
+    results = _run_agents(tmp_path, specs)
+    assert [rc for rc, _ in results] == [0, 0], results
+    ev_a, ev_b = _events(tmp_path / "a.jsonl"), _events(tmp_path / "b.jsonl")
+    t0 = next(e for e in ev_a if e["event"] == "start")["t_ns"]
+    first = min(e["t_ns"] for e in ev_b if e["event"] == "completion")
+    assert first - t0 >= 0.1e9
+    switches = [e for e in ev_a if e["event"] == "priority"]
+    assert switches and switches[0]["low"] is True
+    assert 0 < switches[0]["fair_share_bps"] <= 40e6   # payload, at most the line rate
+    rates = [e for e in ev_a if e["event"] == "rate"]
+    assert {e["dscp"] for e in rates if e.get("low")} == {8}
+    assert {e["dscp"] for e in rates if e.get("low") is False} == {0}
+    end = next(e for e in ev_a if e["event"] == "flow_end")
+    assert end["flexible"]["low_s"] > 0
+    assert next(e for e in ev_b if e["event"] == "flow_end")["bytes_ok"] is True
+
+
+def test_flexible_specs_are_checked() -> None:
+    base = {"flow": "f", "peer_ip": "10.0.0.2", "msg_bytes": 1024, "count": 4}
+    with pytest.raises(SpecError, match="only a sender"):
+        FlowSpec(role="receiver", flexible={"alpha": 0.9, "t_int_us": 5000}, **base)
+    with pytest.raises(SpecError, match="unknown flexible fields"):
+        FlowSpec(role="sender", flexible={"alpha": 0.9, "t_int_us": 5000, "beta": 1}, **base)
+    with pytest.raises(SpecError, match="r = 1 only"):
+        FlowSpec(role="sender", flexible={"alpha": 0.9, "t_int_us": 5000, "r": 0.5}, **base)
+    with pytest.raises(SpecError, match="t_int_ns must be positive"):
+        FlowSpec(role="sender", flexible={"alpha": 0.9, "t_int_us": 0}, **base)
+    with pytest.raises(SpecError, match="dscp"):
+        FlowSpec(role="sender", dscp=64, **base)
+
+
 def test_collective_agents_give_bit_exact_sums(tmp_path: Path) -> None:
     ips = _loopback_ips(3)
     specs = [JobSpec(host=f"r{r}", ip=ip, transport=_transport(), timeout_s=30,
