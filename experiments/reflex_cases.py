@@ -1,0 +1,418 @@
+"""ReFlex use cases (Fig. 4/5): a flexible and a regular flow on one link, ReFlex vs fixed priorities.
+
+The ReFlex paper's §5 example: one 10 Gb/s link, two flows, alpha = 0.9.
+- Case 1: a long flexible flow starts first, a short regular flow later. With
+  budget built while alone, the flexible flow is at low priority in every
+  exploit phase (60% of the time at 1:1:3), so the regular flow gets
+  0.6 x 9 + 0.4 x 5 = 7.4 Gb/s.
+- Case 2: a long regular flow first, a short flexible flow later. The flexible
+  flow arrives without budget and keeps alpha of its fair share: 4.5 Gb/s.
+The comparison schemes put the flexible flow in the low queue all the time:
+absolute (strict) priority, and weighted priority (DRR) with the regular
+queue's weight 9x, 2x and 10/9x the flexible one's; "none" puts both flows in
+the high queue.
+
+Setup: h1 (flexible sender) and h2 (regular sender) send to h3 through one
+soft switch running ``switches/p4/reflex.p4``: DSCP picks one of two queues
+per port, the queues share a port by DRR (weights per scheme; ReFlex 90/10),
+and each queue marks ECN when its depth reaches K = 65 packets (466-packet
+queues), the paper's RED hard threshold. Every link and host NIC runs at
+``link_mbps``; the modelled network is the paper's, 10 Gb/s
+(``nic_gbps``), so the slowdown is nic_gbps / link_mbps and the probing
+interval T_int = 5 ms becomes 5 ms x slowdown (1.25 s at 40 Mb/s); DCQCN's
+timers stretch by the same factor. Queue sizes and thresholds are in packets
+(unscaled).
+
+Differences from the paper (README "reflex-cases" explains them):
+- Transport: RoCEv2 with DCQCN instead of DCTCP (the hosts are RoCE hosts and
+  the kernel has no DCTCP). DCQCN reacts to CNPs per 50 us interval and
+  recovers by timer-driven rate increases, so a flow returning from low
+  priority regains its fair share more slowly than DCTCP's per-RTT window
+  growth; the warmup phase (one T_int) absorbs part of that.
+- Path MTU 1024 (RoCE MTUs are powers of two and the testbed's links carry
+  1500-byte frames): packets are 1082 bytes on the wire against the paper's
+  1500, so a 65-packet queue holds 70 KB instead of 97 KB.
+- Flow sizes and head starts: the paper's 40 Gbit / 2 Gbit flows and 2 s head
+  start span 160 probing cycles, hours at this scale. The short flow keeps
+  the paper's size relative to a cycle (``short_cycles``: its volume in
+  cycles at line rate; 2 Gbit = 8 cycles of 10 Gb/s x 25 ms), the head start
+  of Case 1 is what budget the paper's rule needs for the short flow
+  (derived, not tuned), the long flow outlasts the short one.
+- The fixed schemes do not depend on the cycle, so their flows are shorter
+  (``scheme_short_intervals``) to keep the run short.
+
+Results (summary.json): ``case1.regular_rate_fraction`` and
+``case2.flexible_rate_fraction`` for ReFlex, and the same under
+``schemes.<name>`` for every scheme: the measured flow's delivered payload
+rate while both flows were active, as a fraction of the link's payload
+capacity (link rate x payload efficiency, i.e. barring header overhead as the
+paper's calculation does). For ReFlex the window is cut to whole probing
+cycles (a partial cycle would weigh high or low priority unevenly).
+``paper`` holds the paper's values (REFERENCE).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hosts.agent_spec import FlowSpec, JobSpec, TransportSpec
+from hosts.reflex.schemes import DSCP_HIGH, DSCP_LOW, PRIO_LOW, SCHEMES
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.net import host_addr
+from testbed.timeline import PhaseData, counter_points, load_phase, payload_efficiency, value_at
+
+NAME = "reflex-cases"
+PROGRAM = "switches/p4/reflex.p4"
+BOTTLENECK_PORT = 3
+QDEPTH_REGISTER = "MyEgress.qdepth_max"
+HEADLINE = ("case1.regular_rate_fraction", "case2.flexible_rate_fraction")
+
+# The paper's values for this experiment's keys (§5, Fig. 3/4: rates while both
+# flows are active, as fractions of the 10 Gb/s link).
+REFERENCE: dict[str, float] = {
+    "case1.regular_rate_fraction": 0.74,
+    "case2.flexible_rate_fraction": 0.45,
+    "schemes.none.case1.regular_rate_fraction": 0.5,
+    "schemes.none.case2.flexible_rate_fraction": 0.5,
+    "schemes.absolute.case1.regular_rate_fraction": 1.0,
+    "schemes.absolute.case2.flexible_rate_fraction": 0.0,
+    "schemes.weighted-9:1.case1.regular_rate_fraction": 0.9,
+    "schemes.weighted-9:1.case2.flexible_rate_fraction": 0.1,
+    "schemes.weighted-2:1.case1.regular_rate_fraction": 2 / 3,
+    "schemes.weighted-2:1.case2.flexible_rate_fraction": 1 / 3,
+    "schemes.weighted-10:9.case1.regular_rate_fraction": 10 / 19,
+    "schemes.weighted-10:9.case2.flexible_rate_fraction": 9 / 19,
+}
+ACCEPT_REL = 0.10   # ReFlex's two fractions must be within 10% of the paper's
+
+
+@dataclass(frozen=True)
+class Params:
+    link_mbps: float = 40.0          # every switch port and host NIC
+    nic_gbps: float = 10.0           # the paper's links; sets the slowdown
+    t_int_us: float = 5000.0         # probing interval of the modelled network (paper: 5 ms)
+    warmup: int = 1                  # phases in intervals (paper: 1:1:3)
+    measure: int = 1
+    exploit: int = 3
+    alpha: float = 0.9
+    queue_pkts: int = 466            # per queue (paper)
+    ecn_k_pkts: int = 65             # RED hard marking threshold (paper)
+    # The later (short) flow's volume in cycles at line rate (paper: 2 Gbit = 8
+    # cycles of 10 Gb/s x 25 ms), per case.
+    case1_short_cycles: float = 8.0
+    case2_short_cycles: float = 8.0
+    case2_head_cycles: float = 1.0   # the regular flow alone before the flexible one
+    scheme_short_intervals: float = 2.0  # fixed schemes: short flow volume, intervals at line rate
+    scheme_head_intervals: float = 1.0   # fixed schemes: the first flow alone
+    schemes: str = "reflex,none,absolute,weighted-9:1,weighted-2:1,weighted-10:9"
+    msg_bytes: int = 65536
+    window: int = 8                  # outstanding messages per QP
+    path_mtu: int = 1024             # the testbed's links have a 1500-byte MTU
+    dcqcn_preset: str = "paper"
+    # RoCE's retransmission timer (modelled us). The low queue drains at 10% of
+    # the link: 466 packets wait ~4 ms there, and RoCE's go-back-N timer does not
+    # back off as TCP's does (the paper's DCTCP: min RTO 1 ms, exponential
+    # backoff), so a shorter timer retransmits packets that are only queued, and
+    # 7 unanswered timeouts end the connection (absolute priority starves the
+    # flexible flow for ~5 ms).
+    rto_us: float = 4000.0
+    sample_interval_us: int = 20000
+
+    @classmethod
+    def quick(cls) -> Params:
+        # Case 2 needs the flexible flow long enough to spend budget at least
+        # once (about 27 intervals of surplus at alpha 0.9): 4 cycles.
+        return cls(case1_short_cycles=2.0, case2_short_cycles=4.0)
+
+    def __post_init__(self) -> None:
+        if self.link_mbps <= 0 or self.nic_gbps <= 0 or self.t_int_us <= 0:
+            raise ValueError("link_mbps, nic_gbps and t_int_us must be positive")
+        if not 0 < self.alpha <= 1:
+            raise ValueError("alpha must be in (0, 1]")
+        if not 0 < self.ecn_k_pkts < self.queue_pkts:
+            raise ValueError("need 0 < ecn_k_pkts < queue_pkts")
+        unknown = set(self.scheme_list) - set(SCHEMES)
+        if unknown or not self.scheme_list:
+            raise ValueError(f"schemes: unknown {sorted(unknown)}; known: {', '.join(SCHEMES)}")
+        if self.path_mtu > 1024:
+            raise ValueError("path_mtu above 1024 does not fit the links' 1500-byte frames")
+        if self.msg_bytes % self.path_mtu:
+            raise ValueError("msg_bytes must be a multiple of path_mtu (whole packets)")
+        if min(self.case1_short_cycles, self.case2_short_cycles,
+               self.scheme_short_intervals) <= 0:
+            raise ValueError("flow sizes must be positive")
+
+    @property
+    def scheme_list(self) -> list[str]:
+        return [s.strip() for s in self.schemes.split(",") if s.strip()]
+
+    @property
+    def link_bps(self) -> float:
+        return self.link_mbps * 1e6
+
+    @property
+    def slowdown(self) -> float:
+        return self.nic_gbps * 1e9 / self.link_bps
+
+    @property
+    def t_int_s(self) -> float:
+        """One probing interval on the testbed's clock."""
+        return self.t_int_us * 1e-6 * self.slowdown
+
+    @property
+    def cycle_intervals(self) -> int:
+        return self.warmup + self.measure + self.exploit
+
+    @property
+    def payload_bps(self) -> float:
+        return self.link_bps * payload_efficiency(self.msg_bytes, self.path_mtu)
+
+
+# ---------------------------------------------------------------------------
+# sizes, from the paper's rules
+
+
+def case1_head_intervals(p: Params) -> float:
+    """Intervals the flexible flow must run alone so that, by the paper's rule,
+    it can be low in every exploit phase while the short regular flow runs.
+
+    Alone it gains (1 - alpha) x R per interval once it has its first estimate
+    (after the first warmup + measure, plus up to one cycle to synchronize).
+    Beside the regular flow (fair share R/2, 10% at low priority) a cycle costs
+    exploit x (alpha/2 - 0.1) - (warmup + measure) x (1 - alpha)/2 of R x T_int,
+    and each exploit phase needs alpha x R/2 x exploit in hand. The short flow
+    at the paper's 0.6 x 0.9 + 0.4 x 0.5 lasts short volume / 0.74."""
+    a, w, m, e = p.alpha, p.warmup, p.measure, p.exploit
+    cycle = p.cycle_intervals
+    short_rate = (e * 0.9 + (w + m) * 0.5) / cycle
+    n = math.ceil(p.case1_short_cycles / short_rate) + 1   # cycles to cover
+    per_cycle = e * (a / 2 - 0.1) - (w + m) * (1 - a) / 2
+    need = a / 2 * e + max(0, n - 1) * per_cycle
+    gain = max(1e-9, 1 - a)
+    return need / gain + (w + m) + cycle   # + first estimate + synchronization
+
+
+def _volume(p: Params, intervals: float) -> int:
+    """Bytes of payload the link carries in ``intervals`` at line rate, whole messages."""
+    b = p.payload_bps / 8 * intervals * p.t_int_s
+    return max(1, math.ceil(b / p.msg_bytes))
+
+
+def _transport(p: Params) -> TransportSpec:
+    return TransportSpec(scale={"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9,
+                                "rto_us": p.rto_us},
+                         dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
+                         sample_interval_us=p.sample_interval_us)
+
+
+def _flexible(p: Params) -> dict[str, Any]:
+    return {"alpha": p.alpha, "t_int_us": p.t_int_us * p.slowdown, "warmup": p.warmup,
+            "measure": p.measure, "exploit": p.exploit, "low_dscp": DSCP_LOW}
+
+
+def _case(p: Params, scheme: str, case: int) -> tuple[dict[str, JobSpec], float]:
+    """Jobs of one case under one scheme, and the expected duration (s)."""
+    s = SCHEMES[scheme]
+    if s.flexible == "reflex":
+        head = case1_head_intervals(p) if case == 1 else p.case2_head_cycles * p.cycle_intervals
+        short = (p.case1_short_cycles if case == 1 else p.case2_short_cycles) * p.cycle_intervals
+    else:
+        head, short = p.scheme_head_intervals, p.scheme_short_intervals
+    # The long flow outlasts the short one under every scheme that lets the
+    # short one finish: in Case 1 the flexible flow sends at most as much as
+    # the regular one while both are active, in Case 2 the regular flow at
+    # most 1.2x the flexible one under ReFlex (it may end first under the
+    # schemes that starve the flexible flow: the window then ends with it).
+    long_iv = head + (1.0 if case == 1 else 1.5) * short + 1
+    first, later = ("flex", "regular") if case == 1 else ("regular", "flex")
+    counts = {first: _volume(p, long_iv), later: _volume(p, short)}
+    delay = {first: 0.0, later: head * p.t_int_s}
+    hosts = {"flex": 1, "regular": 2}
+    per_host: dict[int, list[FlowSpec]] = {}
+    for k, flow in enumerate(("flex", "regular")):
+        snd = hosts[flow]
+        extra: dict[str, Any] = {"start_delay_s": delay[flow]}
+        if flow == "flex":
+            extra["dscp"] = DSCP_LOW if s.flexible == "low" else DSCP_HIGH
+            if s.flexible == "reflex":
+                extra["flexible"] = _flexible(p)
+        common: dict[str, Any] = {"flow": flow, "msg_bytes": p.msg_bytes, "count": counts[flow],
+                  "window": p.window, "seed": 100 + 10 * case + k}
+        per_host.setdefault(snd, []).append(FlowSpec(role="sender", peer_ip=host_addr(3).ip,
+                                                     **common, **extra))
+        per_host.setdefault(3, []).append(FlowSpec(role="receiver", peer_ip=host_addr(snd).ip,
+                                                   **common))
+    t = _transport(p)
+    # Worst case: the later flow starved until the first one ends, both at line rate.
+    expected = (head + (counts["flex"] + counts["regular"]) * p.msg_bytes * 8
+                / p.payload_bps / p.t_int_s) * p.t_int_s
+    jobs = {f"h{i}": JobSpec(host=f"h{i}", ip=host_addr(i).ip, transport=t, flows=tuple(fl),
+                             timeout_s=2 * expected + 60)
+            for i, fl in sorted(per_host.items())}
+    return jobs, expected
+
+
+def phase_name(scheme: str, case: int) -> str:
+    return f"case{case}-{scheme}"
+
+
+def plan(p: Params) -> RunPlan:
+    topo = Topology(
+        n_hosts=3, program=PROGRAM, priority_queues=2, qdepth_register=QDEPTH_REGISTER,
+        packet_bytes=p.path_mtu + 58,
+        commands=(
+            f"set_port_rate_bps {int(p.link_bps)}",
+            f"set_queue_depth {p.queue_pkts}",
+            f"table_set_default MyEgress.ecn_config MyEgress.set_ecn_threshold {p.ecn_k_pkts}",
+            f"table_add MyIngress.dscp_priority MyIngress.set_priority {DSCP_LOW} => {PRIO_LOW}",
+        ))
+    phases = []
+    for scheme in p.scheme_list:
+        for case in (1, 2):
+            jobs, expected = _case(p, scheme, case)
+            phases.append(PhasePlan(
+                phase_name(scheme, case), jobs,
+                commands=(SCHEMES[scheme].switch_line(BOTTLENECK_PORT),),
+                timeout_s=2 * expected + 60, watch_ports=(BOTTLENECK_PORT,),
+                notes=f"{SCHEMES[scheme].description}; case {case}: "
+                      + ("long flexible first, short regular later" if case == 1
+                         else "long regular first, short flexible later")))
+    return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
+                   info={"bottleneck_port": BOTTLENECK_PORT, "link_bps": p.link_bps,
+                         "slowdown": p.slowdown, "t_int_s": p.t_int_s,
+                         "cycle_s": p.t_int_s * p.cycle_intervals,
+                         "case1_head_intervals": case1_head_intervals(p),
+                         "reference": REFERENCE})
+
+
+# ---------------------------------------------------------------------------
+# analysis
+
+
+def _params(run_dir: Path) -> Params:
+    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
+    known = {f.name for f in dataclasses.fields(Params)}
+    return Params(**{k: v for k, v in d.items() if k in known})
+
+
+def _delivered(data: PhaseData, flow: str) -> list[tuple[float, float]]:
+    return counter_points(data.flow_events(flow, "rx"), "rx_bytes")
+
+
+def _first_rx_s(pts: list[tuple[float, float]]) -> float:
+    for i, (_t, v) in enumerate(pts):
+        if v > 0:
+            return pts[max(0, i - 1)][0]
+    raise ValueError("flow delivered nothing")
+
+
+def _last_rx_s(pts: list[tuple[float, float]]) -> float:
+    last = pts[-1][1]
+    return next(t for t, v in pts if v >= last)
+
+
+def case_result(data: PhaseData, p: Params, case: int, whole_cycles: bool) -> dict[str, Any]:
+    """The measured flow's rate while both were active, as a fraction of the
+    link's payload capacity."""
+    measured = "regular" if case == 1 else "flex"
+    pts = {f: _delivered(data, f) for f in ("flex", "regular")}
+    later = "regular" if case == 1 else "flex"
+    t_a = _first_rx_s(pts[later])
+    t_b = min(_last_rx_s(pts["flex"]), _last_rx_s(pts["regular"]))
+    if t_b <= t_a:
+        raise ValueError(f"phase {data.name}: the two flows were never active together")
+    window = (t_a, t_b)
+    cycles = 0
+    if whole_cycles:
+        cyc = p.t_int_s * p.cycle_intervals
+        c0, c1 = math.ceil(t_a / cyc) * cyc, math.floor(t_b / cyc) * cyc
+        cycles = round((c1 - c0) / cyc)
+        if cycles >= 1:
+            window = (c0, c1)
+    a, b = window
+    rate = (value_at(pts[measured], b) - value_at(pts[measured], a)) * 8 / (b - a)
+    other = "flex" if measured == "regular" else "regular"
+    orate = (value_at(pts[other], b) - value_at(pts[other], a)) * 8 / (b - a)
+    t0 = data.start_ns() / 1e9
+    key = "regular_rate_fraction" if case == 1 else "flexible_rate_fraction"
+    out: dict[str, Any] = {
+        key: round(rate / p.payload_bps, 4),
+        "other_rate_fraction": round(orate / p.payload_bps, 4),
+        "window_s": [round(a - t0, 3), round(b - t0, 3)],
+        "whole_cycles": cycles,
+    }
+    end = data.flow_end("flex", "sender")
+    if end.get("flexible"):
+        out["flexible_low_s"] = round(end["flexible"]["low_s"], 3)
+    out["cnps"] = sum(data.flow_end(f, "sender").get("cnps_rcvd", 0) for f in ("flex", "regular"))
+    return out
+
+
+def analyze(run_dir: Path) -> dict[str, Any]:
+    p = _params(run_dir)
+    out: dict[str, Any] = {"schemes": {}}
+    for scheme in p.scheme_list:
+        res = {}
+        for case in (1, 2):
+            data = load_phase(run_dir, phase_name(scheme, case))
+            res[f"case{case}"] = case_result(data, p, case, whole_cycles=scheme == "reflex")
+        out["schemes"][scheme] = res
+        if scheme == "reflex":
+            out["case1"], out["case2"] = res["case1"], res["case2"]
+    out["paper"] = dict(REFERENCE)
+    if "reflex" in p.scheme_list:
+        got = {"case1.regular_rate_fraction": out["case1"]["regular_rate_fraction"],
+               "case2.flexible_rate_fraction": out["case2"]["flexible_rate_fraction"]}
+        out["within_10pct_of_paper"] = all(
+            abs(v - REFERENCE[k]) <= ACCEPT_REL * REFERENCE[k] for k, v in got.items())
+    return out
+
+
+def plot(run_dir: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    from testbed.plotting import flow_timeline
+
+    p = _params(run_dir)
+    outs = []
+    for scheme in p.scheme_list:
+        for case in (1, 2):
+            name = phase_name(scheme, case)
+            data = load_phase(run_dir, name)
+            outs.append(flow_timeline(
+                data, Path(run_dir) / "plots" / f"{name}.png",
+                title=f"{NAME} - case {case}, {SCHEMES[scheme].description} "
+                      f"({p.link_mbps:g} Mb/s = 10 Gb/s)",
+                port=BOTTLENECK_PORT, line_rate_bps=p.link_bps, thresholds=(p.ecn_k_pkts,),
+                queue_limit=p.queue_pkts, rate_window_s=p.t_int_s / 5))
+    summary = Path(run_dir) / "summary.json"
+    res = json.loads(summary.read_text()) if summary.exists() else analyze(run_dir)
+    if "schemes" not in res:
+        res = analyze(run_dir)
+    names = [s for s in p.scheme_list if s in res["schemes"]]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, case, key in ((axes[0], 1, "regular_rate_fraction"),
+                          (axes[1], 2, "flexible_rate_fraction")):
+        got = [res["schemes"][s][f"case{case}"][key] * p.nic_gbps for s in names]
+        ref = [REFERENCE[(f"case{case}.{key}" if s == "reflex"
+                          else f"schemes.{s}.case{case}.{key}")] * p.nic_gbps for s in names]
+        x = range(len(names))
+        ax.bar([i - 0.2 for i in x], got, 0.4, label="measured")
+        ax.bar([i + 0.2 for i in x], ref, 0.4, label="paper", alpha=0.6)
+        ax.set_xticks(list(x), names, rotation=30, ha="right")
+        ax.set_ylabel("Gb/s (modelled 10 Gb/s link)")
+        ax.set_title(f"case {case}: {'regular' if case == 1 else 'flexible'} flow rate "
+                     "while both are active")
+        ax.legend()
+    fig.tight_layout()
+    out = Path(run_dir) / "plots" / "rates.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    outs.append(out)
+    return outs
