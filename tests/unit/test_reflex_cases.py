@@ -1,0 +1,122 @@
+"""reflex-cases: the plan follows the paper's setup and the analysis measures
+the rates while both flows are active (made-up timelines)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from experiments import reflex_cases as rc
+from testbed.experiment import params_to_dict, plan_to_dict
+
+T0 = 10**12
+
+
+def test_case1_head_start_follows_the_papers_budget_rule() -> None:
+    # Quick: the short regular flow (2 cycles of volume at 0.74 of the link)
+    # spans up to 3 cycles, plus one: 4 exploit phases. The first needs
+    # 0.9 x 0.5 x 3 = 1.35 intervals of link volume in hand, each further one
+    # 3 x (0.45 - 0.1) - 2 x 0.05 = 0.95; alone the flow gains 0.1 per
+    # interval: 42 intervals, + 2 for the first estimate + 5 to synchronize.
+    assert rc.case1_head_intervals(rc.Params.quick()) == pytest.approx(49.0)
+
+
+def test_plan_configures_the_papers_switch_and_every_scheme() -> None:
+    p = rc.Params.quick()
+    plan = rc.plan(p)
+    assert plan.topology.program == "switches/p4/reflex.p4"
+    assert plan.topology.priority_queues == 2
+    cmds = " | ".join(plan.topology.commands)
+    assert "set_queue_depth 466" in cmds and "set_ecn_threshold 65" in cmds
+    assert "set_port_rate_bps 40000000" in cmds and "set_priority 8 => 0" in cmds
+    assert p.slowdown == 250 and p.t_int_s == pytest.approx(1.25)
+    names = [ph.name for ph in plan.phases]
+    assert names[:2] == ["case1-reflex", "case2-reflex"] and len(names) == 12
+    by = {ph.name: ph for ph in plan.phases}
+    assert by["case1-reflex"].commands == ("set_priority_weights 3 10 90",)
+    assert by["case2-absolute"].commands == ("set_priority_weights 3 strict",)
+    assert by["case1-weighted-10:9"].commands == ("set_priority_weights 3 9 10",)
+
+    def sender(phase: str, flow: str) -> Any:
+        return next(f for j in by[phase].jobs.values() for f in j.flows
+                    if f.flow == flow and f.role == "sender")
+
+    flex = sender("case1-reflex", "flex")
+    assert flex.flexible["alpha"] == 0.9 and flex.flexible["t_int_us"] == pytest.approx(1.25e6)
+    assert sender("case1-reflex", "regular").start_delay_s == pytest.approx(49 * 1.25)
+    assert sender("case2-reflex", "flex").start_delay_s == pytest.approx(5 * 1.25)
+    assert sender("case1-weighted-9:1", "flex").dscp == 8
+    assert sender("case1-weighted-9:1", "flex").flexible is None
+    assert sender("case1-none", "flex").dscp == 0
+    assert sender("case1-none", "regular").dscp == 0
+
+
+def test_unknown_schemes_and_oversized_packets_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown"):
+        rc.Params(schemes="reflex,fifo")
+    with pytest.raises(ValueError, match="1500-byte"):
+        rc.Params(path_mtu=2048, msg_bytes=65536)
+
+
+def _rx(flow: str, host: str, segments: list[tuple[float, float]], step: float = 0.05,
+        ) -> list[dict[str, Any]]:
+    """rx samples of a receiver: (until_s, payload Mb/s) segments from t = 0."""
+    out, t, total = [], 0.0, 0.0
+    for until, mbps in segments:
+        while t < until - 1e-9:
+            t += step
+            total += mbps * 1e6 / 8 * step
+            out.append({"event": "rx", "t_ns": T0 + int(t * 1e9), "host": host, "flow": flow,
+                        "rx_bytes": int(total)})
+    return out
+
+
+def _write_run(run_dir: Path, p: rc.Params,
+               phases: dict[str, dict[str, list[tuple[float, float]]]]) -> None:
+    plan = rc.plan(p)
+    (run_dir / "plan.json").write_text(json.dumps(
+        {"experiment": rc.NAME, "params": params_to_dict(p), **plan_to_dict(plan)}))
+    for name, flows in phases.items():
+        d = run_dir / "phases" / name
+        d.mkdir(parents=True)
+        evs: list[dict[str, Any]] = [{"event": "start", "t_ns": T0, "host": "h3"}]
+        for flow, segs in flows.items():
+            evs += _rx(flow, "h3", segs)
+            evs.append({"event": "flow_end", "t_ns": T0 + 10**11, "host": "h1", "flow": flow,
+                        "role": "sender", "cnps_rcvd": 3,
+                        **({"flexible": {"low_s": 4.0}} if flow == "flex" else {})})
+        (d / "h3.events.jsonl").write_text("".join(
+            json.dumps(e) + "\n" for e in sorted(evs, key=lambda e: e["t_ns"])))
+
+
+def test_analysis_measures_rates_over_whole_cycles_while_both_are_active(tmp_path: Path) -> None:
+    p = dataclasses.replace(rc.Params.quick(), schemes="reflex,weighted-9:1")
+    pay = p.payload_bps / 1e6
+    cyc = p.t_int_s * p.cycle_intervals   # 6.25 s
+    # Case 1: the flexible flow alone until 11 s, then 0.5 each until the next
+    # cycle (12.5 s), then four whole cycles at 0.74 / 0.26 until 37.5 s: the
+    # partial cycle is left out.
+    case1 = {"flex": [(11, pay), (12.5, 0.5 * pay), (37.5, 0.26 * pay), (40, pay)],
+             "regular": [(11, 0.0), (12.5, 0.5 * pay), (37.5, 0.74 * pay)]}
+    case2 = {"regular": [(5, pay), (6.25, 0.5 * pay), (31.25, 0.55 * pay), (40, pay)],
+             "flex": [(5, 0.0), (6.25, 0.5 * pay), (31.25, 0.45 * pay)]}
+    fixed1 = {"flex": [(2.0, pay), (6.0, 0.1 * pay), (9.0, pay)],
+              "regular": [(2.0, 0.0), (6.0, 0.9 * pay)]}
+    fixed2 = {"regular": [(2.0, pay), (6.0, 0.9 * pay), (9.0, pay)],
+              "flex": [(2.0, 0.0), (6.0, 0.1 * pay)]}
+    _write_run(tmp_path, p, {"case1-reflex": case1, "case2-reflex": case2,
+                             "case1-weighted-9:1": fixed1, "case2-weighted-9:1": fixed2})
+    r = rc.analyze(tmp_path)
+    assert r["case1"]["regular_rate_fraction"] == pytest.approx(0.74, abs=0.005)
+    assert r["case1"]["whole_cycles"] == 4 and r["case1"]["window_s"] == [12.5, 37.5]
+    assert r["case2"]["flexible_rate_fraction"] == pytest.approx(0.45, abs=0.01)
+    assert r["within_10pct_of_paper"] is True
+    w = r["schemes"]["weighted-9:1"]
+    assert w["case1"]["regular_rate_fraction"] == pytest.approx(0.9, abs=0.02)
+    assert w["case2"]["flexible_rate_fraction"] == pytest.approx(0.1, abs=0.02)
+    assert r["paper"]["case1.regular_rate_fraction"] == 0.74
+    assert cyc == pytest.approx(6.25)
