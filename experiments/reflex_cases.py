@@ -19,7 +19,7 @@ and each queue marks ECN when its depth reaches K = 65 packets (466-packet
 queues), the paper's RED hard threshold. Every link and host NIC runs at
 ``link_mbps``; the modelled network is the paper's, 10 Gb/s
 (``nic_gbps``), so the slowdown is nic_gbps / link_mbps and the probing
-interval T_int = 5 ms becomes 5 ms x slowdown (1.25 s at 40 Mb/s); DCQCN's
+interval T_int = 5 ms becomes 5 ms x slowdown (2.5 s at 20 Mb/s); DCQCN's
 timers stretch by the same factor. Queue sizes and thresholds are in packets
 (unscaled).
 
@@ -93,7 +93,10 @@ ACCEPT_REL = 0.10   # ReFlex's two fractions must be within 10% of the paper's
 
 @dataclass(frozen=True)
 class Params:
-    link_mbps: float = 40.0          # every switch port and host NIC
+    # Every switch port and host NIC. At 40 Mb/s a lone Python sender delivered
+    # only 22-30 of 37.8 Mb/s of payload on a loaded 2-core machine; at 20 Mb/s
+    # 17.5 of 18.9.
+    link_mbps: float = 20.0
     nic_gbps: float = 10.0           # the paper's links; sets the slowdown
     t_int_us: float = 5000.0         # probing interval of the modelled network (paper: 5 ms)
     warmup: int = 1                  # phases in intervals (paper: 1:1:3)
@@ -119,7 +122,7 @@ class Params:
     # back off as TCP's does (the paper's DCTCP: min RTO 1 ms, exponential
     # backoff), so a shorter timer retransmits packets that are only queued, and
     # 7 unanswered timeouts end the connection (absolute priority starves the
-    # flexible flow for ~5 ms).
+    # flexible flow for ~5 ms of modelled time).
     rto_us: float = 4000.0
     sample_interval_us: int = 20000
 
