@@ -116,7 +116,7 @@ class Params:
     msg_bytes: int = 65536
     window: int = 8                  # outstanding messages per QP
     path_mtu: int = 1024             # the testbed's links have a 1500-byte MTU
-    dcqcn_preset: str = "paper"
+    dcqcn_preset: str = "connectx"   # the project default: what a ConnectX NIC does
     # RoCE's retransmission timer (modelled us). The low queue drains at 10% of
     # the link: 466 packets wait ~4 ms there, and RoCE's go-back-N timer does not
     # back off as TCP's does (the paper's DCTCP: min RTO 1 ms, exponential
