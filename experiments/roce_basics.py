@@ -75,7 +75,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hosts.agent_spec import FlowSpec, JobSpec, TransportSpec, message_wire_bytes
+from hosts.agent_spec import (
+    INTERPRETERS,
+    FlowSpec,
+    JobSpec,
+    TransportSpec,
+    message_wire_bytes,
+)
 from hosts.roce.dcqcn import preset_name
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.net import host_addr
@@ -116,6 +122,7 @@ class Params:
     dcqcn_preset: str = "zhu2015"
     path_mtu: int = 1024
     sample_interval_us: int = 5000
+    agent_interpreter: str = "python"  # what runs the host agents: python, pypy or auto
 
     @classmethod
     def quick(cls) -> Params:
@@ -128,6 +135,8 @@ class Params:
             raise ValueError("loss_per_10k must be 0..10000")
         if not 0 < self.ecn_kmin < self.ecn_kmax < self.queue_depth:
             raise ValueError("need 0 < ecn_kmin < ecn_kmax < queue_depth")
+        if self.agent_interpreter not in INTERPRETERS:
+            raise ValueError(f"agent_interpreter must be one of {', '.join(INTERPRETERS)}")
         object.__setattr__(self, "dcqcn_preset", preset_name(self.dcqcn_preset))
 
     @property
@@ -156,7 +165,8 @@ def _flow_jobs(p: Params, flows: list[tuple[str, int, int, int]]) -> dict[str, J
                 flow=name, role=role, peer_ip=host_addr(peer).ip,  # type: ignore[arg-type]
                 msg_bytes=p.msg_bytes, count=n, window=p.window, seed=1000 + k))
     t = _transport(p)
-    return {f"h{i}": JobSpec(host=f"h{i}", ip=host_addr(i).ip, transport=t, flows=tuple(fl))
+    return {f"h{i}": JobSpec(host=f"h{i}", ip=host_addr(i).ip, transport=t, flows=tuple(fl),
+                             interpreter=p.agent_interpreter)
             for i, fl in sorted(per_host.items())}
 
 

@@ -13,7 +13,9 @@ until every agent of the phase has finished: a done barrier.
 
 Events are JSON lines ``{"event": ..., "t_ns": CLOCK_MONOTONIC ns, "host": ...}``:
 
-- ``agent_start`` (pid, spec), ``setup_done``, ``start`` (the common start time),
+- ``agent_start`` (pid, spec, interpreter), ``setup_done``, ``jit_warmup`` (PyPy:
+  packets run through a loopback QP pair first, hosts.roce.warmup), ``start``
+  (the common start time),
   ``agent_end`` (ok, engine counters), ``error`` (message)
 - ``flow_start`` / ``flow_end`` (per flow; flow_end has the QP counters, the
   pacer's lateness report, the DCQCN state, sha256 of the buffer and, for
@@ -51,19 +53,17 @@ import ctypes
 import hashlib
 import json
 import os
+import platform
 import signal
 import sys
 import time
 import traceback
 import zlib
 from pathlib import Path
-from typing import IO, Any
-
-import numpy as np
+from typing import IO, TYPE_CHECKING, Any
 
 from hosts.agent_spec import CollectiveSpec, FlowSpec, JobSpec, SpecError
-from hosts.commlib import Communicator, FileRendezvous, split
-from hosts.commlib.communicator import CollectiveOp
+from hosts.commlib import FileRendezvous
 from hosts.reflex import Cycle, FlexibleFlow, FlexibleParams
 from hosts.roce import Scale
 from hosts.roce.constants import ROCE_UDP_PORT, tag_sport
@@ -83,6 +83,12 @@ from hosts.roce.verbs import (
     WCStatus,
     WROpcode,
 )
+from hosts.roce.warmup import jit_present, warm_up
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from hosts.commlib.communicator import CollectiveOp
 
 __all__ = ["main", "AgentError", "EventLog", "flow_pattern", "collective_input"]
 
@@ -120,10 +126,11 @@ class EventLog:
 
 
 def _jsonable(x: Any) -> Any:
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.floating):
-        return float(x)
+    item = getattr(x, "item", None)      # numpy scalars (collectives)
+    if callable(item):
+        v = item()
+        if isinstance(v, (int, float)):
+            return v
     return str(x)
 
 
@@ -132,17 +139,24 @@ def _jsonable(x: Any) -> Any:
 
 
 def flow_pattern(spec: FlowSpec) -> bytes:
-    """The bytes a flow's sender sends (both ends derive them from the seed)."""
-    return np.random.default_rng([spec.seed, 0xF10]).bytes(spec.total_bytes)
+    """The bytes a flow's sender sends (both ends derive them from the seed).
+    SHAKE-128 of the seed: the same on every interpreter an agent runs on."""
+    return hashlib.shake_128(b"flow-pattern/%d" % spec.seed).digest(spec.total_bytes)
 
 
 def collective_input(spec: CollectiveSpec, rank: int, iteration: int) -> np.ndarray:
     """Rank ``rank``'s input of ``iteration``: small integers of the spec's dtype."""
+    import numpy as np
+
     rng = np.random.default_rng([spec.seed, rank, iteration])
     return rng.integers(-(1 << 20), 1 << 20, spec.count, dtype=np.dtype(spec.dtype))
 
 
 def collective_expected(spec: CollectiveSpec, iteration: int) -> np.ndarray:
+    import numpy as np
+
+    from hosts.commlib import split
+
     xs = [collective_input(spec, r, iteration) for r in range(spec.size)]
     if spec.op == "all_gather":
         return np.concatenate(xs)
@@ -449,6 +463,10 @@ class _Flow:
 
 class _Collective:
     def __init__(self, agent: Agent, spec: CollectiveSpec) -> None:
+        import numpy as np
+
+        from hosts.commlib import Communicator
+
         self.agent = agent
         self.spec = spec
         itemsize = np.dtype(spec.dtype).itemsize
@@ -489,6 +507,8 @@ class _Collective:
             return
         if not self.op.progress():
             return
+        import numpy as np
+
         got = self.op.result()
         want = collective_expected(self.spec, self.iteration)
         ok = got.dtype == want.dtype and np.array_equal(got, want)
@@ -583,6 +603,10 @@ class Agent:
             works.append(_Collective(self, spec.collective))
         self.log.emit("setup_done", flows=[f.name for f in flows],
                       collective=spec.collective is not None)
+        if jit_present():
+            # Compile the per-packet paths now, not during the measured traffic.
+            msg = max((f.msg_bytes for f in spec.flows), default=65536)
+            self.log.emit("jit_warmup", **warm_up(msg, spec.transport.path_mtu))
         b_rank, b_size = spec.barrier
         ready = FileRendezvous(self.rdv / "barrier", b_rank, b_size,
                                timeout=spec.timeout_s).allgather({"ready_ns": now_ns()}, "start")
@@ -696,7 +720,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agent: invalid spec {args.spec}: {e}", file=sys.stderr)
         return 2
     log = EventLog(args.events, spec.host)
-    log.emit("agent_start", pid=os.getpid(), phase=spec.phase, spec=spec.to_dict())
+    log.emit("agent_start", pid=os.getpid(), phase=spec.phase, spec=spec.to_dict(),
+             interpreter=f"{platform.python_implementation()} {platform.python_version()}")
     agent: Agent | None = None
     try:
         agent = Agent(spec, log)

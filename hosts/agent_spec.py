@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import shutil
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -38,10 +41,17 @@ __all__ = [
     "JobSpec",
     "SpecError",
     "message_wire_bytes",
+    "agent_interpreter",
     "DTYPES",
+    "INTERPRETERS",
 ]
 
 DTYPES = ("int32", "int64")  # integer types CommLib reduces (bit-exact sums)
+# What runs an agent: "pypy" (pypy3: its JIT runs the per-packet transport
+# several times faster), "python" (the runner's own interpreter), or "auto":
+# pypy where installed, unless the job has a collective (CommLib needs numpy).
+INTERPRETERS = ("auto", "pypy", "python")
+AGENT_PYPY_ENV = "TESTBED_AGENT_PYPY"   # overrides the pypy3 executable
 
 
 class SpecError(ValueError):
@@ -217,8 +227,15 @@ class JobSpec:
     start_delay_s: float = 0.05  # after the barrier, everyone starts at max(ready) + this
     timeout_s: float = 60.0
     progress_interval_s: float = 0.5
+    interpreter: str = "python"  # INTERPRETERS; see agent_interpreter
 
     def __post_init__(self) -> None:
+        if self.interpreter not in INTERPRETERS:
+            raise SpecError(f"job for {self.host}: interpreter {self.interpreter!r} is not one "
+                            f"of {', '.join(INTERPRETERS)}")
+        if self.interpreter == "pypy" and self.collective is not None:
+            raise SpecError(f"job for {self.host}: a collective needs numpy, which the pypy "
+                            "interpreter lacks; use interpreter 'python' or 'auto'")
         if not self.flows and self.collective is None:
             raise SpecError(f"job for {self.host}: no flows and no collective")
         names = [f.flow for f in self.flows]
@@ -260,3 +277,21 @@ class JobSpec:
         if not isinstance(d, dict):
             raise SpecError("job spec must be a JSON object")
         return cls.from_dict(d)
+
+
+def _pypy() -> str | None:
+    return os.environ.get(AGENT_PYPY_ENV) or shutil.which("pypy3")
+
+
+def agent_interpreter(spec: JobSpec) -> str:
+    """The executable that runs ``spec``'s agent (see INTERPRETERS). Raises
+    SpecError if the spec asks for pypy and none is installed."""
+    if spec.interpreter == "python":
+        return sys.executable
+    exe = _pypy()
+    if spec.interpreter == "pypy":
+        if exe is None:
+            raise SpecError(f"job for {spec.host}: interpreter 'pypy' needs pypy3 "
+                            f"(apt-get install pypy3, or set {AGENT_PYPY_ENV})")
+        return exe
+    return exe if exe is not None and spec.collective is None else sys.executable

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from hosts.agent_spec import JobSpec
+from hosts.agent_spec import JobSpec, SpecError, agent_interpreter
 from testbed.doctor import doctor_report
 from testbed.experiment import (
     ExperimentError,
@@ -471,6 +471,7 @@ class _Agent:
     spec_path: Path
     events_path: Path
     log_path: Path
+    interpreter: str = sys.executable
     proc: subprocess.Popen[bytes] | None = None
     rc: int | None = None
     events_pos: int = 0
@@ -536,7 +537,7 @@ def _agent_env() -> dict[str, str]:
 
 def _start_agent(a: _Agent) -> None:
     with open(a.log_path, "ab") as logf:
-        a.proc = a.node.popen([sys.executable, "-m", AGENT_MODULE, "--spec", str(a.spec_path),
+        a.proc = a.node.popen([a.interpreter, "-m", AGENT_MODULE, "--spec", str(a.spec_path),
                                "--events", str(a.events_path)],
                               stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                               cwd=str(REPO_ROOT), env=_agent_env())
@@ -620,7 +621,12 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any
     for h, spec in jobs.items():
         sp = pdir / f"{h}.spec.json"
         sp.write_text(spec.to_json())
-        agents.append(_Agent(h, net.get(h), sp, pdir / f"{h}.events.jsonl", pdir / f"{h}.log"))
+        try:
+            interp = agent_interpreter(spec)
+        except SpecError as e:
+            raise RunError(f"phase {phase.name}: {e}") from e
+        agents.append(_Agent(h, net.get(h), sp, pdir / f"{h}.events.jsonl", pdir / f"{h}.log",
+                             interp))
     agents_out[:] = agents
     if poller is not None:
         poller.start()

@@ -14,10 +14,11 @@
   `step_start`, `step_end`, `collective_end`; `JsonlSink(path)` writes them as JSONL.
 """
 
-from hosts.commlib.communicator import CollectiveOp, CommError, Communicator, EventSink
-from hosts.commlib.epic import EpicCollective, EpicCommunicator, EpicEndpoint, EpicOp
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from hosts.commlib.events import JsonlSink
-from hosts.commlib.reduce import ReduceOp
 from hosts.commlib.rendezvous import (
     FileRendezvous,
     LocalRendezvous,
@@ -25,7 +26,42 @@ from hosts.commlib.rendezvous import (
     RendezvousError,
     TcpRendezvous,
 )
-from hosts.commlib.schedule import Collective, Phase, RingStep, channel_chunks, ring_steps, split
+
+if TYPE_CHECKING:
+    from hosts.commlib.communicator import CollectiveOp, CommError, Communicator, EventSink
+    from hosts.commlib.epic import EpicCollective, EpicCommunicator, EpicEndpoint, EpicOp
+    from hosts.commlib.reduce import ReduceOp
+    from hosts.commlib.schedule import (
+        Collective,
+        Phase,
+        RingStep,
+        channel_chunks,
+        ring_steps,
+        split,
+    )
+
+# The communicators, the reductions (numpy) and the schedule (enum.StrEnum,
+# 3.11) load on first use, so a flow-only host agent imports the rendezvous
+# alone: it runs on PyPy (Python 3.9, no numpy).
+_LAZY = {
+    **dict.fromkeys(("CollectiveOp", "CommError", "Communicator", "EventSink"), "communicator"),
+    **dict.fromkeys(("EpicCollective", "EpicCommunicator", "EpicEndpoint", "EpicOp"), "epic"),
+    "ReduceOp": "reduce",
+    **dict.fromkeys(("Collective", "Phase", "RingStep", "channel_chunks", "ring_steps",
+                     "split"), "schedule"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Collective",

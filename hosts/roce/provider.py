@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, Union
 
 # One received datagram: the whole IPv4 packet (IPv4 header, UDP header, RoCE
 # packet) exactly as it arrived. The ICRC covers the IPv4 identification and flags,
 # which a NIC sets as it likes, so the receiver needs the header it was sent with.
-Datagram = bytes | bytearray | memoryview
+# (typing.Union: the alias is evaluated at import, and agents also run on
+# PyPy, Python 3.9, where `X | Y` of types does not exist.)
+Datagram = Union[bytes, bytearray, memoryview]  # noqa: UP007
 
 
 class Provider(Protocol):

@@ -49,7 +49,7 @@ class SimStall(RuntimeError):
     """Nothing is scheduled and the stop condition is not met."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SimRecord:
     """One datagram as it was put on the wire (before impairments)."""
 

@@ -127,14 +127,14 @@ class WCStatus(IntEnum):
     GENERAL_ERR = 21
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SGE:
     addr: int
     length: int
     lkey: int
 
 
-@dataclass(slots=True)
+@dataclass
 class SendWR:
     """A send work request. ``sport``/``job_id`` pin this WR's flow tag: every packet
     of it, retransmissions included, carries them whatever the QP is retagged to
@@ -151,13 +151,13 @@ class SendWR:
     job_id: int | None = None
 
 
-@dataclass(slots=True)
+@dataclass
 class RecvWR:
     wr_id: int
     sge: SGE | None = None
 
 
-@dataclass(slots=True)
+@dataclass
 class WC:
     wr_id: int
     status: WCStatus
@@ -236,7 +236,11 @@ class MR(MRBase):
     SGE.addr refer to); ``buf`` is a writable memoryview on the registered object."""
 
     def __init__(self, pd: PD, buf, access: Access, addr: int, key: int) -> None:
-        mv = memoryview(buf).cast("B")
+        mv = memoryview(buf)
+        if mv.format != "B" or mv.ndim != 1:
+            # Only when needed: PyPy copies the whole buffer whenever a slice of
+            # a cast view is read (every packet sent from it).
+            mv = mv.cast("B")
         if mv.readonly:
             raise VerbsError("MR buffer must be writable")
         self.pd = pd
