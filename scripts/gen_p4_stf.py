@@ -283,6 +283,164 @@ def no_mark_cases() -> list[Case]:
     ]
 
 
+# --------------------------------------------------------------------------
+# Symphony (symphony.p4): each file is one sequence on a fresh switch, the
+# state left by a packet is what the next one sees. Parameters: k = 1 and
+# alpha = 1 (T_win never ends), so a packet of a step ahead of step_min is
+# marked with P = min(1, psn / psn_rec): exactly 1 when psn >= psn_rec and
+# exactly 0 when psn = 0; every "not marked" case below would be marked if the
+# branch under test were wrong.
+
+OP_WRITE_FIRST, OP_WRITE_MIDDLE, OP_WRITE_LAST, OP_WRITE_LAST_IMM = 0x06, 0x07, 0x08, 0x09
+OP_WRITE_ONLY, OP_WRITE_ONLY_IMM, OP_SEND_MIDDLE, OP_ACK = 0x0A, 0x0B, 0x01, 0x11
+SYMPHONY_JOB = 7
+NEVER_US = 0xFFFFFFFF  # a window that does not end during a test
+
+
+def symphony_setup(*, psn_window_us: int = NEVER_US, red: str | None = None) -> list[str]:
+    lines = setup_routes() + [
+        f"add MyEgress.symphony.jobs hdr.bth.job_id:{SYMPHONY_JOB} MyEgress.symphony.track()",
+        "setdefault MyEgress.symphony.config MyEgress.symphony.set_params(k_ppm:1000000, "
+        f"tau_ppm:250000, t_win_us:{NEVER_US}, psn_window_us:{psn_window_us}, n_warmup:8, "
+        "n_sample:8)",
+    ]
+    if red is not None:
+        lines.append(f"setdefault MyEgress.ecn_config MyEgress.set_ecn_params({red})")
+    return lines
+
+
+def tagged(step: int, psn: int, *, op: int = OP_WRITE_MIDDLE, job: int = SYMPHONY_JOB,
+           tos: int = 0x02) -> bytes:
+    """A RoCE packet of ``job`` at ``step``/``psn`` with the opcode's extension headers."""
+    ext = b""
+    if op in (OP_WRITE_FIRST, OP_WRITE_ONLY, OP_WRITE_ONLY_IMM):
+        ext += reth(0x1000, 0x42, 4096)
+    if op in (OP_WRITE_LAST_IMM, OP_WRITE_ONLY_IMM):
+        ext += immdt(step)
+    if op == OP_ACK:
+        ext += aeth(0x1F, 1)
+    payload = b"" if op == OP_ACK else b"\x5a" * 16
+    l4 = roce(bth(op, 0x000111, psn, job_id=job) + ext, payload)
+    return ipv4("10.1.0.9", tos=tos, proto_payload=udp_roce(l4, sport=tagged_sport(step)))
+
+
+def marked(comment: str, pkt: bytes) -> Case:
+    return fwd(comment, pkt, ecn=3)
+
+
+def symphony_cases() -> list[Case]:
+    return [
+        fwd("non-RoCE UDP, ECT(0): untouched", ipv4("10.1.2.3", tos=0x02)),
+        fwd("job 0: step 1 psn 20", tagged(1, 20, job=0)),
+        fwd("job 0: step 2 psn 50 would be ahead, but job 0 is untagged: not marked",
+            tagged(2, 50, job=0)),
+        fwd("job 9 (not registered): step 1 psn 20", tagged(1, 20, job=9)),
+        fwd("job 9: step 2 psn 50 would be ahead, but job 9 is not tracked: not marked",
+            tagged(2, 50, job=9)),
+        fwd("job 7 first packet: step 3 psn 20 -> step_min 3, psn_rec 20; not marked",
+            tagged(3, 20)),
+        fwd("step 3 psn 30 (step_min): psn_rec 30; not marked", tagged(3, 30)),
+        marked("step 4 psn 40: ahead of step_min, psn >= psn_rec -> P = 1, marked",
+               tagged(4, 40)),
+        fwd("the same packet Not-ECT: never marked", tagged(4, 40, tos=0x00)),
+        fwd("the same packet already CE: stays CE", tagged(4, 40, tos=0x03)),
+        fwd("ACK of job 7 tagged step 2: not a data packet, no state change",
+            tagged(2, 20, op=OP_ACK)),
+        fwd("step 3 psn 31: still step_min (the ACK did not move it); not marked",
+            tagged(3, 31)),
+        fwd("step 2 psn 10: older than step_min -> step_min 2, psn_rec 10; not marked",
+            tagged(2, 10)),
+        marked("step 3 psn 10: now ahead of step_min 2, psn >= psn_rec -> marked",
+               tagged(3, 10)),
+        fwd("step 3 psn 0: ahead, but Delta = alpha * 0 / psn_rec = 0 -> not marked",
+            tagged(3, 0)),
+        fwd("step 2 WRITE_LAST: ends step 2 -> step_min 3, psn_rec 0; not marked",
+            tagged(2, 11, op=OP_WRITE_LAST)),
+        fwd("step 4 psn 40: ahead, but psn_rec 0 <= N_warmup 8 -> not marked", tagged(4, 40)),
+        fwd("step 3 psn 8: psn_rec 8; not marked", tagged(3, 8)),
+        fwd("step 4 psn 40: psn_rec 8 <= N_warmup -> not marked", tagged(4, 40)),
+        fwd("step 3 psn 9: psn_rec 9; not marked", tagged(3, 9)),
+        marked("step 4 psn 40: psn_rec 9 > N_warmup -> marked", tagged(4, 40)),
+        fwd("duplicate step 2 WRITE_LAST: step 2 is behind step_min, no reset; not marked",
+            tagged(2, 11, op=OP_WRITE_LAST)),
+        marked("step 4 psn 40: psn_rec still 9 -> marked", tagged(4, 40)),
+        fwd("duplicate step 3 psn 9: no change; not marked", tagged(3, 9)),
+        fwd("retransmitted step 3 psn 5: max keeps psn_rec 9; not marked", tagged(3, 5)),
+        marked("step 4 psn 9: psn = psn_rec -> P = 1, marked", tagged(4, 9)),
+        fwd("step 3 WRITE_ONLY: ends step 3 -> step_min 4, psn_rec 0; not marked",
+            tagged(3, 0, op=OP_WRITE_ONLY)),
+        fwd("step 4 psn 40: now step_min -> psn_rec 40; not marked", tagged(4, 40)),
+        fwd("step 5 WRITE_FIRST psn 0: ahead, psn 0 -> not marked",
+            tagged(5, 0, op=OP_WRITE_FIRST)),
+        marked("step 5 psn 50: ahead -> marked", tagged(5, 50)),
+        marked("step 5 SEND_MIDDLE psn 60: SENDs are tracked too -> marked",
+               tagged(5, 60, op=OP_SEND_MIDDLE)),
+        fwd("step 5 WRITE_LAST_WITH_IMM (the outpacing flow ends): step_min 6, psn_rec 0; "
+            "not marked", tagged(5, 61, op=OP_WRITE_LAST_IMM)),
+        fwd("step 4 psn 41: older than 6 -> step_min 4, psn_rec 41; not marked",
+            tagged(4, 41)),
+        marked("step 5 psn 70: ahead of 4 again -> marked", tagged(5, 70)),
+        marked("step 6 psn 41: two steps ahead -> marked", tagged(6, 41)),
+        fwd("step 4 WRITE_ONLY_WITH_IMM: step_min 5, psn_rec 0; not marked",
+            tagged(4, 42, op=OP_WRITE_ONLY_IMM)),
+        fwd("step 5 psn 71: step_min -> psn_rec 71; not marked", tagged(5, 71)),
+        marked("step 6 psn 71 -> marked", tagged(6, 71)),
+        fwd("job 9 step 1 psn 20: job 9 is still untracked and job 7's state is not "
+            "shared -> not marked", tagged(1, 20, job=9)),
+    ]
+
+
+def symphony_wrap_cases() -> list[Case]:
+    return [
+        fwd("first packet: step 16383 psn 20 -> step_min 16383; not marked",
+            tagged(16383, 20)),
+        marked("step 0 psn 30: follows 16383 (mod 2^14) -> ahead, marked", tagged(0, 30)),
+        fwd("step 16382 psn 10: older -> step_min 16382, psn_rec 10; not marked",
+            tagged(16382, 10)),
+        marked("step 16383 psn 10: ahead -> marked", tagged(16383, 10)),
+        marked("step 0 psn 10: two ahead across the wrap -> marked", tagged(0, 10)),
+        fwd("step 16382 WRITE_LAST -> step_min 16383, psn_rec 0; not marked",
+            tagged(16382, 11, op=OP_WRITE_LAST)),
+        fwd("step 16383 WRITE_LAST -> step_min 0 (wraps), psn_rec 0; not marked",
+            tagged(16383, 11, op=OP_WRITE_LAST)),
+        fwd("step 0 psn 20: step_min -> psn_rec 20; not marked", tagged(0, 20)),
+        marked("step 1 psn 20: ahead -> marked", tagged(1, 20)),
+        fwd("step 16383 psn 30: older than 0 across the wrap -> step_min 16383, "
+            "psn_rec 30; not marked", tagged(16383, 30)),
+        marked("step 0 psn 30: ahead again -> marked", tagged(0, 30)),
+        fwd("step 16383 WRITE_LAST -> step_min 0; not marked",
+            tagged(16383, 31, op=OP_WRITE_LAST)),
+        fwd("step 0 psn 20: psn_rec 20; not marked", tagged(0, 20)),
+        marked("step 8191 psn 20: 2^13 - 1 ahead is still ahead -> marked", tagged(8191, 20)),
+        fwd("step 8192 psn 20: 2^13 away counts as older -> step_min 8192; not marked",
+            tagged(8192, 20)),
+        fwd("step 8192 psn 25: step_min -> psn_rec 25; not marked", tagged(8192, 25)),
+        marked("step 8193 psn 25: ahead of 8192 -> marked", tagged(8193, 25)),
+    ]
+
+
+def symphony_window_cases() -> list[Case]:
+    return [
+        fwd("first packet: step 3 psn 20; not marked", tagged(3, 20)),
+        fwd("step 3 psn 30: psn_rec 30 (the window restarts on every packet); not marked",
+            tagged(3, 30)),
+        fwd("step 4 psn 40: a new psn window began, psn_rec reset to 0 <= N_warmup -> "
+            "not marked (with an unending window this packet is marked, symphony.stf)",
+            tagged(4, 40)),
+    ]
+
+
+def symphony_red_cases() -> list[Case]:
+    return [
+        marked("RED marks every ECT packet (Kmin = Kmax = 0): first packet of job 7, "
+               "step 3, which Symphony does not mark -> CE", tagged(3, 20)),
+        marked("step 3 psn 30: Symphony does not mark, RED does -> CE", tagged(3, 30)),
+        marked("step 4 psn 40: both mark -> CE", tagged(4, 40)),
+        marked("job 0 packet: only RED -> CE", tagged(1, 5, job=0)),
+        fwd("Not-ECT: neither marks", tagged(4, 40, tos=0x00)),
+    ]
+
+
 def files() -> list[StfFile]:
     return [
         StfFile("l3_router.stf", """
@@ -319,6 +477,25 @@ marking) is tested on the soft switch by tests/stf/test_reflex_queues.py.
 reflex.p4 with its built-in threshold (K 65 packets): an idle queue is below
 K, so nothing is marked. One queue per port, as in reflex.stf.
 """, setup_routes() + REFLEX_ONE_QUEUE, no_mark_cases()),
+        StfFile("symphony.stf", """
+symphony.p4, Algorithm 1 branch by branch for job 7 (k = 1, alpha = 1, no
+window ends, N_warmup 8; RED at its idle-queue default never marks): untracked
+traffic, step_min packets, packets ahead (marked), older-step correction,
+step ends by WRITE_LAST / LAST_WITH_IMM / ONLY / ONLY_WITH_IMM, warm-up,
+duplicates and retransmissions, Not-ECT and CE packets.
+""", symphony_setup(), symphony_cases()),
+        StfFile("symphony.wrap.stf", """
+symphony.p4: the 14-bit step compares as a serial number (RFC 1982), so
+step 0 follows step 16383 and steps 2^13 or more behind count as older.
+""", symphony_setup(), symphony_wrap_cases()),
+        StfFile("symphony.window.stf", """
+symphony.p4 with a psn window of 0 us: every packet starts a new window, so
+psn_rec is reset before each packet and an outpacing packet sees psn_rec 0.
+""", symphony_setup(psn_window_us=0), symphony_window_cases()),
+        StfFile("symphony.red.stf", """
+symphony.p4 with RED marking every ECT packet (Kmin = Kmax = 0): the Symphony
+mark is OR-ed with the RED mark, which it never clears.
+""", symphony_setup(red="kmin:0, kmax:0, pmax:100"), symphony_red_cases()),
     ]
 
 

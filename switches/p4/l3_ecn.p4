@@ -36,6 +36,12 @@
  *   register_read MyEgress.qdepth_max 3
  *   register_reset MyEgress.qdepth_max
  *
+ * Extra marker: a program that includes this one after defining
+ * EGRESS_MARKER (instance name) and EGRESS_MARKER_TYPE (a control with
+ * parameters (in headers_t, in standard_metadata_t, out bool mark)) gets that
+ * control applied to every packet that survives the loss stage; its mark is
+ * OR-ed with the RED mark on ECN-capable packets (symphony.p4 does this).
+ *
  * Routing is configured as for l3_router (see include/l3_ingress.p4):
  *   table_add MyIngress.ipv4_lpm MyIngress.set_nhop 10.0.1.1/32 => 00:00:00:00:01:01 1
  *   table_add MyIngress.port_smac MyIngress.set_smac 1 => 02:00:00:00:00:01
@@ -63,6 +69,9 @@ control MyEgress(inout headers_t hdr,
     bit<16> cfg_loss = 0;
 
     register<bit<32>>(512) qdepth_max;
+#ifdef EGRESS_MARKER
+    EGRESS_MARKER_TYPE() EGRESS_MARKER;
+#endif
 
     action set_loss(bit<16> per_10k) {
         cfg_loss = per_10k;
@@ -108,19 +117,27 @@ control MyEgress(inout headers_t hdr,
             qdepth_max.write((bit<32>)standard_metadata.egress_port,
                              (bit<32>)standard_metadata.enq_qdepth);
         }
+        bool extra_mark = false;
+#ifdef EGRESS_MARKER
+        EGRESS_MARKER.apply(hdr, standard_metadata, extra_mark);
+#endif
         if (hdr.ipv4.isValid() &&
                 (hdr.ipv4.ecn == ECN_ECT0 || hdr.ipv4.ecn == ECN_ECT1)) {
             ecn_config.apply();
             bit<32> q = (bit<32>)standard_metadata.enq_qdepth;
+            bool red_mark = false;
             if (q >= cfg_kmax && q >= cfg_kmin) {
-                mark_ce();
+                red_mark = true;
             } else if (q >= cfg_kmin) {
                 /* here Kmin <= q < Kmax, so Kmax - Kmin > 0 */
                 bit<32> r;
                 random<bit<32>>(r, 32w0, 32w99);
                 if (r * (cfg_kmax - cfg_kmin) < cfg_pmax * (q - cfg_kmin)) {
-                    mark_ce();
+                    red_mark = true;
                 }
+            }
+            if (red_mark || extra_mark) {
+                mark_ce();
             }
         }
     }
