@@ -18,6 +18,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from switches.soft.compiler import compile_program
+from switches.soft.control.verbs import ControlPlane
 from switches.soft.runtime.switch import SoftSwitch
 
 P4 = Path(__file__).resolve().parents[2] / "switches" / "p4" / "symphony.p4"
@@ -36,13 +37,14 @@ class Rig:
                  n_warmup: int = 8, n_sample: int = 8, seed: int = 3) -> None:
         self.now = 0
         self.sw = SoftSwitch(program, now_us=lambda: self.now, seed=seed)
+        self.control = ControlPlane(self.sw)
         for line in (
             "table_add MyIngress.ipv4_lpm MyIngress.set_nhop 10.0.0.0/8 => 00:00:00:00:0a:01 1",
             f"table_add MyEgress.symphony.jobs MyEgress.symphony.track {JOB} =>",
             f"table_set_default MyEgress.symphony.config MyEgress.symphony.set_params "
             f"{k_ppm} 250000 {t_win} {psn_win} {n_warmup} {n_sample}",
         ):
-            self.sw.control.execute(line)
+            self.control.execute(line)
 
     def send(self, step: int, psn: int, at: int | None = None) -> bool:
         """Send one ECT(0) WRITE_MIDDLE of JOB; True if it left marked CE."""
