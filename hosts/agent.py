@@ -88,7 +88,7 @@ from hosts.roce.warmup import jit_present, warm_up
 if TYPE_CHECKING:
     import numpy as np
 
-    from hosts.commlib.communicator import CollectiveOp
+    from hosts.commlib.epic import EpicCommunicator
 
 __all__ = ["main", "AgentError", "EventLog", "flow_pattern", "collective_input"]
 
@@ -145,11 +145,13 @@ def flow_pattern(spec: FlowSpec) -> bytes:
 
 
 def collective_input(spec: CollectiveSpec, rank: int, iteration: int) -> np.ndarray:
-    """Rank ``rank``'s input of ``iteration``: small integers of the spec's dtype."""
+    """Rank ``rank``'s input of ``iteration``: small integers of the spec's dtype
+    (sums of up to 1024 ranks stay inside int32, so EPIC's saturating adds are exact)."""
     import numpy as np
 
     rng = np.random.default_rng([spec.seed, rank, iteration])
-    return rng.integers(-(1 << 20), 1 << 20, spec.count, dtype=np.dtype(spec.dtype))
+    count = spec.schedule()[iteration]
+    return rng.integers(-(1 << 20), 1 << 20, count, dtype=np.dtype(spec.dtype))
 
 
 def collective_expected(spec: CollectiveSpec, iteration: int) -> np.ndarray:
@@ -160,12 +162,13 @@ def collective_expected(spec: CollectiveSpec, iteration: int) -> np.ndarray:
     xs = [collective_input(spec, r, iteration) for r in range(spec.size)]
     if spec.op == "all_gather":
         return np.concatenate(xs)
-    total = np.zeros(spec.count, dtype=np.dtype(spec.dtype))
+    count = spec.schedule()[iteration]
+    total = np.zeros(count, dtype=np.dtype(spec.dtype))
     with np.errstate(over="ignore"):
         for x in xs:
             np.add(total, x, out=total)  # wraps exactly as CommLib's sums do
     if spec.op == "reduce_scatter":
-        off, ln = split(spec.count, spec.size)[spec.rank]
+        off, ln = split(count, spec.size)[spec.rank]
         return total[off: off + ln]
     return total
 
@@ -469,8 +472,9 @@ class _Collective:
 
         self.agent = agent
         self.spec = spec
+        self.schedule = spec.schedule()
         itemsize = np.dtype(spec.dtype).itemsize
-        n = spec.count * (spec.size if spec.op == "all_gather" else 1)
+        n = max(self.schedule) * (spec.size if spec.op == "all_gather" else 1)
         scale = agent.scale
         channel = iter(range(1 << 30))      # the factory is called once per channel, in order
 
@@ -478,18 +482,53 @@ class _Collective:
             return make_rate_controller(agent.spec, scale, agent.log,
                                         f"rank{spec.rank}-ch{next(channel)}")
 
-        self.comm = Communicator.init(
-            agent.ctx, spec.rank, spec.size, spec.job_id,
-            FileRendezvous(Path(agent.spec.rendezvous_dir) / "collective", spec.rank, spec.size,
-                           timeout=agent.spec.timeout_s),
-            channels=spec.channels, max_bytes=n * itemsize, event_sink=agent.log.sink,
-            rate_controller_factory=rate_controller,
-            pacer_factory=agent.make_pacer,
-            path_mtu=agent.spec.transport.path_mtu, timeout_s=agent.spec.timeout_s)
+        self.comm: Any
+        if spec.scheme == "epic":
+            self.comm = self._epic_comm(n * itemsize)
+        else:
+            self.comm = Communicator.init(
+                agent.ctx, spec.rank, spec.size, spec.job_id,
+                FileRendezvous(Path(agent.spec.rendezvous_dir) / "collective", spec.rank,
+                               spec.size, timeout=agent.spec.timeout_s),
+                channels=spec.channels, max_bytes=n * itemsize, event_sink=agent.log.sink,
+                rate_controller_factory=rate_controller,
+                pacer_factory=agent.make_pacer,
+                path_mtu=agent.spec.transport.path_mtu, timeout_s=agent.spec.timeout_s)
         self.iteration = 0
-        self.op: CollectiveOp | None = None
+        self.op: Any = None
         self.done = False
         self.ok = True
+
+    def _epic_comm(self, max_bytes: int) -> EpicCommunicator:
+        """Create the rank's QP, tell the controller (a file in the phase's
+        rendezvous directory: rank<r>.json), wait until it has installed the
+        group (file ``ready``), connect."""
+        from hosts.commlib.epic import EpicCommunicator, EpicEndpoint
+
+        spec, agent = self.spec, self.agent
+        e = spec.epic or {}
+        ep = EpicEndpoint(str(e["switch_ip"]), int(e["qpn"]), int(e["gid"]),
+                          int(e.get("start_psn", 0)))
+        scale = agent.scale
+        comm = EpicCommunicator(
+            agent.ctx, spec.rank, spec.size, ep, max_bytes=max_bytes,
+            event_sink=agent.log.sink, job_id=spec.job_id,
+            rate_controller_factory=lambda: make_rate_controller(
+                agent.spec, scale, agent.log, f"rank{spec.rank}-epic"),
+            pacer_factory=agent.make_pacer, timeout_s=agent.spec.timeout_s)
+        d = Path(agent.spec.rendezvous_dir) / "epic"
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".rank{spec.rank}.tmp"
+        tmp.write_text(json.dumps(comm.local_info()))
+        os.replace(tmp, d / f"rank{spec.rank}.json")
+        deadline = time.monotonic() + agent.spec.timeout_s
+        while not (d / "ready").exists():
+            if time.monotonic() > deadline:
+                raise AgentError(f"rank {spec.rank}: the controller did not install EPIC "
+                                 f"group {ep.gid} within {agent.spec.timeout_s:.0f} s")
+            time.sleep(0.02)
+        comm.connect()
+        return comm
 
     def start(self, t: int) -> None:
         self._start_next()
@@ -521,7 +560,7 @@ class _Collective:
             raise AgentError(f"rank {self.spec.rank}: {self.spec.op} iteration {self.iteration} "
                              f"is not bit-exact ({bad} elements differ)")
         self.iteration += 1
-        if self.iteration >= self.spec.iterations:
+        if self.iteration >= len(self.schedule):
             self.done = True
             self._report()
         else:
@@ -529,6 +568,14 @@ class _Collective:
 
     def _report(self) -> None:
         """Per sending QP: counters, pacing lateness, DCQCN state (fidelity, CNPs)."""
+        if self.spec.scheme == "epic":
+            qp = self.comm.qp
+            report = getattr(qp.pacer, "report", None)
+            state = getattr(qp.rate_controller, "state", None)
+            self.agent.log.emit("pacer_report", flow=f"rank{self.spec.rank}-epic",
+                                qp=dict(qp.stats), pacer=report() if callable(report) else None,
+                                dcqcn=state() if callable(state) else None)
+            return
         for c, qp in enumerate(self.comm.right):
             report = getattr(qp.pacer, "report", None)
             state = getattr(qp.rate_controller, "state", None)
@@ -543,7 +590,7 @@ class _Collective:
         pass
 
     def progress(self) -> tuple[int, int]:
-        return self.iteration, self.spec.iterations
+        return self.iteration, len(self.schedule)
 
 
 # ---------------------------------------------------------------------------

@@ -186,10 +186,17 @@ class FlowSpec:
 
 @dataclass(frozen=True)
 class CollectiveSpec:
-    """One CommLib rank running ``iterations`` collectives of ``count`` elements.
+    """One CommLib rank running ``iterations`` collectives of ``count`` elements
+    (or, with ``counts``, ``iterations`` collectives of each count in turn).
 
     Rank r's input of iteration i is a pure function of (seed, r, i), so every
-    rank can compute the exact expected result and check it bit for bit."""
+    rank can compute the exact expected result and check it bit for bit.
+
+    ``scheme`` "ring" runs the host ring collectives (``channels`` rings);
+    "epic" runs them through an EPIC Mode-II switch (hosts.commlib.epic):
+    ``epic`` = {"switch_ip", "qpn", "gid", "start_psn"} names the endpoint, and
+    the rank waits for the controller to install the group (runner,
+    ``PhasePlan.epic_group``) before connecting. EPIC adds int32 only."""
 
     rank: int
     size: int
@@ -200,6 +207,9 @@ class CollectiveSpec:
     iterations: int = 1
     channels: int = 1
     seed: int = 0
+    counts: tuple[int, ...] = ()
+    scheme: Literal["ring", "epic"] = "ring"
+    epic: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.size:
@@ -210,6 +220,20 @@ class CollectiveSpec:
             raise SpecError(f"collective.dtype must be one of {DTYPES} (bit-exact checks)")
         if self.count < 1 or self.iterations < 1 or self.channels < 1:
             raise SpecError("collective.count, iterations and channels must be >= 1")
+        if any(c < 1 for c in self.counts):
+            raise SpecError("collective.counts must all be >= 1")
+        if self.scheme not in ("ring", "epic"):
+            raise SpecError(f"collective.scheme {self.scheme!r} unknown (ring, epic)")
+        if self.scheme == "epic":
+            if self.dtype != "int32":
+                raise SpecError("collective.scheme 'epic' adds int32: set dtype 'int32'")
+            missing = {"switch_ip", "qpn", "gid"} - set(self.epic or {})
+            if missing:
+                raise SpecError(f"collective.epic needs {sorted(missing)}")
+
+    def schedule(self) -> list[int]:
+        """The element count of each collective, in order."""
+        return [c for c in (self.counts or (self.count,)) for _ in range(self.iterations)]
 
 
 @dataclass(frozen=True)
@@ -261,6 +285,8 @@ class JobSpec:
             d["transport"] = TransportSpec(**d.get("transport", {}))
             d["flows"] = tuple(FlowSpec(**f) for f in d.get("flows", ()))
             c = d.get("collective")
+            if c is not None and "counts" in c:
+                c = dict(c, counts=tuple(c["counts"]))
             d["collective"] = CollectiveSpec(**c) if c is not None else None
             if "barrier" in d:
                 d["barrier"] = tuple(d["barrier"])

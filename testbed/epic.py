@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import struct
@@ -71,6 +72,35 @@ class EpicGroup:
             cmds.append(f"mc_node_create {self.rid(m.rank)} {m.port}")
             cmds.append(f"mc_node_associate {self.mgid} {node_base + k}")
         return cmds
+
+
+def install_from_rendezvous(group: dict[str, Any], jobs: dict[str, Any],
+                            directory: Path) -> list[str] | None:
+    """The switch lines for a phase's EPIC group once every rank has written
+    ``rank<r>.json`` (its ``EpicCommunicator.local_info()``) into ``directory``;
+    None while some are missing. ``jobs`` are the phase's JobSpecs by host name
+    (host hI is on switch port I, addresses as testbed.net.host_addr)."""
+    from testbed.net import host_addr
+
+    ranks = {spec.collective.rank: h for h, spec in jobs.items() if spec.collective}
+    infos = {}
+    for r in ranks:
+        f = directory / f"rank{r}.json"
+        if not f.exists():
+            return None
+        infos[r] = json.loads(f.read_text())
+    members = []
+    for r, h in sorted(ranks.items()):
+        a = host_addr(int(h[1:]))
+        if infos[r]["ip"] != a.ip:
+            raise ValueError(f"rank {r} reports IP {infos[r]['ip']}, host {h} is {a.ip}")
+        members.append(EpicMember(r, a.ip, int(infos[r]["qpn"]), a.port, a.mac, a.gateway_mac))
+    ep = EpicEndpoint(str(group["switch_ip"]), int(group["qpn"]), int(group["gid"]),
+                      int(group.get("start_psn", 0)))
+    g = EpicGroup(ep, tuple(members), mgid=int(group.get("mgid", 1)))
+    return [*(f"register_reset MyIngress.{r}" for r in ("slot_psn", "slot_bitmap",
+                                                        "slot_count")),
+            *g.switch_commands()]
 
 
 def _mac_bytes(mac: str) -> bytes:

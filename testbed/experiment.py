@@ -66,6 +66,7 @@ class Topology:
     # phase and reset before it), or None if the program has none.
     qdepth_register: str | None = None
     packet_bytes: int = 1500
+    backend: str = "python"           # the soft target's data path (switches.soft.backends)
 
     def __post_init__(self) -> None:
         if not 1 <= self.n_hosts <= 250:
@@ -84,6 +85,10 @@ class PhasePlan:
     timeout_s: float = 60.0
     watch_ports: tuple[int, ...] = ()  # ports whose queue the plots show (the bottleneck)
     notes: str = ""
+    # An EPIC group the runner installs once its ranks reported their QPNs
+    # (testbed.epic.install_from_rendezvous): {"switch_ip", "qpn", "gid", "mgid"};
+    # the jobs' ranks are the hosts in the group, by CollectiveSpec.rank.
+    epic_group: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:
@@ -122,6 +127,8 @@ class RunPlan:
         if not names or len(set(names)) != len(names):
             raise ExperimentError("a plan needs phases with distinct names")
         hosts = {f"h{i}" for i in range(1, self.topology.n_hosts + 1)}
+        if sum(p.epic_group is not None for p in self.phases) > 1:
+            raise ExperimentError("at most one phase per run may install an EPIC group")
         for p in self.phases:
             unknown = set(p.jobs) - hosts
             if unknown:
@@ -221,6 +228,7 @@ def plan_to_dict(plan: RunPlan) -> dict[str, Any]:
         "phases": [
             {"name": p.name, "commands": list(p.commands), "timeout_s": p.timeout_s,
              "watch_ports": list(p.watch_ports), "notes": p.notes,
+             "epic_group": p.epic_group,
              "jobs": {h: s.to_dict() for h, s in sorted(p.jobs.items())}}
             for p in plan.phases
         ],

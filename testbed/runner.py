@@ -636,7 +636,20 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any
             _start_agent(a)
         next_status = t_start + opts.status_interval_s
         deadline = t_start + phase.timeout_s + 10.0
+        epic_pending = phase.epic_group is not None
         while True:
+            if epic_pending:
+                from testbed.epic import install_from_rendezvous
+
+                lines = install_from_rendezvous(phase.epic_group or {}, jobs,
+                                                pdir / "rendezvous" / "epic")
+                if lines is not None:
+                    _apply_commands(ctl, lines, opts.target, plan.topology.packet_bytes,
+                                    f"phase {phase.name} (EPIC group)", applied)
+                    (pdir / "rendezvous" / "epic" / "ready").write_text("ok\n")
+                    prog.line(f"phase {phase.name}: EPIC group installed "
+                              f"({len(jobs)} ranks)")
+                    epic_pending = False
             for a in agents:
                 if a.rc is None and a.proc is not None:
                     a.rc = a.proc.poll()
@@ -700,7 +713,8 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
     try:
         net, sw, _hosts, _addrs = star_router(
             topo.n_hosts, repo_path(topo.program), log_dir=run_dir / "switch", pcap=opts.pcap,
-            priority_queues=topo.priority_queues, target=opts.target)
+            priority_queues=topo.priority_queues, target=opts.target,
+            backend=topo.backend if opts.target == "soft" else "python")
     except TargetUnavailable as e:
         raise RunError(str(e)) from e
     agents: list[_Agent] = []

@@ -1,0 +1,262 @@
+"""EPIC-II AllReduce through one P4 switch against the host ring (EPIC Fig. 13 / Table 9).
+
+Topology: ``ranks`` hosts around one soft switch running
+``switches/p4/epic.p4`` (EPIC Mode-II aggregation + IPv4 routing); every
+switch port and every host NIC runs at ``link_mbps``. Three phases, one per
+scheme, each sweeping the message sizes (``min_kib`` .. ``max_kib``, powers
+of 4) with ``iterations`` AllReduces of int32 per size:
+
+- ``epic``: CommLib's EPIC collectives (hosts/commlib/epic.py): one RC QP
+  per rank to the switch endpoint, data in packets of 64 int32 (256 B),
+  summed in the switch, multicast back. The runner installs the group once
+  the ranks reported their QPNs (the controller's job in the paper);
+- ``ring``: CommLib's Ring AllReduce (one ring) at the default path MTU,
+  1024 B (the paper's NCCL "1 KB");
+- ``ring256``: the same ring with a 256 B path MTU, the payload EPIC is held
+  to (the paper's NCCL forced to 256 B).
+
+Every rank checks every result bit for bit. Scale: the paper's NICs run at
+100 Gb/s (``nic_gbps``); the slowdown is nic_gbps / link_mbps, so the
+transport's timers keep the paper's values in units of packet times.
+Algorithm throughput = message bytes / completion time (the slowest rank's
+collective time), reported in Mb/s and scaled to the paper's 100 Gb/s NIC.
+
+Keys (top level of summary.json): ``sizes`` (bytes), ``algbw`` (Mb/s per
+scheme, per size), ``algbw_paper_gbps`` (the same scaled to nic_gbps),
+``ratio_large`` (EPIC / ring at the largest size), ``ratio_large_256`` (EPIC /
+ring256), ``ideal_ratio`` (2(N-1)/N), ``link_fraction`` (EPIC algbw / link
+rate at the largest size), ``bit_exact``; ``paper`` holds the paper's values
+(PAPER below) and ``model`` this testbed's ideal values with its header
+overheads.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec
+from hosts.commlib.epic import ELEMS, PACKET_BYTES
+from hosts.roce.constants import BTH_LEN, FRAME_OVERHEAD, ICRC_LEN
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.net import host_addr
+from testbed.timeline import load_phase
+
+NAME = "epic-allreduce"
+PROGRAM = "switches/p4/epic.p4"
+SCHEMES = ("epic", "ring", "ring256")
+HEADLINE = ("ratio_large", "ratio_large_256", "ideal_ratio", "link_fraction", "bit_exact")
+
+# The paper's values for this experiment's keys (Yuan et al., SIGCOMM 2026,
+# Table 9 and Fig. 13: 8 ranks, one Tofino switch, 100 Gb/s ports, AllReduce
+# algorithm throughput in Gb/s).
+PAPER: dict[str, Any] = {
+    "ranks": 8,
+    "nic_gbps": 100.0,
+    "algbw_gbps": {
+        "4KiB": {"epic": 5.42, "ring": 0.015, "ring256": 0.015},
+        "1GiB": {"epic": 65.3, "ring": 48.0, "ring256": 41.1},
+    },
+    "ratio_large": round(65.3 / 48.0, 3),        # 1.36
+    "ratio_large_256": round(65.3 / 41.1, 3),    # 1.59
+    "ideal_ratio": 1.75,                         # 2(N-1)/N at N = 8
+    "link_fraction": 0.653,                      # 65.3 of 100 Gb/s
+}
+
+ENDPOINT = {"switch_ip": "10.255.0.1", "qpn": 0x100, "gid": 0, "mgid": 1, "start_psn": 0}
+
+
+@dataclass(frozen=True)
+class Params:
+    ranks: int = 8
+    min_kib: int = 4
+    max_kib: int = 1024
+    iterations: int = 2
+    link_mbps: float = 1.0        # every switch port and host NIC
+    nic_gbps: float = 100.0       # the paper's NIC: slowdown = nic_gbps / link_mbps
+    backend: str = "pypy"         # the soft switch's data path
+    seed: int = 1
+
+    @classmethod
+    def quick(cls) -> Params:
+        return cls(max_kib=64, iterations=1)
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.ranks <= 32:
+            raise ValueError("ranks must be 2..32 (EPIC's arrival bitmap)")
+        if not 0 < self.min_kib <= self.max_kib:
+            raise ValueError("need 0 < min_kib <= max_kib")
+        if self.link_mbps <= 0 or self.nic_gbps <= 0 or self.iterations < 1:
+            raise ValueError("link_mbps, nic_gbps and iterations must be positive")
+
+    def sizes(self) -> list[int]:
+        """Message sizes in bytes: min_kib, x4, ... up to max_kib (always included)."""
+        out, k = [], self.min_kib
+        while k < self.max_kib:
+            out.append(k * 1024)
+            k *= 4
+        out.append(self.max_kib * 1024)
+        return out
+
+    @property
+    def slowdown(self) -> float:
+        return self.nic_gbps * 1e9 / (self.link_mbps * 1e6)
+
+
+def frame_bytes(payload: int) -> int:
+    """Bytes a RoCE SEND packet of ``payload`` bytes occupies on the link."""
+    return payload + BTH_LEN + ICRC_LEN + FRAME_OVERHEAD
+
+
+def ideal_algbw_fraction(scheme: str, ranks: int) -> float:
+    """This testbed's ideal algorithm throughput for large messages, as a fraction
+    of the link rate: payload per frame byte, times the bytes each rank sends
+    per message byte (1 with the switch adding, 2(N-1)/N for the ring)."""
+    if scheme == "epic":
+        return PACKET_BYTES / frame_bytes(PACKET_BYTES)
+    mtu = 1024 if scheme == "ring" else 256
+    return mtu / frame_bytes(mtu) * ranks / (2 * (ranks - 1))
+
+
+def plan(p: Params) -> RunPlan:
+    sizes = p.sizes()
+    counts = tuple(s // 4 for s in sizes)
+    scale = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
+    link_bps = p.link_mbps * 1e6
+    phases = []
+    for scheme in SCHEMES:
+        mtu = 256 if scheme == "ring256" else 1024
+        t = TransportSpec(scale=scale, path_mtu=PACKET_BYTES if scheme == "epic" else mtu)
+        jobs = {}
+        for r in range(p.ranks):
+            h = host_addr(r + 1)
+            coll = CollectiveSpec(
+                rank=r, size=p.ranks, job_id=1, op="all_reduce", dtype="int32",
+                count=counts[0], counts=counts, iterations=p.iterations, seed=p.seed,
+                scheme="epic" if scheme == "epic" else "ring",
+                epic=ENDPOINT if scheme == "epic" else None)
+            jobs[h.name] = JobSpec(host=h.name, ip=h.ip, transport=t, collective=coll,
+                                   timeout_s=_timeout(p, scheme, sizes, link_bps))
+        phases.append(PhasePlan(
+            scheme, jobs, timeout_s=_timeout(p, scheme, sizes, link_bps),
+            epic_group=ENDPOINT if scheme == "epic" else None,
+            notes=f"{p.ranks} ranks, AllReduce of {sizes[0]}..{sizes[-1]} B, "
+                  f"{p.iterations} per size"))
+    topo = Topology(n_hosts=p.ranks, program=PROGRAM, backend=p.backend,
+                    commands=(f"set_port_rate_bps {int(link_bps)}",),
+                    packet_bytes=frame_bytes(PACKET_BYTES))
+    return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
+                   info={"link_bps": link_bps, "paper": PAPER, "sizes": sizes,
+                         "elems_per_packet": ELEMS})
+
+
+def _timeout(p: Params, scheme: str, sizes: list[int], link_bps: float) -> float:
+    """Three times the ideal time of the phase, plus set-up."""
+    frac = ideal_algbw_fraction(scheme, p.ranks)
+    ideal = sum(s * 8 / (link_bps * frac) for s in sizes) * p.iterations
+    return 3 * ideal + 60 + 5 * len(sizes) * p.iterations
+
+
+def _scheme_results(run_dir: Path, scheme: str, p: Params) -> dict[str, Any]:
+    data = load_phase(run_dir, scheme)
+    checks = data.all_events("collective_check")
+    sizes = p.sizes()
+    n_coll = len(sizes) * p.iterations
+    by_iter: dict[int, set[str]] = {}
+    for e in checks:
+        by_iter.setdefault(e["iteration"], set()).add(e["sha256"])
+    bit_exact = (len(checks) == p.ranks * n_coll and all(e["ok"] for e in checks)
+                 and all(len(v) == 1 for v in by_iter.values()))
+    durations: dict[int, float] = {}
+    for e in data.all_events("collective_end"):
+        d = (e["t_ns"] - e["t_start_ns"]) / 1e9
+        durations[e["seq"]] = max(durations.get(e["seq"], 0.0), d)
+    algbw = []
+    times = []
+    for i, size in enumerate(sizes):
+        ds = [durations[s] for s in range(i * p.iterations, (i + 1) * p.iterations)
+              if s in durations]
+        mean = sum(ds) / len(ds) if ds else 0.0
+        times.append(round(mean, 5))
+        algbw.append(round(size * 8 / mean / 1e6, 5) if mean else 0.0)
+    reports = data.all_events("pacer_report")
+    return {"algbw": algbw, "time_s": times, "bit_exact": bit_exact,
+            "collectives": len(durations),
+            "retransmissions": sum(e["qp"]["retransmits"] for e in reports)}
+
+
+def analyze(run_dir: Path) -> dict[str, Any]:
+    saved = json.loads((Path(run_dir) / "plan.json").read_text())
+    p = Params(**saved["params"])
+    sizes = p.sizes()
+    res = {s: _scheme_results(Path(run_dir), s, p) for s in SCHEMES}
+    link = p.link_mbps
+    algbw = {s: res[s]["algbw"] for s in SCHEMES}
+    scale = p.nic_gbps / p.link_mbps / 1000.0        # Mb/s here -> Gb/s at the paper's NIC
+
+    def ratio(a: float, b: float) -> float | None:
+        return round(a / b, 4) if b else None
+
+    return {
+        "sizes": sizes,
+        "algbw": algbw,
+        "algbw_paper_gbps": {s: [round(v * scale, 3) for v in algbw[s]] for s in SCHEMES},
+        "ratio_large": ratio(algbw["epic"][-1], algbw["ring"][-1]),
+        "ratio_large_256": ratio(algbw["epic"][-1], algbw["ring256"][-1]),
+        "ideal_ratio": round(2 * (p.ranks - 1) / p.ranks, 4),
+        "link_fraction": round(algbw["epic"][-1] / link, 4),
+        "bit_exact": all(res[s]["bit_exact"] for s in SCHEMES),
+        "schemes": res,
+        "model": {s: round(ideal_algbw_fraction(s, p.ranks), 4) for s in SCHEMES}
+        | {"ratio_large": round(ideal_algbw_fraction("epic", p.ranks)
+                                / ideal_algbw_fraction("ring", p.ranks), 4),
+           "ratio_large_256": round(ideal_algbw_fraction("epic", p.ranks)
+                                    / ideal_algbw_fraction("ring256", p.ranks), 4)},
+        "paper": PAPER,
+    }
+
+
+def plot(run_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    saved = json.loads((Path(run_dir) / "plan.json").read_text())
+    p = Params(**saved["params"])
+    r = analyze(run_dir)
+    out = Path(run_dir) / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    sizes_kib = [s / 1024 for s in r["sizes"]]
+    labels = {"epic": "EPIC-II (in-network)", "ring": "host ring, MTU 1024",
+              "ring256": "host ring, MTU 256"}
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for s in SCHEMES:
+        line, = ax.plot(sizes_kib, r["algbw"][s], marker="o", label=labels[s])
+        ax.axhline(r["model"][s] * p.link_mbps, color=line.get_color(), linestyle=":",
+                   linewidth=0.9)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (KiB)")
+    ax.set_ylabel("algorithm throughput (Mb/s)")
+    ax.set_title(f"{p.ranks} ranks, links at {p.link_mbps:g} Mb/s (dotted: ideal)")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    # measured at the largest size vs the paper at 1 GiB, both as a fraction of the link
+    meas = [r["algbw"][s][-1] / p.link_mbps for s in SCHEMES]
+    paper = [PAPER["algbw_gbps"]["1GiB"][s] / PAPER["nic_gbps"] for s in SCHEMES]
+    xs = range(len(SCHEMES))
+    bx.bar([x - 0.2 for x in xs], meas, 0.4,
+           label=f"measured, {r['sizes'][-1] // 1024} KiB")
+    bx.bar([x + 0.2 for x in xs], paper, 0.4, label="paper, 1 GiB (Tofino, 100 Gb/s)")
+    bx.set_xticks(list(xs), [labels[s] for s in SCHEMES], fontsize=8)
+    bx.set_ylabel("algorithm throughput / link rate")
+    bx.set_title("large messages: measured vs paper")
+    bx.legend(fontsize=8)
+    bx.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    path = out / "allreduce_algbw.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
