@@ -75,11 +75,12 @@ class EpicGroup:
 
 
 def install_from_rendezvous(group: dict[str, Any], jobs: dict[str, Any],
-                            directory: Path) -> list[str] | None:
+                            directory: Path, node_base: int = 0) -> list[str] | None:
     """The switch lines for a phase's EPIC group once every rank has written
     ``rank<r>.json`` (its ``EpicCommunicator.local_info()``) into ``directory``;
     None while some are missing. ``jobs`` are the phase's JobSpecs by host name
-    (host hI is on switch port I, addresses as testbed.net.host_addr)."""
+    (host hI is on switch port I, addresses as testbed.net.host_addr);
+    ``node_base``: multicast nodes earlier groups of the run created."""
     from testbed.net import host_addr
 
     ranks = {spec.collective.rank: h for h, spec in jobs.items() if spec.collective}
@@ -100,7 +101,7 @@ def install_from_rendezvous(group: dict[str, Any], jobs: dict[str, Any],
     g = EpicGroup(ep, tuple(members), mgid=int(group.get("mgid", 1)))
     return [*(f"register_reset MyIngress.{r}" for r in ("slot_psn", "slot_bitmap",
                                                         "slot_count")),
-            *g.switch_commands()]
+            *g.switch_commands(node_base)]
 
 
 def _mac_bytes(mac: str) -> bytes:

@@ -89,6 +89,11 @@ class PhasePlan:
     # (testbed.epic.install_from_rendezvous): {"switch_ip", "qpn", "gid", "mgid"};
     # the jobs' ranks are the hosts in the group, by CollectiveSpec.rank.
     epic_group: dict[str, Any] | None = None
+    # A warm-up phase (e.g. to let the switch's JIT compile the hot paths before
+    # measuring): run and recorded like the others, but its results are not
+    # measurements and the fidelity verdict covers only the other phases
+    # (summary.json fidelity.warmup has its numbers apart).
+    warmup: bool = False
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:
@@ -127,8 +132,11 @@ class RunPlan:
         if not names or len(set(names)) != len(names):
             raise ExperimentError("a plan needs phases with distinct names")
         hosts = {f"h{i}" for i in range(1, self.topology.n_hosts + 1)}
-        if sum(p.epic_group is not None for p in self.phases) > 1:
-            raise ExperimentError("at most one phase per run may install an EPIC group")
+        groups = [p.epic_group for p in self.phases if p.epic_group is not None]
+        for key in ("gid", "mgid", "qpn"):
+            vals = [g.get(key) for g in groups]
+            if len(set(vals)) != len(vals):
+                raise ExperimentError(f"EPIC groups of a run need distinct {key}s: {vals}")
         for p in self.phases:
             unknown = set(p.jobs) - hosts
             if unknown:
@@ -228,7 +236,7 @@ def plan_to_dict(plan: RunPlan) -> dict[str, Any]:
         "phases": [
             {"name": p.name, "commands": list(p.commands), "timeout_s": p.timeout_s,
              "watch_ports": list(p.watch_ports), "notes": p.notes,
-             "epic_group": p.epic_group,
+             "epic_group": p.epic_group, "warmup": p.warmup,
              "jobs": {h: s.to_dict() for h, s in sorted(p.jobs.items())}}
             for p in plan.phases
         ],

@@ -9,6 +9,11 @@ Each check is ``pass``, ``fail`` or ``not measured``:
   missing (a soft-switch run without lag samples, a run without sender
   reports): no data is no evidence of fidelity.
 
+Warm-up phases (``PhasePlan.warmup``) are not measurements: their figures are
+reported apart (``warmup``) and do not decide the verdict; the switch's lag
+maximum is reset at the start of every phase, so a warm-up's worst lag does
+not carry over.
+
 The run is ``faithful`` only if no check failed. Checks (limits in
 testbed.experiment.FidelityLimits):
 
@@ -153,9 +158,15 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft") -> dic
     tx_drops = 0
     overload: list[dict[str, Any]] = []
     ports_judged = 0
+    warmup: dict[str, Any] = {}
     for p in plan.phases:
         data = load_phase(run_dir, p.name)
         b, a = data.stats.get("before", {}), data.stats.get("after", {})
+        if p.warmup:      # not a measurement: its figures apart, outside the verdict
+            la = a.get("lag_us", {})
+            warmup[p.name] = {"lag_max_us": la.get("max", 0),
+                              "kernel_drops": a.get("kernel_drops", 0) - b.get("kernel_drops", 0)}
+            continue
         if a:
             lb, la = b.get("lag_us", {}), a.get("lag_us", {})
             n = la.get("samples", 0) - lb.get("samples", 0)
@@ -262,7 +273,8 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft") -> dic
                  "network") if overload else "")
     failed = [k for k, c in checks.items() if c["status"] == FAIL]
     out = {"verdict": "not faithful" if failed else "faithful", "ok": not failed,
-           "failed": failed, "not_measured": not_measured, "checks": checks}
+           "failed": failed, "not_measured": not_measured, "checks": checks,
+           "warmup": warmup}
     out["text"] = verdict_text(out)
     return out
 

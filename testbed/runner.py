@@ -611,6 +611,8 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any
     if reg:
         _apply_commands(ctl, [f"register_reset {reg}"], opts.target,
                         plan.topology.packet_bytes, f"phase {phase.name}", applied)
+    if opts.target == "soft":
+        sw.cmd_cli("switch_lag_max_reset")    # the lag maximum of this phase alone
     before = _switch_stats(sw, opts.target)
     poller: SwitchPoller | None = None
     if opts.target == "soft":
@@ -641,8 +643,11 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any
             if epic_pending:
                 from testbed.epic import install_from_rendezvous
 
+                prior = sum(len(q.jobs) for q in plan.phases[:plan.phases.index(phase)]
+                            if q.epic_group is not None)
                 lines = install_from_rendezvous(phase.epic_group or {}, jobs,
-                                                pdir / "rendezvous" / "epic")
+                                                pdir / "rendezvous" / "epic",
+                                                node_base=prior)
                 if lines is not None:
                     _apply_commands(ctl, lines, opts.target, plan.topology.packet_bytes,
                                     f"phase {phase.name} (EPIC group)", applied)

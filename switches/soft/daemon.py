@@ -30,6 +30,8 @@ socket counters (``ports``; ``kernel_drops`` are frames the kernel dropped
 because the switch did not read them in time), ``lag_us`` (how long frames
 waited in the kernel before being processed, sampled once per batch),
 ``cpu_s`` and ``uptime_s``. Together they tell whether the switch kept up.
+``switch_lag_max_reset`` restarts the lag maximum (the mean and sample count
+keep counting), so a run can report the worst lag of each phase.
 
 Exit codes: 0 clean shutdown, 2 bad arguments or missing files, 3 the P4
 program did not compile, 4 a port could not be opened, 5 a --cli-file
@@ -77,6 +79,7 @@ RECV_BATCH = 64
 IDLE_POLL_MS = 500
 FINE_WAIT_US = 2000
 STATS_COMMAND = "switch_stats"
+LAG_MAX_RESET_COMMAND = "switch_lag_max_reset"
 
 
 def now_us() -> int:
@@ -163,6 +166,9 @@ class SwitchDaemon:
         """One control command, under the switch lock."""
         if line.split()[0] == STATS_COMMAND:
             return json.dumps(self.stats(), sort_keys=True)
+        if line.split()[0] == LAG_MAX_RESET_COMMAND:
+            self.lag_max_us = 0
+            return ""
         with self.switch.lock:
             try:
                 return str(self.control.execute(line))
