@@ -1,0 +1,87 @@
+"""epic-allreduce as data: its plan, the EPIC job specs, the controller's group
+installation from the ranks' reports, and the ideal-throughput model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments import epic_allreduce as ex
+from hosts.agent_spec import CollectiveSpec, JobSpec, SpecError
+from testbed.epic import install_from_rendezvous
+from testbed.experiment import ExperimentError, PhasePlan, RunPlan
+
+
+def test_plan_has_a_warmup_and_three_schemes() -> None:
+    p = ex.Params.quick()
+    plan = ex.plan(p)
+    assert [ph.name for ph in plan.phases] == ["warmup", "epic", "ring", "ring256"]
+    warm, epic, ring, ring256 = plan.phases
+    assert warm.warmup and not any(ph.warmup for ph in plan.phases[1:])
+    assert warm.epic_group and epic.epic_group
+    assert warm.epic_group["gid"] != epic.epic_group["gid"]
+    assert ring.epic_group is None and ring256.epic_group is None
+    mtus = {ph.name: next(iter(ph.jobs.values())).transport.path_mtu for ph in plan.phases}
+    assert mtus == {"warmup": 256, "epic": 256, "ring": 1024, "ring256": 256}
+    spec = epic.jobs["h1"].collective
+    assert spec is not None and spec.scheme == "epic"
+    assert [4 * c for c in spec.schedule()] == [s for s in p.sizes() for _ in range(p.iterations)]
+    assert plan.topology.program == ex.PROGRAM and plan.topology.n_hosts == p.ranks
+    assert p.slowdown == pytest.approx(100e9 / 0.5e6)
+
+
+def test_sizes_are_powers_of_four_up_to_the_maximum() -> None:
+    assert ex.Params(min_kib=4, max_kib=1024).sizes() == [4096, 16384, 65536, 262144, 1048576]
+    assert ex.Params(min_kib=4, max_kib=100).sizes() == [4096, 16384, 65536, 102400]
+    with pytest.raises(ValueError):
+        ex.Params(min_kib=8, max_kib=4)
+
+
+def test_ideal_model() -> None:
+    # same 256 B packets: the ratio is exactly the byte ratio 2(N-1)/N
+    assert ex.ideal_algbw_fraction("epic", 8) / ex.ideal_algbw_fraction("ring256", 8) == \
+        pytest.approx(1.75)
+    assert ex.ideal_algbw_fraction("epic", 8) == pytest.approx(256 / 314)
+    assert ex.ideal_algbw_fraction("ring", 8) == pytest.approx(1024 / 1082 * 8 / 14)
+
+
+def test_epic_jobs_need_int32_and_an_endpoint() -> None:
+    with pytest.raises(SpecError, match="int32"):
+        CollectiveSpec(rank=0, size=2, scheme="epic", dtype="int64", epic=ex.ENDPOINT)
+    with pytest.raises(SpecError, match="switch_ip"):
+        CollectiveSpec(rank=0, size=2, scheme="epic", dtype="int32", epic={"qpn": 1})
+    spec = JobSpec(host="h1", ip="10.0.1.1", collective=CollectiveSpec(
+        rank=0, size=2, scheme="epic", dtype="int32", counts=(64, 128), epic=ex.ENDPOINT))
+    again = JobSpec.from_json(spec.to_json())
+    assert again == spec and again.collective is not None
+    assert again.collective.schedule() == [64, 128]
+
+
+def test_two_epic_phases_need_distinct_groups() -> None:
+    plan = ex.plan(ex.Params.quick())
+    epic = plan.phases[1]
+    clash = PhasePlan("again", epic.jobs, epic_group=dict(epic.epic_group or {}))
+    with pytest.raises(ExperimentError, match="distinct"):
+        RunPlan(topology=plan.topology, phases=(epic, clash))
+
+
+def test_group_is_installed_once_every_rank_reported(tmp_path: Path) -> None:
+    jobs = ex.plan(ex.Params(ranks=3)).phases[1].jobs
+    d = tmp_path / "epic"
+    d.mkdir()
+    assert install_from_rendezvous(ex.ENDPOINT, jobs, d) is None
+    for r in range(3):
+        (d / f"rank{r}.json").write_text(json.dumps(
+            {"rank": r, "ip": f"10.0.{r + 1}.1", "qpn": 0x20 + r}))
+    lines = install_from_rendezvous(ex.ENDPOINT, jobs, d, node_base=8)
+    assert lines is not None
+    assert lines[0].startswith("register_reset MyIngress.slot_psn")
+    assert "table_add MyIngress.epic_group MyIngress.set_group 10.255.0.1 0x100 => 0 3 1" in lines
+    for r in range(3):
+        assert any(ln.endswith(f"10.0.{r + 1}.1 {0x20 + r:#x}") for ln in lines)
+        assert f"mc_node_associate 1 {8 + r}" in lines
+    (d / "rank1.json").write_text(json.dumps({"rank": 1, "ip": "10.9.9.9", "qpn": 5}))
+    with pytest.raises(ValueError, match="rank 1"):
+        install_from_rendezvous(ex.ENDPOINT, jobs, d)
