@@ -93,6 +93,9 @@ if TYPE_CHECKING:
 __all__ = ["main", "AgentError", "EventLog", "flow_pattern", "collective_input"]
 
 PR_SET_PDEATHSIG = 1
+# Immediate-data flag of the last message of a flow that ends early (partial
+# delivery); the low bits keep the message index.
+FINAL_IMM = 1 << 31
 PR_SET_TIMERSLACK = 29
 
 
@@ -282,6 +285,9 @@ class _Flow:
         self._seen = {"cnps_sent": 0, "retransmits": 0, "rto": 0, "naks_rcvd": 0}
         self.flex: FlexibleFlow | None = None
         self.low_dscp = 0
+        # Messages the flow ends with: count, or fewer when a flexible flow with
+        # r < 1 ends early (its sender flags the last message it posts).
+        self.end_count = spec.count
         if self.sender:
             self.qp.dscp = spec.dscp
 
@@ -320,7 +326,8 @@ class _Flow:
                 cycle = Cycle(t_int_ns=int(float(f["t_int_us"]) * 1000),
                               warmup=int(f.get("warmup", 1)), measure=int(f.get("measure", 1)),
                               exploit=int(f.get("exploit", 3)))
-                self.flex = FlexibleFlow(FlexibleParams(alpha=float(f["alpha"]), r=1.0,
+                self.flex = FlexibleFlow(FlexibleParams(alpha=float(f["alpha"]),
+                                                        r=float(f.get("r", 1.0)),
                                                         size=self.spec.total_bytes),
                                          cycle, start_ns=self.next_post_ns)
                 self.low_dscp = int(f.get("low_dscp", 8))
@@ -340,6 +347,13 @@ class _Flow:
             return
         was_low = flex.low
         d = flex.update(now, self.delivered_bytes())
+        if d.done and self.end_count == self.spec.count and self.posted < self.spec.count:
+            # Partial delivery: what was delivered and what B_r gave up cover the
+            # flow. The next message posted is the last, flagged for the receiver.
+            self.end_count = self.posted + 1
+            self.agent.log.emit("partial_end", t_ns=now, flow=self.name,
+                                messages=self.end_count, skipped=flex.skipped,
+                                delivered=self.delivered_bytes())
         if d.low != was_low:
             self.qp.dscp = self.low_dscp if d.low else self.spec.dscp
             self.agent.log.emit("priority", t_ns=now, flow=self.name, low=d.low,
@@ -355,14 +369,15 @@ class _Flow:
     # -- application loop ------------------------------------------------------
     def _post_more(self, now: int) -> None:
         s = self.spec
-        while (self.posted < s.count and self.posted - self.completed < s.window
+        while (self.posted < self.end_count and self.posted - self.completed < s.window
                and now >= self.next_post_ns):
             i = self.posted
+            final = i == self.end_count - 1 and self.end_count < s.count
             self.qp.post_send(SendWR(
                 wr_id=i, opcode=WROpcode.RDMA_WRITE_WITH_IMM,
                 sge=self.mr.sge(i * s.msg_bytes, s.msg_bytes),
                 remote_addr=int(self.peer["addr"]) + i * s.msg_bytes,
-                rkey=int(self.peer["rkey"]), imm_data=i & 0xFFFFFFFF))
+                rkey=int(self.peer["rkey"]), imm_data=i | (FINAL_IMM if final else 0)))
             self.posted += 1
             if s.rate_bps is not None:
                 self.next_post_ns = self.t_start + int(self.posted * s.msg_bytes * 8e9 / s.rate_bps)
@@ -380,13 +395,16 @@ class _Flow:
                     self.completed += 1
                 elif not self.sender and wc.opcode == WCOpcode.RECV_RDMA_WITH_IMM:
                     self.completed += 1
+                    imm = wc.imm_data or 0
+                    if imm & FINAL_IMM:   # the sender ended the flow early here
+                        self.end_count = (imm & ~FINAL_IMM) + 1
                 else:
                     continue
                 self.agent.log.emit("completion", t_ns=wc.timestamp_ns, flow=self.name,
                                     role=self.spec.role, index=wc.wr_id if self.sender
-                                    else wc.imm_data, bytes=wc.byte_len)
+                                    else (wc.imm_data or 0) & ~FINAL_IMM, bytes=wc.byte_len)
         self._counters(now)
-        if self.completed >= self.spec.count:
+        if self.completed >= self.end_count:
             self._finish(now)
         elif self.sender:
             if self.flex is not None:
@@ -438,7 +456,9 @@ class _Flow:
         self.t_end = now
         self.sample(now)
         extra: dict[str, Any] = {}
-        digest = hashlib.sha256(self.buf).hexdigest()
+        # A flow that ended early compares the messages it delivered.
+        delivered = self.completed * self.spec.msg_bytes
+        digest = hashlib.sha256(memoryview(self.buf)[:delivered]).hexdigest()
         if self.sender:
             assert self.pacer is not None and self.rc is not None
             extra["pacer"] = self.pacer.report()
@@ -448,16 +468,20 @@ class _Flow:
             if self.flex is not None:
                 extra["flexible"] = {"low_s": self.flex.low_ns / 1e9, **self._flex_state()}
         else:
-            extra["bytes_ok"] = bytes(self.buf) == flow_pattern(self.spec)
+            extra["bytes_ok"] = (bytes(self.buf[:delivered])
+                                 == flow_pattern(self.spec)[:delivered])
+        if self.end_count < self.spec.count:
+            extra["partial"] = {"messages": self.end_count, "of": self.spec.count,
+                                "delivered_fraction": self.end_count / self.spec.count}
         self.agent.log.emit("flow_end", t_ns=now, flow=self.name, role=self.spec.role,
-                            bytes=self.spec.total_bytes, count=self.completed,
+                            bytes=delivered, count=self.completed,
                             t_start_ns=self.t_start, duration_s=(now - self.t_start) / 1e9,
                             qp=dict(self.qp.stats), sha256=digest, **extra)
         if not self.sender and not extra["bytes_ok"]:
             raise AgentError(f"flow {self.name}: received bytes differ from what was sent")
 
     def progress(self) -> tuple[int, int]:
-        return self.completed, self.spec.count
+        return self.completed, self.end_count
 
 
 # ---------------------------------------------------------------------------

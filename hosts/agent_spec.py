@@ -132,7 +132,9 @@ class FlowSpec:
     dscp: int = 0                   # DSCP of the data packets (the switch's priority class)
     # A ReFlex flexible flow (sender only): {"alpha", "r", "t_int_us", "warmup",
     # "measure", "exploit", "low_dscp"}; its data packets carry ``low_dscp`` while
-    # the flow is at low priority and ``dscp`` otherwise (hosts.reflex).
+    # the flow is at low priority and ``dscp`` otherwise (hosts.reflex). With
+    # r < 1 it may end early: the last message it posts carries the agent's
+    # FINAL_IMM flag in its immediate data and the receiver ends there.
     flexible: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
@@ -164,16 +166,15 @@ class FlowSpec:
             raise SpecError(f"flow {self.flow}: only a sender can be flexible")
         if "alpha" not in f or "t_int_us" not in f:
             raise SpecError(f"flow {self.flow}: flexible needs alpha and t_int_us")
-        if float(f.get("r", 1.0)) != 1.0:
-            # Ending early needs the receiver to learn where the flow stops; the
-            # agent does not carry that yet.
-            raise SpecError(f"flow {self.flow}: the agent runs flexible flows with r = 1 only")
+        if self.count >= 1 << 31:
+            raise SpecError(f"flow {self.flow}: a flexible flow has fewer than 2^31 messages")
         if not 0 <= int(f.get("low_dscp", 8)) <= 63:
             raise SpecError(f"flow {self.flow}: flexible.low_dscp must be 0..63")
         from hosts.reflex import Cycle, FlexibleParams
 
         try:
-            FlexibleParams(alpha=float(f["alpha"]), r=1.0, size=self.total_bytes)
+            FlexibleParams(alpha=float(f["alpha"]), r=float(f.get("r", 1.0)),
+                           size=self.total_bytes)
             Cycle(t_int_ns=int(float(f["t_int_us"]) * 1000), warmup=int(f.get("warmup", 1)),
                   measure=int(f.get("measure", 1)), exploit=int(f.get("exploit", 3)))
         except ValueError as e:

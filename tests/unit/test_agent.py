@@ -275,14 +275,43 @@ def test_a_flexible_sender_goes_low_once_it_has_budget(tmp_path: Path) -> None:
     assert next(e for e in ev_b if e["event"] == "flow_end")["bytes_ok"] is True
 
 
+def test_a_flexible_flow_with_r_below_one_ends_early_with_at_least_r(tmp_path: Path) -> None:
+    """alpha = 2 asks for twice the measured fair share, which a lone flow never
+    gets: every update is a deficit, drained from B_r = (1 - r) F. Once the
+    delivered bytes and what B_r gave up cover the flow, the sender flags its
+    last message and both ends stop there, with at least r F delivered and
+    the delivered prefix intact."""
+    ip_a, ip_b = _loopback_ips(2)
+    common = {"flow": "part", "msg_bytes": 32768, "count": 80, "window": 4, "seed": 5}
+    flex = {"alpha": 2.0, "r": 0.5, "t_int_us": 20000}
+    specs = [
+        JobSpec(host="a", ip=ip_a, transport=_transport(),
+                flows=(FlowSpec(role="sender", peer_ip=ip_b, flexible=flex, **common),),
+                timeout_s=30),
+        JobSpec(host="b", ip=ip_b, transport=_transport(),
+                flows=(FlowSpec(role="receiver", peer_ip=ip_a, **common),), timeout_s=30),
+    ]
+    results = _run_agents(tmp_path, specs)
+    assert [rc for rc, _ in results] == [0, 0], results
+    ev_a, ev_b = _events(tmp_path / "a.jsonl"), _events(tmp_path / "b.jsonl")
+    end_a = next(e for e in ev_a if e["event"] == "flow_end")
+    end_b = next(e for e in ev_b if e["event"] == "flow_end")
+    n = end_b["partial"]["messages"]
+    assert 40 <= n < 80 and end_a["partial"]["messages"] == n
+    assert end_b["count"] == n and end_b["bytes"] == n * 32768
+    assert end_b["bytes_ok"] is True and end_b["sha256"] == end_a["sha256"]
+    assert end_a["flexible"]["b_r"] < 0.5 * 80 * 32768
+    assert [e["index"] for e in ev_b if e["event"] == "completion"] == list(range(n))
+
+
 def test_flexible_specs_are_checked() -> None:
     base = {"flow": "f", "peer_ip": "10.0.0.2", "msg_bytes": 1024, "count": 4}
     with pytest.raises(SpecError, match="only a sender"):
         FlowSpec(role="receiver", flexible={"alpha": 0.9, "t_int_us": 5000}, **base)
     with pytest.raises(SpecError, match="unknown flexible fields"):
         FlowSpec(role="sender", flexible={"alpha": 0.9, "t_int_us": 5000, "beta": 1}, **base)
-    with pytest.raises(SpecError, match="r = 1 only"):
-        FlowSpec(role="sender", flexible={"alpha": 0.9, "t_int_us": 5000, "r": 0.5}, **base)
+    with pytest.raises(SpecError, match="r must be in"):
+        FlowSpec(role="sender", flexible={"alpha": 0.9, "t_int_us": 5000, "r": 1.5}, **base)
     with pytest.raises(SpecError, match="t_int_ns must be positive"):
         FlowSpec(role="sender", flexible={"alpha": 0.9, "t_int_us": 0}, **base)
     with pytest.raises(SpecError, match="dscp"):
