@@ -60,16 +60,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hosts.agent_spec import FlowSpec, JobSpec, TransportSpec
-from hosts.reflex.schemes import DSCP_HIGH, DSCP_LOW, PRIO_LOW, SCHEMES
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from experiments._reflex_net import (
+    BOTTLENECK_PORT,
+    ReflexNetwork,
+    delivered,
+    first_rx_s,
+    flexible_spec,
+    last_rx_s,
+    messages,
+    topology,
+    transport,
+)
+from hosts.agent_spec import FlowSpec, JobSpec
+from hosts.reflex.schemes import DSCP_HIGH, DSCP_LOW, SCHEMES
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan
 from testbed.net import host_addr
-from testbed.timeline import PhaseData, counter_points, load_phase, payload_efficiency, value_at
+from testbed.timeline import PhaseData, load_phase, value_at
 
 NAME = "reflex-cases"
-PROGRAM = "switches/p4/reflex.p4"
-BOTTLENECK_PORT = 3
-QDEPTH_REGISTER = "MyEgress.qdepth_max"
 HEADLINE = ("case1.regular_rate_fraction", "case2.flexible_rate_fraction")
 
 # The paper's values for this experiment's keys (§5, Fig. 3/4: rates while both
@@ -92,19 +100,8 @@ ACCEPT_REL = 0.10   # ReFlex's two fractions must be within 10% of the paper's
 
 
 @dataclass(frozen=True)
-class Params:
-    # Every switch port and host NIC. At 40 Mb/s a lone Python sender delivered
-    # only 22-30 of 37.8 Mb/s of payload on a loaded 2-core machine; at 20 Mb/s
-    # 17.5 of 18.9.
-    link_mbps: float = 20.0
-    nic_gbps: float = 10.0           # the paper's links; sets the slowdown
-    t_int_us: float = 5000.0         # probing interval of the modelled network (paper: 5 ms)
-    warmup: int = 1                  # phases in intervals (paper: 1:1:3)
-    measure: int = 1
-    exploit: int = 3
+class Params(ReflexNetwork):
     alpha: float = 0.9
-    queue_pkts: int = 466            # per queue (paper)
-    ecn_k_pkts: int = 65             # RED hard marking threshold (paper)
     # The later (short) flow's volume in cycles at line rate (paper: 2 Gbit = 8
     # cycles of 10 Gb/s x 25 ms), per case.
     case1_short_cycles: float = 8.0
@@ -113,18 +110,6 @@ class Params:
     scheme_short_intervals: float = 2.0  # fixed schemes: short flow volume, intervals at line rate
     scheme_head_intervals: float = 1.0   # fixed schemes: the first flow alone
     schemes: str = "reflex,none,absolute,weighted-9:1,weighted-2:1,weighted-10:9"
-    msg_bytes: int = 65536
-    window: int = 8                  # outstanding messages per QP
-    path_mtu: int = 1024             # the testbed's links have a 1500-byte MTU
-    dcqcn_preset: str = "connectx"   # the project default: what a ConnectX NIC does
-    # RoCE's retransmission timer (modelled us). The low queue drains at 10% of
-    # the link: 466 packets wait ~4 ms there, and RoCE's go-back-N timer does not
-    # back off as TCP's does (the paper's DCTCP: min RTO 1 ms, exponential
-    # backoff), so a shorter timer retransmits packets that are only queued, and
-    # 7 unanswered timeouts end the connection (absolute priority starves the
-    # flexible flow for ~5 ms of modelled time).
-    rto_us: float = 4000.0
-    sample_interval_us: int = 20000
 
     @classmethod
     def quick(cls) -> Params:
@@ -133,19 +118,12 @@ class Params:
         return cls(case1_short_cycles=2.0, case2_short_cycles=4.0)
 
     def __post_init__(self) -> None:
-        if self.link_mbps <= 0 or self.nic_gbps <= 0 or self.t_int_us <= 0:
-            raise ValueError("link_mbps, nic_gbps and t_int_us must be positive")
+        super().__post_init__()
         if not 0 < self.alpha <= 1:
             raise ValueError("alpha must be in (0, 1]")
-        if not 0 < self.ecn_k_pkts < self.queue_pkts:
-            raise ValueError("need 0 < ecn_k_pkts < queue_pkts")
         unknown = set(self.scheme_list) - set(SCHEMES)
         if unknown or not self.scheme_list:
             raise ValueError(f"schemes: unknown {sorted(unknown)}; known: {', '.join(SCHEMES)}")
-        if self.path_mtu > 1024:
-            raise ValueError("path_mtu above 1024 does not fit the links' 1500-byte frames")
-        if self.msg_bytes % self.path_mtu:
-            raise ValueError("msg_bytes must be a multiple of path_mtu (whole packets)")
         if min(self.case1_short_cycles, self.case2_short_cycles,
                self.scheme_short_intervals) <= 0:
             raise ValueError("flow sizes must be positive")
@@ -153,27 +131,6 @@ class Params:
     @property
     def scheme_list(self) -> list[str]:
         return [s.strip() for s in self.schemes.split(",") if s.strip()]
-
-    @property
-    def link_bps(self) -> float:
-        return self.link_mbps * 1e6
-
-    @property
-    def slowdown(self) -> float:
-        return self.nic_gbps * 1e9 / self.link_bps
-
-    @property
-    def t_int_s(self) -> float:
-        """One probing interval on the testbed's clock."""
-        return self.t_int_us * 1e-6 * self.slowdown
-
-    @property
-    def cycle_intervals(self) -> int:
-        return self.warmup + self.measure + self.exploit
-
-    @property
-    def payload_bps(self) -> float:
-        return self.link_bps * payload_efficiency(self.msg_bytes, self.path_mtu)
 
 
 # ---------------------------------------------------------------------------
@@ -200,24 +157,6 @@ def case1_head_intervals(p: Params) -> float:
     return need / gain + (w + m) + cycle   # + first estimate + synchronization
 
 
-def _volume(p: Params, intervals: float) -> int:
-    """Bytes of payload the link carries in ``intervals`` at line rate, whole messages."""
-    b = p.payload_bps / 8 * intervals * p.t_int_s
-    return max(1, math.ceil(b / p.msg_bytes))
-
-
-def _transport(p: Params) -> TransportSpec:
-    return TransportSpec(scale={"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9,
-                                "rto_us": p.rto_us},
-                         dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
-                         sample_interval_us=p.sample_interval_us)
-
-
-def _flexible(p: Params) -> dict[str, Any]:
-    return {"alpha": p.alpha, "t_int_us": p.t_int_us * p.slowdown, "warmup": p.warmup,
-            "measure": p.measure, "exploit": p.exploit, "low_dscp": DSCP_LOW}
-
-
 def _case(p: Params, scheme: str, case: int) -> tuple[dict[str, JobSpec], float]:
     """Jobs of one case under one scheme, and the expected duration (s)."""
     s = SCHEMES[scheme]
@@ -233,7 +172,7 @@ def _case(p: Params, scheme: str, case: int) -> tuple[dict[str, JobSpec], float]
     # schemes that starve the flexible flow: the window then ends with it).
     long_iv = head + (1.0 if case == 1 else 1.5) * short + 1
     first, later = ("flex", "regular") if case == 1 else ("regular", "flex")
-    counts = {first: _volume(p, long_iv), later: _volume(p, short)}
+    counts = {first: messages(p, long_iv), later: messages(p, short)}
     delay = {first: 0.0, later: head * p.t_int_s}
     hosts = {"flex": 1, "regular": 2}
     per_host: dict[int, list[FlowSpec]] = {}
@@ -243,14 +182,14 @@ def _case(p: Params, scheme: str, case: int) -> tuple[dict[str, JobSpec], float]
         if flow == "flex":
             extra["dscp"] = DSCP_LOW if s.flexible == "low" else DSCP_HIGH
             if s.flexible == "reflex":
-                extra["flexible"] = _flexible(p)
+                extra["flexible"] = flexible_spec(p, p.alpha)
         common: dict[str, Any] = {"flow": flow, "msg_bytes": p.msg_bytes, "count": counts[flow],
                   "window": p.window, "seed": 100 + 10 * case + k}
         per_host.setdefault(snd, []).append(FlowSpec(role="sender", peer_ip=host_addr(3).ip,
                                                      **common, **extra))
         per_host.setdefault(3, []).append(FlowSpec(role="receiver", peer_ip=host_addr(snd).ip,
                                                    **common))
-    t = _transport(p)
+    t = transport(p)
     # Worst case: the later flow starved until the first one ends, both at line rate.
     expected = (head + (counts["flex"] + counts["regular"]) * p.msg_bytes * 8
                 / p.payload_bps / p.t_int_s) * p.t_int_s
@@ -265,15 +204,7 @@ def phase_name(scheme: str, case: int) -> str:
 
 
 def plan(p: Params) -> RunPlan:
-    topo = Topology(
-        n_hosts=3, program=PROGRAM, priority_queues=2, qdepth_register=QDEPTH_REGISTER,
-        packet_bytes=p.path_mtu + 58,
-        commands=(
-            f"set_port_rate_bps {int(p.link_bps)}",
-            f"set_queue_depth {p.queue_pkts}",
-            f"table_set_default MyEgress.ecn_config MyEgress.set_ecn_threshold {p.ecn_k_pkts}",
-            f"table_add MyIngress.dscp_priority MyIngress.set_priority {DSCP_LOW} => {PRIO_LOW}",
-        ))
+    topo = topology(p)
     phases = []
     for scheme in p.scheme_list:
         for case in (1, 2):
@@ -303,30 +234,14 @@ def _params(run_dir: Path) -> Params:
     return Params(**{k: v for k, v in d.items() if k in known})
 
 
-def _delivered(data: PhaseData, flow: str) -> list[tuple[float, float]]:
-    return counter_points(data.flow_events(flow, "rx"), "rx_bytes")
-
-
-def _first_rx_s(pts: list[tuple[float, float]]) -> float:
-    for i, (_t, v) in enumerate(pts):
-        if v > 0:
-            return pts[max(0, i - 1)][0]
-    raise ValueError("flow delivered nothing")
-
-
-def _last_rx_s(pts: list[tuple[float, float]]) -> float:
-    last = pts[-1][1]
-    return next(t for t, v in pts if v >= last)
-
-
 def case_result(data: PhaseData, p: Params, case: int, whole_cycles: bool) -> dict[str, Any]:
     """The measured flow's rate while both were active, as a fraction of the
     link's payload capacity."""
     measured = "regular" if case == 1 else "flex"
-    pts = {f: _delivered(data, f) for f in ("flex", "regular")}
+    pts = {f: delivered(data, f) for f in ("flex", "regular")}
     later = "regular" if case == 1 else "flex"
-    t_a = _first_rx_s(pts[later])
-    t_b = min(_last_rx_s(pts["flex"]), _last_rx_s(pts["regular"]))
+    t_a = first_rx_s(pts[later])
+    t_b = min(last_rx_s(pts["flex"]), last_rx_s(pts["regular"]))
     if t_b <= t_a:
         raise ValueError(f"phase {data.name}: the two flows were never active together")
     window = (t_a, t_b)

@@ -1,0 +1,134 @@
+"""What the ReFlex experiments share: the paper's network (§5) scaled to the
+testbed, the switch configuration, the flexible flows' transport, and the
+timeline readers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from hosts.agent_spec import TransportSpec
+from hosts.reflex.schemes import DSCP_LOW, PRIO_LOW
+from testbed.experiment import Topology
+from testbed.timeline import PhaseData, counter_points, payload_efficiency
+
+PROGRAM = "switches/p4/reflex.p4"
+BOTTLENECK_PORT = 3
+QDEPTH_REGISTER = "MyEgress.qdepth_max"
+
+
+@dataclass(frozen=True)
+class ReflexNetwork:
+    """The paper's network (10 Gb/s links, two DRR queues per port, RED hard
+    threshold 65 of 466 packets, T_int 5 ms at 1:1:3) on ``link_mbps`` links."""
+
+    # Every switch port and host NIC. At 40 Mb/s a lone Python sender delivered
+    # only 22-30 of 37.8 Mb/s of payload on a loaded 2-core machine; at 20 Mb/s
+    # 17.5 of 18.9.
+    link_mbps: float = 20.0
+    nic_gbps: float = 10.0           # the paper's links; sets the slowdown
+    t_int_us: float = 5000.0         # probing interval of the modelled network (paper: 5 ms)
+    warmup: int = 1                  # phases in intervals (paper: 1:1:3)
+    measure: int = 1
+    exploit: int = 3
+    queue_pkts: int = 466            # per queue (paper)
+    ecn_k_pkts: int = 65             # RED hard marking threshold (paper)
+    msg_bytes: int = 65536
+    window: int = 8                  # outstanding messages per QP
+    path_mtu: int = 1024             # the testbed's links have a 1500-byte MTU
+    dcqcn_preset: str = "connectx"   # the project default: what a ConnectX NIC does
+    # RoCE's retransmission timer (modelled us). The low queue drains at 10% of
+    # the link: 466 packets wait ~4 ms there, and RoCE's go-back-N timer does not
+    # back off as TCP's does (the paper's DCTCP: min RTO 1 ms, exponential
+    # backoff), so a shorter timer retransmits packets that are only queued, and
+    # 7 unanswered timeouts end the connection (absolute priority starves the
+    # flexible flow for ~5 ms of modelled time).
+    rto_us: float = 4000.0
+    sample_interval_us: int = 20000
+
+    def __post_init__(self) -> None:
+        if self.link_mbps <= 0 or self.nic_gbps <= 0 or self.t_int_us <= 0:
+            raise ValueError("link_mbps, nic_gbps and t_int_us must be positive")
+        if not 0 < self.ecn_k_pkts < self.queue_pkts:
+            raise ValueError("need 0 < ecn_k_pkts < queue_pkts")
+        if self.path_mtu > 1024:
+            raise ValueError("path_mtu above 1024 does not fit the links' 1500-byte frames")
+        if self.msg_bytes % self.path_mtu:
+            raise ValueError("msg_bytes must be a multiple of path_mtu (whole packets)")
+
+    @property
+    def link_bps(self) -> float:
+        return self.link_mbps * 1e6
+
+    @property
+    def slowdown(self) -> float:
+        return self.nic_gbps * 1e9 / self.link_bps
+
+    @property
+    def t_int_s(self) -> float:
+        """One probing interval on the testbed's clock."""
+        return self.t_int_us * 1e-6 * self.slowdown
+
+    @property
+    def cycle_intervals(self) -> int:
+        return self.warmup + self.measure + self.exploit
+
+    @property
+    def cycle_s(self) -> float:
+        return self.t_int_s * self.cycle_intervals
+
+    @property
+    def payload_bps(self) -> float:
+        return self.link_bps * payload_efficiency(self.msg_bytes, self.path_mtu)
+
+
+def messages(p: ReflexNetwork, intervals: float) -> int:
+    """Whole messages of payload the link carries in ``intervals`` at line rate."""
+    b = p.payload_bps / 8 * intervals * p.t_int_s
+    return max(1, math.ceil(b / p.msg_bytes))
+
+
+def transport(p: ReflexNetwork) -> TransportSpec:
+    return TransportSpec(scale={"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9,
+                                "rto_us": p.rto_us},
+                         dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
+                         sample_interval_us=p.sample_interval_us)
+
+
+def flexible_spec(p: ReflexNetwork, alpha: float, r: float = 1.0) -> dict[str, Any]:
+    """``FlowSpec.flexible`` for the paper's cycle on the testbed's clock."""
+    return {"alpha": alpha, "r": r, "t_int_us": p.t_int_us * p.slowdown, "warmup": p.warmup,
+            "measure": p.measure, "exploit": p.exploit, "low_dscp": DSCP_LOW}
+
+
+def topology(p: ReflexNetwork) -> Topology:
+    """h1, h2 senders and h3 receiver around one reflex.p4 switch."""
+    return Topology(
+        n_hosts=3, program=PROGRAM, priority_queues=2, qdepth_register=QDEPTH_REGISTER,
+        packet_bytes=p.path_mtu + 58,
+        commands=(
+            f"set_port_rate_bps {int(p.link_bps)}",
+            f"set_queue_depth {p.queue_pkts}",
+            f"table_set_default MyEgress.ecn_config MyEgress.set_ecn_threshold {p.ecn_k_pkts}",
+            f"table_add MyIngress.dscp_priority MyIngress.set_priority {DSCP_LOW} => {PRIO_LOW}",
+        ))
+
+
+def delivered(data: PhaseData, flow: str) -> list[tuple[float, float]]:
+    """(seconds, payload bytes delivered in order) at the flow's receiver."""
+    return counter_points(data.flow_events(flow, "rx"), "rx_bytes")
+
+
+def first_rx_s(pts: list[tuple[float, float]]) -> float:
+    """The last sample before the first delivered byte."""
+    for i, (_t, v) in enumerate(pts):
+        if v > 0:
+            return pts[max(0, i - 1)][0]
+    raise ValueError("flow delivered nothing")
+
+
+def last_rx_s(pts: list[tuple[float, float]]) -> float:
+    """The first sample with everything the flow delivered."""
+    last = pts[-1][1]
+    return next(t for t, v in pts if v >= last)
