@@ -1,0 +1,201 @@
+"""ReFlex partial delivery (Fig. 6): a flexible flow with reliability r against a regular flow of equal size.
+
+The ReFlex paper's §6.3: one 10 Gb/s link, a flexible flow with alpha = 1
+and reliability factor r from 0 to 1 starts together with a regular flow of
+the same size. B_r = (1 - r) x size is drained whenever the flexible flow
+delivers less than its fair share, i.e. in the exploit phases it spends at
+low priority; the bytes drained are bytes it will not deliver. The paper
+(8 Gbit flows) finds that the lower r the less is delivered down to r ~ 0.6,
+and no further below: at r = 0 the flexible flow delivers 65%, because it
+can only go low in exploit phases (60% of the time, 10% of the link) and the
+competition ends with the regular flow, which then runs at ~7.1 Gb/s (FCT
+1.12 s calculated, 1.17 s measured).
+
+Setup: as reflex-cases (experiments/_reflex_net.py): h1 (flexible) and h2
+(regular) send to h3 through reflex.p4, DRR 90/10, RED hard threshold 65 of
+466 packets, T_int = 5 ms x slowdown, 1:1:3, RoCEv2/DCQCN instead of DCTCP.
+The flows' size keeps its ratio to the probing cycle at ``flow_cycles``
+cycles of line-rate volume (the paper's 8 Gbit is 32; the full profile uses 8,
+the quick one 3, to stay within minutes).
+
+Results per r (key ``r000`` for r = 0.0, ``r060`` for 0.6, ...):
+``delivered_fraction`` (bytes the receiver got / flow size),
+``flexible_fct_s`` / ``regular_fct_s`` (testbed seconds from the common start
+to the receiver's last message), the same as ``*_fct_norm`` (FCT / the flow's
+time at line rate, comparable with the paper's seconds / 0.8 s), and
+``skipped_bytes`` (what B_r gave up). ``paper`` holds the paper's values
+(REFERENCE).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from experiments._reflex_net import (
+    BOTTLENECK_PORT,
+    ReflexNetwork,
+    flexible_spec,
+    messages,
+    topology,
+    transport,
+)
+from hosts.agent_spec import FlowSpec, JobSpec
+from hosts.reflex.schemes import SCHEMES
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan
+from testbed.net import host_addr
+from testbed.timeline import load_phase
+
+NAME = "reflex-partial"
+HEADLINE = ("r000.delivered_fraction", "r000.regular_fct_norm", "r100.delivered_fraction")
+
+# The paper's values (§6.3, Fig. 6; 8 Gbit flows on 10 Gb/s: 0.8 s at line rate).
+REFERENCE: dict[str, float] = {
+    "r000.delivered_fraction": 0.65,
+    "r000.regular_fct_norm": 1.17 / 0.8,     # measured 1.17 s (1.12 s calculated)
+    "r100.delivered_fraction": 1.0,
+}
+
+
+@dataclass(frozen=True)
+class Params(ReflexNetwork):
+    alpha: float = 1.0                 # the paper's r sweep keeps fair-share aggressiveness
+    r_values: str = "0,0.2,0.4,0.6,0.8,1"
+    flow_cycles: float = 8.0           # each flow's size, cycles of line-rate volume
+
+    @classmethod
+    def quick(cls) -> Params:
+        return cls(r_values="0,0.6,1", flow_cycles=3.0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.alpha >= 0:
+            raise ValueError("alpha must be >= 0")
+        try:
+            rs = self.r_list
+        except ValueError:
+            raise ValueError(f"r_values: {self.r_values!r} is not a comma-separated list "
+                             "of numbers") from None
+        if not rs or any(not 0 <= r <= 1 for r in rs) or len(set(rs)) != len(rs):
+            raise ValueError("r_values: distinct values in [0, 1]")
+        if self.flow_cycles <= 0:
+            raise ValueError("flow_cycles must be positive")
+
+    @property
+    def r_list(self) -> list[float]:
+        return [float(v) for v in self.r_values.split(",") if v.strip()]
+
+
+def r_key(r: float) -> str:
+    return f"r{round(r * 100):03d}"
+
+
+def plan(p: Params) -> RunPlan:
+    count = messages(p, p.flow_cycles * p.cycle_intervals)
+    line_s = count * p.msg_bytes * 8 / p.payload_bps
+    t = transport(p)
+    phases = []
+    for r in p.r_list:
+        flows = {"flex": 1, "regular": 2}
+        per_host: dict[int, list[FlowSpec]] = {}
+        for k, (flow, snd) in enumerate(flows.items()):
+            common: dict[str, Any] = {"flow": flow, "msg_bytes": p.msg_bytes, "count": count,
+                                      "window": p.window, "seed": 300 + k}
+            extra: dict[str, Any] = (
+                {"flexible": flexible_spec(p, p.alpha, r)} if flow == "flex" else {})
+            per_host.setdefault(snd, []).append(FlowSpec(
+                role="sender", peer_ip=host_addr(3).ip, **common, **extra))
+            per_host.setdefault(3, []).append(FlowSpec(
+                role="receiver", peer_ip=host_addr(snd).ip, **common))
+        timeout = 3 * 2 * line_s + 60
+        jobs = {f"h{i}": JobSpec(host=f"h{i}", ip=host_addr(i).ip, transport=t, flows=tuple(fl),
+                                 timeout_s=timeout) for i, fl in sorted(per_host.items())}
+        phases.append(PhasePlan(r_key(r), jobs,
+                                commands=(SCHEMES["reflex"].switch_line(BOTTLENECK_PORT),),
+                                timeout_s=timeout, watch_ports=(BOTTLENECK_PORT,),
+                                notes=f"flexible flow with r = {r:g}, alpha = {p.alpha:g}, "
+                                      "against a regular flow of equal size"))
+    return RunPlan(topology=topology(p), phases=tuple(phases), fidelity=FidelityLimits(),
+                   info={"bottleneck_port": BOTTLENECK_PORT, "link_bps": p.link_bps,
+                         "slowdown": p.slowdown, "t_int_s": p.t_int_s, "cycle_s": p.cycle_s,
+                         "flow_bytes": count * p.msg_bytes, "line_rate_s": line_s,
+                         "reference": REFERENCE})
+
+
+def _params(run_dir: Path) -> Params:
+    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
+    known = {f.name for f in dataclasses.fields(Params)}
+    return Params(**{k: v for k, v in d.items() if k in known})
+
+
+def analyze(run_dir: Path) -> dict[str, Any]:
+    p = _params(run_dir)
+    count = messages(p, p.flow_cycles * p.cycle_intervals)
+    size = count * p.msg_bytes
+    line_s = size * 8 / p.payload_bps
+    out: dict[str, Any] = {}
+    for r in p.r_list:
+        data = load_phase(run_dir, r_key(r))
+        t0 = data.start_ns()
+        res: dict[str, Any] = {"r": r}
+        for flow, name in (("flex", "flexible"), ("regular", "regular")):
+            comps = data.flow_events(flow, "completion", role="receiver")
+            if not comps:
+                raise ValueError(f"phase {data.name}: flow {flow} delivered nothing")
+            fct = (max(int(e["t_ns"]) for e in comps) - t0) / 1e9
+            res[f"{name}_fct_s"] = round(fct, 3)
+            res[f"{name}_fct_norm"] = round(fct / line_s, 4)
+        rx = data.flow_end("flex", "receiver")
+        res["delivered_fraction"] = round(rx["bytes"] / size, 4)
+        flex = data.flow_end("flex", "sender").get("flexible") or {}
+        res["low_s"] = flex.get("low_s")
+        res["skipped_bytes"] = None if "b_r" not in flex else round(
+            (1 - r) * size - flex["b_r"])
+        res["bytes_ok"] = bool(rx.get("bytes_ok"))
+        out[r_key(r)] = res
+    out["flow_bytes"] = size
+    out["paper"] = dict(REFERENCE)
+    return out
+
+
+def plot(run_dir: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    from testbed.plotting import flow_timeline
+
+    p = _params(run_dir)
+    outs = []
+    for r in p.r_list:
+        data = load_phase(run_dir, r_key(r))
+        outs.append(flow_timeline(
+            data, Path(run_dir) / "plots" / f"{r_key(r)}.png",
+            title=f"{NAME} - r = {r:g}, alpha = {p.alpha:g} ({p.link_mbps:g} Mb/s = 10 Gb/s)",
+            port=BOTTLENECK_PORT, line_rate_bps=p.link_bps, thresholds=(p.ecn_k_pkts,),
+            queue_limit=p.queue_pkts, rate_window_s=p.t_int_s / 5))
+    res = analyze(run_dir)
+    rs = p.r_list
+    fig, (ax_d, ax_f) = plt.subplots(1, 2, figsize=(11, 4))
+    ax_d.plot(rs, [res[r_key(r)]["delivered_fraction"] for r in rs], "o-", label="measured")
+    ax_d.plot([0, 1], [REFERENCE["r000.delivered_fraction"], REFERENCE["r100.delivered_fraction"]],
+              "s", label="paper")
+    ax_d.plot([0, 1], [0, 1], ":", color="grey", label="r (the bound)")
+    ax_d.set_xlabel("reliability factor r")
+    ax_d.set_ylabel("delivered fraction")
+    ax_d.legend()
+    for name in ("flexible", "regular"):
+        ax_f.plot(rs, [res[r_key(r)][f"{name}_fct_norm"] for r in rs], "o-", label=name)
+    ax_f.plot([0], [REFERENCE["r000.regular_fct_norm"]], "s", label="paper: regular at r = 0")
+    ax_f.set_xlabel("reliability factor r")
+    ax_f.set_ylabel("FCT / time at line rate")
+    ax_f.legend()
+    fig.suptitle(f"{NAME}: flexible (alpha = {p.alpha:g}) vs regular flow of equal size")
+    fig.tight_layout()
+    out = Path(run_dir) / "plots" / "partial.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    outs.append(out)
+    return outs

@@ -1,0 +1,62 @@
+"""reflex-partial: one phase per r, both flows of equal size from the common
+start; the analysis reports delivered fraction and FCTs (made-up timelines)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from experiments import reflex_partial as rp
+from testbed.experiment import params_to_dict, plan_to_dict
+
+T0 = 10**12
+
+
+def test_plan_sweeps_r_with_equal_flows() -> None:
+    p = rp.Params.quick()
+    plan = rp.plan(p)
+    assert [ph.name for ph in plan.phases] == ["r000", "r060", "r100"]
+    for ph, r in zip(plan.phases, (0.0, 0.6, 1.0), strict=True):
+        senders = {f.flow: f for j in ph.jobs.values() for f in j.flows if f.role == "sender"}
+        assert senders["flex"].flexible is not None
+        assert senders["flex"].flexible["r"] == r and senders["flex"].flexible["alpha"] == 1.0
+        assert senders["regular"].flexible is None
+        assert senders["flex"].count == senders["regular"].count
+        assert senders["flex"].start_delay_s == senders["regular"].start_delay_s == 0
+        assert ph.commands == ("set_priority_weights 3 10 90",)
+    with pytest.raises(ValueError, match="r_values"):
+        rp.Params(r_values="0,1.5")
+    with pytest.raises(ValueError, match="r_values"):
+        rp.Params(r_values="zero")
+
+
+def test_analysis_reports_delivery_and_fcts(tmp_path: Path) -> None:
+    p = rp.Params(r_values="0,1", flow_cycles=1.0)
+    plan = rp.plan(p)
+    (tmp_path / "plan.json").write_text(json.dumps(
+        {"experiment": rp.NAME, "params": params_to_dict(p), **plan_to_dict(plan)}))
+    size = plan.info["flow_bytes"]
+    line_s = plan.info["line_rate_s"]
+    for key, frac, fct_flex, fct_reg in (("r000", 0.65, 1.7, 1.4), ("r100", 1.0, 2.0, 2.0)):
+        d = tmp_path / "phases" / key
+        d.mkdir(parents=True)
+        evs: list[dict[str, Any]] = [{"event": "start", "t_ns": T0, "host": "h3"}]
+        for flow, fct in (("flex", fct_flex), ("regular", fct_reg)):
+            evs.append({"event": "completion", "t_ns": T0 + int(fct * line_s * 1e9),
+                        "host": "h3", "flow": flow, "role": "receiver", "index": 0})
+            evs.append({"event": "flow_end", "t_ns": T0 + 10**11, "host": "h3", "flow": flow,
+                        "role": "receiver", "bytes": int(size * frac) if flow == "flex"
+                        else size, "bytes_ok": True})
+        evs.append({"event": "flow_end", "t_ns": T0 + 10**11, "host": "h1", "flow": "flex",
+                    "role": "sender", "flexible": {"low_s": 3.0, "b_r": 0.0}})
+        (d / "h3.events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs))
+    r = rp.analyze(tmp_path)
+    assert r["r000"]["delivered_fraction"] == pytest.approx(0.65, abs=1e-3)
+    assert r["r000"]["regular_fct_norm"] == pytest.approx(1.4, abs=1e-3)
+    assert r["r000"]["flexible_fct_norm"] == pytest.approx(1.7, abs=1e-3)
+    assert r["r000"]["skipped_bytes"] == size        # B_r = size at r = 0, all spent
+    assert r["r100"]["delivered_fraction"] == 1.0 and r["r100"]["skipped_bytes"] == 0
+    assert r["paper"]["r000.delivered_fraction"] == 0.65
