@@ -25,11 +25,10 @@ congestion estimate alpha, and follows these rules (``DcqcnParams`` names):
 - Cut: Rc <- max(Rc (1 - alpha * decrease_gain), Rc * min_decrease_factor,
   min_rate); the increase timer, byte counter and both stage counters restart.
   Rt <- Rc before the cut depends on ``clamp``: ``"always"`` (paper,
-  mlx5 clamp_tgt_rate=1); ``"after_increase"`` (mlx5 clamp_tgt_rate=0,
-  clamp_tgt_rate_after_time_inc=1): only if a rate increase event happened
-  since the last cut; ``"after_byte_increase"`` (both 0): only if the last
-  increase since the last cut came from the byte counter. So under steady CNPs
-  the NIC keeps Rt and halves only Rc.
+  mlx5 clamp_tgt_rate=1); ``"after_timer_increase"`` (mlx5 clamp_tgt_rate=0,
+  clamp_tgt_rate_after_time_inc=1; ns-3 CheckRateDecreaseMlx): only if a
+  timer increase event happened since the last cut; ``"never"`` (both 0).
+  So under steady CNPs the NIC keeps Rt and cuts only Rc.
 - Rate-reduce monitor period (``rate_reduce_monitor_period_s``, 0 = none): a
   CNP within that time of the previous cut does not cut at once; one cut
   happens at the end of the period (previous cut + period) for all CNPs that
@@ -165,9 +164,9 @@ def _connectx_fields(v: Mapping[str, float]) -> dict[str, Any]:
     if v["clamp_tgt_rate"]:
         clamp = "always"
     elif v["clamp_tgt_rate_after_time_inc"]:
-        clamp = "after_increase"
+        clamp = "after_timer_increase"
     else:
-        clamp = "after_byte_increase"
+        clamp = "never"
     return {
         "g": (1024 - v["dce_tcp_g"]) / 1024,
         "initial_alpha": v["initial_alpha_value"] / 1024,
@@ -217,7 +216,7 @@ class DcqcnParams:
     decrease_gain: float = 0.5                  # cut = alpha * decrease_gain
     min_decrease_factor: float = 0.0            # a cut leaves at least this share of Rc
     alpha_rule: Literal["per_cnp", "per_period"] = "per_cnp"
-    clamp: Literal["always", "after_increase", "after_byte_increase"] = "always"
+    clamp: Literal["always", "after_timer_increase", "never"] = "always"
     hyper_increase: Literal["linear", "constant"] = "linear"
     scale: float = 1.0                          # time dilation these were derived with
     preset: str = "zhu2015"
@@ -240,8 +239,8 @@ class DcqcnParams:
             (0 < self.decrease_gain <= 1, "decrease gain must be in (0, 1] (rpg_gd >= 10)"),
             (0 <= self.min_decrease_factor <= 1, "min decrease factor must be in [0, 1]"),
             (self.alpha_rule in ("per_cnp", "per_period"), "alpha_rule: per_cnp|per_period"),
-            (self.clamp in ("always", "after_increase", "after_byte_increase"),
-             "clamp: always|after_increase|after_byte_increase"),
+            (self.clamp in ("always", "after_timer_increase", "never"),
+             "clamp: always|after_timer_increase|never"),
             (self.hyper_increase in ("linear", "constant"), "hyper_increase: linear|constant"),
         )
         for ok, msg in checks:
@@ -337,7 +336,6 @@ class Dcqcn:
         self._increase_due: float | None = None   # None at line rate
         self._cut_due: float | None = None        # a cut deferred by the monitor period
         self._last_cut: float | None = None
-        self._last_increase: str | None = None    # "timer" | "bytes" since the last cut
         self._now = float(now_ns)
 
     # ---- RateController protocol ----
@@ -431,9 +429,7 @@ class Dcqcn:
     def _cut(self, t: float) -> None:
         p = self.params
         deferred = self._cut_due is not None
-        if p.clamp == "always" or (
-                p.clamp == "after_increase" and self._last_increase is not None) or (
-                p.clamp == "after_byte_increase" and self._last_increase == "bytes"):
+        if p.clamp == "always" or (p.clamp == "after_timer_increase" and self.timer_stage > 0):
             self.rt = self.rc
         before = self.rc
         self.rc = max(before * (1 - self.alpha * p.decrease_gain),
@@ -443,7 +439,6 @@ class Dcqcn:
         self._bytes = 0
         self._last_cut = t
         self._cut_due = None
-        self._last_increase = None
         self._increase_due = t + self._t
         if self.on_event is not None:
             self.on_event({"kind": "cut", "t_ns": round(t), "rc_bps": self.rc, "rt_bps": self.rt,
@@ -467,7 +462,6 @@ class Dcqcn:
             self.stats.additive_increase += 1
             self.rt = min(p.line_rate_bps, self.rt + p.rai_bps)
         self.rc = min(p.line_rate_bps, (self.rt + self.rc) / 2)
-        self._last_increase = source
         if self.rc >= p.line_rate_bps * (1 - 1e-6) and self.rt >= self.rc:
             # Recovered (within a NIC rate register's granularity): the rate
             # limiter is released until the next cut.

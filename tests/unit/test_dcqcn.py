@@ -58,11 +58,11 @@ def test_connectx_preset_maps_the_mlx5_names_and_defaults() -> None:
     assert p.min_decrease_factor == 0.5                             # rpg_min_dec_fac 50 %
     assert p.rate_reduce_monitor_period_s == pytest.approx(4e-6)
     assert p.cnp_interval_s == pytest.approx(4e-6)                  # min_time_between_cnps
-    assert (p.alpha_rule, p.clamp, p.hyper_increase) == ("per_period", "after_increase",
+    assert (p.alpha_rule, p.clamp, p.hyper_increase) == ("per_period", "after_timer_increase",
                                                          "constant")
     assert dict(p.preset_values) == {k: float(v) for k, v in CONNECTX.items()}
     assert connectx(clamp_tgt_rate=1).clamp == "always"
-    assert connectx(clamp_tgt_rate_after_time_inc=0).clamp == "after_byte_increase"
+    assert connectx(clamp_tgt_rate_after_time_inc=0).clamp == "never"
 
 
 def test_zhu2015_preset_is_the_paper() -> None:
@@ -257,16 +257,29 @@ def test_hyper_increase_linear_in_the_paper_constant_on_the_nic(rule, rt_after) 
     assert rcs[:3] == pytest.approx([3.75e5, 4.375e5, 4.6925e5])
 
 
-def test_connectx_clamps_rt_only_after_an_increase() -> None:
+def test_connectx_clamps_rt_only_after_a_timer_increase() -> None:
     cc, events = traced(connectx())
     cc.on_cnp(0)                        # Rt = R, Rc = R (1 - A0/2)
-    cc.on_timer(300 * US)               # fast recovery: Rc -> (R + Rc) / 2
+    cc.on_bytes_sent(32767, 100 * US)   # a byte-counter increase: fast recovery
     rc = cc.rc
-    cc.on_cnp(301 * US)                 # an increase happened: Rt <- Rc, then cut
+    assert rc == pytest.approx((R + R * (1 - A0 / 2)) / 2)
+    cc.on_cnp(200 * US)                 # no timer increase since the cut: Rt kept
+    assert events[-1]["rt_bps"] == R and events[-1]["kind"] == "cut"
+    cc.on_timer(500 * US)               # the timer fires (300 us after the cut)
+    rc = cc.rc
+    cc.on_cnp(510 * US)                 # a timer increase happened: Rt <- Rc, then cut
     assert events[-1]["rt_bps"] == pytest.approx(rc)
-    cc.on_cnp(310 * US)                 # no increase since: Rt kept
+    cc.on_cnp(520 * US)                 # none since: Rt kept
     assert events[-1]["rt_bps"] == pytest.approx(rc)
-    assert events[-1]["rc_bps"] < events[-2]["rc_bps"]
+    never, ev2 = traced(connectx(clamp_tgt_rate_after_time_inc=0))
+    never.on_cnp(0)
+    never.on_timer(300 * US)
+    never.on_cnp(301 * US)
+    assert ev2[-1]["rt_bps"] == R
+    always, ev3 = traced(connectx(clamp_tgt_rate=1))
+    always.on_cnp(0)
+    always.on_cnp(10 * US)
+    assert ev3[-1]["rt_bps"] == pytest.approx(R * (1 - A0 / 2))
 
 
 def test_late_timer_calls_give_the_same_trajectory() -> None:
