@@ -31,6 +31,15 @@ together; later a marked packet costs one flow about half its rate until
 fast recovery (a few 550 ms periods) restores it, and a flow gets at most
 one CNP per 500 ms, so a few such cuts leave the two flows' second-half
 rates within a few percent.
+DCQCN preset (``dcqcn_preset``, hosts/roce/README.md "DCQCN presets"): the
+numbers above are the paper's (``zhu2015``). With ``connectx`` (mlx5
+defaults) at the same scale the rate-increase timer is 300 us -> 3 s, the byte
+counter 32767 B (~30 packets, every ~65 ms at 4 Mb/s: it, not the timer,
+drives recovery), the CNP interval and the rate-reduce monitor period
+4 us -> 40 ms, the alpha period 1 us -> 10 ms and the additive step
+5 Mb/s -> 500 b/s; a flow under marks gets a CNP and a cut every 40 ms, and
+since the target rate is kept unless a timer increase came between cuts,
+both flows keep recovering toward the line rate and meet near the fair share.
 The RED thresholds are in packets of enqueue depth, which is what scales with the
 link (a queue of k packets is the same number of packet times at any rate).
 Kmin is 4 packets (the DCQCN paper's 5 KB); the paper's Kmax (200 KB) does
