@@ -1,0 +1,38 @@
+"""`testbed run reflex-cases --quick` end to end in Mininet: ReFlex's two
+fractions within 10% of the paper's, on a faithful run, with its plots."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.reflex_cases import REFERENCE
+
+from .helpers import assert_faithful
+
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("no_leftovers")]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_quick_reflex_run_matches_the_paper(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    # ReFlex alone: the fixed schemes add minutes and no acceptance figure.
+    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", "reflex-cases", "--quick",
+                        "-p", "schemes=reflex", "--out", str(out)], cwd=REPO,
+                       capture_output=True, text=True, timeout=1500)
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["ok"] is True
+    assert_faithful(s)
+    for key in ("case1.regular_rate_fraction", "case2.flexible_rate_fraction"):
+        assert s[key] == pytest.approx(REFERENCE[key], rel=0.10), (key, s[key])
+    assert s["schemes"]["reflex"]["case1"]["whole_cycles"] >= 1
+    assert s["case1"]["flexible_low_s"] > 0        # it did go to low priority
+    for name in ("case1-reflex", "case2-reflex", "rates"):
+        png = out / "plots" / f"{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
