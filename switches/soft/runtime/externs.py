@@ -40,14 +40,23 @@ GREEN, YELLOW, RED = 0, 1, 2
 def pack_bits(data: list[tuple[int, int]]) -> bytes:
     """Concatenate ``(value, width)`` pairs MSB first; pad with zero bits at
     the end up to a byte boundary."""
+    # Whole bytes leave the accumulator as soon as it holds 64 bits, so it
+    # never grows into a long integer (hashes over whole packets stay cheap).
+    out = bytearray()
     acc = 0
     nbits = 0
     for value, width in data:
         acc = (acc << width) | (value & ((1 << width) - 1))
         nbits += width
+        if nbits >= 64:
+            rem = nbits & 7
+            out += (acc >> rem).to_bytes((nbits - rem) >> 3, "big")
+            acc &= (1 << rem) - 1
+            nbits = rem
     pad = (-nbits) % 8
-    acc <<= pad
-    return acc.to_bytes((nbits + pad) // 8, "big")
+    if nbits:
+        out += (acc << pad).to_bytes((nbits + pad) >> 3, "big")
+    return bytes(out)
 
 
 def _reflect(value: int, nbits: int) -> int:
