@@ -221,7 +221,7 @@ def analyze(run_dir: Path) -> dict[str, Any]:
     res = {s: _scheme_results(Path(run_dir), s, p) for s in SCHEMES}
     link = p.link_mbps
     algbw = {s: res[s]["algbw"] for s in SCHEMES}
-    scale = p.nic_gbps / p.link_mbps / 1000.0        # Mb/s here -> Gb/s at the paper's NIC
+    scale = p.nic_gbps / p.link_mbps       # Mb/s here -> Gb/s at the paper's NIC (x slowdown)
 
     def ratio(a: float, b: float) -> float | None:
         return round(a / b, 4) if b else None
