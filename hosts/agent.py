@@ -273,8 +273,11 @@ class _Flow:
             self.mr = self.pd.reg_mr(self.buf, Access.LOCAL_WRITE | Access.REMOTE_WRITE)
             self.qp = self.pd.create_qp(self.cq, self.cq, sport=tag_sport(spec.step),
                                         job_id=spec.job_id)
-        # A first PSN that differs per flow end (and is not 0), as real stacks pick.
+        # A first PSN that differs per flow end (and is not 0), as real stacks
+        # pick, unless the spec fixes the sender's (Symphony: 0).
         self.psn = zlib.crc32(f"{spec.flow}/{spec.role}/{spec.seed}".encode()) & 0xFFFFFF
+        if self.sender and spec.first_psn is not None:
+            self.psn = spec.first_psn
         self.peer: dict[str, Any] = {}
         self.posted = 0
         self.completed = 0
@@ -319,7 +322,7 @@ class _Flow:
         self.agent.log.emit("flow_start", t_ns=t, flow=self.name, role=self.spec.role,
                             qpn=self.qp.qp_num, peer_ip=self.spec.peer_ip,
                             msg_bytes=self.spec.msg_bytes, count=self.spec.count,
-                            sport=self.qp.sport, job_id=self.spec.job_id)
+                            sport=self.qp.sport, job_id=self.spec.job_id, psn=self.psn)
         if self.sender:
             f = self.spec.flexible
             if f is not None:

@@ -130,6 +130,10 @@ class FlowSpec:
     step: int = 0                   # flow tag: UDP source port tag_sport(step)
     start_delay_s: float = 0.0      # the sender posts its first message this long after the start
     dscp: int = 0                   # DSCP of the data packets (the switch's priority class)
+    # The sender's first PSN. None: one derived from the flow's name (per flow
+    # end, as real stacks pick them). 0 for flows a Symphony switch tracks:
+    # their PSN is then the packet's position in the step (switches/p4/README.md).
+    first_psn: int | None = None
     # A ReFlex flexible flow (sender only): {"alpha", "r", "t_int_us", "warmup",
     # "measure", "exploit", "low_dscp"}; its data packets carry ``low_dscp`` while
     # the flow is at low priority and ``dscp`` otherwise (hosts.reflex). With
@@ -144,6 +148,8 @@ class FlowSpec:
             raise SpecError(f"flow {self.flow}: start_delay_s must be >= 0")
         if not 0 <= self.dscp <= 63:
             raise SpecError(f"flow {self.flow}: dscp must be 0..63")
+        if self.first_psn is not None and not 0 <= self.first_psn < 1 << 24:
+            raise SpecError(f"flow {self.flow}: first_psn must be a 24-bit PSN")
         if self.flexible is not None:
             self._check_flexible()
         if self.role not in ("sender", "receiver"):

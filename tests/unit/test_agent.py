@@ -243,6 +243,27 @@ def test_sender_and_receiver_agents_move_and_verify_the_bytes(tmp_path: Path) ->
     assert rx[-1]["rx_bytes"] == 12 * 16384
 
 
+def test_a_sender_with_first_psn_0_starts_its_flow_at_psn_0(tmp_path: Path) -> None:
+    ip_a, ip_b = _loopback_ips(2)
+    common = {"flow": "step", "msg_bytes": 8192, "count": 4, "window": 2, "seed": 3,
+              "job_id": 5, "step": 12}
+    specs = [
+        JobSpec(host="a", ip=ip_a, transport=_transport(),
+                flows=(FlowSpec(role="sender", peer_ip=ip_b, first_psn=0, **common),),
+                timeout_s=30),
+        JobSpec(host="b", ip=ip_b, transport=_transport(),
+                flows=(FlowSpec(role="receiver", peer_ip=ip_a, **common),), timeout_s=30),
+    ]
+    results = _run_agents(tmp_path, specs)
+    assert [rc for rc, _ in results] == [0, 0], results
+    start_a = next(e for e in _events(tmp_path / "a.jsonl") if e["event"] == "flow_start")
+    assert start_a["psn"] == 0 and start_a["sport"] == 0xC000 | 12 and start_a["job_id"] == 5
+    end_b = next(e for e in _events(tmp_path / "b.jsonl") if e["event"] == "flow_end")
+    assert end_b["bytes_ok"] is True
+    with pytest.raises(SpecError, match="first_psn"):
+        FlowSpec(role="sender", peer_ip=ip_b, first_psn=1 << 24, **common)
+
+
 def test_a_flexible_sender_goes_low_once_it_has_budget(tmp_path: Path) -> None:
     """Alone at 40 Mb/s with alpha 0.5 and T_int 20 ms (cycle 100 ms), the flow
     has budget for an exploit phase (0.5 x R x 60 ms) 120 ms after its first

@@ -1,0 +1,409 @@
+"""Symphony prototype (Fig. 9): a lagging and an outpacing step share one port, DCQCN+RED vs Symphony.
+
+The Symphony paper's §4.7: two flows of equal size through one switch port,
+ConnectX-6 NICs at 10 Gb/s with DCQCN. Flow B carries step k+1 and starts
+first; flow A carries step k (the lagging step) and starts ``offset`` later.
+The baseline switch marks by RED only; the Symphony switch also runs
+Algorithm 1 for the job (switches/p4/symphony.p4), so B's packets - ahead of
+step_min = k while A is active - are marked with P = min(1, k alpha psn_B /
+psn_A) and DCQCN slows B, giving A bandwidth. The paper (1 GB flows): at an
+offset of about a third of B's standalone FCT, A's FCT 1382 -> 1210 ms
+(-12%), B's 1399 -> 1433 ms (+2%), the time both send 882 -> 710 ms.
+
+Setup: h1 sends A, h2 sends B, both to h3 through one soft switch running
+``switches/p4/symphony.p4``; the bottleneck is the port toward h3. Every link
+and host NIC runs at ``link_mbps``; the modelled network is the prototype's
+(``nic_gbps`` = 10), so the slowdown is nic_gbps / link_mbps (500 at 20 Mb/s,
+the rate the Python hosts carry faithfully, see reflex-cases) and every
+timer of the model - DCQCN's (ConnectX preset), Symphony's T_win and psn
+window (100 us each), the transport's - is that many times longer; packet
+counts and bytes are not scaled. RED follows the paper's §4.1 (HPCC's
+Kmin 50 KB, Kmax 100 KB, Pmax 0.2), converted once to packets of enqueue
+depth at this run's frame size (1082 bytes at MTU 1024): 46 and 92. Symphony's
+k, tau, T_win and psn window are the paper's; N_warmup = N_sample = 8 packets
+(the paper gives none).
+
+Each flow is one RDMA WRITE_WITH_IMM (one step's transfer, as the CommLib
+sends a step): only its last packet ends the step. The job id and the step
+(UDP source port) are on every packet, and each flow starts at PSN 0 so that
+its PSN is its progress in the step (switches/p4/README.md). Every Symphony
+phase registers a fresh job id (with cleared state), as the controller's
+job-id allocator does; baseline phases use ids the switch does not track.
+
+Flow size: the paper's 1 GB spans ~3000 DCQCN rate-increase periods (300 us)
+while both flows send; at this scale a period is 150 ms of testbed time, so
+the run affords ``flow_kb`` per flow (quick 2 MiB: ~8 periods of overlap at
+the key offset; full 8 MiB: ~30). ``dcqcn_periods_in_overlap`` records it.
+
+Phases: ``alone`` (B by itself: the standalone FCT S), then for each seed,
+offset and scheme one phase ``<scheme>-o<i>-s<seed>``. Offsets are fractions
+of the computed standalone FCT, from 0 (full overlap) to 1 (none).
+
+Results (summary.json): ``standalone_fct_s``; per offset under ``offsets``,
+for ``baseline`` and ``symphony``: ``fct_a``, ``fct_b``, ``overlap`` (s, mean
+over seeds) with their spreads, CE marks and CNPs; at the key offset
+(``key_offset`` x S, the paper's point) the top-level ``fct_a_change``,
+``fct_b_change``, ``overlap_change`` (relative: (Symphony - baseline) /
+baseline) and ``paper`` (REFERENCE) beside them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hosts.agent_spec import FlowSpec, JobSpec, TransportSpec, message_wire_bytes
+from hosts.roce.dcqcn import CONNECTX
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.net import host_addr
+from testbed.symphony import SymphonyParams, config_command, job_commands
+from testbed.timeline import PhaseData, counter_points, load_phase, rate_series
+
+NAME = "symphony-two-flows"
+PROGRAM = "switches/p4/symphony.p4"
+BOTTLENECK_PORT = 3
+QDEPTH_REGISTER = "MyEgress.qdepth_max"
+SCHEMES = ("baseline", "symphony")
+HEADLINE = ("fct_a_change", "fct_b_change", "overlap_change", "standalone_fct_s")
+HOSTS = {"a": 1, "b": 2}
+RECEIVER = 3
+
+# The paper's values for this experiment's keys (§4.7, Fig. 9: A starts 500 ms
+# "later than the baseline", about a third of B's standalone FCT into B;
+# 1 GB flows at 10 Gb/s). FCTs and overlap in ms of the prototype.
+REFERENCE: dict[str, float] = {
+    "fct_a_change": (1210 - 1382) / 1382,     # -12%
+    "fct_b_change": (1433 - 1399) / 1399,     # +2%
+    "overlap_change": (710 - 882) / 882,      # -19%
+    "baseline.fct_a_ms": 1382, "symphony.fct_a_ms": 1210,
+    "baseline.fct_b_ms": 1399, "symphony.fct_b_ms": 1433,
+    "baseline.overlap_ms": 882, "symphony.overlap_ms": 710,
+}
+
+
+@dataclass(frozen=True)
+class Params:
+    link_mbps: float = 20.0          # every switch port and host NIC
+    nic_gbps: float = 10.0           # the prototype's NICs; sets the slowdown
+    flow_kb: int = 8192              # per flow (paper: 1 GB)
+    offsets: str = "0,0.1667,0.3333,0.5,0.6667,0.8333,1"  # A's start, fractions of S
+    key_offset: float = 0.3333       # the paper's point (fraction of S)
+    seeds: int = 3
+    step_a: int = 10                 # A: step k (lagging); B: step k+1
+    # Symphony (paper §4.1), modelled time
+    k: float = 0.01
+    tau: float = 0.25
+    t_win_us: float = 100.0
+    psn_window_us: float = 100.0
+    n_warmup: int = 8
+    n_sample: int = 8
+    # RED (paper §4.1, after HPCC), modelled bytes of queue
+    red_kmin_kb: float = 50.0
+    red_kmax_kb: float = 100.0
+    red_pmax: float = 0.2
+    queue_pkts: int = 256            # per port; above Kmax with room for bursts
+    path_mtu: int = 1024
+    dcqcn_preset: str = "connectx"   # ConnectX-6 in the prototype
+    sample_interval_us: int = 20000
+
+    @classmethod
+    def quick(cls) -> Params:
+        return cls(flow_kb=2048, offsets="0,0.3333,0.6667,1", seeds=1)
+
+    def __post_init__(self) -> None:
+        if self.link_mbps <= 0 or self.nic_gbps <= 0:
+            raise ValueError("link_mbps and nic_gbps must be positive")
+        if self.flow_kb < 1 or self.flow_kb * 1024 > 1 << 30:
+            raise ValueError("flow_kb must be 1..1048576 (1 GiB)")
+        if (self.flow_kb * 1024) % self.path_mtu:
+            raise ValueError("flow_kb must be a whole number of path_mtu packets")
+        offs = self.offset_list
+        if not offs or any(not 0 <= o <= 1 for o in offs):
+            raise ValueError(f"offsets {self.offsets!r}: fractions in [0, 1], comma-separated")
+        if not any(abs(o - self.key_offset) < 1e-9 for o in offs):
+            raise ValueError(f"key_offset {self.key_offset} must be one of the offsets")
+        if self.seeds < 1:
+            raise ValueError("seeds must be >= 1")
+        if len(offs) * self.seeds > 250:
+            raise ValueError("at most 250 Symphony phases (one job id each)")
+        if not 0 <= self.step_a < 0x3FFF:
+            raise ValueError("step_a must be 0..16382 (B carries step_a + 1)")
+        if not 0 < self.red_kmin_kb < self.red_kmax_kb or not 0 <= self.red_pmax <= 1:
+            raise ValueError("need 0 < red_kmin_kb < red_kmax_kb and red_pmax in [0, 1]")
+        if self.red_kmax_pkts >= self.queue_pkts:
+            raise ValueError(f"queue_pkts {self.queue_pkts} must exceed Kmax "
+                             f"({self.red_kmax_pkts} packets)")
+        SymphonyParams(k=self.k, tau=self.tau, t_win_us=self.t_win_us,
+                       psn_window_us=self.psn_window_us, n_warmup=self.n_warmup,
+                       n_sample=self.n_sample)  # raises on bad values
+
+    @property
+    def offset_list(self) -> list[float]:
+        try:
+            return [float(x) for x in self.offsets.split(",") if x.strip()]
+        except ValueError:
+            raise ValueError(f"offsets {self.offsets!r}: not numbers") from None
+
+    @property
+    def symphony(self) -> SymphonyParams:
+        return SymphonyParams(k=self.k, tau=self.tau, t_win_us=self.t_win_us,
+                              psn_window_us=self.psn_window_us, n_warmup=self.n_warmup,
+                              n_sample=self.n_sample)
+
+    @property
+    def link_bps(self) -> float:
+        return self.link_mbps * 1e6
+
+    @property
+    def slowdown(self) -> float:
+        return self.nic_gbps * 1e9 / self.link_bps
+
+    @property
+    def flow_bytes(self) -> int:
+        return self.flow_kb * 1024
+
+    @property
+    def frame_bytes(self) -> int:
+        """Mean frame of a flow's packets (what queue depths in packets mean)."""
+        pkts = -(-self.flow_bytes // self.path_mtu)
+        return round(message_wire_bytes(self.flow_bytes, self.path_mtu) / pkts)
+
+    @property
+    def red_kmin_pkts(self) -> int:
+        return round(self.red_kmin_kb * 1000 / self.frame_bytes)
+
+    @property
+    def red_kmax_pkts(self) -> int:
+        return round(self.red_kmax_kb * 1000 / self.frame_bytes)
+
+    @property
+    def standalone_s(self) -> float:
+        """One flow alone at line rate (testbed seconds)."""
+        return message_wire_bytes(self.flow_bytes, self.path_mtu) * 8 / self.link_bps
+
+    @property
+    def dcqcn_period_s(self) -> float:
+        """DCQCN's rate-increase timer on the testbed's clock."""
+        return CONNECTX["rpg_time_reset"] * 1e-6 * self.slowdown
+
+
+def phase_name(scheme: str, offset_index: int, seed: int) -> str:
+    return f"{scheme}-o{offset_index}-s{seed}"
+
+
+def _transport(p: Params) -> TransportSpec:
+    return TransportSpec(scale={"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9},
+                         dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
+                         sample_interval_us=p.sample_interval_us)
+
+
+def _jobs(p: Params, job_id: int, delays: dict[str, float], seed: int) -> dict[str, JobSpec]:
+    per_host: dict[int, list[FlowSpec]] = {}
+    for flow, delay in delays.items():
+        step = p.step_a if flow == "a" else p.step_a + 1
+        common: dict[str, Any] = {"flow": flow, "msg_bytes": p.flow_bytes, "count": 1,
+                                  "window": 1, "seed": 100 * seed + HOSTS[flow],
+                                  "job_id": job_id, "step": step}
+        per_host.setdefault(HOSTS[flow], []).append(FlowSpec(
+            role="sender", peer_ip=host_addr(RECEIVER).ip, start_delay_s=delay, first_psn=0,
+            **common))
+        per_host.setdefault(RECEIVER, []).append(FlowSpec(
+            role="receiver", peer_ip=host_addr(HOSTS[flow]).ip, **common))
+    t = _transport(p)
+    worst = max(delays.values()) + len(delays) * p.standalone_s
+    return {f"h{i}": JobSpec(host=f"h{i}", ip=host_addr(i).ip, transport=t, flows=tuple(fl),
+                             timeout_s=3 * worst + 60)
+            for i, fl in sorted(per_host.items())}
+
+
+def plan(p: Params) -> RunPlan:
+    topo = Topology(
+        n_hosts=3, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
+        packet_bytes=p.frame_bytes,
+        commands=(
+            f"set_port_rate_bps {int(p.link_bps)}",
+            f"set_queue_depth {p.queue_pkts}",
+            f"table_set_default MyEgress.ecn_config MyEgress.set_ecn_params "
+            f"{p.red_kmin_pkts} {p.red_kmax_pkts} {round(p.red_pmax * 100)}",
+            config_command(p.symphony, p.slowdown),
+        ))
+    s = p.standalone_s
+    phases = [PhasePlan("alone", _jobs(p, 255, {"b": 0.0}, 0), timeout_s=3 * s + 60,
+                        watch_ports=(BOTTLENECK_PORT,), notes="B alone: the standalone FCT")]
+    job = 0
+    for seed in range(p.seeds):
+        for i, off in enumerate(p.offset_list):
+            for scheme in SCHEMES:
+                job += 1
+                delays = {"b": 0.0, "a": off * s}
+                phases.append(PhasePlan(
+                    phase_name(scheme, i, seed), _jobs(p, job, delays, seed),
+                    commands=tuple(job_commands(job)) if scheme == "symphony" else (),
+                    timeout_s=3 * (delays["a"] + 2 * s) + 60, watch_ports=(BOTTLENECK_PORT,),
+                    notes=f"{scheme}: B (step {p.step_a + 1}) at 0, A (step {p.step_a}) "
+                          f"{off:.3f} x S later; job id {job}"
+                          + ("" if scheme == "symphony" else " (not tracked)")))
+    return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
+                   info={"bottleneck_port": BOTTLENECK_PORT, "link_bps": p.link_bps,
+                         "slowdown": p.slowdown, "standalone_s": s,
+                         "red_pkts": {"kmin": p.red_kmin_pkts, "kmax": p.red_kmax_pkts,
+                                      "pmax_pct": round(p.red_pmax * 100)},
+                         "symphony": p.symphony.switch_values(p.slowdown),
+                         "dcqcn_period_s": p.dcqcn_period_s, "reference": REFERENCE})
+
+
+# ---------------------------------------------------------------------------
+# analysis
+
+
+def _params(run_dir: Path) -> Params:
+    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
+    known = {f.name for f in dataclasses.fields(Params)}
+    return Params(**{k: v for k, v in d.items() if k in known})
+
+
+def _delay_s(data: PhaseData, flow: str) -> float:
+    """The flow's start delay as the phase's plan gave it to its sender."""
+    for job in data.plan.get("jobs", {}).values():
+        for f in job.get("flows", []):
+            if f["flow"] == flow and f["role"] == "sender":
+                return float(f["start_delay_s"])
+    raise ValueError(f"phase {data.name}: no sender of flow {flow} in the plan")
+
+
+def flow_times(data: PhaseData, flow: str) -> tuple[float, float]:
+    """(start, end) in seconds on the common clock: the sender's first post and
+    the receiver's completion of the flow's one message."""
+    start = data.flow_start(flow, "sender")["t_ns"] / 1e9 + _delay_s(data, flow)
+    comps = data.flow_events(flow, "completion", role="receiver")
+    if not comps:
+        raise ValueError(f"phase {data.name}: flow {flow} was not delivered")
+    end = max(e["t_ns"] for e in comps) / 1e9
+    return start, end
+
+
+def pair_result(data: PhaseData) -> dict[str, Any]:
+    (sa, ea), (sb, eb) = flow_times(data, "a"), flow_times(data, "b")
+    out: dict[str, Any] = {"fct_a": ea - sa, "fct_b": eb - sb,
+                           "overlap": max(0.0, min(ea, eb) - max(sa, sb))}
+    for f in ("a", "b"):
+        rx = data.flow_end(f, "receiver")
+        tx = data.flow_end(f, "sender")
+        out[f"ce_{f}"] = rx["qp"]["ce_pkts"]
+        out[f"cnps_{f}"] = tx.get("cnps_rcvd", 0)
+        out[f"bytes_ok_{f}"] = bool(rx.get("bytes_ok")) and rx["sha256"] == tx["sha256"]
+    return out
+
+
+def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("fct_a", "fct_b", "overlap"):
+        xs = [r[key] for r in rows]
+        out[key] = round(statistics.mean(xs), 4)
+        out[f"{key}_sd"] = round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0
+        out[f"{key}_runs"] = [round(x, 4) for x in xs]
+    for key in ("ce_a", "ce_b", "cnps_a", "cnps_b"):
+        out[key] = round(statistics.mean(r[key] for r in rows), 1)
+    out["bytes_ok"] = all(r["bytes_ok_a"] and r["bytes_ok_b"] for r in rows)
+    return out
+
+
+def _change(new: float, old: float) -> float | None:
+    return None if old == 0 else round((new - old) / old, 4)
+
+
+def analyze(run_dir: Path) -> dict[str, Any]:
+    p = _params(run_dir)
+    alone = load_phase(run_dir, "alone")
+    sb, eb = flow_times(alone, "b")
+    standalone = eb - sb
+    offsets = []
+    for i, off in enumerate(p.offset_list):
+        row: dict[str, Any] = {"offset_fraction": off, "offset_s": round(off * p.standalone_s, 4)}
+        for scheme in SCHEMES:
+            runs = [pair_result(load_phase(run_dir, phase_name(scheme, i, s)))
+                    for s in range(p.seeds)]
+            row[scheme] = _stats(runs)
+        offsets.append(row)
+    key = next(r for r in offsets if abs(r["offset_fraction"] - p.key_offset) < 1e-9)
+    b, s = key["baseline"], key["symphony"]
+    out: dict[str, Any] = {
+        "standalone_fct_s": round(standalone, 4),
+        "standalone_fct_model_s": round(p.standalone_s, 4),
+        "offsets": offsets,
+        "key": {"offset_fraction": p.key_offset, "baseline": b, "symphony": s},
+        "fct_a_change": _change(s["fct_a"], b["fct_a"]),
+        "fct_b_change": _change(s["fct_b"], b["fct_b"]),
+        "overlap_change": _change(s["overlap"], b["overlap"]),
+        "dcqcn_periods_in_overlap": round(b["overlap"] / p.dcqcn_period_s, 1),
+        "symphony_windows_in_overlap": round(b["overlap"] / (p.t_win_us * 1e-6 * p.slowdown), 1),
+        "paper": dict(REFERENCE),
+    }
+    return out
+
+
+def plot(run_dir: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    p = _params(run_dir)
+    res = analyze(run_dir)
+    outs = []
+    ki = next(i for i, o in enumerate(p.offset_list) if abs(o - p.key_offset) < 1e-9)
+    window = max(p.standalone_s / 40, p.sample_interval_us * 2e-6)
+    fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+    alone = load_phase(run_dir, "alone")
+    panels = [("ideal: each flow alone", None)] + [
+        (f"{scheme}: A starts {p.key_offset:.2f} x S after B", phase_name(scheme, ki, 0))
+        for scheme in SCHEMES]
+    for ax, (title, phase) in zip(axes, panels, strict=True):
+        if phase is None:
+            data = alone
+            t0 = flow_times(alone, "b")[0]
+            pts = counter_points(data.flow_events("b", "rx"), "rx_bytes")
+            ts, rs = rate_series([(t - t0, v) for t, v in pts], window)
+            ax.plot(ts, [r * 8 / 1e6 for r in rs], label="B alone")
+            off = p.key_offset * p.standalone_s
+            ax.plot([t + off for t in ts], [r * 8 / 1e6 for r in rs], label="A alone (shifted)")
+        else:
+            data = load_phase(run_dir, phase)
+            t0 = flow_times(data, "b")[0]
+            for f in ("b", "a"):
+                pts = counter_points(data.flow_events(f, "rx"), "rx_bytes")
+                ts, rs = rate_series([(t - t0, v) for t, v in pts], window)
+                step = p.step_a + (f == "b")
+                ax.plot(ts, [r * 8 / 1e6 for r in rs], label=f"{f.upper()} (step {step})")
+                ax.axvline(flow_times(data, f)[1] - t0, linestyle=":", linewidth=0.8)
+        ax.set_title(title)
+        ax.set_ylabel(f"Mb/s (x{p.slowdown:g} = model)")
+        ax.legend(loc="upper right")
+    axes[-1].set_xlabel("s since B started (testbed clock)")
+    fig.suptitle(f"{NAME}: rate timelines ({p.link_mbps:g} Mb/s links model "
+                 f"{p.nic_gbps:g} Gb/s; {p.flow_kb} KiB per flow)")
+    fig.tight_layout()
+    out = Path(run_dir) / "plots" / "timelines.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    outs.append(out)
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    xs = [r["offset_fraction"] for r in res["offsets"]]
+    for ax, key in zip(axes, ("fct_a", "fct_b", "overlap"), strict=True):
+        for scheme in SCHEMES:
+            ys = [r[scheme][key] / res["standalone_fct_s"] for r in res["offsets"]]
+            es = [r[scheme][f"{key}_sd"] / res["standalone_fct_s"] for r in res["offsets"]]
+            ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=scheme)
+        ax.set_xlabel("A's start offset / S")
+        ax.set_ylabel(f"{key} / S")
+        ax.set_title(key)
+        ax.legend()
+    fig.tight_layout()
+    out = Path(run_dir) / "plots" / "offsets.png"
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    outs.append(out)
+    return outs
