@@ -509,3 +509,37 @@ def test_completions_are_polled_into_the_cq(fake):
     assert s["sent_pkts"] == 12 and s["send_wrs"] == 1 and s["recv_wrs"] == 1
     ctx.close()
     assert ("destroy", qa.qp_num) in fake.calls and fake.calls[-1] == ("close_ctx",)
+
+
+def test_epic_collectives_use_only_what_the_rxe_provider_offers(fake):
+    """EpicCommunicator on RxeContext (stand-in device): the QP goes to the switch
+    endpoint, receives are posted before the announcement and the data SENDs, at
+    most two SENDs are outstanding, and the sums the NIC wrote are the result."""
+    import numpy as np
+    from pyverbs.cq import WC as VWC
+
+    from hosts.commlib.epic import ANNOUNCE_BYTES, EpicCommunicator, EpicEndpoint
+
+    ctx = R.RxeContext("10.0.0.1", sysfs_root=fake.sysfs, sport_rule="flow_label")
+    comm = EpicCommunicator(ctx, 0, 2, EpicEndpoint("10.255.0.1", 0x100, 0), max_bytes=1 << 14,
+                            chunk_pkts=2)
+    comm.connect()
+    qpn = comm.qp.qp_num
+    assert (comm.qp.state, comm.qp.dest_qp_num, comm.qp.path_mtu) == (QPState.RTS, 0x100, 256)
+    x = np.arange(600, dtype=np.int32)                  # 10 packets of 64 int32: 5 SENDs
+    op = comm.start_all_reduce(x)
+    posted = [c for c in fake.calls if c[0] in ("send", "recv") and c[1] == qpn]
+    assert [c[0] for c in posted] == ["recv"] * 6 + ["send"] * 2     # then the window is full
+    assert [c[3] for c in posted if c[0] == "send"] == [E.IBV_WR_SEND_WITH_IMM, E.IBV_WR_SEND]
+    # the switch's sums, as the NIC would have written them (big-endian int32)
+    comm._recv[ANNOUNCE_BYTES: ANNOUNCE_BYTES + 2400] = (2 * x).astype(">i4").tobytes()
+    lens = [ANNOUNCE_BYTES, 512, 512, 512, 512, 512]
+    for i in range(6):
+        fake.wcs.append(VWC(wr_id=i, status=0, opcode=E.IBV_WC_SEND, qp_num=qpn))
+        fake.wcs.append(VWC(wr_id=i, status=0, opcode=E.IBV_WC_RECV, byte_len=lens[i],
+                            qp_num=qpn))
+        op.progress()
+    assert op.done
+    assert np.array_equal(op.result(), 2 * x)
+    sends = [c for c in fake.calls if c[0] == "send" and c[1] == qpn]
+    assert len(sends) == 6
