@@ -520,7 +520,8 @@ class _Collective:
                 channels=spec.channels, max_bytes=n * itemsize, event_sink=agent.log.sink,
                 rate_controller_factory=rate_controller,
                 pacer_factory=agent.make_pacer,
-                path_mtu=agent.spec.transport.path_mtu, timeout_s=agent.spec.timeout_s)
+                path_mtu=agent.spec.transport.path_mtu, timeout_s=agent.spec.timeout_s,
+                step_psn_origin=spec.step_psn_origin)
         self.iteration = 0
         self.op: Any = None
         self.done = False
@@ -603,15 +604,18 @@ class _Collective:
                                 qp=dict(qp.stats), pacer=report() if callable(report) else None,
                                 dcqcn=state() if callable(state) else None)
             return
-        for c, qp in enumerate(self.comm.right):
-            report = getattr(qp.pacer, "report", None)
-            state = getattr(qp.rate_controller, "state", None)
-            self.agent.log.emit("pacer_report", flow=f"rank{self.spec.rank}-ch{c}",
-                                qp=dict(qp.stats), pacer=report() if callable(report) else None,
-                                dcqcn=state() if callable(state) else None)
-        for c, qp in enumerate(self.comm.left):
-            self.agent.log.emit("qp_report", flow=f"rank{self.spec.rank}-left{c}",
-                                qp=dict(qp.stats))
+        for c, lanes in enumerate(self.comm.right):
+            for lane, qp in enumerate(lanes):
+                report = getattr(qp.pacer, "report", None)
+                state = getattr(qp.rate_controller, "state", None)
+                self.agent.log.emit("pacer_report", flow=f"rank{self.spec.rank}-ch{c}"
+                                    + (f"-lane{lane}" if lane else ""),
+                                    qp=dict(qp.stats), pacer=report() if callable(report) else None,
+                                    dcqcn=state() if callable(state) else None)
+        for c, lanes in enumerate(self.comm.left):
+            for lane, qp in enumerate(lanes):
+                self.agent.log.emit("qp_report", flow=f"rank{self.spec.rank}-left{c}"
+                                    + (f"-lane{lane}" if lane else ""), qp=dict(qp.stats))
 
     def sample(self, now: int) -> None:
         pass

@@ -217,6 +217,9 @@ class CollectiveSpec:
     counts: tuple[int, ...] = ()
     scheme: Literal["ring", "epic"] = "ring"
     epic: dict[str, Any] | None = None
+    # Ring: every step's write starts at PSN 0 (one QP per lane; what a
+    # Symphony switch reads as progress, hosts/commlib/communicator.py).
+    step_psn_origin: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.size:

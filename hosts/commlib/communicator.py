@@ -27,6 +27,16 @@ Step numbers are per communicator and keep counting across collectives
 (modulo 2**14 on the wire), so a step of the next collective never looks older
 than a lagging step of the previous one.
 
+PSN as progress (``step_psn_origin=True``, for Symphony switches; see
+switches/p4/README.md): every step's write starts at PSN 0, so a packet's PSN
+is its position in the step. An RC QP's PSNs run on across messages, so each
+channel and direction has ``size`` QPs ("lanes"); step t uses lane t mod size.
+A lane is reconnected with PSN 0 once its write is acknowledged (sender) and
+once its data has arrived and been seen (receiver). Reuse is safe: before this
+rank posts step t + size on a lane, it completed step t + size - 1, which
+needs (around the ring) the right neighbour to have completed step t and so to
+have seen and reconnected its end of the lane.
+
 Progress is explicit: `start_*` returns a `CollectiveOp` whose `progress()`
 polls completions and posts what is ready (drive several ranks from one loop,
 e.g. a simulated wire); `all_reduce`/`reduce_scatter`/`all_gather` run the
@@ -89,6 +99,7 @@ class Communicator:
         psn_base: int = 0,
         step_base: int = 0,
         timeout_s: float = 60.0,
+        step_psn_origin: bool = False,
     ) -> None:
         if not 0 <= rank < size:
             raise ValueError(f"rank {rank} out of range for size {size}")
@@ -113,24 +124,33 @@ class Communicator:
         self.staging = bytearray(2 * max(1, max_bytes))
         self.work_mr = self.pd.reg_mr(self.work, access)
         self.staging_mr = self.pd.reg_mr(self.staging, access)
-        self.right: list[QP] = []
-        self.left: list[QP] = []
+        self.step_psn_origin = step_psn_origin
+        self.lanes = size if step_psn_origin else 1
+        # right[c][lane] sends to rank+1, left[c][lane] receives from rank-1.
+        self.right: list[list[QP]] = []
+        self.left: list[list[QP]] = []
         self._psn: list[tuple[int, int]] = []
         for c in range(channels):
             kw: dict[str, Any] = {"sport": tag_sport(step_base), "job_id": job_id}
-            r_qp = self.pd.create_qp(
-                self.cq,
-                self.cq,
-                rate_controller=rate_controller_factory() if rate_controller_factory else None,
-                pacer=pacer_factory() if pacer_factory else None,
-                **kw,
-            )
-            l_qp = self.pd.create_qp(self.cq, self.cq, **kw)
-            self.right.append(r_qp)
-            self.left.append(l_qp)
-            base = (psn_base + 2 * c) & PSN_MASK
-            self._psn.append((base, (base + 1) & PSN_MASK))
-        self._left_channel = {qp.qp_num: c for c, qp in enumerate(self.left)}
+            self.right.append([
+                self.pd.create_qp(
+                    self.cq,
+                    self.cq,
+                    rate_controller=rate_controller_factory() if rate_controller_factory else None,
+                    pacer=pacer_factory() if pacer_factory else None,
+                    **kw,
+                )
+                for _ in range(self.lanes)
+            ])
+            self.left.append([self.pd.create_qp(self.cq, self.cq, **kw)
+                              for _ in range(self.lanes)])
+            base = 0 if step_psn_origin else (psn_base + 2 * c) & PSN_MASK
+            self._psn.append((base, 0 if step_psn_origin else (base + 1) & PSN_MASK))
+        self._left_lane = {qp.qp_num: (c, lane) for c, qps in enumerate(self.left)
+                           for lane, qp in enumerate(qps)}
+        self._right_lane = {qp.qp_num: (c, lane) for c, qps in enumerate(self.right)
+                            for lane, qp in enumerate(qps)}
+        self._peers: dict[tuple[int, int, str], dict[str, Any]] = {}
         # (seq16, channel, step) -> completion time, filled by _poll.
         self._arrived: dict[tuple[int, int, int], int] = {}
         self._sent: dict[tuple[int, int, int], int] = {}
@@ -150,10 +170,12 @@ class Communicator:
             "max_bytes": self.max_bytes,
             "channels": [
                 {
-                    "right_qpn": self.right[c].qp_num,
+                    "right_qpn": self.right[c][0].qp_num,
                     "right_psn": self._psn[c][0],
-                    "left_qpn": self.left[c].qp_num,
+                    "left_qpn": self.left[c][0].qp_num,
                     "left_psn": self._psn[c][1],
+                    "right_lanes": [qp.qp_num for qp in self.right[c]],
+                    "left_lanes": [qp.qp_num for qp in self.left[c]],
                 }
                 for c in range(self.channels)
             ],
@@ -175,25 +197,43 @@ class Communicator:
         for c in range(self.channels):
             mine_r, mine_l = self._psn[c]
             rc, lc = right["channels"][c], left["channels"][c]
-            for qp, peer, qpn, rq_psn, sq_psn in (
-                (self.right[c], right, rc["left_qpn"], rc["left_psn"], mine_r),
-                (self.left[c], left, lc["right_qpn"], lc["right_psn"], mine_l),
-            ):
-                qp.modify(state=QPState.INIT)
-                attrs: dict[str, Any] = {
-                    "state": QPState.RTR,
-                    "dest_ip": peer["ip"],
-                    "dest_qp_num": int(qpn),
-                    "dest_port": int(peer.get("port", ROCE_UDP_PORT)),
-                    "rq_psn": int(rq_psn),
-                }
-                if self.path_mtu is not None:
-                    attrs["path_mtu"] = self.path_mtu
-                qp.modify(**attrs)
-                qp.modify(state=QPState.RTS, sq_psn=int(sq_psn))
-            for _ in range(_RECV_DEPTH):
-                self._post_recv(c)
+            r_lanes = rc.get("left_lanes", [rc["left_qpn"]])
+            l_lanes = lc.get("right_lanes", [lc["right_qpn"]])
+            if len(r_lanes) != self.lanes or len(l_lanes) != self.lanes:
+                raise CommError("ranks disagree on step_psn_origin (lanes per channel)")
+            for lane in range(self.lanes):
+                self._peers[(c, lane, "right")] = {
+                    "ip": right["ip"], "port": int(right.get("port", ROCE_UDP_PORT)),
+                    "qpn": int(r_lanes[lane]), "rq_psn": int(rc["left_psn"]), "sq_psn": mine_r}
+                self._peers[(c, lane, "left")] = {
+                    "ip": left["ip"], "port": int(left.get("port", ROCE_UDP_PORT)),
+                    "qpn": int(l_lanes[lane]), "rq_psn": int(lc["right_psn"]), "sq_psn": mine_l}
+                self._connect(c, lane, "right")
+                self._connect(c, lane, "left")
         self.connected = True
+
+    def _connect(self, c: int, lane: int, side: str) -> None:
+        """Bring one lane's QP (from any state) to RTS with its initial PSNs; a
+        receiving QP gets its receive WQEs."""
+        qp = (self.right if side == "right" else self.left)[c][lane]
+        peer = self._peers[(c, lane, side)]
+        if qp.state is not QPState.RESET:
+            qp.modify(state=QPState.RESET)
+        qp.modify(state=QPState.INIT)
+        attrs: dict[str, Any] = {
+            "state": QPState.RTR,
+            "dest_ip": peer["ip"],
+            "dest_qp_num": peer["qpn"],
+            "dest_port": peer["port"],
+            "rq_psn": peer["rq_psn"],
+        }
+        if self.path_mtu is not None:
+            attrs["path_mtu"] = self.path_mtu
+        qp.modify(**attrs)
+        qp.modify(state=QPState.RTS, sq_psn=peer["sq_psn"])
+        if side == "left":
+            for _ in range(_RECV_DEPTH if self.lanes == 1 else 1):
+                self._post_recv(qp)
 
     @classmethod
     def init(
@@ -206,13 +246,14 @@ class Communicator:
         return comm
 
     def close(self) -> None:
-        for qp in self.right + self.left:
-            qp.destroy()
+        for qps in self.right + self.left:
+            for qp in qps:
+                qp.destroy()
 
     # ---- completions ----
-    def _post_recv(self, c: int) -> None:
+    def _post_recv(self, qp: QP) -> None:
         self._recv_ids += 1
-        self.left[c].post_recv(RecvWR(wr_id=self._recv_ids))
+        qp.post_recv(RecvWR(wr_id=self._recv_ids))
 
     def _poll(self) -> None:
         for wc in self.cq.poll(1024):
@@ -221,13 +262,18 @@ class Communicator:
                     f"rank {self.rank}: work request {wc.wr_id:#x} failed: {wc.status.name}"
                 )
             if wc.opcode == WCOpcode.RECV_RDMA_WITH_IMM:
-                c = self._left_channel[wc.qp_num]
+                c, lane = self._left_lane[wc.qp_num]
                 imm = wc.imm_data or 0
                 self._arrived[(imm >> 16, c, imm & 0xFFFF)] = wc.timestamp_ns
-                self._post_recv(c)
+                if self.lanes > 1:
+                    self._connect(c, lane, "left")  # the lane's next step starts at PSN 0
+                else:
+                    self._post_recv(self.left[c][0])
             elif wc.opcode == WCOpcode.RDMA_WRITE:
                 seq, c, step = wc.wr_id >> 32, (wc.wr_id >> 16) & 0xFFFF, wc.wr_id & 0xFFFF
                 self._sent[(seq & 0xFFFF, c, step)] = wc.timestamp_ns
+                if self.lanes > 1:
+                    self._connect(*self._right_lane[wc.qp_num], "right")
 
     def _emit(self, ev: dict[str, Any]) -> None:
         if self.event_sink is not None:
@@ -384,7 +430,8 @@ class CollectiveOp:
         comm = self.comm
         st = self.plan[step]
         tag = tag_sport(self.tag_step(step))
-        r_qp, l_qp = comm.right[c], comm.left[c]
+        lane = (self.step_base + step) % comm.lanes
+        r_qp, l_qp = comm.right[c][lane], comm.left[c][lane]
         if r_qp.sport != tag:
             r_qp.modify(sport=tag)
         if l_qp.sport != tag:

@@ -339,10 +339,12 @@ def test_flexible_specs_are_checked() -> None:
         FlowSpec(role="sender", dscp=64, **base)
 
 
-def test_collective_agents_give_bit_exact_sums(tmp_path: Path) -> None:
+@pytest.mark.parametrize("origin", [False, True], ids=["one-qp", "step-psn-origin"])
+def test_collective_agents_give_bit_exact_sums(tmp_path: Path, origin: bool) -> None:
     ips = _loopback_ips(3)
     specs = [JobSpec(host=f"r{r}", ip=ip, transport=_transport(), timeout_s=30,
-                     collective=CollectiveSpec(rank=r, size=3, count=3000, iterations=2, seed=4))
+                     collective=CollectiveSpec(rank=r, size=3, count=3000, iterations=2, seed=4,
+                                               step_psn_origin=origin))
              for r, ip in enumerate(ips)]
     results = _run_agents(tmp_path, specs)
     assert [rc for rc, _ in results] == [0, 0, 0], results
@@ -352,6 +354,7 @@ def test_collective_agents_give_bit_exact_sums(tmp_path: Path) -> None:
     assert len({c["sha256"] for c in checks if c["iteration"] == 1}) == 1
     reports = [e for e in _events(tmp_path / "r0.jsonl") if e["event"] == "pacer_report"]
     assert reports and reports[0]["pacer"]["lateness"]["sends"] > 0
+    assert len(reports) == (3 if origin else 1)     # one sending QP per lane
 
 
 def test_an_agent_whose_peer_never_comes_fails_with_a_clear_message(tmp_path: Path) -> None:

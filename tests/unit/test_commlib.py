@@ -28,6 +28,7 @@ def make_ring(
     max_bytes: int = 1 << 16,
     scale: Scale | None = None,
     dcqcn: bool = False,
+    comm_kw: dict | None = None,
     **wire_kw,
 ):
     w = SimWire(record=True, **wire_kw)
@@ -44,7 +45,8 @@ def make_ring(
         ctx = Context(w.provider(f"10.0.0.{r + 1}"), scale=scale or Scale(), **kw)
         comms.append(
             Communicator(
-                ctx, r, n, JOB, channels=channels, max_bytes=max_bytes, event_sink=events.append
+                ctx, r, n, JOB, channels=channels, max_bytes=max_bytes, event_sink=events.append,
+                **(comm_kw or {}),
             )
         )
     infos = [c.local_info() for c in comms]
@@ -162,7 +164,7 @@ def test_retransmissions_keep_their_step_tag_under_loss() -> None:
     expect = np.sum(np.stack(xs), axis=0, dtype=np.int32)
     assert all(np.array_equal(o.result(), expect) for o in ops)
     assert w.counters["dropped"] > 0
-    retx = sum(c.right[k].stats["retransmits"] for c in comms for k in range(2))
+    retx = sum(c.right[k][0].stats["retransmits"] for c in comms for k in range(2))
     assert retx > 0
     # Every transmission of a given PSN on a QP carries the same tag.
     tag_of: dict[tuple[str, int, int], int] = {}
@@ -205,10 +207,10 @@ def test_dcqcn_reacts_to_ce_marks_during_a_collective() -> None:
     ops = [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)]
     run_all(w, ops, timeout=600)
     assert all(np.array_equal(o.result(), np.full(40_000, 6, dtype=np.int32)) for o in ops)
-    ccs = [c.right[0].rate_controller for c in comms]
+    ccs = [c.right[0][0].rate_controller for c in comms]
     assert all(isinstance(cc, Dcqcn) for cc in ccs)
     assert sum(cc.stats.rate_cuts for cc in ccs) > 0
-    pacers = [c.right[0].pacer for c in comms]
+    pacers = [c.right[0][0].pacer for c in comms]
     assert all(p.bytes_sent > 0 for p in pacers)
 
 
@@ -268,3 +270,32 @@ def test_back_to_back_collectives_with_ranks_out_of_phase() -> None:
         expect = [total, np.concatenate(parts), total[off : off + ln], total, np.concatenate(parts)]
         for got, exp in zip(results[r], expect, strict=True):
             assert np.array_equal(got, exp)
+
+
+@pytest.mark.parametrize("wire_kw", [{}, {"loss": 0.02, "seed": 3}], ids=["clean", "lossy"])
+def test_step_psn_origin_starts_every_step_at_psn_0(wire_kw) -> None:
+    """With step_psn_origin, each step's write is PSN 0.. on the wire (the PSN is
+    the packet's position in its step), across collectives, and the sums stay exact."""
+    n = 4
+    w, comms, _ = make_ring(n, 2, comm_kw={"step_psn_origin": True}, **wire_kw)
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        xs = [rng.integers(-1000, 1000, 5000, dtype=np.int64) for _ in range(n)]
+        ops = [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)]
+        run_all(w, ops)
+        expected = np.sum(xs, axis=0)
+        for o in ops:
+            assert np.array_equal(o.result(), expected)
+    psns: dict[tuple[str, int, int], set[int]] = defaultdict(set)
+    firsts = []
+    for _t, ip, sport, p in data_packets(w):
+        psns[(ip, p.dqpn, sport_step(sport))].add(p.psn)
+        if p.opcode in OPS_ONLY or p.opcode == Opcode.RDMA_WRITE_FIRST:
+            firsts.append(p.psn)
+    assert firsts and set(firsts) == {0}
+    # every (sender, lane QP, step) carried PSNs 0..k-1 and nothing else
+    assert len(psns) == 3 * 2 * (n - 1) * 2 * n
+    for key, got in psns.items():
+        assert got == set(range(len(got))), key
+    if wire_kw:
+        assert sum(q.stats["retransmits"] for c in comms for qs in c.right for q in qs) > 0
