@@ -51,7 +51,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from switches.soft.backends import (
     BACKENDS,
@@ -72,6 +72,9 @@ from switches.soft.ports import (
 )
 from switches.soft.runtime.contract import ProgramModule
 from switches.soft.runtime.switch import SoftSwitch
+
+if TYPE_CHECKING:  # (needs the optional p4runtime packages at run time)
+    from switches.soft.control.p4runtime_server import P4RuntimeHandle
 
 log = logging.getLogger("softswitch")
 
@@ -432,7 +435,7 @@ def _apply_cli_file(daemon: SwitchDaemon, path: str) -> None:
         log.debug("cli %s -> %s", line, reply)
 
 
-def _start_p4runtime(args: argparse.Namespace, daemon: SwitchDaemon) -> Any:
+def _start_p4runtime(args: argparse.Namespace, daemon: SwitchDaemon) -> P4RuntimeHandle | None:
     """The P4Runtime server of ``--grpc-port`` (its handle), or None."""
     if args.grpc_port is None:
         return None
@@ -462,7 +465,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(args.log, args.log_level)
     daemon: SwitchDaemon | None = None
     ports: list[Port] = []
-    p4rt: Any = None
+    p4rt: P4RuntimeHandle | None = None
 
     def on_signal(signum: int, _frame: Any) -> None:
         log.info("signal %s: shutting down", signal.Signals(signum).name)
