@@ -123,7 +123,6 @@ class SimSwitch:
 
         self.wire = wire
         self.hosts = dict(hosts)
-        self._ip_of_port = {p: ip for ip, p in hosts.items()}
         self.sw = SoftSwitch(compile_program(program), now_us=lambda: wire.clock // 1000,
                              seed=seed)
         self.control = ControlPlane(self.sw)
