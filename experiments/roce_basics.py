@@ -55,6 +55,8 @@ Phases, run one after the other in the same network:
 - ``pair``: h1 -> h3 and h2 -> h3 at the same time, sharing port 3;
 - ``loss``: h1 -> h3 with ``loss_per_10k`` / 10000 of the packets on every
   switch port dropped by the P4 program (MyEgress.link_loss).
+``phases`` picks a subset (e.g. ``-p phases=single``: what ``testbed bench
+hosts`` runs); results have a section per phase that ran.
 Each flow is ``msgs`` RDMA WRITE_WITH_IMM messages of ``msg_bytes`` with at
 most ``window`` outstanding; the receiver checks the bytes.
 
@@ -108,6 +110,7 @@ NAME = "roce-basics"
 PROGRAM = "switches/p4/l3_ecn.p4"
 BOTTLENECK_PORT = 3  # toward h3, the receiver
 QDEPTH_REGISTER = "MyEgress.qdepth_max"
+PHASES = ("single", "pair", "loss")
 HEADLINE = ("single.goodput_fraction", "pair.jain_index", "pair.max_queue_pkts",
             "pair.queue_limit_pkts", "pair.cnps", "loss.bytes_ok", "loss.retransmissions")
 
@@ -132,6 +135,8 @@ class Params:
     path_mtu: int = 1024
     sample_interval_us: int = 5000
     agent_interpreter: str = "python"  # what runs the host agents: python, pypy or auto
+    pacer_burst_packets: float = 2.0  # host token bucket, in full-size packets
+    phases: str = "single,pair,loss"  # which phases run (comma-separated, in this order)
 
     @classmethod
     def quick(cls) -> Params:
@@ -144,9 +149,17 @@ class Params:
             raise ValueError("loss_per_10k must be 0..10000")
         if not 0 < self.ecn_kmin < self.ecn_kmax < self.queue_depth:
             raise ValueError("need 0 < ecn_kmin < ecn_kmax < queue_depth")
+        wanted = self.phase_names
+        if not wanted or any(w not in PHASES for w in wanted) or len(set(wanted)) != len(wanted):
+            raise ValueError(f"phases must be distinct names among {', '.join(PHASES)}, "
+                             f"comma-separated (got {self.phases!r})")
         if self.agent_interpreter not in INTERPRETERS:
             raise ValueError(f"agent_interpreter must be one of {', '.join(INTERPRETERS)}")
         object.__setattr__(self, "dcqcn_preset", preset_name(self.dcqcn_preset))
+
+    @property
+    def phase_names(self) -> tuple[str, ...]:
+        return tuple(w.strip() for w in self.phases.split(",") if w.strip())
 
     @property
     def bottleneck_bps(self) -> float:
@@ -162,7 +175,7 @@ def _transport(p: Params) -> TransportSpec:
     return TransportSpec(
         scale={"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9},
         dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
-        sample_interval_us=p.sample_interval_us)
+        sample_interval_us=p.sample_interval_us, pacer_burst_packets=p.pacer_burst_packets)
 
 
 def _flow_jobs(p: Params, flows: list[tuple[str, int, int, int]]) -> dict[str, JobSpec]:
@@ -206,7 +219,7 @@ def plan(p: Params) -> RunPlan:
     def timeout(msgs: int) -> float:
         return 3 * _expected_s(p, msgs) + 20
 
-    phases = (
+    every = (
         PhasePlan("single", _flow_jobs(p, [("single", 1, 3, p.single_msgs)]),
                   commands=(no_loss,), timeout_s=timeout(p.single_msgs),
                   watch_ports=(BOTTLENECK_PORT,), notes="h1 -> h3, one QP alone"),
@@ -220,6 +233,7 @@ def plan(p: Params) -> RunPlan:
                   timeout_s=timeout(p.loss_msgs) + 30, watch_ports=(BOTTLENECK_PORT,),
                   notes=f"h1 -> h3, {p.loss_per_10k / 100:g}% random loss on every port"),
     )
+    phases = tuple(ph for ph in every if ph.name in p.phase_names)
     # A lone sender offers at most the link rate: a queue reaching Kmin there
     # (where RED starts marking) was built by the emulator, not the model.
     return RunPlan(topology=topo, phases=phases,
@@ -289,11 +303,21 @@ def _flow_result(data: PhaseData, p: Params, flow: str) -> dict[str, Any]:
 
 def analyze(run_dir: Path) -> dict[str, Any]:
     p = _params(run_dir)
-    eff = payload_efficiency(p.msg_bytes, p.path_mtu)
-    single = load_phase(run_dir, "single")
-    s = _flow_result(single, p, "single")
-    s.update(_queue(single, BOTTLENECK_PORT))
+    out: dict[str, Any] = {}
+    if "single" in p.phase_names:
+        single = load_phase(run_dir, "single")
+        s = _flow_result(single, p, "single")
+        s.update(_queue(single, BOTTLENECK_PORT))
+        out["single"] = s
+    if "pair" in p.phase_names:
+        out["pair"] = _pair_result(run_dir, p)
+    if "loss" in p.phase_names:
+        out["loss"] = _loss_result(run_dir, p)
+    return out
 
+
+def _pair_result(run_dir: Path, p: Params) -> dict[str, Any]:
+    eff = payload_efficiency(p.msg_bytes, p.path_mtu)
     pair = load_phase(run_dir, "pair")
     flows = ["pair-a", "pair-b"]
     t_a = max(int(pair.flow_start(f, "sender")["t_ns"]) for f in flows)
@@ -320,7 +344,10 @@ def analyze(run_dir: Path) -> dict[str, Any]:
     pr["bytes_ok"] = all(v["bytes_ok"] for v in per.values())
     pr["bounded_queue"] = (None if pr["max_queue_pkts"] is None or pr["queue_drops"] is None
                            else pr["max_queue_pkts"] < p.queue_depth and pr["queue_drops"] == 0)
+    return pr
 
+
+def _loss_result(run_dir: Path, p: Params) -> dict[str, Any]:
     loss = load_phase(run_dir, "loss")
     lr = _flow_result(loss, p, "loss")
     tx = loss.flow_end("loss", "sender")["qp"]
@@ -329,7 +356,7 @@ def analyze(run_dir: Path) -> dict[str, Any]:
     b = loss.stats.get("before", {}).get("switch", {}).get("drops", {})
     a = loss.stats.get("after", {}).get("switch", {}).get("drops", {})
     lr["switch_drops"] = {k: v - b.get(k, 0) for k, v in a.items() if v - b.get(k, 0)}
-    return {"single": s, "pair": pr, "loss": lr}
+    return lr
 
 
 def plot(run_dir: Path) -> list[Path]:
@@ -340,6 +367,8 @@ def plot(run_dir: Path) -> list[Path]:
     titles = {"single": "single: one QP alone", "pair": "pair: two QPs sharing the bottleneck",
               "loss": f"loss: one QP, {p.loss_per_10k / 100:g}% random loss"}
     for phase, title in titles.items():
+        if phase not in p.phase_names:
+            continue
         data = load_phase(run_dir, phase)
         out.append(flow_timeline(
             data, Path(run_dir) / "plots" / f"{phase}.png",

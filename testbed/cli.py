@@ -350,5 +350,49 @@ def bench_forwarding_cmd(backends: tuple[str, ...], seconds: float, runs: int,
         click.echo(format_summary(summary))
 
 
+@bench_group.command("hosts")
+@click.option("--only", type=click.Choice(["lone_qp", "pair"]), default=None,
+              help="search one case only (default: both)")
+@click.option("--start", "start_mbps", type=float, default=25.0, show_default=True,
+              help="first link rate tried (Mb/s)")
+@click.option("--ceiling", "ceiling_mbps", type=float, default=800.0, show_default=True,
+              help="highest link rate tried (Mb/s)")
+@click.option("--floor", "floor_mbps", type=float, default=1.0, show_default=True,
+              help="lowest link rate tried (Mb/s)")
+@click.option("--resolution", type=float, default=0.1, show_default=True,
+              help="stop when the highest pass and lowest fail are within this fraction")
+@click.option("--seconds", type=float, default=3.0, show_default=True,
+              help="traffic per trial, in seconds at the trial's rate")
+@click.option("--interpreter", type=click.Choice(["python", "pypy", "auto"]), default="python",
+              show_default=True, help="what runs the host agents")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="keep every trial's run directory here (default: a new /tmp directory)")
+@click.option("--json", "as_json", is_flag=True,
+              help="print JSON: lone_qp_mbps, pair_mbps, every trial, the machine")
+def bench_hosts_cmd(only: str | None, start_mbps: float, ceiling_mbps: float, floor_mbps: float,
+                    resolution: float, seconds: float, interpreter: str, out_dir: str | None,
+                    as_json: bool) -> None:
+    """The highest link rate at which one QP alone, and two QPs sharing a
+    bottleneck, stay faithful through one soft switch (roce-basics trials:
+    64 KiB WRITEs, MTU 1024), found by a search over rates."""
+    if os.geteuid() != 0:
+        raise click.ClickException("the benchmark builds Mininet networks: run as root")
+    if not 0 < floor_mbps <= start_mbps <= ceiling_mbps:
+        raise click.UsageError("need 0 < --floor <= --start <= --ceiling")
+    if resolution <= 0 or seconds <= 0:
+        raise click.UsageError("--resolution and --seconds must be positive")
+    from testbed.bench_hosts import format_report, hosts_bench
+
+    kinds = (only,) if only else ("lone_qp", "pair")
+    rep = hosts_bench(kinds, start_mbps=start_mbps, floor_mbps=floor_mbps,
+                      ceiling_mbps=ceiling_mbps, resolution=resolution, seconds=seconds,
+                      interpreter=interpreter, out_dir=Path(out_dir) if out_dir else None,
+                      echo=lambda line: click.echo(line, err=True))
+    if as_json:
+        click.echo(json.dumps(rep, indent=2))
+    else:
+        click.echo(format_report(rep))
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,238 @@
+"""Host benchmark: the highest link rate at which the RoCE hosts stay faithful.
+
+One trial is a ``roce-basics`` run at one link rate (every link and NIC at
+``rate``, time scaled as that experiment does), with only one of its phases:
+
+- ``lone_qp``: the ``single`` phase, one QP of 64 KiB WRITEs, MTU 1024,
+  through one soft switch. Faithful when the run's fidelity verdict is
+  faithful, its goodput is at least ``MIN_LONE_GOODPUT`` of the line rate and
+  the receiver saw no CE mark (one sender at the link rate builds no queue);
+- ``pair``: the ``pair`` phase, two QPs sharing the bottleneck. Faithful when
+  the verdict is faithful and both receivers got the right bytes.
+
+Each trial moves about ``seconds`` of traffic at its rate. :func:`search_max_rate`
+finds the highest faithful rate: doubling from a start rate while trials
+pass (halving while they fail), then bisecting (geometrically) between the
+highest pass and the lowest fail until they are within ``resolution``. It
+assumes a rate above a failing one fails too; one trial per rate, so on a
+busy machine a run may stop lower than a quiet one would (the load average
+before each trial is recorded). A benchmark, not a test: it prints figures.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["search_max_rate", "judge", "Trial", "hosts_bench", "machine_info", "format_report",
+           "KINDS", "MIN_LONE_GOODPUT"]
+
+KINDS = {"lone_qp": "single", "pair": "pair"}
+MIN_LONE_GOODPUT = 0.95
+MSG_BYTES = 65536
+PATH_MTU = 1024
+
+
+def search_max_rate(faithful: Callable[[float], bool], *, start: float, floor: float,
+                    ceiling: float, resolution: float = 0.1
+                    ) -> tuple[float | None, list[tuple[float, bool]]]:
+    """Highest rate in [floor, ceiling] at which ``faithful(rate)`` holds,
+    within a factor 1 + ``resolution`` (None if even ``floor`` fails), and
+    every (rate, verdict) tried, in order."""
+    if not 0 < floor <= start <= ceiling:
+        raise ValueError("need 0 < floor <= start <= ceiling")
+    if resolution <= 0:
+        raise ValueError("resolution must be positive")
+    tried: list[tuple[float, bool]] = []
+
+    def test(rate: float) -> bool:
+        ok = bool(faithful(rate))
+        tried.append((rate, ok))
+        return ok
+
+    lo: float | None
+    hi: float | None
+    if test(start):
+        lo, hi = start, None
+        while hi is None and lo < ceiling:
+            nxt = min(lo * 2, ceiling)
+            if test(nxt):
+                lo = nxt
+            else:
+                hi = nxt
+        if hi is None:
+            return lo, tried
+    else:
+        lo, hi = None, start
+        while lo is None and hi > floor:
+            nxt = max(hi / 2, floor)
+            if test(nxt):
+                lo = nxt
+            else:
+                hi = nxt
+        if lo is None:
+            return None, tried
+    while hi / lo > 1 + resolution:
+        mid = math.sqrt(lo * hi)
+        if test(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, tried
+
+
+def judge(kind: str, summary: dict[str, Any]) -> tuple[bool, list[str]]:
+    """Whether a trial's run (its summary.json) was faithful, and why not."""
+    why: list[str] = []
+    if not summary.get("ok"):
+        return False, [f"the run failed: {str(summary.get('error', 'unknown')).splitlines()[0]}"]
+    if not summary.get("fidelity_ok"):
+        why.append(f"fidelity: {summary.get('fidelity_verdict') or 'not faithful'}")
+    if kind == "lone_qp":
+        g = summary.get("single.goodput_fraction")
+        if g is None or g < MIN_LONE_GOODPUT:
+            why.append(f"goodput {g} of line rate (< {MIN_LONE_GOODPUT})")
+        ce = summary.get("single.ce_marked_pkts")
+        if ce:
+            why.append(f"{ce} CE-marked packets with one sender")
+    elif kind == "pair":
+        if not summary.get("pair.bytes_ok"):
+            why.append("a receiver's bytes differ from what was sent")
+    else:
+        raise ValueError(f"unknown trial kind {kind!r} (choose from {', '.join(KINDS)})")
+    return not why, why
+
+
+@dataclass
+class Trial:
+    kind: str
+    rate_mbps: float
+    faithful: bool
+    why: list[str]
+    run_dir: str
+    load_before: float
+    seconds: float
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+def _messages(rate_mbps: float, seconds: float) -> int:
+    from testbed.timeline import payload_efficiency
+
+    payload_bps = rate_mbps * 1e6 * payload_efficiency(MSG_BYTES, PATH_MTU)
+    return max(8, math.ceil(seconds * payload_bps / (8 * MSG_BYTES)))
+
+
+_FIGURES = ("single.goodput_fraction", "single.ce_marked_pkts", "single.cnps",
+            "single.max_queue_pkts", "pair.jain_index", "pair.utilization", "pair.cnps",
+            "pair.max_queue_pkts", "fidelity_ok")
+
+
+def run_trial(kind: str, rate_mbps: float, *, seconds: float, out_dir: Path,
+              interpreter: str = "python", echo: Callable[[str], None] | None = None) -> Trial:
+    """One roce-basics run of ``kind``'s phase at ``rate_mbps``."""
+    from testbed.runner import RunError, RunOptions, run
+
+    if kind not in KINDS:
+        raise ValueError(f"unknown trial kind {kind!r} (choose from {', '.join(KINDS)})")
+    n = _messages(rate_mbps, seconds)
+    overrides = {"bottleneck_mbps": f"{rate_mbps:g}", "phases": KINDS[kind],
+                 "agent_interpreter": interpreter, "msg_bytes": str(MSG_BYTES),
+                 "path_mtu": str(PATH_MTU)}
+    if kind == "lone_qp":
+        overrides["single_msgs"] = str(n)
+    else:
+        overrides["pair_msgs"] = str(max(4, n // 2))   # two flows share the link
+    run_dir = out_dir / f"{kind}-{rate_mbps:g}mbps"
+    load = os.getloadavg()[0]
+    try:
+        summary = run("roce-basics", RunOptions(out=run_dir, overrides=overrides,
+                                                echo=lambda _line: None))
+    except RunError as e:
+        summary = {"ok": False, "error": str(e)}
+    ok, why = judge(kind, summary)
+    t = Trial(kind, round(rate_mbps, 2), ok, why, str(run_dir), load, seconds,
+              {k: summary.get(k) for k in _FIGURES if k in summary})
+    if echo is not None:
+        echo(format_trial(t))
+    return t
+
+
+def format_trial(t: Trial) -> str:
+    verdict = "faithful" if t.faithful else "NOT faithful: " + "; ".join(t.why)
+    figs = ", ".join(f"{k}={v}" for k, v in t.figures.items() if k != "fidelity_ok")
+    return (f"  {t.kind:>7} at {t.rate_mbps:7.2f} Mb/s (load {t.load_before:.2f}): {verdict}"
+            + (f" [{figs}]" if figs else ""))
+
+
+def machine_info() -> dict[str, Any]:
+    model = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    from testbed.runner import software_versions
+
+    v = software_versions()
+    return {"host": platform.node(), "cpus": os.cpu_count(), "cpu_model": model,
+            "kernel": platform.release(), "python": platform.python_version(),
+            "commit": v.get("git_rev"), "dirty": v.get("git_dirty"),
+            "load_avg_start": [round(x, 2) for x in os.getloadavg()]}
+
+
+def hosts_bench(kinds: tuple[str, ...] = ("lone_qp", "pair"), *, start_mbps: float = 25.0,
+                floor_mbps: float = 1.0, ceiling_mbps: float = 800.0,
+                resolution: float = 0.1, seconds: float = 3.0, interpreter: str = "python",
+                out_dir: Path | None = None,
+                echo: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Search each kind's highest faithful rate; the report (JSON-able)."""
+    for k in kinds:
+        if k not in KINDS:
+            raise ValueError(f"unknown trial kind {k!r} (choose from {', '.join(KINDS)})")
+    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="bench-hosts-"))
+    out.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"machine": machine_info(), "out_dir": str(out),
+                              "settings": {"start_mbps": start_mbps, "floor_mbps": floor_mbps,
+                                           "ceiling_mbps": ceiling_mbps,
+                                           "resolution": resolution, "seconds": seconds,
+                                           "interpreter": interpreter, "msg_bytes": MSG_BYTES,
+                                           "path_mtu": PATH_MTU}}
+    trials: list[Trial] = []
+    t0 = time.monotonic()
+    for kind in kinds:
+        def faithful(rate: float, kind: str = kind) -> bool:
+            t = run_trial(kind, rate, seconds=seconds, out_dir=out, interpreter=interpreter,
+                          echo=echo)
+            trials.append(t)
+            return t.faithful
+
+        best, _ = search_max_rate(faithful, start=start_mbps, floor=floor_mbps,
+                                  ceiling=ceiling_mbps, resolution=resolution)
+        report[f"{kind}_mbps"] = None if best is None else round(best, 2)
+    report["trials"] = [asdict(t) for t in trials]
+    report["elapsed_s"] = round(time.monotonic() - t0, 1)
+    report["machine"]["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
+    return report
+
+
+def format_report(rep: dict[str, Any]) -> str:
+    m = rep["machine"]
+    lines = [f"machine: {m['host']}, {m['cpus']} CPUs ({m['cpu_model']}), kernel {m['kernel']}, "
+             f"commit {str(m['commit'])[:12]}{' (dirty)' if m['dirty'] else ''}, load "
+             f"{m['load_avg_start'][0]} -> {m['load_avg_end'][0]}"]
+    for kind in KINDS:
+        key = f"{kind}_mbps"
+        if key in rep:
+            v = rep[key]
+            lines.append(f"{kind:>8}: {'none faithful' if v is None else f'{v:g} Mb/s'}")
+    lines.append(f"runs: {rep['out_dir']} ({rep['elapsed_s']} s)")
+    return "\n".join(lines)
