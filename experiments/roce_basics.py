@@ -95,6 +95,7 @@ from hosts.agent_spec import (
 )
 from hosts.roce.dcqcn import preset_name
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.modelled import ModelledNetwork, Red, packets
 from testbed.net import host_addr
 from testbed.timeline import (
     PhaseData,
@@ -119,6 +120,7 @@ HEADLINE = ("single.goodput_fraction", "pair.jain_index", "pair.max_queue_pkts",
 class Params:
     bottleneck_mbps: float = 8.0     # every link (switch egress port) and every host NIC
     nic_gbps: float = 40.0           # emulated NIC (the DCQCN paper's); sets the slowdown
+    link_delay_us: float = 0.0       # modelled one-way delay per link (x slowdown on the testbed)
     msg_bytes: int = 65536
     window: int = 4                  # outstanding messages per QP
     single_msgs: int = 120
@@ -155,6 +157,8 @@ class Params:
                              f"comma-separated (got {self.phases!r})")
         if self.agent_interpreter not in INTERPRETERS:
             raise ValueError(f"agent_interpreter must be one of {', '.join(INTERPRETERS)}")
+        if self.link_delay_us < 0:
+            raise ValueError("link_delay_us must be >= 0")
         object.__setattr__(self, "dcqcn_preset", preset_name(self.dcqcn_preset))
 
     @property
@@ -204,16 +208,21 @@ def _mean_frame_bytes(p: Params) -> int:
     return round(message_wire_bytes(p.msg_bytes, p.path_mtu) / packets)
 
 
+def network(p: Params) -> ModelledNetwork:
+    """The modelled network: the paper's NIC rate on every link, RED in
+    packets of enqueue depth (see the module docstring)."""
+    return ModelledNetwork(
+        link_gbps=p.nic_gbps, slowdown=p.slowdown, link_delay_us=p.link_delay_us,
+        buffer=packets(p.queue_depth),
+        red=Red(kmin=packets(p.ecn_kmin), kmax=packets(p.ecn_kmax), pmax=p.ecn_pmax / 100,
+                command="table_set_default MyEgress.ecn_config MyEgress.set_ecn_params "
+                        "{kmin} {kmax} {pmax_percent}"))
+
+
 def plan(p: Params) -> RunPlan:
     topo = Topology(
         n_hosts=3, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
-        packet_bytes=_mean_frame_bytes(p),
-        commands=(
-            f"set_port_rate_bps {int(p.bottleneck_bps)}",
-            f"set_queue_depth {p.queue_depth}",
-            f"table_set_default MyEgress.ecn_config MyEgress.set_ecn_params "
-            f"{p.ecn_kmin} {p.ecn_kmax} {p.ecn_pmax}",
-        ))
+        packet_bytes=_mean_frame_bytes(p), network=network(p))
     no_loss = "table_set_default MyEgress.link_loss MyEgress.set_loss 0"
 
     def timeout(msgs: int) -> float:
@@ -234,10 +243,10 @@ def plan(p: Params) -> RunPlan:
                   notes=f"h1 -> h3, {p.loss_per_10k / 100:g}% random loss on every port"),
     )
     phases = tuple(ph for ph in every if ph.name in p.phase_names)
-    # A lone sender offers at most the link rate: a queue reaching Kmin there
-    # (where RED starts marking) was built by the emulator, not the model.
+    # A lone sender offers at most the link rate: a queue deeper than Kmin
+    # there (where RED may mark) was built by the emulator, not the model.
     return RunPlan(topology=topo, phases=phases,
-                   fidelity=FidelityLimits(uncongested_queue_pkts=p.ecn_kmin),
+                   fidelity=FidelityLimits(uncongested_queue_pkts=p.ecn_kmin + 1),
                    info={"bottleneck_port": BOTTLENECK_PORT, "bottleneck_bps": p.bottleneck_bps,
                          "ecn": {"kmin": p.ecn_kmin, "kmax": p.ecn_kmax, "pmax": p.ecn_pmax},
                          "queue_depth": p.queue_depth})

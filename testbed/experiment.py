@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hosts.agent_spec import JobSpec
+from testbed.modelled import ModelledNetwork, NetworkError
 
 __all__ = [
     "Topology",
@@ -67,6 +68,9 @@ class Topology:
     qdepth_register: str | None = None
     packet_bytes: int = 1500
     backend: str = "python"           # the soft target's data path (switches.soft.backends)
+    # The modelled network (rate, delays, buffers, RED in the paper's units):
+    # the runner converts it and applies it before ``commands``.
+    network: ModelledNetwork | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.n_hosts <= 250:
@@ -127,6 +131,27 @@ class RunPlan:
     switch_poll_interval_s: float = 0.02
     info: dict[str, Any] = field(default_factory=dict)  # experiment facts saved with the run
 
+    def path_mtu(self) -> int:
+        """The path MTU every host uses (a modelled network's bytes are
+        converted to packets of this MTU's frames)."""
+        mtus = {s.transport.path_mtu for p in self.phases for s in p.jobs.values()}
+        if len(mtus) != 1:
+            raise ExperimentError(f"the hosts use different path MTUs {sorted(mtus)}: "
+                                  "a modelled network's buffers need one")
+        return mtus.pop()
+
+    def network_commands(self) -> tuple[str, ...]:
+        """The switch lines of the modelled network (rate, queue depth, RED),
+        then the topology's own."""
+        net = self.topology.network
+        if net is None:
+            return self.topology.commands
+        try:
+            conv = net.convert(self.path_mtu())
+        except NetworkError as e:
+            raise ExperimentError(f"modelled network: {e}") from e
+        return conv.commands + self.topology.commands
+
     def __post_init__(self) -> None:
         names = [p.name for p in self.phases]
         if not names or len(set(names)) != len(names):
@@ -141,6 +166,7 @@ class RunPlan:
             unknown = set(p.jobs) - hosts
             if unknown:
                 raise ExperimentError(f"phase {p.name}: hosts {sorted(unknown)} not in the topology")
+        self.network_commands()  # a network that cannot be converted is a plan error
 
 
 # ---------------------------------------------------------------------------
@@ -231,8 +257,13 @@ def params_to_dict(params: Any) -> dict[str, Any]:
 
 
 def plan_to_dict(plan: RunPlan) -> dict[str, Any]:
+    net = plan.topology.network
     return {
         "topology": dataclasses.asdict(plan.topology),
+        # what the runner applies first: the modelled network, converted, then
+        # the topology's own lines
+        "switch_commands": list(plan.network_commands()),
+        "network": net.record(plan.path_mtu()) if net is not None else None,
         "phases": [
             {"name": p.name, "commands": list(p.commands), "timeout_s": p.timeout_s,
              "watch_ports": list(p.watch_ports), "notes": p.notes,

@@ -68,7 +68,7 @@ def _port_rates(plan: RunPlan, phase_commands: tuple[str, ...]) -> tuple[float |
     (topology lines, then the phase's)."""
     default: float | None = None
     per_port: dict[int, float] = {}
-    for line in (*plan.topology.commands, *phase_commands):
+    for line in (*plan.network_commands(), *phase_commands):
         words = line.split()
         if len(words) < 2 or words[0] != "set_port_rate_bps":
             continue

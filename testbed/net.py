@@ -106,6 +106,7 @@ def star_router(
     ready_timeout: float = 120.0,
     backend: str = "python",
     target: str = "soft",
+    link_delay_us: float = 0.0,
     **switch_params: Any,
 ) -> tuple[Any, Any, list[Any], list[HostAddr]]:
     """(net, switch, hosts, addresses) for N hosts around one switch of
@@ -113,7 +114,13 @@ def star_router(
     when it cannot run here); not started. ``backend`` is the soft target's
     data path (``switches.soft.backends``); ``switch_params`` go to the
     switch class (e.g. BMv2's ``build_dir``). The routes and
-    ``extra_commands`` are simple_switch_CLI lines both targets accept."""
+    ``extra_commands`` are simple_switch_CLI lines both targets accept.
+
+    ``link_delay_us`` is every link's one-way propagation delay. The soft
+    target folds both links of a host-to-host path into the switch's egress
+    port (``set_port_delay_us`` of twice the delay, its extension verb); on
+    BMv2 Mininet delays each link in each direction (netem, which the kernel
+    must have: sch_netem)."""
     from mininet.link import Link
     from mininet.net import Mininet
 
@@ -126,7 +133,16 @@ def star_router(
     elif backend != "python":
         raise ValueError(f"backend {backend!r} is a soft-target option (target {target})")
     addrs = [host_addr(i) for i in range(1, n_hosts + 1)]
+    if link_delay_us < 0:
+        raise ValueError("link_delay_us must be >= 0")
     cmds = (router_commands(addrs) if install_routes else []) + list(extra_commands)
+    link_opts: dict[str, Any] = {}
+    if link_delay_us and target == "soft":
+        cmds.append(f"set_port_delay_us {round(2 * link_delay_us)}")
+    elif link_delay_us:
+        from mininet.link import TCLink
+
+        link_opts = {"cls": TCLink, "delay": f"{link_delay_us:g}us"}
     net = Mininet(controller=None, switch=cls, host=P4Host, link=Link,
                   autoSetMacs=False, build=False)
     sw = net.addSwitch("s1", program=str(program), log_dir=log_dir, pcap=pcap,
@@ -136,7 +152,7 @@ def star_router(
     for a in addrs:
         h = net.addHost(a.name, ip=f"{a.ip}/24", mac=a.mac,
                         defaultRoute=f"via {a.gateway_ip}")
-        net.addLink(h, sw, port2=a.port)
+        net.addLink(h, sw, port2=a.port, **link_opts)
         hosts.append(h)
     net.build()
     from testbed.owned import record_network

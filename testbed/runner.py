@@ -721,7 +721,8 @@ class _TeardownTimeout(Exception):
 
 
 def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Progress,
-                      applied: list[dict[str, Any]] | None = None) -> None:
+                      applied: list[dict[str, Any]] | None = None,
+                      measured: dict[str, Any] | None = None) -> None:
     """Bring the network up, configure the switch, run the phases, tear down.
     ``applied`` collects every switch command and how it was applied."""
     from testbed.net import running, star_router
@@ -731,10 +732,13 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
     topo = plan.topology
     prog.line(f"network: {topo.n_hosts} hosts around {opts.target} switch s1 running "
               f"{Path(topo.program).name}" + (" (pcap on)" if opts.pcap else ""))
+    delay_us = 0.0
+    if topo.network is not None:
+        delay_us = topo.network.convert(plan.path_mtu()).link_delay_us
     try:
-        net, sw, _hosts, _addrs = star_router(
+        net, sw, hosts, _addrs = star_router(
             topo.n_hosts, repo_path(topo.program), log_dir=run_dir / "switch", pcap=opts.pcap,
-            priority_queues=topo.priority_queues, target=opts.target,
+            priority_queues=topo.priority_queues, target=opts.target, link_delay_us=delay_us,
             backend=topo.backend if opts.target == "soft" else "python")
     except TargetUnavailable as e:
         raise RunError(str(e)) from e
@@ -746,8 +750,12 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
                 try:
                     prog.line(f"network up (switch control port {sw.control_port})")
                     _prioritise_switch(sw, opts.target)
-                    _apply_commands(sw.controller(), topo.commands, opts.target,
+                    _apply_commands(sw.controller(), plan.network_commands(), opts.target,
                                     topo.packet_bytes, "topology", applied)
+                    if measured is not None and len(hosts) > 1:
+                        measured["base_rtt"] = measure_base_rtt(hosts[0], hosts[-1])
+                        prog.line(f"base RTT {hosts[0].name}-{hosts[-1].name}: "
+                                  f"{measured['base_rtt']['min_ms']} ms (ping, minimum)")
                     for phase in plan.phases:
                         _run_phase(phase, plan, run_dir, net, sw, prog, opts, agents, applied)
                 except BaseException as e:
@@ -769,6 +777,37 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
     finally:
         _stop_agents(agents)  # normally done already; not if bring-up itself failed
         prog.line("network down")
+
+
+def measure_base_rtt(a: Any, b: Any, count: int = 5) -> dict[str, Any]:
+    """The smallest ping RTT from host ``a`` to host ``b`` (ms; None if no
+    reply): propagation plus what the switch and the hosts add."""
+    import re
+
+    out = a.cmd(f"ping -n -q -c {count} -i 0.05 -W 5 {b.IP()}")
+    m = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/", out)
+    return {"between": f"{a.name}-{b.name}", "pings": count,
+            "min_ms": float(m.group(1)) if m else None,
+            "avg_ms": float(m.group(2)) if m else None}
+
+
+def _network_record(plan: RunPlan, measured: dict[str, Any]) -> dict[str, Any]:
+    """The modelled network, its conversion, and the base RTT measured and
+    modelled, both also in packet times (full frames at the path MTU)."""
+    net = plan.topology.network
+    rtt = dict(measured.get("base_rtt") or {})
+    if net is None:
+        return {"modelled": None, "base_rtt": rtt or None}
+    rec = net.record(plan.path_mtu())
+    pkt_us = rec["testbed"]["packet_time_us"]
+    rtt.update(modelled_us=rec["modelled"]["base_rtt_us"],
+               modelled_pkts=round(rec["modelled"]["base_rtt_pkts"], 2),
+               measured_pkts=(round(rtt["min_ms"] * 1e3 / pkt_us, 2)
+                              if rtt.get("min_ms") is not None else None),
+               note="modelled: propagation only (4 links); measured: ping's minimum, which "
+                    "adds the switch's and the hosts' processing and the pings' serialization")
+    rec["base_rtt"] = rtt
+    return rec
 
 
 @contextmanager
@@ -895,11 +934,12 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
     from testbed.net import SoftSignal
 
     applied: list[dict[str, Any]] = []
+    measured: dict[str, Any] = {}
     summary["switch_config"] = {"target": opts.target, "applied": applied}
     try:
         try:
             with _sigterm_raises():
-                _bring_up_and_run(plan, run_dir, opts, prog, applied)
+                _bring_up_and_run(plan, run_dir, opts, prog, applied, measured)
         except KeyboardInterrupt:
             summary["error"] = "interrupted (Ctrl-C)"
             raise
@@ -918,6 +958,7 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
         return summary
     finally:
         summary["switch_config"]["port_rate"] = _port_rate_record(applied)
+        summary["network"] = _network_record(plan, measured)
         summary["duration_s"] = round(prog.elapsed, 2)
         _write_json(run_dir / "summary.json", summary)
         prog.close()

@@ -222,3 +222,16 @@ def test_two_soft_switches_in_a_line_route_end_to_end(tmp_path: Path) -> None:
         assert " 0% packet loss" in ping and "ttl=62" in ping, ping
         assert s1.stats()["ports"]["2"]["tx_frames"] >= 2
         assert s2.stats()["ports"]["2"]["tx_frames"] >= 2
+
+
+def test_link_delay_shows_in_the_round_trip(tmp_path: Path) -> None:
+    """5 ms per link: a ping between two hosts crosses four links."""
+    from testbed.runner import measure_base_rtt
+
+    net, sw, (h1, h2), _ = star_router(2, P4_DIR / "l3_router.p4", log_dir=tmp_path,
+                                       link_delay_us=5000)
+    with running(net):
+        rtt = measure_base_rtt(h1, h2)
+        assert sw.stats()["switch"]["queues"]["1"]["delay_us"] == 10_000  # both links folded
+    assert rtt["min_ms"] is not None, "no ping reply"
+    assert 20.0 <= rtt["min_ms"] < 35.0, rtt

@@ -120,8 +120,10 @@ def test_roce_basics_plan_is_plain_data() -> None:
     plan = roce_basics.plan(p)
     d = json.loads(json.dumps(plan_to_dict(plan)))
     assert d["topology"]["n_hosts"] == 3
-    assert "set_port_rate_bps 4000000" in d["topology"]["commands"]
-    assert any("set_ecn_params 4 16 20" in c for c in d["topology"]["commands"])
+    assert "set_port_rate_bps 4000000" in d["switch_commands"]
+    assert "set_queue_depth 64" in d["switch_commands"]
+    assert any("set_ecn_params 4 16 20" in c for c in d["switch_commands"])
+    assert d["network"]["testbed"]["kmin_pkts"] == 4
     assert [ph["name"] for ph in d["phases"]] == ["single", "pair", "loss"]
     loss = d["phases"][2]
     assert loss["commands"] == ["table_set_default MyEgress.link_loss MyEgress.set_loss 100"]

@@ -220,3 +220,45 @@ def test_invalid_configuration() -> None:
         tm.set_rate(-1)
     with pytest.raises(ValueError):
         tm.enqueue(1, 1, "x", 1)
+
+
+def test_port_delay_hands_packets_over_later_without_queueing_them() -> None:
+    c = Clock()
+    tm = TrafficManager(now_us=c)
+    tm.set_port_rate_bps(8_000_000, 1)  # 1 byte per us
+    tm.set_port_delay_us(5000, 1)
+    for name in "abc":
+        assert tm.enqueue(1, 0, name, 1000)
+    tm.enqueue(2, 0, "other", 100)  # a port without delay is not held back
+    assert [x[2] for x in drain_now(tm)] == ["other"]
+    # "a" left its queue at t=0 and is on the link: the queue holds b and c only
+    assert tm.depth(1) == 2 and tm.total == 3
+    assert tm.next_release_us() == 1000  # "b" may leave the queue at 1000 ...
+    c.t = 1000
+    assert drain_now(tm) == [] and tm.depth(1) == 1
+    assert tm.next_release_us() == 2000
+    c.t = 4999
+    tm.pop_ready()
+    assert tm.next_release_us() == 5000  # ... "a" arrives after its 5 ms delay
+    c.t = 5000
+    out = drain_now(tm)
+    assert [x[2] for x in out] == ["a"] and out[0][3].enq_qdepth == 0
+    c.t = 7000
+    assert [x[2] for x in drain_now(tm)] == ["b", "c"]
+    assert tm.total == 0 and tm.stats()["1"]["delay_us"] == 5000
+
+
+def test_port_delay_default_applies_to_new_ports_and_pop_any_flushes() -> None:
+    c = Clock()
+    tm = TrafficManager(now_us=c)
+    tm.set_port_delay_us(300)
+    tm.enqueue(4, 0, "x", 100)
+    assert tm.pass_through(4, 0) is None  # a delayed port never skips the queue
+    assert drain_now(tm) == [] and tm.next_release_us() == 300
+    tm.enqueue(4, 0, "y", 100)
+    assert [x[2] for x in (tm.pop_any(), tm.pop_any())] == ["x", "y"]
+    tm.set_port_delay_us(0)
+    tm.enqueue(4, 0, "z", 100)
+    assert [x[2] for x in drain_now(tm)] == ["z"]
+    with pytest.raises(ValueError):
+        tm.set_port_delay_us(-1)

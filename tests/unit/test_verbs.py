@@ -238,6 +238,18 @@ def test_script_comments_and_help(sw: SoftSwitch) -> None:
     assert ex(sw, "   ") == ""
 
 
+def test_port_delay_verb(sw: SoftSwitch) -> None:
+    ex(sw, "set_port_delay_us 2500 4")
+    assert sw.tm.stats()["4"]["delay_us"] == 2500
+    ex(sw, "set_port_delay_us 70")
+    assert sw.tm.stats()["4"]["delay_us"] == 70 and sw.tm.default_delay_us == 70
+    with pytest.raises(CommandError, match="'-1'"):
+        ex(sw, "set_port_delay_us -1 4")
+    with pytest.raises(CommandError, match="usage: set_port_delay_us"):
+        ex(sw, "set_port_delay_us 1 2 3")
+    assert "propagation delay" in ex(sw, "help set_port_delay_us")
+
+
 def test_wrong_arg_counts(sw: SoftSwitch) -> None:
     with pytest.raises(CommandError, match="usage: table_delete"):
         ex(sw, "table_delete dmac")

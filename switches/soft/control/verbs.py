@@ -37,6 +37,8 @@ the table instead of its profile).
 Soft-target extensions (BMv2 has no equivalent):
 - ``set_port_rate_bps <bps> [<port>]``: line rate of an egress port in bits/s
   (0 = unlimited); without a port, every port.
+- ``set_port_delay_us <us> [<port>]``: propagation delay of an egress
+  port's link (0 = none); without a port, every port.
 - ``set_priority_weights <port> <w_prio0> <w_prio1> ...``: weighted deficit
   round robin among the priority queues of a port instead of strict
   priority (one positive weight per priority queue);
@@ -753,6 +755,16 @@ class ControlPlane:
         self.sw.tm.set_port_rate_bps(bps, port)
         return ""
 
+    def do_set_port_delay_us(self, args: list[str]) -> str:
+        usage = "set_port_delay_us <microseconds> [<egress_port>]  (soft-target extension)"
+        self._minargs(args, 1, usage)
+        if len(args) > 2:
+            raise CommandError(f"Too many args (usage: {usage})")
+        us = _parse_nonneg(args[0], "microseconds")
+        port = _parse_nonneg(args[1], "egress_port") if len(args) > 1 else None
+        self.sw.tm.set_port_delay_us(us, port)
+        return ""
+
     def do_set_priority_weights(self, args: list[str]) -> str:
         nq = self.sw.priority_queues
         usage = (f"set_priority_weights <egress_port> <w_prio0> ... <w_prio{nq - 1}> | "
@@ -1121,6 +1133,8 @@ _HELP = {
     "set_queue_depth": "set_queue_depth <nb_pkts> [<egress_port> [<priority>]]",
     "set_queue_rate": "set_queue_rate <rate_pps> [<egress_port> [<priority>]]",
     "set_port_rate_bps": "set_port_rate_bps <bps> [<egress_port>]  (soft-target extension)",
+    "set_port_delay_us": ("set_port_delay_us <microseconds> [<egress_port>]  "
+                          "(soft-target extension: propagation delay of the port's link)"),
     "set_priority_weights": "set_priority_weights <egress_port> <w_prio0> <w_prio1> ... | strict"
                             "  (soft-target extension: weighted DRR among priorities)",
     "set_crc16_parameters": "set_crc16_parameters <name> <poly> <init> <xor> <refin> <refout>"

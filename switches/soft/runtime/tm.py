@@ -22,7 +22,12 @@ Soft-target extensions (not in BMv2):
   while it is busy;
 - ``set_priority_weights``: deficit round robin among the priorities of a
   port with the given weights (quantum = weight x 1500 bytes per round),
-  instead of strict priority.
+  instead of strict priority;
+- ``set_port_delay_us``: a per-port propagation delay: a packet that leaves
+  its queue (at its scheduled release) is handed over ``delay`` later. It
+  waits in a delay line behind the queue, so it no longer counts in the
+  queue's depth (``enq_qdepth``, the depth limit): a link holds packets in
+  flight, a buffer does not.
 
 Time is whatever ``now_us()`` returns (microseconds); it is injected so
 tests can drive a fake clock.
@@ -91,6 +96,9 @@ class _Port:
     drr_index: int = 0
     drr_fresh: bool = True  # the current DRR queue has not had its quantum this turn
     count: int = 0
+    delay_us: int = 0
+    # packets in flight on the link: (release time, prio, obj, meta), in order
+    line: deque = field(default_factory=deque)
 
 
 class TrafficManager:
@@ -103,6 +111,8 @@ class TrafficManager:
         self.default_depth = default_depth
         self.default_rate = 0
         self.default_port_bps = 0
+        self.default_delay_us = 0
+        self.in_flight = 0  # packets in the ports' delay lines (counted in total)
         self.ports: dict[int, _Port] = {}
         self._seq = 0
         self.total = 0
@@ -112,16 +122,17 @@ class TrafficManager:
         self.unpaced = True
 
     def _update_unpaced(self) -> None:
-        self.unpaced = (self.default_rate == 0 and self.default_port_bps == 0 and all(
-            p.rate_bps == 0 and p.weights is None and all(q.rate_pps == 0 for q in p.queues)
-            for p in self.ports.values()))
+        self.unpaced = (self.default_rate == 0 and self.default_port_bps == 0
+                        and self.default_delay_us == 0 and all(
+            p.rate_bps == 0 and p.weights is None and p.delay_us == 0
+            and all(q.rate_pps == 0 for q in p.queues) for p in self.ports.values()))
 
     # -- configuration ----------------------------------------------------------
     def _port(self, port: int) -> _Port:
         p = self.ports.get(port)
         if p is None:
             p = _Port([_Queue(self.default_depth, self.default_rate) for _ in range(self.nq)],
-                      rate_bps=self.default_port_bps)
+                      rate_bps=self.default_port_bps, delay_us=self.default_delay_us)
             self.ports[port] = p
             if not self.unpaced:
                 self._update_unpaced()
@@ -167,6 +178,18 @@ class TrafficManager:
                 p.rate_bps = bps
         else:
             self._port(port).rate_bps = bps
+        self._update_unpaced()
+
+    def set_port_delay_us(self, us: int, port: int | None = None) -> None:
+        """Propagation delay of a port's link (all ports without ``port``)."""
+        if us < 0:
+            raise ValueError("port delay must be >= 0")
+        if port is None:
+            self.default_delay_us = us
+            for p in self.ports.values():
+                p.delay_us = us
+        else:
+            self._port(port).delay_us = us
         self._update_unpaced()
 
     def set_priority_weights(self, port: int, weights: list[int] | None) -> None:
@@ -295,18 +318,40 @@ class TrafficManager:
         if self.unpaced:
             return self.pop_unpaced()
         now = float(self.now_us())
+        while True:
+            best = None
+            for port, p in self.ports.items():
+                sel = self._select(p, now)
+                if sel is not None:
+                    prio, t = sel
+                    key = (t, p.queues[prio].items[0][_SEQ])
+                    if best is None or key < best[0]:
+                        best = (key, port, p, prio, t)
+            if best is None:
+                break
+            _, port, p, prio, t = best
+            item = self._pop(port, p, prio, t, now)
+            if not p.delay_us:
+                return item
+            # onto the link: the queue is free for the next packet already
+            p.line.append((t + p.delay_us, item))
+            self.in_flight += 1
+            self.total += 1
+        return self._pop_line(now) if self.in_flight else None
+
+    def _pop_line(self, now: float | None) -> tuple[int, int, Any, QueueMeta] | None:
+        """The earliest packet whose delay has passed (any, with ``now`` None)."""
         best = None
-        for port, p in self.ports.items():
-            sel = self._select(p, now)
-            if sel is not None:
-                prio, t = sel
-                key = (t, p.queues[prio].items[0][_SEQ])
-                if best is None or key < best[0]:
-                    best = (key, port, p, prio, t)
+        for p in self.ports.values():
+            if p.line and (now is None or p.line[0][0] <= now):
+                if best is None or p.line[0][0] < best.line[0][0]:
+                    best = p
         if best is None:
             return None
-        _, port, p, prio, t = best
-        return self._pop(port, p, prio, t, now)
+        self.in_flight -= 1
+        self.total -= 1
+        item: tuple[int, int, Any, QueueMeta] = best.line.popleft()[1]
+        return item
 
     def pop_unpaced(self) -> tuple[int, int, Any, QueueMeta] | None:
         """pop_ready when no queue or port is rate limited and no weights are
@@ -353,6 +398,8 @@ class TrafficManager:
         the oldest head first). For synchronous test runs."""
         if self.total == 0:
             return None
+        if self.in_flight:
+            return self._pop_line(None)
         now = float(self.now_us())
         best = None
         for port, p in self.ports.items():
@@ -376,6 +423,8 @@ class TrafficManager:
             return None
         best = None
         for p in self.ports.values():
+            if p.line and (best is None or p.line[0][0] < best):
+                best = p.line[0][0]
             if p.count == 0:
                 continue
             free = p.free_at if p.rate_bps > 0 else float("-inf")
@@ -393,14 +442,18 @@ class TrafficManager:
             for q in p.queues:
                 q.items.clear()
             p.count = 0
+            p.line.clear()
         self._busy.clear()
         self.total = 0
+        self.in_flight = 0
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for port, p in sorted(self.ports.items()):
             out[str(port)] = {
                 "rate_bps": p.rate_bps,
+                "delay_us": p.delay_us,
+                "in_flight": len(p.line),
                 "weights": p.weights,
                 "queues": [{"depth": len(q.items), "capacity": q.capacity, "rate_pps": q.rate_pps,
                             "enqueued": q.enqueued, "dequeued": q.dequeued, "drops": q.drops}
