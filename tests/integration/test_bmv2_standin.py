@@ -213,6 +213,18 @@ def test_stf_runner_passes_the_project_stf(tmp_path: Path, standin_path: Path,
     assert result.packets == (STF_DIR / name).read_text().count("\npacket ")
 
 
+def test_stf_runner_passes_the_action_selector_stf(tmp_path: Path, standin_path: Path) -> None:
+    """BMv2's STF executor passes act_prof_*/table_indirect_* lines to
+    simple_switch_CLI (here the stand-in) as written."""
+    from switches.bmv2.stf import run_stf_bmv2
+
+    programs = Path(__file__).resolve().parents[1] / "stf" / "programs"
+    result = run_stf_bmv2(programs / "ecmp_selector.p4", programs / "ecmp_selector.stf",
+                          log_dir=str(tmp_path))
+    assert result.passed, "\n".join(result.mismatches)
+    assert result.packets == 9
+
+
 def test_stf_runner_reports_mismatches(tmp_path: Path, standin_path: Path) -> None:
     from switches.bmv2.stf import run_stf_bmv2
 

@@ -119,6 +119,22 @@ def test_garbage_frames_do_not_break_forwarding(tmp_path: Path) -> None:
         assert " 0% packet loss" in ping, ping
 
 
+def test_debug_log_level_traces_each_packet(tmp_path: Path) -> None:
+    """SoftP4Switch(log_level="debug"): the switch's log has BMv2's -L debug
+    lines per packet (runtime/trace.py)."""
+    net, sw, (h1, _h2), (_a1, a2) = star_router(2, P4_DIR / "l3_router.p4", log_dir=tmp_path,
+                                                log_level="debug")
+    with running(net):
+        ping = h1.cmd(f"ping -c 2 -i 0.2 -W 2 {a2.ip}")
+        assert " 0% packet loss" in ping, ping
+    text = Path(sw.log_path).read_text()
+    for msg in ("Parser 'parser' entering state 'parse_ipv4'",
+                "Table 'MyIngress.ipv4_lpm': hit with handle",
+                "Egress port is 2", "Priority queue is 0",
+                "Transmitting packet of size"):
+        assert msg in text, msg
+
+
 def test_failing_setup_command_fails_startup_naming_it(tmp_path: Path) -> None:
     from switches.soft.node import SoftSwitchStartError
 

@@ -54,7 +54,7 @@ def test_selector_stf_passes() -> None:
 
 def test_wrong_member_expectation_fails(tmp_path: Path) -> None:
     bad = tmp_path / "bad.stf"
-    bad.write_text(STF.read_text().replace("expect 3 AB 01020304 77$", "expect 2 AB 01020304 77$"))
+    bad.write_text(STF.read_text().replace("expect 3 AB 01020304 77", "expect 2 AB 01020304 77"))
     result = run_stf(P4, bad)
     assert not result.passed and result.mismatches
 
