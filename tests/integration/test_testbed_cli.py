@@ -7,6 +7,7 @@ import subprocess
 import textwrap
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from testbed.cli import main as cli_main
@@ -110,3 +111,15 @@ def test_leftovers_list_bmv2_switches_started_by_the_node() -> None:
             p.kill()
             p.wait()
     assert proc.pid not in bmv2_switch_pids()
+
+
+def test_an_unfaithful_run_fails_as_an_overloaded_machine_quoting_the_verdict() -> None:
+    from .helpers import assert_faithful
+
+    verdict = ("not faithful - failed: congestion_without_overload: phase single port 3: "
+               "7 CE marks, queue up to 14 packets")
+    with pytest.raises(AssertionError) as exc:
+        assert_faithful({"fidelity_ok": False, "fidelity_verdict": verdict,
+                         "single": {"goodput_fraction": 0.88}})
+    assert "the machine was overloaded" in str(exc.value) and verdict in str(exc.value)
+    assert_faithful({"fidelity_ok": True, "fidelity_verdict": "faithful"})
