@@ -50,9 +50,10 @@ def is_png(p: Path) -> bool:
     return p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
 
 
-def test_quick_run_meets_the_acceptance_thresholds(tmp_path: Path) -> None:
+@pytest.mark.parametrize("preset", ["zhu2015", "connectx"])
+def test_quick_run_meets_the_acceptance_thresholds(tmp_path: Path, preset: str) -> None:
     out = tmp_path / "run"
-    r = run_cli("run", "roce-basics", "--quick", "--out", str(out))
+    r = run_cli("run", "roce-basics", "--quick", "--out", str(out), "-p", f"dcqcn_preset={preset}")
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.loads((out / "summary.json").read_text())
     assert s["ok"] is True and s["experiment"] == "roce-basics"
@@ -70,6 +71,16 @@ def test_quick_run_meets_the_acceptance_thresholds(tmp_path: Path) -> None:
     assert s["params"]["bottleneck_mbps"] == 4.0
     assert {"python", "kernel", "git_rev"} <= set(s["versions"])
     assert s["transport"]["dcqcn"]["rate_increase_period_s"] > 0
+    assert s["transport"]["dcqcn"]["preset"] == preset
+    # Every cut and increase of the pair's reaction points is in the timelines.
+    from testbed.timeline import load_phase
+    pair = load_phase(out, "pair")
+    cuts = [e for e in pair.all_events("dcqcn") if e["kind"] == "cut"]
+    assert cuts and {e["flow"] for e in cuts} <= {"pair-a", "pair-b"}
+    if preset == "zhu2015":         # no monitor period: every CNP cuts
+        assert len(cuts) == s["pair"]["cnps"]
+    else:                           # CNPs within 4 us (x slowdown) share one cut
+        assert len(cuts) <= s["pair"]["cnps"]
     assert s["transport"]["scale"]["rto_ns"] > 0
     for name in ("single", "pair", "loss"):
         assert is_png(out / "plots" / f"{name}.png")
