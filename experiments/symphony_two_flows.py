@@ -137,9 +137,9 @@ class Params:
         if self.red_kmax_pkts >= self.queue_pkts:
             raise ValueError(f"queue_pkts {self.queue_pkts} must exceed Kmax "
                              f"({self.red_kmax_pkts} packets)")
-        SymphonyParams(k=self.k, tau=self.tau, t_win_us=self.t_win_us,
-                       psn_window_us=self.psn_window_us, n_warmup=self.n_warmup,
-                       n_sample=self.n_sample)  # raises on bad values
+        if self.path_mtu > 1024:
+            raise ValueError("path_mtu above 1024 does not fit the links' 1500-byte frames")
+        _ = self.symphony  # SymphonyParams raises on bad values
 
     @property
     def offset_list(self) -> list[float]:
