@@ -8,11 +8,14 @@
 2. saves the parameters and the whole plan (``plan.json``: topology, switch
    commands, every job spec);
 3. builds the topology (testbed.net.star_router with the switch of
-   ``--target``: soft or BMv2), configures the switch through its
+   ``--target``: soft or BMv2; links delayed as the plan's modelled network
+   says, testbed.modelled), applies the modelled network's converted lines
+   (rate, queue depth, RED) and then the topology's, through its
    testbed.controller API (:func:`apply_switch_command`: queue settings,
    default actions and register reads as controller calls, other lines as
    simple_switch_CLI commands both targets accept; the soft target's ``set_port_rate_bps``
-   becomes BMv2's ``set_queue_rate``, see :func:`bps_to_pps`) and runs the
+   becomes BMv2's ``set_queue_rate``, see :func:`bps_to_pps`), measures the
+   base RTT by ping (:func:`measure_base_rtt`) and runs the
    phases one after the other: switch commands, then one host agent
    (``python -m hosts.agent``) per job, started together, while a thread polls
    the soft switch's statistics into ``phases/<phase>/switch.jsonl`` (BMv2
@@ -20,13 +23,15 @@
    line per phase and a status line (per host) every few seconds;
 4. always tears everything down (try/finally around testbed.net.running, also
    on Ctrl-C and SIGTERM): agents are stopped before the network, so no
-   process, namespace or veth is left. An agent that exits non-zero, or is
+   process, namespace or veth is left; what the run made is recorded
+   (testbed.owned) until it is gone, for ``testbed clean``. An agent that exits non-zero, or is
    killed, fails the run with a message naming the host, its exit status and
    the tail of its log. A teardown that hangs (Mininet waits forever on a node
    shell that something else killed) is cut after ``teardown_timeout_s`` and
    what is left is removed by hand;
-5. analyses (``experiment.analyze``), judges fidelity (did switch and hosts
-   keep up), plots (``experiment.plot``) and writes ``summary.json``.
+5. analyses (``experiment.analyze``), judges fidelity (testbed.fidelity:
+   pass / fail / not measured per check), plots (``experiment.plot``) and
+   writes ``summary.json``.
 
 Run directory layout::
 
