@@ -27,13 +27,24 @@ def network_skip_reason() -> str | None:
     return None
 
 
+# A run the fidelity verdict rejects measured an overloaded machine, not the code:
+# such a test is run again (up to twice) before it fails. Any other failure fails
+# at once, and the rerun shows in pytest's report as "R".
+UNFAITHFUL_RERUNS = 2
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from .helpers import OVERLOADED
+
     reason = network_skip_reason()
-    if reason is None:
-        return
     for item in items:
-        if item.get_closest_marker("root"):
+        if not item.get_closest_marker("root"):
+            continue
+        if reason is not None:
             item.add_marker(pytest.mark.skip(reason=reason))
+        else:
+            item.add_marker(pytest.mark.flaky(reruns=UNFAITHFUL_RERUNS,
+                                              only_rerun=[OVERLOADED]))
 
 
 def _descendants() -> dict[int, int | None]:

@@ -50,11 +50,16 @@ def wait_for(cond: Callable[[], bool], timeout: float, interval: float = 0.1) ->
     return cond()
 
 
+# The opening of every not-faithful failure; the integration conftest reruns
+# tests that fail with it (and only those).
+OVERLOADED = "the machine was overloaded"
+
+
 def assert_faithful(summary: dict[str, Any]) -> None:
     """Fail first, and say so, when a run was not faithful: its figures then
     measure an overloaded machine, not the code under test."""
     if not summary.get("fidelity_ok"):
         raise AssertionError(
-            "the machine was overloaded: the run was not faithful, so its figures say "
+            f"{OVERLOADED}: the run was not faithful, so its figures say "
             "nothing about the code (check `uptime` and rerun). Verdict: "
             + str(summary.get("fidelity_verdict", summary.get("fidelity"))))
