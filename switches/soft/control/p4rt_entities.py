@@ -349,10 +349,15 @@ def write_action_profile_member(pipe: Pipeline, sw: SoftSwitch, utype: int, m: A
         raise _profile_error(e) from None
 
 
+def _wanted_profiles(pipe: Pipeline, profile_id: int) -> list[Any]:
+    """The profiles a read names: all of them for id 0 (P4Runtime's wildcard)."""
+    if profile_id == 0:
+        return list(pipe.action_profiles.values())
+    return [pipe.profile(profile_id)]
+
+
 def read_action_profile_members(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
-    aps = (list(pipe.action_profiles.values()) if want.action_profile_id == 0
-           else [pipe.profile(want.action_profile_id)])
-    for ap in aps:
+    for ap in _wanted_profiles(pipe, want.action_profile_id):
         prof = sw.action_profiles[ap.name]
         for mid, h in sorted(ap.members.items()):
             if want.member_id and mid != want.member_id:
@@ -418,9 +423,7 @@ def write_action_profile_group(pipe: Pipeline, sw: SoftSwitch, utype: int, g: An
 
 
 def read_action_profile_groups(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
-    aps = (list(pipe.action_profiles.values()) if want.action_profile_id == 0
-           else [pipe.profile(want.action_profile_id)])
-    for ap in aps:
+    for ap in _wanted_profiles(pipe, want.action_profile_id):
         prof = sw.action_profiles[ap.name]
         for gid, gh in sorted(ap.groups.items()):
             if want.group_id and gid != want.group_id:
