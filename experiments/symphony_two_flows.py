@@ -18,8 +18,9 @@ the rate the Python hosts carry faithfully, see reflex-cases) and every
 timer of the model - DCQCN's (ConnectX preset), Symphony's T_win and psn
 window (100 us each), the transport's - is that many times longer; packet
 counts and bytes are not scaled. RED follows the paper's §4.1 (HPCC's
-Kmin 50 KB, Kmax 100 KB, Pmax 0.2), converted once to packets of enqueue
-depth at this run's frame size (1082 bytes at MTU 1024): 46 and 92. Symphony's
+Kmin 50 KB, Kmax 100 KB, Pmax 0.2), stated in KB in ``Params.network()`` (a
+testbed.modelled.ModelledNetwork) and converted by it, once, to packets of
+enqueue depth at this run's frame size (1082 bytes at MTU 1024): 46 and 92. Symphony's
 k, tau, T_win and psn window are the paper's; N_warmup = N_sample = 8 packets
 (the paper gives none).
 
@@ -59,6 +60,7 @@ from typing import Any
 from hosts.agent_spec import FlowSpec, JobSpec, TransportSpec, message_wire_bytes
 from hosts.roce.dcqcn import CONNECTX
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.modelled import Conversion, ModelledNetwork, Red, kbytes, packets
 from testbed.net import host_addr
 from testbed.symphony import SymphonyParams, config_command, job_commands
 from testbed.timeline import PhaseData, counter_points, load_phase, rate_series
@@ -70,6 +72,8 @@ QDEPTH_REGISTER = "MyEgress.qdepth_max"
 SCHEMES = ("baseline", "symphony")
 HEADLINE = ("fct_a_change", "fct_b_change", "overlap_change", "standalone_fct_s")
 HOSTS = {"a": 1, "b": 2}
+RED_COMMAND = ("table_set_default MyEgress.ecn_config MyEgress.set_ecn_params "
+               "{kmin} {kmax} {pmax_percent}")
 RECEIVER = 3
 
 # The paper's values for this experiment's keys (§4.7, Fig. 9: A starts 500 ms
@@ -132,11 +136,9 @@ class Params:
             raise ValueError("at most 250 Symphony phases (one job id each)")
         if not 0 <= self.step_a < 0x3FFF:
             raise ValueError("step_a must be 0..16382 (B carries step_a + 1)")
-        if not 0 < self.red_kmin_kb < self.red_kmax_kb or not 0 <= self.red_pmax <= 1:
-            raise ValueError("need 0 < red_kmin_kb < red_kmax_kb and red_pmax in [0, 1]")
-        if self.red_kmax_pkts >= self.queue_pkts:
-            raise ValueError(f"queue_pkts {self.queue_pkts} must exceed Kmax "
-                             f"({self.red_kmax_pkts} packets)")
+        if not 0 < self.red_kmin_kb < self.red_kmax_kb or not 0 < self.red_pmax <= 1:
+            raise ValueError("need 0 < red_kmin_kb < red_kmax_kb and red_pmax in (0, 1]")
+        _ = self.conversion  # the modelled network must convert (queue above Kmax)
         if self.path_mtu > 1024:
             raise ValueError("path_mtu above 1024 does not fit the links' 1500-byte frames")
         _ = self.symphony  # SymphonyParams raises on bad values
@@ -172,13 +174,31 @@ class Params:
         pkts = -(-self.flow_bytes // self.path_mtu)
         return round(message_wire_bytes(self.flow_bytes, self.path_mtu) / pkts)
 
+    def network(self) -> ModelledNetwork:
+        """The prototype's network in its units: 10 Gb/s NICs, RED after HPCC
+        in KB of queue (§4.1), the per-port buffer in packets."""
+        return ModelledNetwork(
+            link_gbps=self.nic_gbps, slowdown=self.slowdown, buffer=packets(self.queue_pkts),
+            red=Red(kmin=kbytes(self.red_kmin_kb), kmax=kbytes(self.red_kmax_kb),
+                    pmax=self.red_pmax, command=RED_COMMAND))
+
+    @property
+    def conversion(self) -> Conversion:
+        """The network converted for this run's frames (raises ValueError when
+        it cannot be, e.g. a queue not deeper than Kmax)."""
+        return self.network().convert(self.path_mtu)
+
     @property
     def red_kmin_pkts(self) -> int:
-        return round(self.red_kmin_kb * 1000 / self.frame_bytes)
+        kmin = self.conversion.kmin_pkts
+        assert kmin is not None
+        return kmin
 
     @property
     def red_kmax_pkts(self) -> int:
-        return round(self.red_kmax_kb * 1000 / self.frame_bytes)
+        kmax = self.conversion.kmax_pkts
+        assert kmax is not None
+        return kmax
 
     @property
     def standalone_s(self) -> float:
@@ -223,14 +243,8 @@ def _jobs(p: Params, job_id: int, delays: dict[str, float], seed: int) -> dict[s
 def plan(p: Params) -> RunPlan:
     topo = Topology(
         n_hosts=3, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
-        packet_bytes=p.frame_bytes,
-        commands=(
-            f"set_port_rate_bps {int(p.link_bps)}",
-            f"set_queue_depth {p.queue_pkts}",
-            f"table_set_default MyEgress.ecn_config MyEgress.set_ecn_params "
-            f"{p.red_kmin_pkts} {p.red_kmax_pkts} {round(p.red_pmax * 100)}",
-            config_command(p.symphony, p.slowdown),
-        ))
+        packet_bytes=p.frame_bytes, network=p.network(),
+        commands=(config_command(p.symphony, p.slowdown),))
     s = p.standalone_s
     phases = [PhasePlan("alone", _jobs(p, 255, {"b": 0.0}, 0), timeout_s=3 * s + 60,
                         watch_ports=(BOTTLENECK_PORT,), notes="B alone: the standalone FCT")]

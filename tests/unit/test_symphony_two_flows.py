@@ -16,8 +16,16 @@ def test_scale_and_thresholds_follow_the_paper() -> None:
     p = exp.Params.quick()
     assert p.slowdown == 500                      # 10 Gb/s NICs on 20 Mb/s links
     assert (p.red_kmin_pkts, p.red_kmax_pkts) == (46, 92)   # 50 / 100 KB of 1082-byte frames
-    cmds = exp.plan(p).topology.commands
+    plan = exp.plan(p)
+    # RED is stated once, in KB, and converted by the modelled network
+    net = plan.topology.network
+    assert net is not None and net.red is not None
+    assert (net.red.kmin.bytes, net.red.kmax.bytes, net.red.pmax) == (50_000, 100_000, 0.2)
+    assert (net.link_gbps, net.slowdown) == (10, 500)
+    cmds = plan.network_commands()
     assert "table_set_default MyEgress.ecn_config MyEgress.set_ecn_params 46 92 20" in cmds
+    assert "set_port_rate_bps 20000000" in cmds and "set_queue_depth 256" in cmds
+    assert not any("ecn_config" in c for c in plan.topology.commands)
     # k 0.01, tau 0.25, T_win and psn window 100 us x 500
     assert ("table_set_default MyEgress.symphony.config MyEgress.symphony.set_params "
             "10000 250000 50000 50000 8 8") in cmds
@@ -51,7 +59,8 @@ def test_phases_pair_the_schemes_over_the_offsets() -> None:
 
 
 @pytest.mark.parametrize("kw", [{"offsets": "0,2"}, {"key_offset": 0.25}, {"seeds": 0},
-                                {"k": 5.0}, {"queue_pkts": 64}, {"flow_kb": 0}])
+                                {"k": 5.0}, {"queue_pkts": 64}, {"queue_pkts": 92},
+                                {"red_pmax": 0.0}, {"flow_kb": 0}])
 def test_bad_params_are_refused(kw) -> None:
     with pytest.raises(ValueError):
         exp.Params(**kw)
