@@ -144,10 +144,12 @@ def ipv4(dst: str, *, src: str = "10.0.0.1", ttl: int = 64, tos: int = 0, proto_
                                                          id=0x1234, **ip_kw) / l4)
 
 
-def routed(pkt: bytes, *, ecn: int | None = None) -> tuple[int, bytes]:
-    """The expected output of a routed packet: next hop, TTL - 1, ECN, checksum."""
+def routed(pkt: bytes, *, ecn: int | None = None,
+           hop: tuple[str, int] | None = None) -> tuple[int, bytes]:
+    """The expected output of a routed packet: next hop (``hop``, else the
+    route's), TTL - 1, ECN, checksum."""
     p = Ether(pkt)
-    hop = route(p[IP].dst)
+    hop = hop or route(p[IP].dst)
     if hop is None:
         raise ValueError(f"no route to {p[IP].dst}: an unrouted packet has no routed form")
     dmac, port = hop
@@ -430,6 +432,88 @@ def symphony_window_cases() -> list[Case]:
     ]
 
 
+# ECMP (symphony.p4 defines L3_ECMP): destinations in 10.1.0.0/16 have, on
+# top of their static route (10.0.0.0/8 -> port 1), an ecmp entry naming a
+# group of two next hops; the member is crc16 of the 5-tuple modulo 2.
+
+ECMP_PREFIX = ("10.1.0.0", 16)
+ECMP_MEMBERS = [("00:00:00:00:0b:02", 2), ("00:00:00:00:0b:03", 3)]
+
+
+def crc16_arc(data: bytes) -> int:
+    """CRC-16/ARC (BMv2's crc16): polynomial 0x8005 reflected, init 0."""
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+    return crc
+
+
+def ecmp_hop(pkt: bytes) -> tuple[str, int]:
+    """The member the selector picks: the selector fields (IPv4 src, dst,
+    protocol, UDP ports) packed MSB first, hashed, modulo the group size."""
+    p = Ether(pkt)
+    key = (struct.pack("!IIB", ip_int(p[IP].src), ip_int(p[IP].dst), p[IP].proto)
+           + struct.pack("!HH", p[UDP].sport, p[UDP].dport))
+    return ECMP_MEMBERS[crc16_arc(key) % len(ECMP_MEMBERS)]
+
+
+def ecmp_setup() -> list[str]:
+    prefix, plen = ECMP_PREFIX
+    lines = [f"act_prof_create_member MyIngress.ecmp_selector MyIngress.set_ecmp_nhop {dmac} {port}"
+             for dmac, port in ECMP_MEMBERS]
+    lines.append("act_prof_create_group MyIngress.ecmp_selector")
+    lines += [f"act_prof_add_member_to_group MyIngress.ecmp_selector {m} 0"
+              for m in range(len(ECMP_MEMBERS))]
+    lines.append(f"table_indirect_add_with_group MyIngress.ecmp {prefix}/{plen} => 0")
+    return symphony_setup() + lines
+
+
+def via_ecmp(comment: str, pkt: bytes, *, ecn: int | None = None) -> Case:
+    port, out = routed(pkt, ecn=ecn, hop=ecmp_hop(pkt))
+    return Case(f"{comment} (port {port})", pkt, port, out)
+
+
+def _steps_by_port(first: int, psn: int) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for step in range(first, first + 64):
+        out.setdefault(ecmp_hop(tagged(step, psn))[1], []).append(step)
+    return out
+
+
+def symphony_ecmp_cases() -> list[Case]:
+    # Steps whose tags hash to different spines: the marking must follow the
+    # job's state, not the port.
+    by_port = _steps_by_port(3, 20)
+    assert len(by_port) == 2, "the selector must spread these steps over both members"
+    # a step s and its successor s + 1 on different ports
+    s = next(st for st in range(3, 60)
+             if ecmp_hop(tagged(st, 20))[1] != ecmp_hop(tagged(st + 1, 20))[1])
+    udp = [ipv4("10.1.0.9", tos=0x02, proto_payload=UDP(sport=sp, dport=5000) / Raw(b"payload!"))
+           for sp in (1000, 1001, 1002, 1003)]
+    assert len({ecmp_hop(u)[1] for u in udp}) == 2, "plain UDP flows must spread too"
+    cases = [via_ecmp(f"plain UDP sport {1000 + i}: hashed over the group", u)
+             for i, u in enumerate(udp)]
+    cases += [
+        via_ecmp("the same flow again: the same member", udp[0]),
+        fwd("10.0.2.9: no ecmp entry covers it, its static route stands", ipv4("10.0.2.9")),
+        fwd("10.2.0.1: the /8 route's static next hop (no ecmp entry)", ipv4("10.2.0.1")),
+    ]
+    cases += [
+        via_ecmp(f"job 7 first packet: step {s} psn 20 -> step_min {s}; not marked",
+                 tagged(s, 20)),
+        via_ecmp(f"step {s} psn 30: psn_rec 30; not marked", tagged(s, 30)),
+        via_ecmp(f"step {s + 1} psn 40: another member, but the same job's state: ahead "
+                 "-> marked", tagged(s + 1, 40), ecn=3),
+        via_ecmp(f"job 9 (not tracked) step {s + 1}: not marked", tagged(s + 1, 40, job=9)),
+        via_ecmp(f"step {s} WRITE_LAST: ends step {s} -> step_min {s + 1}; not marked",
+                 tagged(s, 31, op=OP_WRITE_LAST)),
+        via_ecmp(f"step {s + 1} psn 41: now step_min; not marked", tagged(s + 1, 41)),
+    ]
+    return cases
+
+
 def symphony_red_cases() -> list[Case]:
     return [
         marked("RED marks every ECT packet (Kmin = Kmax = 0): first packet of job 7, "
@@ -496,6 +580,13 @@ psn_rec is reset before each packet and an outpacing packet sees psn_rec 0.
 symphony.p4 with RED marking every ECT packet (Kmin = Kmax = 0): the Symphony
 mark is OR-ed with the RED mark, which it never clears.
 """, symphony_setup(red="kmin:0, kmax:0, pmax:100"), symphony_red_cases()),
+        StfFile("symphony.ecmp.stf", """
+symphony.p4 with ECMP: 10.1.0.0/16 spreads over two next hops by a crc16 hash
+of the 5-tuple (a new UDP source port, a new step tag, may take the other
+one; a flow keeps its member); routes without an ecmp entry keep their static
+next hop; Symphony's marking follows the job's state whichever port a
+packet takes.
+""", ecmp_setup(), symphony_ecmp_cases()),
     ]
 
 

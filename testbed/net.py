@@ -5,6 +5,8 @@ BMv2, testbed.targets.switch_class) that runs an L3
 program (``switches/p4/l3_router.p4`` or ``l3_ecn.p4``): host i is
 ``10.0.i.1/24`` on switch port i, its gateway ``10.0.i.254`` is the switch
 port's MAC (a static neighbour entry, since the L3 programs drop ARP).
+:func:`leaf_spine` builds a two-tier fabric of such switches (:class:`LeafSpine`:
+static routes or ECMP over the spines).
 :func:`running` starts a network and guarantees it is stopped again, also on
 Ctrl-C or SIGTERM.
 """
@@ -162,6 +164,190 @@ def star_router(
         h.cmd(f"ip neigh replace {a.gateway_ip} lladdr {a.gateway_mac} dev {h.defaultIntf()}"
               " nud permanent")
     return net, sw, hosts, addrs
+
+
+# ---------------------------------------------------------------------------
+# leaf-spine
+
+
+@dataclass(frozen=True)
+class LeafSpine:
+    """A two-tier leaf-spine: ``leaves`` leaf switches (``leaf1``...), each
+    with ``hosts_per_leaf`` hosts on ports 1..H and one uplink to every spine
+    (``spine1``...) on port H + s; spine port l goes to leaf l. Hosts are
+    numbered across the fabric, leaf by leaf: host i is ``host_addr(i)``'s
+    10.0.i.1 (the addressing of :func:`star_router`) on port
+    ``host_port(i)`` of ``leaf_of(i)``.
+
+    Routing (the L3 programs' tables, simple_switch_CLI lines from
+    :meth:`commands`): a leaf routes its own hosts directly and every other
+    host up a static spine (``static_spine``: destinations round-robin over
+    the spines); a spine routes every host down to its leaf. With ``ecmp`` a
+    leaf also has one action-selector group over all its uplinks
+    (MyIngress.ecmp, include/l3_ingress.p4) and an ecmp entry per remote host
+    naming it, so each 5-tuple (a RoCE QP's UDP source port, a Symphony step
+    tag) hashes to one spine instead of taking the static one."""
+
+    leaves: int = 2
+    spines: int = 2
+    hosts_per_leaf: int = 2
+    ecmp: bool = True
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.leaves <= 64 or not 1 <= self.spines <= 64:
+            raise ValueError(f"leaf-spine: leaves ({self.leaves}) and spines ({self.spines}) "
+                             "must be 1..64")
+        if not 1 <= self.hosts_per_leaf or self.hosts_per_leaf + self.spines > 255:
+            raise ValueError(f"leaf-spine: hosts_per_leaf ({self.hosts_per_leaf}) + spines "
+                             f"({self.spines}) ports must fit 1..255 per leaf")
+        if self.n_hosts > 250:
+            raise ValueError(f"leaf-spine: {self.n_hosts} hosts; at most 250")
+
+    @property
+    def n_hosts(self) -> int:
+        return self.leaves * self.hosts_per_leaf
+
+    @property
+    def leaf_names(self) -> list[str]:
+        return [f"leaf{i}" for i in range(1, self.leaves + 1)]
+
+    @property
+    def spine_names(self) -> list[str]:
+        return [f"spine{i}" for i in range(1, self.spines + 1)]
+
+    def leaf_of(self, host: int) -> int:
+        """The leaf (1-based) of host ``host`` (1-based)."""
+        self._check_host(host)
+        return (host - 1) // self.hosts_per_leaf + 1
+
+    def host_port(self, host: int) -> int:
+        self._check_host(host)
+        return (host - 1) % self.hosts_per_leaf + 1
+
+    def uplink_port(self, spine: int) -> int:
+        """A leaf's port toward ``spine`` (1-based)."""
+        return self.hosts_per_leaf + spine
+
+    def static_spine(self, host: int) -> int:
+        """The spine that static routes (no ECMP) send traffic to ``host`` over."""
+        self._check_host(host)
+        return (host - 1) % self.spines + 1
+
+    def addrs(self) -> list[HostAddr]:
+        """Every host's address, as on its leaf (``port`` is the leaf's port)."""
+        out = []
+        for i in range(1, self.n_hosts + 1):
+            a = host_addr(i)
+            out.append(HostAddr(name=a.name, port=self.host_port(i), ip=a.ip, mac=a.mac,
+                                gateway_ip=a.gateway_ip, gateway_mac=a.gateway_mac))
+        return out
+
+    @staticmethod
+    def port_mac(switch: str, port: int) -> str:
+        """The MAC of a fabric port (leaf uplinks, spine ports)."""
+        kind, num = (1, int(switch[4:])) if switch.startswith("leaf") else (2, int(switch[5:]))
+        return f"02:{kind:02x}:00:{num:02x}:00:{port:02x}"
+
+    def commands(self) -> dict[str, list[str]]:
+        """Switch name -> the simple_switch_CLI lines that route the fabric."""
+        out: dict[str, list[str]] = {}
+        addrs = self.addrs()
+        for li, leaf in enumerate(self.leaf_names, start=1):
+            lines = []
+            for i, a in enumerate(addrs, start=1):
+                if self.leaf_of(i) == li:
+                    lines.append(f"table_add MyIngress.ipv4_lpm MyIngress.set_nhop {a.ip}/32 "
+                                 f"=> {a.mac} {a.port}")
+                    lines.append(f"table_add MyIngress.port_smac MyIngress.set_smac {a.port} "
+                                 f"=> {a.gateway_mac}")
+                else:
+                    sp = self.static_spine(i)
+                    lines.append(f"table_add MyIngress.ipv4_lpm MyIngress.set_nhop {a.ip}/32 "
+                                 f"=> {self.port_mac(f'spine{sp}', li)} {self.uplink_port(sp)}")
+            for sp in range(1, self.spines + 1):
+                port = self.uplink_port(sp)
+                lines.append(f"table_add MyIngress.port_smac MyIngress.set_smac {port} "
+                             f"=> {self.port_mac(leaf, port)}")
+            if self.ecmp:
+                # members 0..S-1 (one per uplink) and group 0: BMv2's handle order
+                for sp in range(1, self.spines + 1):
+                    lines.append("act_prof_create_member MyIngress.ecmp_selector "
+                                 f"MyIngress.set_ecmp_nhop {self.port_mac(f'spine{sp}', li)} "
+                                 f"{self.uplink_port(sp)}")
+                lines.append("act_prof_create_group MyIngress.ecmp_selector")
+                lines += [f"act_prof_add_member_to_group MyIngress.ecmp_selector {m} 0"
+                          for m in range(self.spines)]
+                lines += [f"table_indirect_add_with_group MyIngress.ecmp {a.ip}/32 => 0"
+                          for i, a in enumerate(addrs, start=1) if self.leaf_of(i) != li]
+            out[leaf] = lines
+        for spine in self.spine_names:
+            lines = []
+            for i, a in enumerate(addrs, start=1):
+                li = self.leaf_of(i)
+                lines.append(f"table_add MyIngress.ipv4_lpm MyIngress.set_nhop {a.ip}/32 "
+                             f"=> {self.port_mac(f'leaf{li}', self.uplink_port(int(spine[5:])))}"
+                             f" {li}")
+            lines += [f"table_add MyIngress.port_smac MyIngress.set_smac {li} "
+                      f"=> {self.port_mac(spine, li)}" for li in range(1, self.leaves + 1)]
+            out[spine] = lines
+        return out
+
+    def _check_host(self, host: int) -> None:
+        if not 1 <= host <= self.n_hosts:
+            raise ValueError(f"host {host}: the leaf-spine has hosts 1..{self.n_hosts}")
+
+
+def leaf_spine(
+    fabric: LeafSpine,
+    program: str | os.PathLike[str] = P4_DIR / "symphony.p4",
+    *,
+    log_dir: str | os.PathLike[str] | None = None,
+    extra_commands: Sequence[str] = (),
+    ready_timeout: float = 120.0,
+    backend: str = "python",
+    target: str = "soft",
+    **switch_params: Any,
+) -> tuple[Any, dict[str, Any], list[Any], list[HostAddr]]:
+    """(net, switches by name, hosts, addresses) of ``fabric``; not started.
+    Every switch runs ``program`` (an L3 program; with ``fabric.ecmp`` one
+    that defines L3_ECMP, such as symphony.p4) with the fabric's routes, then
+    ``extra_commands``. Links have no delay."""
+    from mininet.link import Link
+    from mininet.net import Mininet
+
+    from switches.soft.node import P4Host
+    from testbed.targets import switch_class
+
+    cls = switch_class(target)
+    if target == "soft":
+        switch_params["backend"] = backend
+    elif backend != "python":
+        raise ValueError(f"backend {backend!r} is a soft-target option (target {target})")
+    net = Mininet(controller=None, switch=cls, host=P4Host, link=Link,
+                  autoSetMacs=False, build=False)
+    switches: dict[str, Any] = {}
+    for name, lines in fabric.commands().items():
+        switches[name] = net.addSwitch(name, program=str(program), log_dir=log_dir,
+                                       cli_commands=lines + list(extra_commands),
+                                       ready_timeout=ready_timeout, **switch_params)
+    addrs = fabric.addrs()
+    hosts = []
+    for i, a in enumerate(addrs, start=1):
+        h = net.addHost(a.name, ip=f"{a.ip}/24", mac=a.mac, defaultRoute=f"via {a.gateway_ip}")
+        net.addLink(h, switches[f"leaf{fabric.leaf_of(i)}"], port2=a.port)
+        hosts.append(h)
+    for li in range(1, fabric.leaves + 1):
+        for sp in range(1, fabric.spines + 1):
+            net.addLink(switches[f"leaf{li}"], switches[f"spine{sp}"],
+                        port1=fabric.uplink_port(sp), port2=li)
+    net.build()
+    from testbed.owned import record_network
+
+    record_network(net)
+    for h, a in zip(hosts, addrs, strict=True):
+        h.cmd(f"ip neigh replace {a.gateway_ip} lladdr {a.gateway_mac} dev {h.defaultIntf()}"
+              " nud permanent")
+    return net, switches, hosts, addrs
 
 
 # ---------------------------------------------------------------------------

@@ -17,11 +17,15 @@
  *       10000 250000 100 100 8 8
  *     (k_ppm tau_ppm t_win_us psn_window_us n_warmup n_sample)
  *   register_read MyEgress.symphony.alpha 7     (also step_min, psn_rec, marks)
+ * ECMP over the 5-tuple (MyIngress.ecmp, MyIngress.ecmp_selector; see
+ * include/l3_ingress.p4), so that a new step tag - a new UDP source port -
+ * can take a new path through a leaf-spine, as in the paper.
  * A job's state is cleared by writing 0 at its index in every register
  * (the controller does this when it allocates the job id).
  */
 #define EGRESS_MARKER_TYPE SymphonyMarker
 #define EGRESS_MARKER symphony
+#define L3_ECMP
 
 #include <core.p4>
 #include <v1model.p4>

@@ -4,6 +4,8 @@
     python traffic.py tcp-source IP PORT NBYTES
     python traffic.py udp-sink PORT IDLE_S
     python traffic.py udp-source IP PORT COUNT SIZE TOS [PPS]
+    python traffic.py udp-flows IP PORT FLOWS COUNT SPORT0 TOS
+    python traffic.py roce-tagged IP JOB STEP PSN COUNT OPCODE TOS
     python traffic.py garbage IFNAME COUNT SEED
 
 Each prints one JSON line with what it did or saw.
@@ -113,6 +115,38 @@ def udp_source(ip: str, port: int, count: int, size: int, tos: int, pps: float) 
     print(json.dumps({"sent": sent, "seconds": time.monotonic() - t0}), flush=True)
 
 
+def udp_flows(ip: str, port: int, flows: int, count: int, sport0: int, tos: int) -> None:
+    """``count`` datagrams from each of ``flows`` source ports sport0, sport0+1, ...
+    (one 5-tuple each), paced gently so that no switch queue overflows."""
+    sent = 0
+    for f in range(flows):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
+        s.bind(("0.0.0.0", sport0 + f))
+        for _ in range(count):
+            s.sendto(bytes(64), (ip, port))
+            sent += 1
+            time.sleep(0.002)
+        s.close()
+    print(json.dumps({"sent": sent}), flush=True)
+
+
+def roce_tagged(ip: str, job: int, step: int, psn: int, count: int, opcode: int,
+                tos: int) -> None:
+    """``count`` RoCEv2 requests of Symphony job ``job`` at ``step`` (UDP source
+    port 0xC000 | step) with PSNs psn, psn+1, ...: BTH (job id in byte 4), 16
+    bytes of payload and an ICRC stand-in (the switch never reads it)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
+    s.bind(("0.0.0.0", 0xC000 | (step & 0x3FFF)))
+    for i in range(count):
+        bth = (bytes([opcode, 0]) + (0xFFFF).to_bytes(2, "big") + bytes([job])
+               + (0x111).to_bytes(3, "big") + bytes([0]) + (psn + i).to_bytes(3, "big"))
+        s.sendto(bth + b"\x5a" * 16 + bytes.fromhex("a1b2c3d4"), (ip, 4791))
+        time.sleep(0.005)
+    print(json.dumps({"sent": count}), flush=True)
+
+
 def garbage(ifname: str, count: int, seed: int) -> None:
     """Random frames of 1..300 bytes, plus truncated IPv4/UDP frames (those
     shorter than an Ethernet header are refused by the kernel: ``failed``)."""
@@ -152,6 +186,12 @@ def main(argv: list[str]) -> None:
     elif cmd == "udp-source":
         udp_source(args[0], int(args[1]), int(args[2]), int(args[3]), int(args[4], 0),
                    float(args[5]) if len(args) > 5 else 0.0)
+    elif cmd == "udp-flows":
+        udp_flows(args[0], int(args[1]), int(args[2]), int(args[3]), int(args[4]),
+                  int(args[5], 0))
+    elif cmd == "roce-tagged":
+        roce_tagged(args[0], int(args[1]), int(args[2]), int(args[3]), int(args[4]),
+                    int(args[5], 0), int(args[6], 0))
     elif cmd == "garbage":
         garbage(args[0], int(args[1]), int(args[2]))
     else:

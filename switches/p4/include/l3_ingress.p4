@@ -17,6 +17,23 @@
  *
  * Requires headers.p4 / parser.p4 and the program's `struct metadata_t`.
  *
+ * ECMP (a program that defines L3_ECMP before including this file): after a
+ * route hit, the indirect table MyIngress.ecmp (longest prefix of the
+ * destination, implementation the action selector MyIngress.ecmp_selector)
+ * may replace the route's next hop: an entry names a group of members
+ * set_ecmp_nhop(dmac, port), and the member is chosen by a crc16 hash of the
+ * 5-tuple (IPv4 source and destination, protocol, UDP ports), so flows that
+ * differ only in their UDP source port (RoCEv2's entropy, a new Symphony step
+ * tag) can take different paths while a flow's packets keep one. Without an
+ * ecmp entry the route's own next hop stands (a static route):
+ *   act_prof_create_member MyIngress.ecmp_selector MyIngress.set_ecmp_nhop 02:00:00:00:01:03 3
+ *   act_prof_create_member MyIngress.ecmp_selector MyIngress.set_ecmp_nhop 02:00:00:00:01:04 4
+ *   act_prof_create_group MyIngress.ecmp_selector
+ *   act_prof_add_member_to_group MyIngress.ecmp_selector 0 0
+ *   act_prof_add_member_to_group MyIngress.ecmp_selector 1 0
+ *   table_indirect_add_with_group MyIngress.ecmp 10.0.0.0/8 => 0
+ * (or the controller's profile_member_set / profile_group_set / table_add_indirect).
+ *
  * A program that needs more than routing in ingress (e.g. a queue choice)
  * defines, before including this file, L3_INGRESS_EXTRA_DECLS (actions and
  * tables declared in the control) and L3_INGRESS_EXTRA_APPLY (statements run
@@ -73,6 +90,32 @@ control MyIngress(inout headers_t hdr,
         default_action = NoAction();
     }
 
+#ifdef L3_ECMP
+    action_selector(HashAlgorithm.crc16, 32w1024, 32w16) ecmp_selector;
+
+    action set_ecmp_nhop(bit<48> dmac, bit<9> port) {
+        hdr.ethernet.dstAddr = dmac;
+        standard_metadata.egress_spec = port;
+    }
+
+    table ecmp {
+        key = {
+            hdr.ipv4.dstAddr: lpm;
+            hdr.ipv4.srcAddr: selector;
+            hdr.ipv4.dstAddr: selector;
+            hdr.ipv4.protocol: selector;
+            hdr.udp.srcPort: selector;
+            hdr.udp.dstPort: selector;
+        }
+        actions = {
+            set_ecmp_nhop;
+            NoAction;
+        }
+        implementation = ecmp_selector;
+        size = 256;
+    }
+#endif
+
     L3_INGRESS_EXTRA_DECLS
 
     apply {
@@ -82,6 +125,9 @@ control MyIngress(inout headers_t hdr,
                 hdr.ipv4.ttl <= 1) {
             drop();
         } else if (ipv4_lpm.apply().hit) {
+#ifdef L3_ECMP
+            ecmp.apply();  /* before port_smac: the source MAC follows the chosen port */
+#endif
             port_smac.apply();
             L3_INGRESS_EXTRA_APPLY
         }
