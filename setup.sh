@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One set-up command for a fresh Debian machine (run as root, or with sudo):
-# system packages for Mininet runs, then the project in .venv (editable, with
+# system packages for Mininet runs (and Chromium, in which a test loads the
+# report page), then the project in .venv (editable, with
 # the dev tools and the P4Runtime extra), and p4runtime-shell in an
 # environment of its own. Safe to run again.
 set -euo pipefail
@@ -14,7 +15,7 @@ $SUDO apt-get update
 $SUDO apt-get install -y --no-install-recommends \
     mininet iperf3 tshark python3-venv python3-dev pypy3 \
     ethtool iproute2 iputils-ping procps \
-    python3-pyverbs
+    python3-pyverbs chromium
 
 if [ ! -x .venv/bin/python ]; then
     /usr/bin/python3 -m venv --system-site-packages .venv

@@ -46,6 +46,7 @@ from typing import Any
 from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec
 from hosts.commlib.epic import ELEMS, PACKET_BYTES
 from hosts.roce.constants import BTH_LEN, FRAME_OVERHEAD, ICRC_LEN
+from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.net import host_addr
 from testbed.timeline import load_phase
@@ -69,7 +70,25 @@ PAPER: dict[str, Any] = {
     "ratio_large_256": round(65.3 / 41.1, 3),    # 1.59
     "ideal_ratio": 1.75,                         # 2(N-1)/N at N = 8
     "link_fraction": 0.653,                      # 65.3 of 100 Gb/s
+    "ratio_small": round(5.42 / 0.015),          # 361: EPIC-II / ring at 4 KB
 }
+
+# What the report (testbed report) checks against Table 9 and Fig. 13: ratios
+# and link fractions within 10% of the paper's, EPIC ahead of the ring.
+_FIG13_PLOTS = ("allreduce_algbw.png",)
+CLAIMS = (
+    Claim("Table 9", "at 1 GB, EPIC-II is 1.36x the host ring at 1 KB packets",
+          key="ratio_large", paper=PAPER["ratio_large"], direction="above", versus=1.0,
+          rel_tol=0.10, plots=_FIG13_PLOTS),
+    Claim("Table 9", "at 1 GB, EPIC-II is 1.59x the host ring forced to 256-byte packets",
+          key="ratio_large_256", paper=PAPER["ratio_large_256"], direction="above", versus=1.0,
+          rel_tol=0.10, plots=_FIG13_PLOTS),
+    Claim("Table 9", "at 1 GB, EPIC-II reaches 65% of the 100 Gb/s link",
+          key="link_fraction", paper=PAPER["link_fraction"], rel_tol=0.10, plots=_FIG13_PLOTS),
+    Claim("Fig. 13", "at 4 KB, EPIC-II is more than a hundred times the ring (361x; "
+          "latency-bound)", key="ratio_small", paper=PAPER["ratio_small"], direction="above",
+          versus=100.0, rel_tol=0.10, plots=_FIG13_PLOTS),
+)
 
 ENDPOINT = {"switch_ip": "10.255.0.1", "qpn": 0x100, "gid": 0, "mgid": 1, "start_psn": 0}
 # The warm-up phase's group: another group of the same switch endpoint.
@@ -234,6 +253,7 @@ def analyze(run_dir: Path) -> dict[str, Any]:
         "ratio_large_256": ratio(algbw["epic"][-1], algbw["ring256"][-1]),
         "ideal_ratio": round(2 * (p.ranks - 1) / p.ranks, 4),
         "link_fraction": round(algbw["epic"][-1] / link, 4),
+        "ratio_small": ratio(algbw["epic"][0], algbw["ring"][0]),
         "bit_exact": all(res[s]["bit_exact"] for s in SCHEMES),
         "schemes": res,
         "model": {s: round(ideal_algbw_fraction(s, p.ranks), 4) for s in SCHEMES}

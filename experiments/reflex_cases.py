@@ -73,6 +73,7 @@ from experiments._reflex_net import (
 )
 from hosts.agent_spec import FlowSpec, JobSpec
 from hosts.reflex.schemes import DSCP_HIGH, DSCP_LOW, SCHEMES
+from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan
 from testbed.net import host_addr
 from testbed.timeline import PhaseData, load_phase, value_at
@@ -97,6 +98,29 @@ REFERENCE: dict[str, float] = {
     "schemes.weighted-10:9.case2.flexible_rate_fraction": 9 / 19,
 }
 ACCEPT_REL = 0.10   # ReFlex's two fractions must be within 10% of the paper's
+
+# What the report (testbed report) checks against Fig. 3/4: ReFlex's two
+# fractions within ACCEPT_REL, on the paper's side of the fair half; the fixed
+# schemes' shares (the paper's calculation) within 5% of the link.
+_SCHEME_LABELS = {"none": "no priority", "absolute": "absolute priority",
+                  "weighted-9:1": "weighted 9:1", "weighted-2:1": "weighted 2:1",
+                  "weighted-10:9": "weighted 10:9"}
+_CASE_KEYS = {1: ("regular", "regular_rate_fraction"), 2: ("flexible", "flexible_rate_fraction")}
+CLAIMS = (
+    Claim("Fig. 3/4", "Case 1: ReFlex gives the regular flow 0.74 of the link",
+          key="case1.regular_rate_fraction", paper=REFERENCE["case1.regular_rate_fraction"],
+          direction="above", versus=0.5, rel_tol=ACCEPT_REL,
+          plots=("rates.png", "case1-reflex.png")),
+    Claim("Fig. 3/4", "Case 2: ReFlex keeps the flexible flow at alpha of its fair half, 0.45",
+          key="case2.flexible_rate_fraction", paper=REFERENCE["case2.flexible_rate_fraction"],
+          direction="below", versus=0.5, rel_tol=ACCEPT_REL,
+          plots=("rates.png", "case2-reflex.png")),
+    *(Claim("Fig. 3/4", f"Case {case}, {label}: the {flow} flow gets "
+            f"{REFERENCE[key]:.2f} of the link", key=key, paper=REFERENCE[key], abs_tol=0.05,
+            plots=("rates.png",))
+      for scheme, label in _SCHEME_LABELS.items() for case, (flow, fraction) in _CASE_KEYS.items()
+      for key in [f"schemes.{scheme}.case{case}.{fraction}"]),
+)
 
 
 @dataclass(frozen=True)

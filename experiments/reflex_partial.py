@@ -45,6 +45,7 @@ from experiments._reflex_net import (
 )
 from hosts.agent_spec import FlowSpec, JobSpec
 from hosts.reflex.schemes import SCHEMES
+from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan
 from testbed.net import host_addr
 from testbed.timeline import load_phase
@@ -58,6 +59,22 @@ REFERENCE: dict[str, float] = {
     "r000.regular_fct_norm": 1.17 / 0.8,     # measured 1.17 s (1.12 s calculated)
     "r100.delivered_fraction": 1.0,
 }
+
+# What the report (testbed report) checks against Fig. 6: levels within 10% of
+# the paper's, on its side of what fair sharing gives (everything delivered,
+# the regular flow at twice its line-rate time); full delivery at r = 1.
+CLAIMS = (
+    Claim("Fig. 6", "at r = 0 the flexible flow delivers 65% of its bytes",
+          key="r000.delivered_fraction", paper=REFERENCE["r000.delivered_fraction"],
+          direction="below", versus=1.0, rel_tol=0.10, plots=("partial.png", "r000.png")),
+    Claim("Fig. 6", "at r = 0 the regular flow finishes in 1.46 of its line-rate time "
+          "(1.17 s for 8 Gbit at 10 Gb/s)",
+          key="r000.regular_fct_norm", paper=REFERENCE["r000.regular_fct_norm"],
+          direction="below", versus=2.0, rel_tol=0.10, plots=("partial.png",)),
+    Claim("Fig. 6", "at r = 1 the flexible flow delivers everything",
+          key="r100.delivered_fraction", paper=REFERENCE["r100.delivered_fraction"],
+          abs_tol=0.005, plots=("partial.png", "r100.png")),
+)
 
 
 @dataclass(frozen=True)

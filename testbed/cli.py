@@ -172,9 +172,12 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
             pcap: bool, params: tuple[str, ...]) -> None:
     """Run experiment NAME in Mininet; results, timelines and plots go to --out.
 
+    NAME ``all`` runs every experiment in sequence with one progress display,
+    each into its own directory under --out (default: results/all-TIMESTAMP/).
+
     Exit status: 0 done (summary.json has the results and the fidelity
-    verdict), 1 the run failed (the message says where), 2 bad arguments,
-    130 interrupted.
+    verdict; for ``all``: every run finished), 1 the run failed (the message
+    says where), 2 bad arguments, 130 interrupted.
     """
     from testbed.experiment import ExperimentError
     from testbed.runner import RunError, RunOptions, run
@@ -187,6 +190,11 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
         overrides[k.strip()] = v.strip()
     opts = RunOptions(quick=quick, target=target, hosts=hosts_provider, out=out, pcap=pcap,
                       overrides=overrides, echo=lambda s: click.echo(s))
+    if name == "all":
+        if overrides:
+            raise click.UsageError("-p/--param sets one experiment's parameters: not with 'all'")
+        _run_all(opts)
+        return
     try:
         summary = run(name, opts)
     except ExperimentError as e:
@@ -205,6 +213,149 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
         click.echo("WARNING: this run is NOT FAITHFUL, so its figures are not results: the "
                    "machine did not keep up with the emulation (overloaded). Verdict: "
                    + summary.get("fidelity_verdict", "?"), err=True)
+
+
+def _stamp() -> str:
+    import datetime as dt
+
+    return dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def _check_can_run(opts: Any) -> None:
+    from testbed.runner import RunError, check_environment
+
+    try:
+        check_environment(opts.target, opts.hosts)
+    except RunError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+
+
+def _run_all(opts: Any) -> None:
+    from testbed.experiment import discover
+    from testbed.runner import REPO_ROOT
+    from testbed.suite import SuiteProgress, format_table, run_suite
+
+    _check_can_run(opts)
+    names = list(discover())
+    root = Path(opts.out) if opts.out else REPO_ROOT / "results" / f"all-{_stamp()}"
+    if root.exists() and any(root.iterdir()):
+        click.echo(f"error: output directory {root} exists and is not empty", err=True)
+        sys.exit(2)
+    prog = SuiteProgress(len(names))
+    click.echo(f"running {len(names)} experiments{' (quick profile)' if opts.quick else ''} "
+               f"into {root}: {', '.join(names)}")
+    try:
+        runs = run_suite(names, root, opts, progress=prog)
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted: network torn down", err=True)
+        sys.exit(130)
+    click.echo(format_table(runs, prog.elapsed))
+    click.echo(f"report: testbed report --reuse {root}")
+    if not all(r.ok for r in runs):
+        sys.exit(1)
+
+
+# ---------------------------------------------------------------------------
+# report
+
+
+@main.command("report")
+@click.argument("names", nargs=-1)
+@click.option("--profile", type=click.Choice(["quick", "full"]), default=None,
+              help="the profile of new runs (default quick) and of the runs judged")
+@click.option("--reuse", "reuse", multiple=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="judge these run directories (or directories of them) instead of "
+                   "running; repeatable")
+@click.option("--run-missing", is_flag=True,
+              help="with --reuse: also run the experiments none of the reused runs covers")
+@click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="runs per experiment (their spread is reported)")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="report directory (default: results/report-TIMESTAMP/)")
+@click.option("--target", type=click.Choice(["soft", "bmv2"]), default="soft", show_default=True)
+@click.option("--hosts", "hosts_provider", type=click.Choice(["udp", "rxe"]), default="udp",
+              show_default=True)
+@click.option("--no-reanalyse", is_flag=True,
+              help="judge reused runs on the results they recorded (default: analyse their "
+                   "saved timelines again with the current code)")
+def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, ...],
+               run_missing: bool, repeat: int, out: Path | None, target: str,
+               hosts_provider: str, no_reanalyse: bool) -> None:
+    """Reproduce the papers' claims and write a report beside them.
+
+    Runs every experiment that declares paper claims (or NAMES only), or
+    judges the runs given with --reuse, and writes OUT/index.html (one
+    offline page plus img/) and OUT/report.md: per claim the paper's value,
+    the measured mean and spread, and reproduced / not reproduced / not
+    faithful / not measured; the runs' plots by figure; every run's fidelity
+    verdict; provenance. New runs go to OUT/runs/.
+
+    Exit status: 0 written, 1 a run or the report failed, 2 bad arguments,
+    130 interrupted.
+    """
+    import shlex
+
+    from testbed.report import (
+        ReportError,
+        build,
+        collect_runs,
+        experiments_with_claims,
+        write,
+    )
+    from testbed.runner import REPO_ROOT, RunOptions
+    from testbed.suite import SuiteProgress, format_table, run_suite
+
+    claimed = experiments_with_claims()
+    unknown = [n for n in names if n not in claimed]
+    if unknown:
+        raise click.UsageError(f"{', '.join(unknown)}: no such experiment with paper claims "
+                               f"(with claims: {', '.join(claimed)})")
+    chosen = {n: claimed[n] for n in (names or claimed)}
+    if run_missing and not reuse:
+        raise click.UsageError("--run-missing goes with --reuse")
+    out_dir = Path(out) if out else REPO_ROOT / "results" / f"report-{_stamp()}"
+    if out_dir.exists() and any(out_dir.iterdir()):
+        click.echo(f"error: output directory {out_dir} exists and is not empty", err=True)
+        sys.exit(2)
+    try:
+        runs = collect_runs(list(reuse)) if reuse else []
+    except ReportError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    covered = {r.experiment for r in runs}
+    to_run = [n for n in chosen if not reuse or (run_missing and n not in covered)]
+    failed = False
+    if to_run:
+        opts = RunOptions(quick=(profile or "quick") == "quick", target=target,
+                          hosts=hosts_provider)
+        _check_can_run(opts)
+        prog = SuiteProgress(len(to_run) * repeat)
+        click.echo(f"running {', '.join(to_run)} ({profile or 'quick'} profile"
+                   f"{f', {repeat} runs each' if repeat > 1 else ''}) into {out_dir / 'runs'}")
+        try:
+            done = run_suite(to_run, out_dir / "runs", opts, repeat=repeat, progress=prog)
+        except KeyboardInterrupt:
+            click.echo("\ninterrupted: network torn down; no report written", err=True)
+            sys.exit(130)
+        click.echo(format_table(done, prog.elapsed))
+        failed = not all(r.ok for r in done)
+        runs += collect_runs([out_dir / "runs"])
+    runs = [r for r in runs if r.experiment in chosen or not names]
+    command = "testbed report " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    try:
+        rep = build(runs, profile=profile, command=command.strip(),
+                    experiments=chosen, reanalyse=not no_reanalyse)
+        index, md = write(rep, out_dir)
+    except (ReportError, OSError) as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    counts = ", ".join(f"{s} {n}" for s, n in rep.counts().items())
+    click.echo(f"claims: {counts}")
+    click.echo(f"report: {index}\nmarkdown: {md}")
+    if failed:
+        sys.exit(1)
 
 
 @main.command("plot")

@@ -11,7 +11,10 @@ An experiment is a module in ``experiments/`` with:
 - ``analyze(run_dir) -> dict``: results from the saved timelines (merged into
   ``summary.json``);
 - ``plot(run_dir) -> list[Path]``: PNG figures from the saved timelines;
-- optionally ``HEADLINE``: the dotted result keys the run's last line shows.
+- optionally ``HEADLINE``: the dotted result keys the run's last line shows;
+- optionally ``CLAIMS``: the paper's claims the run reproduces
+  (testbed.claims.Claim, declared next to the paper's values), which
+  ``testbed report`` judges.
 
 ``RunPlan`` and everything in it is plain data: ``plan_to_dict`` writes it into
 the run directory, and ``analyze``/``plot`` read only what a run saved, so a

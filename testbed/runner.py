@@ -152,8 +152,10 @@ def software_versions() -> dict[str, Any]:
 
     out: dict[str, Any] = {
         "python": platform.python_version(),
+        "pypy": pypy_version(),
         "kernel": platform.release(),
         "machine": platform.machine(),
+        "cpus": os.cpu_count(),
         "git_rev": git("rev-parse", "HEAD"),
         "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
     }
@@ -168,6 +170,21 @@ def software_versions() -> dict[str, Any]:
     except ImportError:
         out["mininet"] = None
     return out
+
+
+def pypy_version() -> str | None:
+    """The version of the PyPy the pypy backends run ("7.3.11 (Python 3.9.16)"),
+    None if none is installed."""
+    from switches.soft.backends import interpreter
+
+    try:
+        exe = interpreter("pypy")
+        r = subprocess.run([exe, "-c", "import sys, platform; print('%d.%d.%d' % "
+                            "sys.pypy_version_info[:3], '(Python', platform.python_version()"
+                            " + ')')"], capture_output=True, text=True, timeout=20)
+    except (FileNotFoundError, OSError, subprocess.TimeoutExpired):
+        return None
+    return (r.stdout.strip() or None) if r.returncode == 0 else None
 
 
 # ---------------------------------------------------------------------------
@@ -895,12 +912,13 @@ def _transport_record(plan: RunPlan) -> dict[str, Any]:
     return {"per_spec": recs}
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten_keys(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested results as flat dotted keys of their scalars (lists are left out)."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
         if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
+            out.update(flatten_keys(v, key + "."))
         elif isinstance(v, (int, float, str, bool)) or v is None:
             out[key] = v
     return out
@@ -992,7 +1010,7 @@ def _finish(mod: types.ModuleType, plan: RunPlan, run_dir: Path,
         summary["error"] = f"analysis failed: {type(e).__name__}: {e}"
         raise RunError(summary["error"]) from e
     summary.update(results)
-    summary.update(_flatten(results))
+    summary.update(flatten_keys(results))
     # An experiment may add its own fidelity conditions (results["fidelity_ok"]).
     if not results.get("fidelity_ok", True):
         fid.update(ok=False, verdict="not faithful")
@@ -1011,7 +1029,7 @@ def _finish(mod: types.ModuleType, plan: RunPlan, run_dir: Path,
 
 def _verdict_line(summary: dict[str, Any], results: dict[str, Any],
                   headline: tuple[str, ...] = ()) -> str:
-    flat = _flatten({k: v for k, v in results.items() if k != "fidelity_ok"})
+    flat = flatten_keys({k: v for k, v in results.items() if k != "fidelity_ok"})
     keys = [k for k in headline if k in flat] or [k for k in flat if k.count(".") == 1]
     shown = ", ".join(f"{k}={_fmt(flat[k])}" for k in keys)
     return f"results: {shown}; fidelity: {summary['fidelity']['text']}"

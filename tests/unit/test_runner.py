@@ -15,9 +15,9 @@ from testbed.cli import doctor_report
 from testbed.cli import main as cli_main
 from testbed.runner import (
     RunError,
-    _flatten,
     check_environment,
     evaluate_fidelity,
+    flatten_keys,
     replot,
     switch_sample,
 )
@@ -142,7 +142,7 @@ def test_switch_sample_keeps_what_timelines_need() -> None:
 
 
 def test_flat_dotted_keys() -> None:
-    flat = _flatten({"single": {"goodput_fraction": 0.99, "x": {"y": 1}, "l": [1]},
+    flat = flatten_keys({"single": {"goodput_fraction": 0.99, "x": {"y": 1}, "l": [1]},
                      "fidelity_ok": True})
     assert flat == {"single.goodput_fraction": 0.99, "single.x.y": 1, "fidelity_ok": True}
 
