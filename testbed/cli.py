@@ -234,7 +234,7 @@ def _check_can_run(opts: Any) -> None:
 def _run_all(opts: Any) -> None:
     from testbed.experiment import discover
     from testbed.runner import REPO_ROOT
-    from testbed.suite import SuiteProgress, format_table, run_suite
+    from testbed.suite import SuiteProgress, format_table, run_suite, write_record
 
     _check_can_run(opts)
     names = list(discover())
@@ -251,6 +251,9 @@ def _run_all(opts: Any) -> None:
         click.echo("\ninterrupted: network torn down", err=True)
         sys.exit(130)
     click.echo(format_table(runs, prog.elapsed))
+    write_record(root / "suite.json", runs, prog.elapsed,
+                 "testbed run all" + (" --quick" if opts.quick else ""))
+    click.echo(f"times and verdicts: {root / 'suite.json'}")
     click.echo(f"report: testbed report --reuse {root}")
     if not all(r.ok for r in runs):
         sys.exit(1)
@@ -305,7 +308,7 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
         write,
     )
     from testbed.runner import REPO_ROOT, RunOptions
-    from testbed.suite import SuiteProgress, format_table, run_suite
+    from testbed.suite import SuiteProgress, format_table, run_suite, write_record
 
     claimed = experiments_with_claims()
     unknown = [n for n in names if n not in claimed]
@@ -340,6 +343,8 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
             click.echo("\ninterrupted: network torn down; no report written", err=True)
             sys.exit(130)
         click.echo(format_table(done, prog.elapsed))
+        write_record(out_dir / "runs" / "suite.json", done, prog.elapsed,
+                     f"testbed report --profile {profile or 'quick'}")
         failed = not all(r.ok for r in done)
         runs += collect_runs([out_dir / "runs"])
     runs = [r for r in runs if r.experiment in chosen or not names]

@@ -14,18 +14,20 @@ the same prefix. Every run's own lines are in its ``progress.log``.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from testbed.experiment import ExperimentError
 from testbed.runner import RunError, RunOptions, run
 
-__all__ = ["SuiteRun", "SuiteProgress", "run_suite", "format_table"]
+__all__ = ["SuiteRun", "SuiteProgress", "run_suite", "format_table", "write_record"]
 
 
 @dataclass
@@ -133,3 +135,22 @@ def format_table(runs: list[SuiteRun], total_s: float) -> str:
     lines.append(f"{'total':<{w}}  {_mmss(total_s):>5}  (wall time, bring-up and analysis "
                  "included)")
     return "\n".join(lines)
+
+
+def write_record(path: Path, runs: list[SuiteRun], total_s: float, command: str) -> dict[str, Any]:
+    """``suite.json``: the command, the commit and machine, each run's time
+    and verdict and the total wall time (the figure the README quotes)."""
+    from testbed.bench_hosts import machine_info
+
+    m = machine_info()
+    rec: dict[str, Any] = {
+        "command": command,
+        "commit": m.pop("commit"), "dirty": m.pop("dirty"),
+        "machine": m | {"load_avg_end": [round(x, 2) for x in os.getloadavg()]},
+        "total_s": round(total_s, 1),
+        "results": [{"experiment": r.name, "run_dir": str(r.run_dir), "ok": r.ok,
+                     "seconds": round(r.duration_s, 1), "fidelity_ok": r.fidelity_ok,
+                     "verdict": r.verdict, "error": r.error} for r in runs],
+    }
+    path.write_text(json.dumps(rec, indent=1) + "\n")
+    return rec

@@ -63,3 +63,19 @@ def test_repeats_are_numbered_and_a_terminal_gets_one_line_rewritten(tmp_path: P
     assert text.count("\n") == 2
     with pytest.raises(ValueError, match="repeat"):
         run_suite(["a"], tmp_path, RunOptions(), repeat=0, runner=runner)
+
+
+def test_the_record_has_command_commit_machine_and_every_runs_time(tmp_path: Path) -> None:
+    import json
+
+    from testbed.suite import write_record
+
+    runs = run_suite(["a", "b"], tmp_path, RunOptions(),
+                     progress=SuiteProgress(2, io.StringIO(), live=False),
+                     runner=fake_runner({"b"}))
+    rec = write_record(tmp_path / "suite.json", runs, 123.4, "testbed run all --quick")
+    assert json.loads((tmp_path / "suite.json").read_text()) == rec
+    assert rec["command"] == "testbed run all --quick" and rec["total_s"] == 123.4
+    assert {"cpus", "kernel", "python", "load_avg_end"} <= set(rec["machine"])
+    assert [(r["experiment"], r["ok"]) for r in rec["results"]] == [("a", True), ("b", False)]
+    assert "exited with status 1" in rec["results"][1]["error"]
