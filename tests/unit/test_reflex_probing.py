@@ -130,3 +130,17 @@ def test_analysis_reports_budget_time_percentiles_and_spent_share(tmp_path: Path
     assert r["budget_time_calc_ms"] == 160.0
     assert r["spent_fraction_calc"] == pytest.approx(0.48)
     assert rpb.analyze(tmp_path)["paper"]["d3.budget_time_ms"] == 175.0
+
+
+def test_low_time_counts_only_the_window() -> None:
+    from testbed.timeline import PhaseData
+
+    data = PhaseData("d3-s0", Path("."))
+    evs = [(1.0, True), (3.0, False), (5.0, True), (9.0, False), (11.0, True)]
+    data.events["h1"] = [{"event": "priority", "t_ns": int(t * 1e9), "flow": "flex", "low": low}
+                         for t, low in evs]
+    # [2, 10]: low 2-3, 5-9 -> 5 s; [0, 12]: 1-3, 5-9, 11-12 -> 7 s
+    assert rpb._low_time(data, 2.0, 10.0) == pytest.approx(5.0)
+    assert rpb._low_time(data, 0.0, 12.0) == pytest.approx(7.0)
+    assert rpb._low_time(data, 3.5, 4.5) == 0.0
+    assert rpb._low_time(data, 6.0, 7.0) == pytest.approx(1.0)
