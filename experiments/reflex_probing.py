@@ -29,8 +29,9 @@ phase equally likely) isolate the effect Fig. 8 is about: where in the cycle
 a regular flow runs.
 
 Results per D_exploit (key ``d3`` for D_exploit = 3, ...; with several seeds
-each figure is the mean, with ``_sd``, ``_min``, ``_max`` and the values of
-every seed under ``runs``):
+each figure is the mean, with ``_sd``, ``_min``, ``_max``, ``_n``, the
+seeds' values as a list (``_seeds``) and every seed's figures under
+``runs``):
 - ``budget_time_ms``: modelled ms from the flexible flow's first packet to
   its first switch to low priority (it is alone then, so that is when its
   budget first covered an exploit phase); ``budget_time_calc_ms`` the
@@ -354,6 +355,7 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
         out[f"{key}_sd"] = round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0
         out[f"{key}_min"], out[f"{key}_max"] = min(xs), max(xs)
         out[f"{key}_n"] = len(xs)
+        out[f"{key}_seeds"] = xs
     out["runs"] = runs
     return out
 

@@ -119,6 +119,7 @@ def test_analysis_reports_budget_time_percentiles_and_spent_share(tmp_path: Path
     assert s1["budget_time_ms"] == pytest.approx(200, abs=0.1)
     assert r["budget_time_ms"] == pytest.approx(300, abs=0.1)
     assert r["budget_time_ms_min"] == pytest.approx(200, abs=0.1)
+    assert r["budget_time_ms_seeds"] == [s0["budget_time_ms"], s1["budget_time_ms"]]
     assert r["budget_time_ms_sd"] == pytest.approx(141.42, abs=0.1)
     assert s0["regular_fct_p50"] == pytest.approx(1.2, abs=1e-3)
     assert s0["regular_fct_p99"] == pytest.approx(2.1 - 0.04 * 0.1, abs=1e-3)
