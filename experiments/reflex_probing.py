@@ -96,6 +96,7 @@ class Params(ReflexNetwork):
     regular_intervals: float = 1.0     # their volume, intervals at line rate
     long_cycles: int = 2               # whole cycles the long regular flow must cover
     seeds: int = 3
+    first_seed: int = 0                # seeds first_seed .. first_seed + seeds - 1
 
     @classmethod
     def quick(cls) -> Params:
@@ -114,8 +115,14 @@ class Params(ReflexNetwork):
             raise ValueError("exploits: distinct integers >= 1")
         if self.n_regular < 1 or self.long_cycles < 1 or self.seeds < 1:
             raise ValueError("n_regular, long_cycles and seeds must be >= 1")
+        if self.first_seed < 0:
+            raise ValueError("first_seed must be >= 0")
         if self.regular_intervals <= 0:
             raise ValueError("regular_intervals must be positive")
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.first_seed, self.first_seed + self.seeds))
 
     @property
     def exploit_list(self) -> list[int]:
@@ -226,7 +233,7 @@ def plan(p: Params) -> RunPlan:
     phases = []
     total = 0.0
     for exploit in p.exploit_list:
-        for seed in range(p.seeds):
+        for seed in p.seed_list:
             ph, expected = _phase(p, exploit, seed)
             phases.append(ph)
             total += expected
@@ -365,7 +372,7 @@ def analyze(run_dir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for exploit in p.exploit_list:
         runs = [phase_result(load_phase(run_dir, phase_name(exploit, s)), p, exploit)
-                for s in range(p.seeds)]
+                for s in p.seed_list]
         res = aggregate(runs)
         res["budget_time_calc_ms"] = round(
             budget_intervals(p.alpha, p.warmup, p.measure, exploit) * p.t_int_us / 1000, 2)
@@ -383,7 +390,7 @@ def plot(run_dir: Path) -> list[Path]:
     p = _params(run_dir)
     outs = []
     for exploit in p.exploit_list:
-        for s in range(p.seeds):
+        for s in p.seed_list:
             name = phase_name(exploit, s)
             outs.append(flow_timeline(
                 load_phase(run_dir, name), Path(run_dir) / "plots" / f"{name}.png",

@@ -52,6 +52,9 @@ def test_plan_spreads_regular_arrivals_over_the_cycle() -> None:
         assert slots == list(range(6))
         assert senders["long"].start_delay_s > max(r.start_delay_s for r in regs)
         assert ph.commands == ("set_priority_weights 3 10 90",)
+    # seeds can be split over runs: the next run goes on from first_seed
+    later = rpb.plan(rpb.Params(exploits="3", seeds=2, first_seed=2))
+    assert [ph.name for ph in later.phases] == ["d3-s2", "d3-s3"]
     with pytest.raises(ValueError, match="exploits"):
         rpb.Params(exploits="0,3")
     with pytest.raises(ValueError, match="exploits"):
