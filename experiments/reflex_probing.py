@@ -41,10 +41,14 @@ seeds' values as a list (``_seeds``) and every seed's figures under
   flows' FCT over their FCT alone at line rate (with few flows the p99 is
   the largest); ``regular_fct_ms_p50`` in modelled ms;
 - ``spent_fraction``: over the whole cycles of the long regular flow's
-  competition, 1 - the flexible flow's delivered rate / its fair share (half
-  the link's payload capacity); ``spent_fraction_calc``:
+  competition in which the flexible flow had the budget to be low for its
+  exploit phase (``budgeted_cycles`` of ``whole_cycles``), 1 - its delivered
+  rate / its fair share (half the link's payload capacity): what a flow with
+  budget spends, Fig. 10(a)'s quantity; ``spent_fraction_all`` over every
+  whole cycle (less, where the budget ran out); ``spent_fraction_calc``:
   D_exploit / cycle x (1 - 0.1 / 0.5), the paper's reasoning;
-- ``low_share``: the share of those cycles the flexible flow spent low.
+- ``low_share``: the share of the whole cycles the flexible flow spent low;
+  ``long_rate_fraction`` the long regular flow's rate in them.
 ``paper`` holds the paper's values (REFERENCE).
 """
 
@@ -309,16 +313,26 @@ def phase_result(data: PhaseData, p: Params, exploit: int) -> dict[str, Any]:
     c0, c1 = math.ceil(a / cycle_s) * cycle_s, math.floor(b / cycle_s) * cycle_s
     cycles = round((c1 - c0) / cycle_s)
     out["whole_cycles"] = cycles
-    if cycles >= 1:
-        flex_pts = delivered(data, "flex")
-        rate = (value_at(flex_pts, c1) - value_at(flex_pts, c0)) * 8 / (c1 - c0)
-        out["spent_fraction"] = round(1 - rate / (p.payload_bps / 2), 4)
-        reg_pts = delivered(data, "long")
-        out["long_rate_fraction"] = round(
-            (value_at(reg_pts, c1) - value_at(reg_pts, c0)) * 8 / (c1 - c0) / p.payload_bps, 4)
-        out["low_share"] = round(_low_time(data, c0, c1) / (c1 - c0), 4)
-    else:
-        out["spent_fraction"] = out["long_rate_fraction"] = out["low_share"] = None
+    flex_pts, reg_pts = delivered(data, "flex"), delivered(data, "long")
+    fair = p.payload_bps / 2
+    exploit_s = exploit * p.t_int_s
+    spent, spent_budgeted, long_rates, low_times = [], [], [], []
+    for k in range(cycles):
+        t0, t1 = c0 + k * cycle_s, c0 + (k + 1) * cycle_s
+        share = 1 - (value_at(flex_pts, t1) - value_at(flex_pts, t0)) * 8 / cycle_s / fair
+        spent.append(share)
+        long_rates.append((value_at(reg_pts, t1) - value_at(reg_pts, t0)) * 8 / cycle_s
+                          / p.payload_bps)
+        low_times.append(_low_time(data, t0, t1))
+        # A cycle with budget: low for (nearly) its whole exploit phase.
+        if _low_time(data, t1 - exploit_s, t1) >= 0.9 * exploit_s:
+            spent_budgeted.append(share)
+    out["budgeted_cycles"] = len(spent_budgeted)
+    out["spent_fraction"] = (round(statistics.fmean(spent_budgeted), 4)
+                             if spent_budgeted else None)
+    out["spent_fraction_all"] = round(statistics.fmean(spent), 4) if spent else None
+    out["long_rate_fraction"] = round(statistics.fmean(long_rates), 4) if spent else None
+    out["low_share"] = round(sum(low_times) / (cycles * cycle_s), 4) if spent else None
     end = data.flow_end("flex", "sender").get("flexible") or {}
     out["flexible_low_s"] = end.get("low_s")
     fairs = [e["fair_share_bps"] for e in data.flow_events("flex", "priority")
@@ -345,8 +359,8 @@ def _low_time(data: PhaseData, t0: float, t1: float) -> float:
 
 
 _MEANS = ("budget_time_ms", "regular_fct_p50", "regular_fct_p90", "regular_fct_p99",
-          "regular_fct_mean", "regular_fct_ms_p50", "spent_fraction", "long_rate_fraction",
-          "low_share")
+          "regular_fct_mean", "regular_fct_ms_p50", "spent_fraction", "spent_fraction_all",
+          "long_rate_fraction", "low_share")
 
 
 def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -35,7 +35,7 @@ def test_quick_probing_sweep(tmp_path: Path) -> None:
         assert run["flexible_low_s"] > 0               # it did go low
         assert run["budget_time_ms"] is not None
         assert run["whole_cycles"] >= 1
-        assert run["spent_fraction"] is not None
+        assert run["spent_fraction_all"] is not None
         assert 1.0 <= run["regular_fct_p50"] <= run["regular_fct_p99"]
     for name in ("d1-s0", "d3-s0", "probing"):
         png = out / "plots" / f"{name}.png"

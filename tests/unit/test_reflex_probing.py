@@ -64,7 +64,7 @@ def test_plan_spreads_regular_arrivals_over_the_cycle() -> None:
 
 
 def _write_run(tmp: Path, p: rpb.Params, phase: str, *, fcts: list[float], low_at: float,
-               flex_rate: float) -> None:
+               flex_rate: float, budget_out: bool = False) -> None:
     """One phase's events: the flexible flow goes low ``low_at`` s after its
     start; regular flow i takes fcts[i] x its line-rate time; during the long
     flow the flexible flow delivers ``flex_rate`` of the link's payload rate."""
@@ -92,6 +92,9 @@ def _write_run(tmp: Path, p: rpb.Params, phase: str, *, fcts: list[float], low_a
                 "role": "receiver", "index": 0})
     evs.append({"event": "priority", "t_ns": ns(low_at), "flow": "flex", "low": True,
                 "fair_share_bps": p.payload_bps})
+    if budget_out:   # high from the long flow's start on: no cycle with budget
+        evs.append({"event": "priority", "t_ns": ns(long_start), "flow": "flex", "low": False,
+                    "fair_share_bps": p.payload_bps})
     # flexible receiver samples: line rate before the long flow, flex_rate during it
     rate = p.payload_bps / 8
     t, got = 0.0, 0.0
@@ -111,26 +114,31 @@ def _write_run(tmp: Path, p: rpb.Params, phase: str, *, fcts: list[float], low_a
 
 def test_analysis_reports_budget_time_percentiles_and_spent_share(tmp_path: Path) -> None:
     p = rpb.Params(exploits="3", n_regular=5, seeds=2)
-    low_at = 80 * p.t_int_s             # 80 intervals = 400 modelled ms
+    low_at = 60 * p.t_int_s             # 60 intervals = 300 modelled ms
     _write_run(tmp_path, p, "d3-s0", fcts=[1.1, 1.2, 2.0, 2.1, 1.15], low_at=low_at,
                flex_rate=0.26)
     _write_run(tmp_path, p, "d3-s1", fcts=[1.3, 1.3, 1.3, 1.3, 1.3], low_at=low_at / 2,
-               flex_rate=0.5)
+               flex_rate=0.5, budget_out=True)
     r = rpb.analyze(tmp_path)["d3"]
     s0, s1 = r["runs"]
-    assert s0["budget_time_ms"] == pytest.approx(400, abs=0.1)
-    assert s1["budget_time_ms"] == pytest.approx(200, abs=0.1)
-    assert r["budget_time_ms"] == pytest.approx(300, abs=0.1)
-    assert r["budget_time_ms_min"] == pytest.approx(200, abs=0.1)
+    assert s0["budget_time_ms"] == pytest.approx(300, abs=0.1)
+    assert s1["budget_time_ms"] == pytest.approx(150, abs=0.1)
+    assert r["budget_time_ms"] == pytest.approx(225, abs=0.1)
+    assert r["budget_time_ms_min"] == pytest.approx(150, abs=0.1)
     assert r["budget_time_ms_seeds"] == [s0["budget_time_ms"], s1["budget_time_ms"]]
-    assert r["budget_time_ms_sd"] == pytest.approx(141.42, abs=0.1)
+    assert r["budget_time_ms_sd"] == pytest.approx(106.07, abs=0.1)
     assert s0["regular_fct_p50"] == pytest.approx(1.2, abs=1e-3)
     assert s0["regular_fct_p99"] == pytest.approx(2.1 - 0.04 * 0.1, abs=1e-3)
     assert s0["regular_fct_mean"] == pytest.approx(1.51, abs=1e-3)
     # half of 0.26 kept -> 48% of the fair share spent; at 0.5, none
-    assert s0["whole_cycles"] >= 2
+    assert s0["whole_cycles"] >= 2 and s0["budgeted_cycles"] == s0["whole_cycles"]
     assert s0["spent_fraction"] == pytest.approx(0.48, abs=0.02)
-    assert s1["spent_fraction"] == pytest.approx(0.0, abs=0.02)
+    assert s0["low_share"] == 1.0
+    # out of budget: nothing spent, and no cycle to judge Fig. 10(a) by
+    assert s1["budgeted_cycles"] == 0 and s1["spent_fraction"] is None
+    assert s1["spent_fraction_all"] == pytest.approx(0.0, abs=0.02)
+    assert s1["low_share"] == 0.0
+    assert r["spent_fraction"] == s0["spent_fraction"] and r["spent_fraction_n"] == 1
     assert r["budget_time_calc_ms"] == 160.0
     assert r["spent_fraction_calc"] == pytest.approx(0.48)
     assert rpb.analyze(tmp_path)["paper"]["d3.budget_time_ms"] == 175.0
