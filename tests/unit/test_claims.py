@@ -132,7 +132,8 @@ def test_inconsistent_declarations_are_refused_naming_the_claim(kw: dict, msg: s
 
 def test_every_experiment_with_paper_values_declares_claims_from_them() -> None:
     exps = discover()
-    for name in ("symphony-two-flows", "epic-allreduce", "reflex-cases", "reflex-partial"):
+    for name in ("symphony-two-flows", "epic-allreduce", "reflex-cases", "reflex-partial",
+                 "reflex-probing"):
         claims = exps[name].CLAIMS
         assert claims, name
         ref = getattr(exps[name], "REFERENCE", None) or exps[name].PAPER
