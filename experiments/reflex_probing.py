@@ -20,7 +20,9 @@ flows (h2) arrive, one at a time: ``n_regular`` short flows of
 ``regular_intervals`` intervals of line-rate volume, at arrival phases
 spread evenly over the probing cycle (each one cycle and a 1/n_regular-th
 later than the previous, jittered by the seed), so that their FCTs sample
-every part of the cycle; then one long regular flow that competes for
+every part of the cycle; then, after the flexible flow was alone long
+enough to hold, by the same rule, the budget for the whole competition
+(``refill_intervals``), one long regular flow that competes for
 ``long_cycles`` whole cycles or more (the two-flow competition of Fig. 10(a)).
 
 The paper does not give the sizes or arrivals of Fig. 8's regular flows in
@@ -192,8 +194,26 @@ def layout(p: Params, exploit: int, seed: int) -> _Layout:
     step = cycle * (1 + 1 / p.n_regular)
     jitter = cycle / p.n_regular
     arrivals = [head + i * step + rng.uniform(0, jitter) for i in range(p.n_regular)]
-    long_start = head + p.n_regular * step + cycle
+    # Alone again before the long flow, for as long as the rule says it takes
+    # to hold the budget for being low in every exploit phase of its
+    # competition (whatever is left from before is not counted).
+    long_start = (head + p.n_regular * step
+                  + max(cycle, refill_intervals(p.alpha, p.warmup, p.measure, exploit,
+                                                p.long_cycles + 1)))
     return _Layout(head, arrivals, long_start)
+
+
+def refill_intervals(alpha: float, warmup: int, measure: int, exploit: int,
+                     cycles: int) -> float:
+    """Intervals a lone flexible flow needs, at (1 - alpha) of its rate, to hold
+    the budget to be low in the exploit phases of ``cycles`` cycles beside one
+    regular flow (fair share half the link, 10% of it while low): the first
+    exploit phase needs alpha/2 x D_exploit in hand, and each cycle costs
+    D_exploit x (alpha/2 - 0.1) and earns back (warmup + measure) x (1 - alpha)/2
+    (in units of the link's rate x T_int)."""
+    per_cycle = exploit * (alpha / 2 - LOW_SHARE) - (warmup + measure) * (1 - alpha) / 2
+    need = alpha / 2 * exploit + max(0, cycles - 1) * per_cycle
+    return need / (1 - alpha)
 
 
 def _long_intervals(p: Params, exploit: int) -> float:

@@ -27,6 +27,9 @@ def test_budget_rule_gives_the_papers_175_ms() -> None:
     assert rpb.budget_intervals(0.5, 1, 1, 3) == 2 + 5        # needs 3: the first exploit
     assert rpb.spent_fraction_calc(1, 1, 3) == pytest.approx(0.48)   # Fig. 10(a)
     assert rpb.spent_fraction_calc(1, 1, 1) == pytest.approx(0.8 / 3)
+    # Case 1 of reflex-cases at 1:1:3: 1.35 in hand, each cycle costs 1.05 - 0.1
+    assert rpb.refill_intervals(0.9, 1, 1, 3, 1) == pytest.approx(13.5)
+    assert rpb.refill_intervals(0.9, 1, 1, 3, 3) == pytest.approx(13.5 + 2 * 9.5)
 
 
 def test_plan_spreads_regular_arrivals_over_the_cycle() -> None:
@@ -50,7 +53,10 @@ def test_plan_spreads_regular_arrivals_over_the_cycle() -> None:
         slots = sorted(int(((r.start_delay_s - lay.head_intervals * p.t_int_s) % cycle_s)
                            / (cycle_s / 6)) for r in regs)
         assert slots == list(range(6))
-        assert senders["long"].start_delay_s > max(r.start_delay_s for r in regs)
+        # before the long flow, alone long enough for the budget of every
+        # exploit phase of its competition
+        gap = senders["long"].start_delay_s - max(r.start_delay_s for r in regs)
+        assert gap >= rpb.refill_intervals(0.9, 1, 1, exploit, p.long_cycles + 1) * p.t_int_s
         assert ph.commands == ("set_priority_weights 3 10 90",)
     # seeds can be split over runs: the next run goes on from first_seed
     later = rpb.plan(rpb.Params(exploits="3", seeds=2, first_seed=2))
