@@ -4,8 +4,19 @@
 # report page), then the project in .venv (editable, with
 # the dev tools and the P4Runtime extra), and p4runtime-shell in an
 # environment of its own. Safe to run again.
+#
+#   ./setup.sh          the project and what Mininet runs need
+#   ./setup.sh --vm     also what `testbed vm build/run` needs (mmdebstrap, qemu)
 set -euo pipefail
 cd "$(dirname "$0")"
+
+vm=0
+for arg in "$@"; do
+    case "$arg" in
+        --vm) vm=1 ;;
+        *) echo "setup.sh: unknown option $arg (known: --vm)" >&2; exit 2 ;;
+    esac
+done
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -15,7 +26,12 @@ $SUDO apt-get update
 $SUDO apt-get install -y --no-install-recommends \
     mininet iperf3 tshark python3-venv python3-dev pypy3 \
     ethtool iproute2 iputils-ping procps \
-    python3-pyverbs chromium
+    python3-pyverbs python3-pyroute2 chromium
+if [ "$vm" -eq 1 ]; then
+    # the guest VM: image builder, emulator, file system tools, script checks
+    $SUDO apt-get install -y --no-install-recommends \
+        mmdebstrap qemu-system-x86 e2fsprogs shellcheck
+fi
 
 if [ ! -x .venv/bin/python ]; then
     /usr/bin/python3 -m venv --system-site-packages .venv

@@ -457,6 +457,67 @@ def doctor_cmd(as_json: bool) -> None:
 
 
 # ---------------------------------------------------------------------------
+# vm
+
+
+@main.group("vm")
+def vm_group() -> None:
+    """A Debian guest VM (qemu) for what this kernel lacks, such as rdma_rxe."""
+
+
+@vm_group.command("build")
+@click.option("--force", is_flag=True, help="rebuild even if the recipe's image is cached")
+def vm_build_cmd(force: bool) -> None:
+    """Build the guest image (mmdebstrap), cached by the hash of its recipe."""
+    from testbed.vm import VMError, build_image, cache_dir
+
+    try:
+        img = build_image(force=force)
+    except VMError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    click.echo(str(img.dir))
+    click.echo(f"(cache: {cache_dir()}; set P4TB_VM_CACHE to move it)", err=True)
+
+
+@vm_group.command("run", context_settings={"ignore_unknown_options": True})
+@click.option("--timeout", type=float, default=1800.0, show_default=True,
+              help="seconds before the guest is stopped (exit code 124)")
+@click.option("--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto",
+              show_default=True, help="auto: KVM if it boots a kernel here, else TCG")
+@click.option("--memory", "memory_mib", type=click.IntRange(512, 65536), default=2048,
+              show_default=True, help="guest memory, MiB")
+@click.option("--cpus", type=click.IntRange(1, 64), default=2, show_default=True)
+@click.option("--boot-log", is_flag=True, help="also print the guest's boot messages")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def vm_run_cmd(timeout: float, accel: str, memory_mib: int, cpus: int, boot_log: bool,
+               command: tuple[str, ...]) -> None:
+    """Run COMMAND in the guest, in the shared checkout, and exit with its exit code.
+
+    \b
+    testbed vm run -- pytest -q tests/unit/test_rxe_provider.py
+    testbed vm run -- testbed run roce-basics --hosts rxe --quick
+    """
+    from testbed.vm import VMError, run_in_guest
+
+    try:
+        res = run_in_guest(list(command), timeout=timeout, accel=accel, memory_mib=memory_mib,
+                           cpus=cpus,
+                           boot_log=(lambda line: click.echo(line, err=True)) if boot_log
+                           else None)
+    except VMError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("vm run: interrupted; the guest is stopped", err=True)
+        sys.exit(130)
+    boot = f", boot {res.boot_seconds:.0f} s" if res.boot_seconds is not None else ""
+    click.echo(f"vm run: exit {res.exit_code} after {res.seconds:.0f} s ({res.accel}{boot})",
+               err=True)
+    sys.exit(res.exit_code)
+
+
+# ---------------------------------------------------------------------------
 # bench
 
 

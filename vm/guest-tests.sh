@@ -1,0 +1,23 @@
+#!/bin/sh
+# The tests that need rdma_rxe, run inside the guest VM (the host's kernel has no
+# rxe):  testbed vm run -- sh vm/guest-tests.sh [PYTEST ARGS...]
+# An rxe device (rxe0) on a veth end in the initial namespace serves the
+# provider's loopback tests; the interop test makes its own.
+set -eu
+if [ ! -e /mnt/run/command ]; then
+    echo "guest-tests.sh: run it in the guest: testbed vm run -- sh vm/guest-tests.sh" >&2
+    exit 2
+fi
+modprobe rdma_rxe
+ip link add p4tb-rxl0 type veth peer name p4tb-rxl1
+ip addr add 10.251.0.1/24 dev p4tb-rxl0
+ip link set p4tb-rxl0 up
+ip link set p4tb-rxl1 up
+rdma link add rxe0 type rxe netdev p4tb-rxl0
+echo "guest: $(uname -r), $(rdma link show | head -1)"
+status=0
+python3 -m pytest -q -rs tests/unit/test_rxe_provider.py tests/unit/test_roce_interop_frames.py \
+    tests/integration/test_rxe_interop.py "$@" || status=$?
+rdma link delete rxe0
+ip link del p4tb-rxl0
+exit "$status"
