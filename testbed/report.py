@@ -348,6 +348,7 @@ figure img{width:100%;height:auto;display:block}
 figcaption{font-size:.85em;color:#555;margin-top:.3em}
 code{background:#f5f5f5;padding:0 .2em}
 .small{font-size:.85em;color:#555}
+td.fig{white-space:nowrap}
 """
 
 
@@ -438,7 +439,8 @@ def _html(report: Report, images: dict[Path, str]) -> str:
     for s in report.sections:
         for f in s.figures:
             for r in f.results:
-                h.append(f"<tr><td>{_e(s.name)}</td><td><a href=\"#{_anchor(s.name, f.figure)}\">"
+                h.append(f"<tr><td>{_e(s.name)}</td><td class=\"fig\">"
+                         f"<a href=\"#{_anchor(s.name, f.figure)}\">"
                          f"{_e(f.figure)}</a></td><td>{_e(r.claim.says)}</td>"
                          f"<td>{_e(r.claim.fmt(r.claim.paper))}</td>"
                          f"<td>{_e(r.measured_text())}</td><td>{_status(r.status)}</td></tr>")

@@ -49,6 +49,14 @@ def test_benchmark_figures_name_command_commit_machine_and_json() -> None:
         assert {"command", "commit", "machine", "results"} <= set(rec), ref
         assert rec["command"] in README, f"{ref}: its command is not quoted"
         assert rec["commit"][:12] in README, f"{ref}: its commit is not quoted"
+        if "total_s" in rec:      # a suite of runs (testbed run all): its times
+            m, s = divmod(round(rec["total_s"]), 60)
+            assert f"{m} min {s:02d} s" in README, f"{ref}: the total time differs"
+            for r in rec["results"]:
+                m, s = divmod(round(r["seconds"]), 60)
+                row = re.search(rf"^\| `{r['experiment']}` \| (\d+:\d\d) \|", README, re.M)
+                assert row and row.group(1) == f"{m}:{s:02d}", (ref, r["experiment"])
+            continue
         runs = int(re.search(r"--runs (\d+)", rec["command"]).group(1))  # type: ignore[union-attr]
         assert f"medians of {runs} runs" in README, f"{ref}: the run count differs"
         for r in rec["results"]:
