@@ -243,6 +243,7 @@ def _run_all(opts: Any) -> None:
         click.echo(f"error: output directory {root} exists and is not empty", err=True)
         sys.exit(2)
     prog = SuiteProgress(len(names))
+    load_start = os.getloadavg()
     click.echo(f"running {len(names)} experiments{' (quick profile)' if opts.quick else ''} "
                f"into {root}: {', '.join(names)}")
     try:
@@ -252,7 +253,7 @@ def _run_all(opts: Any) -> None:
         sys.exit(130)
     click.echo(format_table(runs, prog.elapsed))
     write_record(root / "suite.json", runs, prog.elapsed,
-                 "testbed run all" + (" --quick" if opts.quick else ""))
+                 "testbed run all" + (" --quick" if opts.quick else ""), load_start)
     click.echo(f"times and verdicts: {root / 'suite.json'}")
     click.echo(f"report: testbed report --reuse {root}")
     if not all(r.ok for r in runs):
@@ -335,6 +336,7 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
                           hosts=hosts_provider)
         _check_can_run(opts)
         prog = SuiteProgress(len(to_run) * repeat)
+        load_start = os.getloadavg()
         click.echo(f"running {', '.join(to_run)} ({profile or 'quick'} profile"
                    f"{f', {repeat} runs each' if repeat > 1 else ''}) into {out_dir / 'runs'}")
         try:
@@ -344,7 +346,7 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
             sys.exit(130)
         click.echo(format_table(done, prog.elapsed))
         write_record(out_dir / "runs" / "suite.json", done, prog.elapsed,
-                     f"testbed report --profile {profile or 'quick'}")
+                     f"testbed report --profile {profile or 'quick'}", load_start)
         failed = not all(r.ok for r in done)
         runs += collect_runs([out_dir / "runs"])
     runs = [r for r in runs if r.experiment in chosen or not names]

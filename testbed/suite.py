@@ -137,16 +137,21 @@ def format_table(runs: list[SuiteRun], total_s: float) -> str:
     return "\n".join(lines)
 
 
-def write_record(path: Path, runs: list[SuiteRun], total_s: float, command: str) -> dict[str, Any]:
-    """``suite.json``: the command, the commit and machine, each run's time
-    and verdict and the total wall time (the figure the README quotes)."""
+def write_record(path: Path, runs: list[SuiteRun], total_s: float, command: str,
+                 load_start: tuple[float, ...] | None = None) -> dict[str, Any]:
+    """``suite.json``: the command, the commit and machine (with the load
+    average at the start, if given, and at the end), each run's time and
+    verdict and the total wall time (the figure the README quotes)."""
     from testbed.bench_hosts import machine_info
 
     m = machine_info()
+    m.pop("load_avg_start", None)   # machine_info's is now, i.e. the end
     rec: dict[str, Any] = {
         "command": command,
         "commit": m.pop("commit"), "dirty": m.pop("dirty"),
-        "machine": m | {"load_avg_end": [round(x, 2) for x in os.getloadavg()]},
+        "machine": m | {"load_avg_start": [round(x, 2) for x in load_start] if load_start
+                        else None,
+                        "load_avg_end": [round(x, 2) for x in os.getloadavg()]},
         "total_s": round(total_s, 1),
         "results": [{"experiment": r.name, "run_dir": str(r.run_dir), "ok": r.ok,
                      "seconds": round(r.duration_s, 1), "fidelity_ok": r.fidelity_ok,

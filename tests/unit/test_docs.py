@@ -54,7 +54,7 @@ def test_benchmark_figures_name_command_commit_machine_and_json() -> None:
             assert f"{m} min {s:02d} s" in README, f"{ref}: the total time differs"
             for r in rec["results"]:
                 m, s = divmod(round(r["seconds"]), 60)
-                row = re.search(rf"^\| `{r['experiment']}` \| (\d+:\d\d) \|", README, re.M)
+                row = re.search(rf"^\| {r['experiment']} \| (\d+:\d\d) \|", README, re.M)
                 assert row and row.group(1) == f"{m}:{s:02d}", (ref, r["experiment"])
             continue
         runs = int(re.search(r"--runs (\d+)", rec["command"]).group(1))  # type: ignore[union-attr]

@@ -73,9 +73,11 @@ def test_the_record_has_command_commit_machine_and_every_runs_time(tmp_path: Pat
     runs = run_suite(["a", "b"], tmp_path, RunOptions(),
                      progress=SuiteProgress(2, io.StringIO(), live=False),
                      runner=fake_runner({"b"}))
-    rec = write_record(tmp_path / "suite.json", runs, 123.4, "testbed run all --quick")
+    rec = write_record(tmp_path / "suite.json", runs, 123.4, "testbed run all --quick",
+                       (0.5, 1.0, 1.5))
     assert json.loads((tmp_path / "suite.json").read_text()) == rec
     assert rec["command"] == "testbed run all --quick" and rec["total_s"] == 123.4
     assert {"cpus", "kernel", "python", "load_avg_end"} <= set(rec["machine"])
+    assert rec["machine"]["load_avg_start"] == [0.5, 1.0, 1.5]
     assert [(r["experiment"], r["ok"]) for r in rec["results"]] == [("a", True), ("b", False)]
     assert "exited with status 1" in rec["results"][1]["error"]
