@@ -172,11 +172,11 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
             pcap: bool, params: tuple[str, ...]) -> None:
     """Run experiment NAME in Mininet; results, timelines and plots go to --out.
 
-    NAME ``all`` runs every experiment in sequence with one progress display,
+    NAME "all" runs every experiment in sequence with one progress display,
     each into its own directory under --out (default: results/all-TIMESTAMP/).
 
     Exit status: 0 done (summary.json has the results and the fidelity
-    verdict; for ``all``: every run finished), 1 the run failed (the message
+    verdict; for "all": every run finished), 1 the run failed (the message
     says where), 2 bad arguments, 130 interrupted.
     """
     from testbed.experiment import ExperimentError
