@@ -348,7 +348,10 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
         write_record(out_dir / "runs" / "suite.json", done, prog.elapsed,
                      f"testbed report --profile {profile or 'quick'}", load_start)
         failed = not all(r.ok for r in done)
-        runs += collect_runs([out_dir / "runs"])
+        try:
+            runs += collect_runs([out_dir / "runs"])
+        except ReportError as e:   # no run got as far as its summary: the report says so
+            click.echo(f"warning: {e}", err=True)
     runs = [r for r in runs if r.experiment in chosen or not names]
     command = "testbed report " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     try:

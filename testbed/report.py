@@ -208,6 +208,7 @@ class Report:
     sections: list[ExperimentSection]
     other_runs: list[RunRecord]                  # of experiments that declare no claims
     without_claims: list[str]                    # experiments that declare none
+    not_named: list[str] = field(default_factory=list)  # with claims, left out of this report
 
     @property
     def results(self) -> list[tuple[str, ClaimResult]]:
@@ -321,8 +322,11 @@ def build(runs: list[RunRecord], *, profile: str | None = None, command: str = "
                 for n, m in experiments.items()]
     others = [r for r in runs if r.experiment not in experiments]
     created = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    every = discover()
     return Report(created, command, profile, provenance(runs), sections, others,
-                  [n for n in discover() if n not in experiments])
+                  [n for n, m in every.items() if not getattr(m, "CLAIMS", ())],
+                  [n for n, m in every.items() if getattr(m, "CLAIMS", ()) and
+                   n not in experiments])
 
 
 # ---------------------------------------------------------------------------
@@ -433,6 +437,9 @@ def _html(report: Report, images: dict[Path, str]) -> str:
     if report.without_claims:
         h.append("<p class=\"small\">Experiments that declare no paper claims (not judged): "
                  + ", ".join(f"<code>{_e(n)}</code>" for n in report.without_claims) + ".</p>")
+    if report.not_named:
+        h.append("<p class=\"small\">Experiments with claims not in this report (not named): "
+                 + ", ".join(f"<code>{_e(n)}</code>" for n in report.not_named) + ".</p>")
 
     h.append("<h2 id=\"claims\">Claims</h2><table id=\"claims-table\"><tr><th>experiment</th>"
              "<th>figure</th><th>claim</th><th>paper</th><th>measured</th><th>verdict</th></tr>")
@@ -542,6 +549,9 @@ def _markdown(report: Report, images: dict[Path, str]) -> str:
     if report.without_claims:
         m += ["", "Experiments that declare no paper claims (not judged): "
               + ", ".join(f"`{n}`" for n in report.without_claims) + "."]
+    if report.not_named:
+        m += ["", "Experiments with claims not in this report (not named): "
+              + ", ".join(f"`{n}`" for n in report.not_named) + "."]
     m += ["", "## Claims", ""]
     m += _md_table(["experiment", "figure", "claim", "paper", "measured", "verdict"],
                    [[s.name, f.figure, r.claim.says, r.claim.fmt(r.claim.paper),

@@ -168,3 +168,45 @@ def test_the_report_command_reuses_runs_and_refuses_bad_input(tmp_path: Path) ->
 def test_run_all_takes_no_experiment_parameters() -> None:
     r = CliRunner().invoke(cli_main, ["run", "all", "--quick", "-p", "seeds=2"])
     assert r.exit_code == 2 and "not with 'all'" in r.output
+
+
+def test_the_report_command_runs_what_is_missing_and_judges_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path without --reuse, with the runner replaced by one that writes a
+    run directory in the runner's format (the real one needs root and Mininet)."""
+    import testbed.runner
+    import testbed.suite
+
+    ran: list[tuple[str, bool]] = []
+
+    def fake_run(name: str, opts: testbed.runner.RunOptions) -> dict:
+        ran.append((name, opts.quick))
+        opts.echo("[   0.1s] phase alone: done")
+        mod = EXPS[name]
+        assert opts.out is not None
+        write_run(opts.out, name, claim_values(mod.CLAIMS, at_paper), quick=opts.quick)
+        return json.loads((opts.out / "summary.json").read_text())
+
+    real_suite = testbed.suite.run_suite
+    monkeypatch.setattr(testbed.runner, "check_environment", lambda *a, **k: None)
+    monkeypatch.setattr(testbed.suite, "run_suite",
+                        lambda *a, **k: real_suite(*a, **k, runner=fake_run))
+    write_run(tmp_path / "old" / "sym", "symphony-two-flows", claim_values(SYMPHONY, far_off))
+    out = tmp_path / "rep"
+    r = CliRunner().invoke(cli_main, ["report", "symphony-two-flows", "epic-allreduce",
+                                      "--reuse", str(tmp_path / "old"), "--run-missing",
+                                      "--out", str(out), "--no-reanalyse"])
+    assert r.exit_code == 0, r.output
+    assert ran == [("epic-allreduce", True)]            # symphony's run was reused
+    assert "[1/1] epic-allreduce:" in r.output
+    rec = json.loads((out / "runs" / "suite.json").read_text())
+    assert [x["experiment"] for x in rec["results"]] == ["epic-allreduce"]
+    md = (out / "report.md").read_text()
+    epic = EXPS["epic-allreduce"].CLAIMS
+    assert f"reproduced {len(epic)}, not reproduced {len(SYMPHONY)}" in r.output
+    assert "## reflex-cases" not in md                  # only the experiments named
+    assert "not in this report (not named): `reflex-cases`" in md
+    from testbed.experiment import discover
+
+    without = ", ".join(f"`{n}`" for n in discover() if n not in EXPS)
+    assert f"declare no paper claims (not judged): {without}." in md
