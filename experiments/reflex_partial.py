@@ -23,14 +23,17 @@ Results per r (key ``r000`` for r = 0.0, ``r060`` for 0.6, ...):
 ``flexible_fct_s`` / ``regular_fct_s`` (testbed seconds from the common start
 to the receiver's last message), the same as ``*_fct_norm`` (FCT / the flow's
 time at line rate, comparable with the paper's seconds / 0.8 s), and
-``skipped_bytes`` (what B_r gave up). ``paper`` holds the paper's values
-(REFERENCE).
+``skipped_bytes`` (what B_r gave up). Each r runs ``seeds`` times; every
+key is the mean over them, with ``_sd``, ``_min``, ``_max``, ``_seeds`` (the
+list) and each run's figures under ``runs``. ``paper`` holds the paper's
+values (REFERENCE).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +51,7 @@ from hosts.reflex.schemes import SCHEMES
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan
 from testbed.net import host_addr
-from testbed.timeline import load_phase
+from testbed.timeline import PhaseData, load_phase
 
 NAME = "reflex-partial"
 HEADLINE = ("r000.delivered_fraction", "r000.regular_fct_norm", "r100.delivered_fraction")
@@ -66,14 +69,17 @@ REFERENCE: dict[str, float] = {
 CLAIMS = (
     Claim("Fig. 6", "at r = 0 the flexible flow delivers 65% of its bytes",
           key="r000.delivered_fraction", paper=REFERENCE["r000.delivered_fraction"],
-          direction="below", versus=1.0, rel_tol=0.10, plots=("partial.png", "r000.png")),
+          direction="below", versus=1.0, rel_tol=0.10, per_seed="r000.delivered_fraction_seeds",
+          plots=("partial.png", "r000*.png")),
     Claim("Fig. 6", "at r = 0 the regular flow finishes in 1.46 of its line-rate time "
           "(1.17 s for 8 Gbit at 10 Gb/s)",
           key="r000.regular_fct_norm", paper=REFERENCE["r000.regular_fct_norm"],
-          direction="below", versus=2.0, rel_tol=0.10, plots=("partial.png",)),
+          direction="below", versus=2.0, rel_tol=0.10, per_seed="r000.regular_fct_norm_seeds",
+          plots=("partial.png",)),
     Claim("Fig. 6", "at r = 1 the flexible flow delivers everything",
           key="r100.delivered_fraction", paper=REFERENCE["r100.delivered_fraction"],
-          abs_tol=0.005, plots=("partial.png", "r100.png")),
+          abs_tol=0.005, per_seed="r100.delivered_fraction_seeds",
+          plots=("partial.png", "r100*.png")),
 )
 
 
@@ -82,10 +88,14 @@ class Params(ReflexNetwork):
     alpha: float = 1.0                 # the paper's r sweep keeps fair-share aggressiveness
     r_values: str = "0,0.2,0.4,0.6,0.8,1"
     flow_cycles: float = 8.0           # each flow's size, cycles of line-rate volume
+    # Runs of each r (the runs differ by the machine's timing, not by any
+    # parameter); each key is their mean, with its spread.
+    seeds: int = 3
+    first_seed: int = 0                # seeds first_seed .. first_seed + seeds - 1
 
     @classmethod
     def quick(cls) -> Params:
-        return cls(r_values="0,0.6,1", flow_cycles=3.0)
+        return cls(r_values="0,0.6,1", flow_cycles=3.0, seeds=1)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -100,6 +110,12 @@ class Params(ReflexNetwork):
             raise ValueError("r_values: distinct values in [0, 1]")
         if self.flow_cycles <= 0:
             raise ValueError("flow_cycles must be positive")
+        if self.seeds < 1 or self.first_seed < 0:
+            raise ValueError("seeds must be >= 1 and first_seed >= 0")
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.first_seed, self.first_seed + self.seeds))
 
     @property
     def r_list(self) -> list[float]:
@@ -110,17 +126,23 @@ def r_key(r: float) -> str:
     return f"r{round(r * 100):03d}"
 
 
+def phase_name(r: float, seed: int) -> str:
+    """Seed 0 keeps the plain name (``r060``), so runs made before seeds existed
+    still analyse; later seeds are ``r060-s1``, ..."""
+    return r_key(r) if seed == 0 else f"{r_key(r)}-s{seed}"
+
+
 def plan(p: Params) -> RunPlan:
     count = messages(p, p.flow_cycles * p.cycle_intervals)
     line_s = count * p.msg_bytes * 8 / p.payload_bps
     t = transport(p)
     phases = []
-    for r in p.r_list:
+    for r, seed in ((r, s) for r in p.r_list for s in p.seed_list):
         flows = {"flex": 1, "regular": 2}
         per_host: dict[int, list[FlowSpec]] = {}
         for k, (flow, snd) in enumerate(flows.items()):
             common: dict[str, Any] = {"flow": flow, "msg_bytes": p.msg_bytes, "count": count,
-                                      "window": p.window, "seed": 300 + k}
+                                      "window": p.window, "seed": 300 + 10 * seed + k}
             extra: dict[str, Any] = (
                 {"flexible": flexible_spec(p, p.alpha, r)} if flow == "flex" else {})
             per_host.setdefault(snd, []).append(FlowSpec(
@@ -130,11 +152,11 @@ def plan(p: Params) -> RunPlan:
         timeout = 3 * 2 * line_s + 60
         jobs = {f"h{i}": JobSpec(host=f"h{i}", ip=host_addr(i).ip, transport=t, flows=tuple(fl),
                                  timeout_s=timeout) for i, fl in sorted(per_host.items())}
-        phases.append(PhasePlan(r_key(r), jobs,
+        phases.append(PhasePlan(phase_name(r, seed), jobs,
                                 commands=(SCHEMES["reflex"].switch_line(BOTTLENECK_PORT),),
                                 timeout_s=timeout, watch_ports=(BOTTLENECK_PORT,),
                                 notes=f"flexible flow with r = {r:g}, alpha = {p.alpha:g}, "
-                                      "against a regular flow of equal size"))
+                                      f"against a regular flow of equal size (seed {seed})"))
     return RunPlan(topology=topology(p), phases=tuple(phases), fidelity=FidelityLimits(),
                    info={"bottleneck_port": BOTTLENECK_PORT, "link_bps": p.link_bps,
                          "slowdown": p.slowdown, "t_int_s": p.t_int_s, "cycle_s": p.cycle_s,
@@ -145,7 +167,48 @@ def plan(p: Params) -> RunPlan:
 def _params(run_dir: Path) -> Params:
     d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
     known = {f.name for f in dataclasses.fields(Params)}
-    return Params(**{k: v for k, v in d.items() if k in known})
+    # Runs saved before seeds existed ran each r once.
+    return Params(**({"seeds": 1} | {k: v for k, v in d.items() if k in known}))
+
+
+def phase_result(data: PhaseData, r: float, size: int, line_s: float) -> dict[str, Any]:
+    """One run of one r: FCTs from the common start, what was delivered."""
+    t0 = data.start_ns()
+    res: dict[str, Any] = {"r": r}
+    for flow, name in (("flex", "flexible"), ("regular", "regular")):
+        comps = data.flow_events(flow, "completion", role="receiver")
+        if not comps:
+            raise ValueError(f"phase {data.name}: flow {flow} delivered nothing")
+        fct = (max(int(e["t_ns"]) for e in comps) - t0) / 1e9
+        res[f"{name}_fct_s"] = round(fct, 3)
+        res[f"{name}_fct_norm"] = round(fct / line_s, 4)
+    rx = data.flow_end("flex", "receiver")
+    res["delivered_fraction"] = round(rx["bytes"] / size, 4)
+    flex = data.flow_end("flex", "sender").get("flexible") or {}
+    res["low_s"] = flex.get("low_s")
+    res["skipped_bytes"] = None if "b_r" not in flex else round((1 - r) * size - flex["b_r"])
+    res["bytes_ok"] = bool(rx.get("bytes_ok"))
+    return res
+
+
+_MEANS = ("delivered_fraction", "flexible_fct_s", "flexible_fct_norm", "regular_fct_s",
+          "regular_fct_norm", "low_s", "skipped_bytes")
+
+
+def aggregate(r: float, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per key the mean over the runs, with sample sd, min, max and the list."""
+    out: dict[str, Any] = {"r": r, "bytes_ok": all(x["bytes_ok"] for x in runs)}
+    for key in _MEANS:
+        xs = [x[key] for x in runs if x.get(key) is not None]
+        if not xs:
+            out[key] = None
+            continue
+        out[key] = round(statistics.fmean(xs), 4)
+        out[f"{key}_sd"] = round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0
+        out[f"{key}_min"], out[f"{key}_max"] = min(xs), max(xs)
+        out[f"{key}_seeds"] = xs
+    out["runs"] = runs
+    return out
 
 
 def analyze(run_dir: Path) -> dict[str, Any]:
@@ -155,24 +218,9 @@ def analyze(run_dir: Path) -> dict[str, Any]:
     line_s = size * 8 / p.payload_bps
     out: dict[str, Any] = {}
     for r in p.r_list:
-        data = load_phase(run_dir, r_key(r))
-        t0 = data.start_ns()
-        res: dict[str, Any] = {"r": r}
-        for flow, name in (("flex", "flexible"), ("regular", "regular")):
-            comps = data.flow_events(flow, "completion", role="receiver")
-            if not comps:
-                raise ValueError(f"phase {data.name}: flow {flow} delivered nothing")
-            fct = (max(int(e["t_ns"]) for e in comps) - t0) / 1e9
-            res[f"{name}_fct_s"] = round(fct, 3)
-            res[f"{name}_fct_norm"] = round(fct / line_s, 4)
-        rx = data.flow_end("flex", "receiver")
-        res["delivered_fraction"] = round(rx["bytes"] / size, 4)
-        flex = data.flow_end("flex", "sender").get("flexible") or {}
-        res["low_s"] = flex.get("low_s")
-        res["skipped_bytes"] = None if "b_r" not in flex else round(
-            (1 - r) * size - flex["b_r"])
-        res["bytes_ok"] = bool(rx.get("bytes_ok"))
-        out[r_key(r)] = res
+        runs = [phase_result(load_phase(run_dir, phase_name(r, s)), r, size, line_s)
+                for s in p.seed_list]
+        out[r_key(r)] = aggregate(r, runs)
     out["flow_bytes"] = size
     out["paper"] = dict(REFERENCE)
     return out
@@ -185,17 +233,25 @@ def plot(run_dir: Path) -> list[Path]:
 
     p = _params(run_dir)
     outs = []
-    for r in p.r_list:
-        data = load_phase(run_dir, r_key(r))
+    for r, seed in ((r, s) for r in p.r_list for s in p.seed_list):
+        name = phase_name(r, seed)
+        data = load_phase(run_dir, name)
         outs.append(flow_timeline(
-            data, Path(run_dir) / "plots" / f"{r_key(r)}.png",
-            title=f"{NAME} - r = {r:g}, alpha = {p.alpha:g} ({p.link_mbps:g} Mb/s = 10 Gb/s)",
+            data, Path(run_dir) / "plots" / f"{name}.png",
+            title=f"{NAME} - r = {r:g}, alpha = {p.alpha:g}, seed {seed} "
+                  f"({p.link_mbps:g} Mb/s = 10 Gb/s)",
             port=BOTTLENECK_PORT, line_rate_bps=p.link_bps, thresholds=(p.ecn_k_pkts,),
             queue_limit=p.queue_pkts, rate_window_s=p.t_int_s / 5))
     res = analyze(run_dir)
     rs = p.r_list
     fig, (ax_d, ax_f) = plt.subplots(1, 2, figsize=(11, 4))
-    ax_d.plot(rs, [res[r_key(r)]["delivered_fraction"] for r in rs], "o-", label="measured")
+
+    def bars(key: str) -> list[list[float]]:
+        rows = [res[r_key(r)] for r in rs]
+        return [[x[key] - x[f"{key}_min"] for x in rows], [x[f"{key}_max"] - x[key] for x in rows]]
+
+    ax_d.errorbar(rs, [res[r_key(r)]["delivered_fraction"] for r in rs],
+                  yerr=bars("delivered_fraction"), fmt="o-", capsize=3, label="measured")
     ax_d.plot([0, 1], [REFERENCE["r000.delivered_fraction"], REFERENCE["r100.delivered_fraction"]],
               "s", label="paper")
     ax_d.plot([0, 1], [0, 1], ":", color="grey", label="r (the bound)")
@@ -203,12 +259,14 @@ def plot(run_dir: Path) -> list[Path]:
     ax_d.set_ylabel("delivered fraction")
     ax_d.legend()
     for name in ("flexible", "regular"):
-        ax_f.plot(rs, [res[r_key(r)][f"{name}_fct_norm"] for r in rs], "o-", label=name)
+        ax_f.errorbar(rs, [res[r_key(r)][f"{name}_fct_norm"] for r in rs],
+                      yerr=bars(f"{name}_fct_norm"), fmt="o-", capsize=3, label=name)
     ax_f.plot([0], [REFERENCE["r000.regular_fct_norm"]], "s", label="paper: regular at r = 0")
     ax_f.set_xlabel("reliability factor r")
     ax_f.set_ylabel("FCT / time at line rate")
     ax_f.legend()
-    fig.suptitle(f"{NAME}: flexible (alpha = {p.alpha:g}) vs regular flow of equal size")
+    fig.suptitle(f"{NAME}: flexible (alpha = {p.alpha:g}) vs regular flow of equal size, "
+                 f"{p.seeds} run(s) per r, bars min-max")
     fig.tight_layout()
     out = Path(run_dir) / "plots" / "partial.png"
     out.parent.mkdir(parents=True, exist_ok=True)

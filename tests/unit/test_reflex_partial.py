@@ -27,6 +27,13 @@ def test_plan_sweeps_r_with_equal_flows() -> None:
         assert senders["flex"].count == senders["regular"].count
         assert senders["flex"].start_delay_s == senders["regular"].start_delay_s == 0
         assert ph.commands == ("set_priority_weights 3 10 90",)
+    # several runs per r: seed 0 keeps the plain name, the others are named by seed
+    full = rp.plan(rp.Params(r_values="0,1", seeds=2))
+    assert [ph.name for ph in full.phases] == ["r000", "r000-s1", "r100", "r100-s1"]
+    later = rp.plan(rp.Params(r_values="0", seeds=2, first_seed=2))
+    assert [ph.name for ph in later.phases] == ["r000-s2", "r000-s3"]
+    with pytest.raises(ValueError, match="seeds"):
+        rp.Params(seeds=0)
     with pytest.raises(ValueError, match="r_values"):
         rp.Params(r_values="0,1.5")
     with pytest.raises(ValueError, match="r_values"):
@@ -34,10 +41,12 @@ def test_plan_sweeps_r_with_equal_flows() -> None:
 
 
 def test_analysis_reports_delivery_and_fcts(tmp_path: Path) -> None:
-    p = rp.Params(r_values="0,1", flow_cycles=1.0)
+    p = rp.Params(r_values="0,1", flow_cycles=1.0, seeds=1)
     plan = rp.plan(p)
+    saved = params_to_dict(p)
+    del saved["seeds"], saved["first_seed"]   # as runs saved before seeds existed
     (tmp_path / "plan.json").write_text(json.dumps(
-        {"experiment": rp.NAME, "params": params_to_dict(p), **plan_to_dict(plan)}))
+        {"experiment": rp.NAME, "params": saved, **plan_to_dict(plan)}))
     size = plan.info["flow_bytes"]
     line_s = plan.info["line_rate_s"]
     for key, frac, fct_flex, fct_reg in (("r000", 0.65, 1.7, 1.4), ("r100", 1.0, 2.0, 2.0)):
@@ -60,3 +69,17 @@ def test_analysis_reports_delivery_and_fcts(tmp_path: Path) -> None:
     assert r["r000"]["skipped_bytes"] == size        # B_r = size at r = 0, all spent
     assert r["r100"]["delivered_fraction"] == 1.0 and r["r100"]["skipped_bytes"] == 0
     assert r["paper"]["r000.delivered_fraction"] == 0.65
+
+
+def test_runs_of_one_r_give_mean_and_spread() -> None:
+    runs = [{"r": 0.0, "delivered_fraction": 0.80, "regular_fct_norm": 1.30, "bytes_ok": True,
+             "skipped_bytes": 10, "low_s": None},
+            {"r": 0.0, "delivered_fraction": 0.90, "regular_fct_norm": 1.50, "bytes_ok": True,
+             "skipped_bytes": 20, "low_s": None}]
+    a = rp.aggregate(0.0, runs)
+    assert a["delivered_fraction"] == pytest.approx(0.85)
+    assert a["delivered_fraction_sd"] == pytest.approx(0.0707, abs=1e-4)
+    assert (a["delivered_fraction_min"], a["delivered_fraction_max"]) == (0.80, 0.90)
+    assert a["regular_fct_norm_seeds"] == [1.30, 1.50]
+    assert a["skipped_bytes"] == 15 and a["low_s"] is None and a["bytes_ok"]
+    assert not rp.aggregate(0.0, [runs[0] | {"bytes_ok": False}, runs[1]])["bytes_ok"]
