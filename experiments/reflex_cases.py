@@ -56,6 +56,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,10 +110,12 @@ _CASE_KEYS = {1: ("regular", "regular_rate_fraction"), 2: ("flexible", "flexible
 CLAIMS = (
     Claim("Fig. 3/4", "Case 1: ReFlex gives the regular flow 0.74 of the link",
           key="case1.regular_rate_fraction", paper=REFERENCE["case1.regular_rate_fraction"],
+          per_seed="case1.regular_rate_fraction_seeds",
           direction="above", versus=0.5, rel_tol=ACCEPT_REL,
           plots=("rates.png", "case1-reflex.png")),
     Claim("Fig. 3/4", "Case 2: ReFlex keeps the flexible flow at alpha of its fair half, 0.45",
           key="case2.flexible_rate_fraction", paper=REFERENCE["case2.flexible_rate_fraction"],
+          per_seed="case2.flexible_rate_fraction_seeds",
           direction="below", versus=0.5, rel_tol=ACCEPT_REL,
           plots=("rates.png", "case2-reflex.png")),
     *(Claim("Fig. 3/4", f"Case {case}, {label}: the {flow} flow gets "
@@ -134,12 +137,16 @@ class Params(ReflexNetwork):
     scheme_short_intervals: float = 2.0  # fixed schemes: short flow volume, intervals at line rate
     scheme_head_intervals: float = 1.0   # fixed schemes: the first flow alone
     schemes: str = "reflex,none,absolute,weighted-9:1,weighted-2:1,weighted-10:9"
+    # Runs of every phase (they differ by the machine's timing); each key is
+    # their mean, with its spread.
+    seeds: int = 3
+    first_seed: int = 0                # seeds first_seed .. first_seed + seeds - 1
 
     @classmethod
     def quick(cls) -> Params:
         # Case 2 needs the flexible flow long enough to spend budget at least
         # once (about 27 intervals of surplus at alpha 0.9): 4 cycles.
-        return cls(case1_short_cycles=2.0, case2_short_cycles=4.0)
+        return cls(case1_short_cycles=2.0, case2_short_cycles=4.0, seeds=1)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -148,9 +155,15 @@ class Params(ReflexNetwork):
         unknown = set(self.scheme_list) - set(SCHEMES)
         if unknown or not self.scheme_list:
             raise ValueError(f"schemes: unknown {sorted(unknown)}; known: {', '.join(SCHEMES)}")
+        if self.seeds < 1 or self.first_seed < 0:
+            raise ValueError("seeds must be >= 1 and first_seed >= 0")
         if min(self.case1_short_cycles, self.case2_short_cycles,
                self.scheme_short_intervals) <= 0:
             raise ValueError("flow sizes must be positive")
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.first_seed, self.first_seed + self.seeds))
 
     @property
     def scheme_list(self) -> list[str]:
@@ -223,23 +236,26 @@ def _case(p: Params, scheme: str, case: int) -> tuple[dict[str, JobSpec], float]
     return jobs, expected
 
 
-def phase_name(scheme: str, case: int) -> str:
-    return f"case{case}-{scheme}"
+def phase_name(scheme: str, case: int, seed: int = 0) -> str:
+    """Seed 0 keeps the plain name (``case1-reflex``), so runs made before seeds
+    existed still analyse; later seeds are ``case1-reflex-s1``, ..."""
+    return f"case{case}-{scheme}" + (f"-s{seed}" if seed else "")
 
 
 def plan(p: Params) -> RunPlan:
     topo = topology(p)
     phases = []
     for scheme in p.scheme_list:
-        for case in (1, 2):
+        for case, seed in ((c, s) for c in (1, 2) for s in p.seed_list):
             jobs, expected = _case(p, scheme, case)
             phases.append(PhasePlan(
-                phase_name(scheme, case), jobs,
+                phase_name(scheme, case, seed), jobs,
                 commands=(SCHEMES[scheme].switch_line(BOTTLENECK_PORT),),
                 timeout_s=2 * expected + 60, watch_ports=(BOTTLENECK_PORT,),
                 notes=f"{SCHEMES[scheme].description}; case {case}: "
                       + ("long flexible first, short regular later" if case == 1
-                         else "long regular first, short flexible later")))
+                         else "long regular first, short flexible later")
+                      + (f" (seed {seed})" if seed else "")))
     return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
                    info={"bottleneck_port": BOTTLENECK_PORT, "link_bps": p.link_bps,
                          "slowdown": p.slowdown, "t_int_s": p.t_int_s,
@@ -255,7 +271,8 @@ def plan(p: Params) -> RunPlan:
 def _params(run_dir: Path) -> Params:
     d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
     known = {f.name for f in dataclasses.fields(Params)}
-    return Params(**{k: v for k, v in d.items() if k in known})
+    # Runs saved before seeds existed ran each phase once.
+    return Params(**({"seeds": 1} | {k: v for k, v in d.items() if k in known}))
 
 
 def case_result(data: PhaseData, p: Params, case: int, whole_cycles: bool) -> dict[str, Any]:
@@ -295,14 +312,35 @@ def case_result(data: PhaseData, p: Params, case: int, whole_cycles: bool) -> di
     return out
 
 
+def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The runs of one case: per numeric key the mean, with (over several runs)
+    sample sd, min and max, and always the list (``_seeds``); other keys as
+    they are for one run, listed for several."""
+    out: dict[str, Any] = {}
+    for key in runs[0]:
+        vals = [r[key] for r in runs if key in r]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+            out[key] = round(statistics.fmean(vals), 4)
+            if len(runs) > 1:
+                out[f"{key}_sd"] = round(statistics.stdev(vals), 4) if len(vals) > 1 else 0.0
+                out[f"{key}_min"], out[f"{key}_max"] = min(vals), max(vals)
+            out[f"{key}_seeds"] = vals
+        else:
+            out[key] = vals[0] if len(runs) == 1 else vals
+    if len(runs) > 1:
+        out["runs"] = runs
+    return out
+
+
 def analyze(run_dir: Path) -> dict[str, Any]:
     p = _params(run_dir)
     out: dict[str, Any] = {"schemes": {}}
     for scheme in p.scheme_list:
         res = {}
         for case in (1, 2):
-            data = load_phase(run_dir, phase_name(scheme, case))
-            res[f"case{case}"] = case_result(data, p, case, whole_cycles=scheme == "reflex")
+            res[f"case{case}"] = aggregate([
+                case_result(load_phase(run_dir, phase_name(scheme, case, seed)), p, case,
+                            whole_cycles=scheme == "reflex") for seed in p.seed_list])
         out["schemes"][scheme] = res
         if scheme == "reflex":
             out["case1"], out["case2"] = res["case1"], res["case2"]
@@ -323,8 +361,8 @@ def plot(run_dir: Path) -> list[Path]:
     p = _params(run_dir)
     outs = []
     for scheme in p.scheme_list:
-        for case in (1, 2):
-            name = phase_name(scheme, case)
+        for case, seed in ((c, s) for c in (1, 2) for s in p.seed_list):
+            name = phase_name(scheme, case, seed)
             data = load_phase(run_dir, name)
             outs.append(flow_timeline(
                 data, Path(run_dir) / "plots" / f"{name}.png",
@@ -340,11 +378,15 @@ def plot(run_dir: Path) -> list[Path]:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, case, key in ((axes[0], 1, "regular_rate_fraction"),
                           (axes[1], 2, "flexible_rate_fraction")):
-        got = [res["schemes"][s][f"case{case}"][key] * p.nic_gbps for s in names]
+        cells = [res["schemes"][s][f"case{case}"] for s in names]
+        got = [c[key] * p.nic_gbps for c in cells]
+        err = [[(c[key] - c.get(f"{key}_min", c[key])) * p.nic_gbps for c in cells],
+               [(c.get(f"{key}_max", c[key]) - c[key]) * p.nic_gbps for c in cells]]
         ref = [REFERENCE[(f"case{case}.{key}" if s == "reflex"
                           else f"schemes.{s}.case{case}.{key}")] * p.nic_gbps for s in names]
         x = range(len(names))
-        ax.bar([i - 0.2 for i in x], got, 0.4, label="measured")
+        ax.bar([i - 0.2 for i in x], got, 0.4, yerr=err, capsize=3,
+               label=f"measured ({p.seeds} run(s), min-max)")
         ax.bar([i + 0.2 for i in x], ref, 0.4, label="paper", alpha=0.6)
         ax.set_xticks(list(x), names, rotation=30, ha="right")
         ax.set_ylabel("Gb/s (modelled 10 Gb/s link)")

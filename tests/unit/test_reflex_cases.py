@@ -120,3 +120,22 @@ def test_analysis_measures_rates_over_whole_cycles_while_both_are_active(tmp_pat
     assert w["case2"]["flexible_rate_fraction"] == pytest.approx(0.1, abs=0.02)
     assert r["paper"]["case1.regular_rate_fraction"] == 0.74
     assert cyc == pytest.approx(6.25)
+
+
+def test_several_runs_per_phase_give_mean_and_spread() -> None:
+    p = dataclasses.replace(rc.Params.quick(), schemes="reflex,none", seeds=2)
+    assert [ph.name for ph in rc.plan(p).phases] == [
+        "case1-reflex", "case1-reflex-s1", "case2-reflex", "case2-reflex-s1",
+        "case1-none", "case1-none-s1", "case2-none", "case2-none-s1"]
+    runs = [{"regular_rate_fraction": 0.70, "whole_cycles": 2, "window_s": [1.0, 2.0]},
+            {"regular_rate_fraction": 0.80, "whole_cycles": 3, "window_s": [1.5, 2.5]}]
+    a = rc.aggregate(runs)
+    assert a["regular_rate_fraction"] == pytest.approx(0.75)
+    assert a["regular_rate_fraction_sd"] == pytest.approx(0.0707, abs=1e-4)
+    assert a["regular_rate_fraction_seeds"] == [0.70, 0.80]
+    assert a["window_s"] == [[1.0, 2.0], [1.5, 2.5]] and a["runs"] == runs
+    one = rc.aggregate(runs[:1])
+    assert one["regular_rate_fraction"] == 0.70 and one["window_s"] == [1.0, 2.0]
+    assert "runs" not in one and "regular_rate_fraction_sd" not in one
+    with pytest.raises(ValueError, match="seeds"):
+        rc.Params(seeds=0)
