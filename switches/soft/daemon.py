@@ -81,6 +81,7 @@ log = logging.getLogger("softswitch")
 RECV_BATCH = 64
 IDLE_POLL_MS = 500
 FINE_WAIT_US = 2000
+MAX_READ_ROUNDS = 32     # reads before the loop looks at its stop flag and the clock
 STATS_COMMAND = "switch_stats"
 LAG_MAX_RESET_COMMAND = "switch_lag_max_reset"
 
@@ -231,8 +232,6 @@ class SwitchDaemon:
         all_fds = [*by_fd, self._wake_r]
         sw = self.switch
         lock = sw.lock
-        forward = sw.forward
-        pcaps_in = self.pcaps_in
         stop = self._stop
         last_flush = time.monotonic()
         while not stop.is_set():
@@ -242,13 +241,14 @@ class SwitchDaemon:
             if 0 < wait_us < FINE_WAIT_US:
                 # poll() counts in milliseconds; a rate-limited queue needs
                 # finer release times, which select() can wait for.
-                ready, _, _ = select.select(all_fds, [], [], wait_us / 1e6)
-                if not ready:
+                fds, _, _ = select.select(all_fds, [], [], wait_us / 1e6)
+                if not fds:
                     events = []
                 else:
                     events = poller.poll(0)
             else:
                 events = poller.poll(max(0, wait_us // 1000))
+            readable: list[Port] = []
             for fd, ev in events:
                 maybe_port = by_fd.get(fd)
                 if maybe_port is None:
@@ -261,40 +261,28 @@ class SwitchDaemon:
                 if ev & (select.POLLERR | select.POLLNVAL | select.POLLHUP):
                     poller.unregister(fd)
                     all_fds.remove(fd)
+                    del by_fd[fd]
                     if _interface_exists(port.ifname):
                         log.error("port %d (%s): socket error (poll %#x); port stopped",
                                   port.number, port.ifname, ev)
                     else:  # normal while Mininet tears links down before switches
                         log.info("port %d: interface %s was removed", port.number, port.ifname)
                     continue
-                frames = port.recv_batch(RECV_BATCH)
-                if not frames:
-                    continue
-                pin = pcaps_in.get(port.number)
-                number = port.number
-                # Release after every frame: a batch read off the socket must
-                # not show up as queue depth in the traffic manager.
-                with lock:
-                    for frame in frames:
-                        if pin is not None:
-                            pin.write(frame)
-                        try:
-                            out = forward(number, frame)
-                        except Exception:
-                            self.rx_errors += 1
-                            if self.rx_errors <= 10:
-                                log.exception("pipeline failed on a %d-byte frame from port %d",
-                                              len(frame), number)
-                            out = sw.dequeue_ready()
-                        if out:
-                            self._send(out)
-                arrived = port.last_rx_wallclock()
-                if arrived is not None:
-                    lag = int((time.time() - arrived) * 1e6)
-                    if lag > self.lag_max_us:
-                        self.lag_max_us = lag
-                    self.lag_sum_us += lag
-                    self.lag_samples += 1
+                readable.append(port)
+            # Read what is waiting, replay it in arrival order, and look again
+            # before releasing by the clock: the queues are scheduled in the
+            # frames' arrival times (forward_at), so how late the switch read
+            # them does not change the modelled queues.
+            rounds = 0
+            while readable and rounds < MAX_READ_ROUNDS:
+                rounds += 1
+                self._replay(readable)
+                readable = [by_fd[fd] for fd, ev in poller.poll(0)
+                         if fd in by_fd and ev == select.POLLIN]
+            if readable:
+                # A backlog remains: releasing by the clock now would model the
+                # frames still waiting as arriving now. Read them first.
+                continue
             with lock:
                 out = sw.dequeue_ready()
             if out:
@@ -303,6 +291,47 @@ class SwitchDaemon:
                 last_flush = time.monotonic()
                 for w in (*self.pcaps_in.values(), *self.pcaps_out.values()):
                     w.flush()
+
+    def _replay(self, ports: list[Port]) -> None:
+        """Read every port in ``ports`` and run the frames through the switch
+        in order of their kernel receive times, each at its arrival time."""
+        sw = self.switch
+        wall_minus_mono = time.time_ns() - time.monotonic_ns()
+        frames: list[tuple[int, int, bytes]] = []
+        for port in ports:
+            number = port.number
+            frames.extend((ts, number, data) for ts, data in port.recv_stamped(RECV_BATCH))
+        if not frames:
+            return
+        if len(ports) > 1:
+            frames.sort(key=_arrival)
+        pcaps_in = self.pcaps_in
+        with sw.lock:
+            for ts, number, frame in frames:
+                pin = pcaps_in.get(number)
+                if pin is not None:
+                    pin.write(frame)
+                try:
+                    if ts:
+                        out = sw.forward_at(number, frame, (ts - wall_minus_mono) // 1000)
+                    else:
+                        out = sw.forward(number, frame)
+                except Exception:
+                    self.rx_errors += 1
+                    if self.rx_errors <= 10:
+                        log.exception("pipeline failed on a %d-byte frame from port %d",
+                                      len(frame), number)
+                    out = sw.dequeue_ready()
+                if out:
+                    self._send(out)
+        ts = frames[-1][0]
+        if ts:
+            # processing lag: how long the batch's last frame waited in the kernel
+            lag = max(0, (time.time_ns() - ts) // 1000)
+            if lag > self.lag_max_us:
+                self.lag_max_us = lag
+            self.lag_sum_us += lag
+            self.lag_samples += 1
 
     def _send(self, out: list[tuple[int, bytes]]) -> None:
         for port_no, frame in out:
@@ -327,6 +356,10 @@ class SwitchDaemon:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def _arrival(frame: tuple[int, int, bytes]) -> int:
+    return frame[0]
 
 
 def _interface_exists(ifname: str) -> bool:

@@ -25,6 +25,9 @@ PACKET_OUTGOING = 4
 PACKET_STATISTICS = 6
 PACKET_IGNORE_OUTGOING = 23  # Linux >= 4.20
 SIOCGSTAMP = 0x8906
+SO_TIMESTAMPNS = 35          # SCM_TIMESTAMPNS: struct timespec, CLOCK_REALTIME
+_TIMESPEC = struct.Struct("qq")
+_CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
 # Big enough for a jumbo frame; offloads are turned off on the links so
 # frames never exceed the MTU in practice.
 MAX_FRAME = 65535
@@ -98,6 +101,13 @@ class Port:
             sock.close()
             raise PortError(e.errno or errno.EIO, f"port {number} ({ifname}): {e.strerror or e}") from e
         self.sock = sock
+        # Each frame's kernel receive time (recv_stamped): when it came off
+        # the wire, whenever the switch gets to read it.
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            self.stamped = True
+        except OSError:
+            self.stamped = False
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -128,6 +138,32 @@ class Port:
             st.rx_frames += 1
             st.rx_bytes += len(data)
             frames.append(data)
+        return frames
+
+    def recv_stamped(self, limit: int) -> list[tuple[int, bytes]]:
+        """Up to ``limit`` waiting frames (never blocks), each with the
+        kernel's receive time in CLOCK_REALTIME nanoseconds (0 where the
+        kernel gave none)."""
+        frames: list[tuple[int, bytes]] = []
+        recvmsg = self.sock.recvmsg
+        st = self.stats
+        ignore = self.kernel_ignores_outgoing
+        unpack = _TIMESPEC.unpack_from
+        while len(frames) < limit:
+            try:
+                data, anc, _flags, addr = recvmsg(MAX_FRAME, _CMSG_SPACE)
+            except (BlockingIOError, InterruptedError):
+                break
+            if not ignore and addr[2] == PACKET_OUTGOING:
+                continue
+            ts = 0
+            for level, kind, raw in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                    sec, nsec = unpack(raw)
+                    ts = sec * 1_000_000_000 + nsec
+            st.rx_frames += 1
+            st.rx_bytes += len(data)
+            frames.append((ts, data))
         return frames
 
     def send(self, frame: bytes) -> bool:

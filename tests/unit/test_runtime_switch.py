@@ -290,7 +290,9 @@ def test_receive_and_dequeue_ready_real_time_path() -> None:
     eg = sw.program.egress_log
     assert [e["enq_qdepth"] for e in eg] == [0, 1, 2]
     assert [e["deq_qdepth"] for e in eg] == [2, 1, 0]
-    assert [e["deq_timedelta"] for e in eg] == [0, 1000, 6000]
+    # time in the queue as modelled (until the scheduled departure at 2000),
+    # not until the late dequeue at 7000
+    assert [e["deq_timedelta"] for e in eg] == [0, 1000, 2000]
 
 
 def test_tail_drop_counted() -> None:
@@ -375,3 +377,71 @@ def test_recirculate_requested_in_ingress_acts_at_end_of_egress() -> None:
     assert [p for p, _ in out] == [4]
     assert [e["instance_type"] for e in sw.program.ingress_log] == [0, 4]
     assert [e["ingress_port"] for e in sw.program.ingress_log] == [1, 0]
+
+
+# -- modelled time: frames scheduled at their arrival, not when they were read --
+
+FRAME = l2_frame(0x0A0B0C0D0E0F)          # 60 bytes
+PKT_US = 100                              # its time on a 4.8 Mb/s egress link
+
+
+def _rated_switch() -> tuple[SoftSwitch, FakeClock]:
+    sw, clock = make()
+    ctl(sw, "table_add dmac forward 0x0a0b0c0d0e0f => 4",
+        f"set_port_rate_bps {len(FRAME) * 8 * 1_000_000 // PKT_US} 4")
+    return sw, clock
+
+
+def test_frames_read_late_at_line_rate_model_no_queue() -> None:
+    # Five frames arrived one packet time apart (line rate: no queue on the
+    # wire) but the switch read them all at once, 1 ms later.
+    sw, clock = _rated_switch()
+    t0 = clock.t
+    clock.advance(1000)
+    with sw.lock:
+        out = [len(sw.forward_at(1, FRAME, t0 + k * PKT_US)) for k in range(5)]
+        out.append(len(sw.dequeue_ready()))
+    eg = sw.program.egress_log
+    assert [e["enq_qdepth"] for e in eg] == [0] * 5
+    assert [e["deq_timedelta"] for e in eg] == [0] * 5
+    # each frame leaves before the next arrives: the first on its own, then one per arrival
+    assert out == [1, 1, 1, 1, 1, 0]
+    # the read-late path of the past (every frame timed when read) queued them
+    sw2, clock2 = _rated_switch()
+    with sw2.lock:
+        for _ in range(5):
+            sw2.forward(1, FRAME)
+        clock2.advance(1000)
+        sw2.dequeue_ready()
+    assert [e["enq_qdepth"] for e in sw2.program.egress_log] == [0, 0, 1, 2, 3]
+
+
+def test_frames_arriving_faster_than_the_link_still_queue() -> None:
+    sw, clock = _rated_switch()
+    t0 = clock.t
+    clock.advance(5000)
+    with sw.lock:
+        for k in range(4):
+            sw.forward_at(1, FRAME, t0 + k * PKT_US // 4)   # four times the line rate
+        sw.dequeue_ready()
+    eg = sw.program.egress_log
+    # (the first is on the wire at once: not in the queue the next ones find)
+    assert [e["enq_qdepth"] for e in eg] == [0, 0, 1, 2]
+    # each waited for the ones before it: departures one packet time apart
+    assert [e["enq_timestamp"] + e["deq_timedelta"] for e in eg] == [
+        t0 - sw._t0 + k * PKT_US for k in range(4)]
+
+
+def test_modelled_time_never_runs_backwards() -> None:
+    sw, clock = _rated_switch()
+    t0 = clock.t
+    with sw.lock:
+        sw.forward_at(1, FRAME, t0 + 500)
+        sw.forward_at(1, FRAME, t0 + 200)     # read after a later one: taken at t0 + 500
+        clock.advance(1000)
+        sw.dequeue_ready()
+    assert sw.now_us() >= 500
+    eg = sw.program.egress_log
+    assert [e["enq_timestamp"] for e in eg] == [500, 500]
+    assert [e["enq_qdepth"] for e in eg] == [0, 0]
+    assert [e["deq_timedelta"] for e in eg] == [0, PKT_US]

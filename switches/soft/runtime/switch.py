@@ -17,6 +17,10 @@ API (what the daemon, the control server and the STF runner use)::
                                       # receive() then dequeue_ready() in one call (what a
                                       # data path transmitting after every frame does); an
                                       # idle, unpaced traffic manager is passed through
+    sw.forward_at(port, data, arrived_us) -> [(port, frame), ...]
+                                      # forward() in modelled time: as if processed at
+                                      # the frame's arrival (the kernel's receive
+                                      # timestamp), after what would have left before it
     sw.process_sync(port, data) -> [(port, frame), ...]
                                       # STF mode: ingress, then drain the TM ignoring
                                       # rates; outputs in order
@@ -131,8 +135,12 @@ class SoftSwitch:
                  ) -> None:
         self.module = program_module
         self.info: ProgramInfo = program_module.INFO
-        self._clock = now_us or _monotonic_us
-        self._t0 = int(self._clock())
+        self._wall = now_us or _monotonic_us
+        self._t0 = int(self._wall())
+        # Modelled time (see forward_at): the arrival time of the frame being
+        # processed, else the clock; never earlier than any time used before.
+        self._at: int | None = None
+        self._floor = self._t0
         self.log = log or logging.getLogger("softswitch")
         self.drop_port = drop_port
         self.max_loops = max_loops
@@ -290,8 +298,21 @@ class SoftSwitch:
             return lo
         return self.rng.randint(lo, hi)
 
+    def _clock(self) -> int:
+        """The switch's time on the ``now_us`` base: while ``forward_at``
+        runs, the frame's arrival time; otherwise the clock, but never
+        earlier than a time already used (queues are scheduled in it)."""
+        at = self._at
+        if at is not None:
+            return at
+        t = int(self._wall())
+        if t < self._floor:
+            return self._floor
+        self._floor = t
+        return t
+
     def now_us(self) -> int:
-        return int(self._clock()) - self._t0
+        return self._clock() - self._t0
 
     def trace(self, st: PacketState, msg: str) -> None:
         """A debug-log line of a traced program (compiled with trace=True)."""
@@ -352,6 +373,29 @@ class SoftSwitch:
             self._direct_out = None
         if self.tm.total:
             out += self.dequeue_ready()
+        return out
+
+    def forward_at(self, port: int, data: bytes, arrived_us: int) -> list[tuple[int, bytes]]:
+        """``forward(port, data)`` in modelled time: as if the frame were
+        processed when it arrived (``arrived_us``, on the ``now_us`` base,
+        e.g. the kernel's receive timestamp). Packets the traffic manager
+        would have released before then leave first, the frame is enqueued
+        at its arrival time and its queue depth is the one the wire would
+        have built then. A data path that reads a backlog of frames late
+        (a busy machine) so does not model a queue the links never had;
+        fed in arrival order, the result does not depend on when the
+        frames were read. A time earlier than one already used is taken as
+        that one (time never runs backwards in the queues)."""
+        at = int(arrived_us)
+        if at < self._floor:
+            at = self._floor
+        self._floor = at
+        self._at = at
+        try:
+            out = self.dequeue_ready() if self.tm.total else []
+            out += self.forward(port, data)
+        finally:
+            self._at = None
         return out
 
     def next_release_us(self) -> int | None:
@@ -452,7 +496,7 @@ class SoftSwitch:
         st.ingress_length = length
         if itype == NORMAL:
             sm.ingress_port = port
-            sm.ingress_global_timestamp = (int(self._clock()) - self._t0) & _M48
+            sm.ingress_global_timestamp = (self._clock() - self._t0) & _M48
         sm.packet_length = length
         sm.instance_type = itype
         if preserved:

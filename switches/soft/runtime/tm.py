@@ -305,8 +305,13 @@ class TrafficManager:
         if p.rate_bps > 0:
             p.free_at = max(sched, p.free_at) + it[_LEN] * 8e6 / p.rate_bps
         enq_us = it[_ENQ_US]
+        # On a rate-limited port or queue, the time in the queue is the
+        # modelled one: until its scheduled departure, not until the data path
+        # got round to it (which only says how busy the machine was). Without
+        # a rate there is no schedule: the time it waited for the data path.
+        deq = sched if p.rate_bps > 0 or q.rate_pps > 0 else now
         meta = QueueMeta(enq_timestamp=enq_us, enq_qdepth=it[_ENQ_QDEPTH],
-                         deq_qdepth=len(q.items), deq_timedelta=max(0, int(now) - enq_us),
+                         deq_qdepth=len(q.items), deq_timedelta=max(0, int(deq) - enq_us),
                          qid=prio, deq_us=int(now))
         return port, prio, it[_OBJ], meta
 
