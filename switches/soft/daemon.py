@@ -160,6 +160,12 @@ class SwitchDaemon:
         self.lag_max_us = 0
         self.lag_sum_us = 0
         self.lag_samples = 0
+        # Frames that arrived less than half their own time on a link of the
+        # port's rate after the previous one: the sender (or its kernel)
+        # bunched them; a NIC never does. Per port, with the smallest gap.
+        self.ingress_bunched: dict[int, int] = {}
+        self.ingress_min_gap_ns: dict[int, int] = {}
+        self._last_arrival_ns: dict[int, int] = {}
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -195,6 +201,8 @@ class SwitchDaemon:
                 "samples": self.lag_samples,
             },
             "kernel_drops": sum(p.stats.kernel_drops for p in self.ports.values()),
+            "ingress_bunched": {str(k): v for k, v in sorted(self.ingress_bunched.items())},
+            "ingress_min_gap_ns": {str(k): v for k, v in sorted(self.ingress_min_gap_ns.items())},
             "rx_errors": self.rx_errors,
             "tx_no_port": self.tx_no_port,
             "uptime_s": (now_us() - self.started_us) / 1e6,
@@ -305,6 +313,7 @@ class SwitchDaemon:
             return
         if len(ports) > 1:
             frames.sort(key=_arrival)
+        self._note_gaps(frames)
         pcaps_in = self.pcaps_in
         with sw.lock:
             for ts, number, frame in frames:
@@ -332,6 +341,21 @@ class SwitchDaemon:
                 self.lag_max_us = lag
             self.lag_sum_us += lag
             self.lag_samples += 1
+
+    def _note_gaps(self, frames: list[tuple[int, int, bytes]]) -> None:
+        last = self._last_arrival_ns
+        ports = self.switch.tm.ports
+        for ts, number, frame in frames:
+            prev = last.get(number)
+            last[number] = ts
+            if prev is None or not ts:
+                continue
+            gap = ts - prev
+            if gap < self.ingress_min_gap_ns.get(number, gap + 1):
+                self.ingress_min_gap_ns[number] = gap
+            p = ports.get(number)
+            if p is not None and p.rate_bps > 0 and gap * p.rate_bps < len(frame) * 4e9:
+                self.ingress_bunched[number] = self.ingress_bunched.get(number, 0) + 1
 
     def _send(self, out: list[tuple[int, bytes]]) -> None:
         for port_no, frame in out:
