@@ -450,6 +450,8 @@ def doctor_cmd(as_json: bool) -> None:
         ("target bmv2 (simple_switch_grpc + p4c)", r["targets"]["bmv2"], why(td["bmv2"])),
         ("provider udp (userspace RoCEv2)", r["providers"]["udp"], ""),
         ("provider rxe (rdma_rxe + pyverbs)", r["providers"]["rxe"], why(pd["rxe"])),
+        ("rxe hosts in Mininet (initial namespace)", r["rxe_hosts"],
+         f"  ({r['rxe_hosts_reason']})" if r["rxe_hosts_reason"] else ""),
         ("mininet", r["mininet"], ""),
         ("root", r["root"], ""),
         ("p4runtime extra (pip install -e '.[p4runtime]')", r["p4runtime"], ""),

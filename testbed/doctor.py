@@ -42,6 +42,12 @@ def doctor_report() -> dict[str, Any]:
     root = os.geteuid() == 0
     targets = available_targets()
     providers = available_providers()
+    try:
+        from testbed.rxe_host import rxe_in_mininet_reason
+
+        rxe_hosts_why = rxe_in_mininet_reason()
+    except ImportError as e:           # no Mininet
+        rxe_hosts_why = f"testbed.rxe_host does not import: {e}"
     return {
         "targets": {n: a.available for n, a in targets.items()},
         "targets_detail": {n: {"available": a.available, "reason": a.reason,
@@ -50,6 +56,10 @@ def doctor_report() -> dict[str, Any]:
         "providers_detail": {n: {"available": a.available, "reason": a.reason,
                                  "devices": a.versions.get("devices", "")}
                              for n, a in providers.items()},
+        # Mininet hosts in the initial namespace with an rdma_rxe device each
+        # (testbed.rxe_host); rxe needs no pre-made device for them.
+        "rxe_hosts": rxe_hosts_why is None,
+        "rxe_hosts_reason": rxe_hosts_why or "",
         "mininet": mininet_ok,
         "root": root,
         "can_run_network": mininet_ok and root,

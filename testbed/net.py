@@ -109,6 +109,7 @@ def star_router(
     backend: str = "python",
     target: str = "soft",
     link_delay_us: float = 0.0,
+    host_provider: str = "udp",
     **switch_params: Any,
 ) -> tuple[Any, Any, list[Any], list[HostAddr]]:
     """(net, switch, hosts, addresses) for N hosts around one switch of
@@ -122,7 +123,11 @@ def star_router(
     target folds both links of a host-to-host path into the switch's egress
     port (``set_port_delay_us`` of twice the delay, its extension verb); on
     BMv2 Mininet delays each link in each direction (netem, which the kernel
-    must have: sch_netem)."""
+    must have: sch_netem).
+
+    ``host_provider`` "rxe" makes every host a testbed.rxe_host.RxeHost (the
+    initial namespace, an rdma_rxe device on its link); "udp" (the default)
+    makes namespaced hosts."""
     from mininet.link import Link
     from mininet.net import Mininet
 
@@ -150,10 +155,18 @@ def star_router(
     sw = net.addSwitch("s1", program=str(program), log_dir=log_dir, pcap=pcap,
                        priority_queues=priority_queues, cli_commands=cmds,
                        ready_timeout=ready_timeout, **switch_params)
+    if host_provider not in ("udp", "rxe"):
+        raise ValueError(f"host_provider must be udp or rxe, not {host_provider!r}")
     hosts = []
     for a in addrs:
-        h = net.addHost(a.name, ip=f"{a.ip}/24", mac=a.mac,
-                        defaultRoute=f"via {a.gateway_ip}")
+        if host_provider == "rxe":
+            from testbed.rxe_host import RxeHost
+
+            h = net.addHost(a.name, cls=RxeHost, ip=f"{a.ip}/32", mac=a.mac,
+                            gateway=(a.gateway_ip, a.gateway_mac))
+        else:
+            h = net.addHost(a.name, ip=f"{a.ip}/24", mac=a.mac,
+                            defaultRoute=f"via {a.gateway_ip}")
         net.addLink(h, sw, port2=a.port, **link_opts)
         hosts.append(h)
     net.build()
@@ -161,6 +174,8 @@ def star_router(
 
     record_network(net)
     for h, a in zip(hosts, addrs, strict=True):
+        if host_provider == "rxe":
+            continue            # RxeHost.config sets its gateway's entry
         h.cmd(f"ip neigh replace {a.gateway_ip} lladdr {a.gateway_mac} dev {h.defaultIntf()}"
               " nud permanent")
     return net, sw, hosts, addrs

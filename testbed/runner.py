@@ -120,15 +120,16 @@ def check_environment(target: str, hosts: str, *, need_network: bool = True) -> 
                            + (why or "simple_switch_grpc and p4c not found")
                            + "; see `testbed doctor`, or use --target soft")
     if hosts == "rxe":
-        if not rep["providers"]["rxe"]:
-            why = rep.get("providers_detail", {}).get("rxe", {}).get("reason", "")
-            raise RunError("hosts rxe is not available here: " + (why or "no rdma_rxe device")
+        if not rep.get("rxe_hosts"):
+            why = rep.get("rxe_hosts_reason", "")
+            raise RunError("hosts rxe is not available here: " + (why or "no rdma_rxe")
                            + "; see `testbed doctor`, or use --hosts udp")
-        # rdma_rxe binds to the initial network namespace in every released
-        # kernel, while each Mininet host lives in a namespace of its own.
-        raise RunError("hosts rxe: rdma_rxe works only in the initial network namespace and "
-                       "Mininet hosts each have their own, so a Mininet run cannot use it; "
-                       "use --hosts udp (the rxe provider serves hosts on separate machines/VMs)")
+        # Mininet rxe hosts exist (testbed.rxe_host: the initial namespace, one
+        # rdma_rxe device each), but the host agent drives the udp provider's
+        # pacer, DCQCN and counters, which rxe QPs do not have.
+        raise RunError("hosts rxe: Mininet rxe hosts can be made here (testbed.rxe_host), but "
+                       "the experiments' host agents run on the udp provider only; use "
+                       "--hosts udp")
     if need_network:
         if not rep["root"]:
             raise RunError("a run needs root (Mininet network namespaces)")

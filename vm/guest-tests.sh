@@ -17,7 +17,8 @@ rdma link add rxe0 type rxe netdev p4tb-rxl0
 echo "guest: $(uname -r), $(rdma link show | head -1)"
 status=0
 python3 -m pytest -q -rs tests/unit/test_rxe_provider.py tests/unit/test_roce_interop_frames.py \
-    tests/integration/test_rxe_interop.py "$@" || status=$?
+    tests/integration/test_rxe_interop.py tests/integration/test_rxe_hosts.py "$@" \
+    || status=$?
 rdma link delete rxe0
 ip link del p4tb-rxl0
 exit "$status"
