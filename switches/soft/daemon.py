@@ -277,22 +277,27 @@ class SwitchDaemon:
                         log.info("port %d: interface %s was removed", port.number, port.ifname)
                     continue
                 readable.append(port)
-            # Read what is waiting, replay it in arrival order, and look again
-            # before releasing by the clock: the queues are scheduled in the
-            # frames' arrival times (forward_at), so how late the switch read
-            # them does not change the modelled queues.
+            # Read what is waiting, replay it in arrival order (forward_at:
+            # how late the switch read it does not change the modelled
+            # queues), and release by the clock only once nothing is waiting,
+            # by the time just before the last look: a frame arriving after
+            # it (the switch may be descheduled right then) keeps its time.
             rounds = 0
-            while readable and rounds < MAX_READ_ROUNDS:
-                rounds += 1
-                self._replay(readable)
+            while True:
+                if readable:
+                    if rounds >= MAX_READ_ROUNDS:
+                        break
+                    rounds += 1
+                    self._replay(readable)
+                checked = now_us()
                 readable = [by_fd[fd] for fd, ev in poller.poll(0)
-                         if fd in by_fd and ev == select.POLLIN]
+                            if fd in by_fd and ev == select.POLLIN]
+                if not readable:
+                    break
             if readable:
-                # A backlog remains: releasing by the clock now would model the
-                # frames still waiting as arriving now. Read them first.
-                continue
+                continue        # a backlog remains: read it before releasing by the clock
             with lock:
-                out = sw.dequeue_ready()
+                out = sw.release_until(checked)
             if out:
                 self._send(out)
             if (self.pcaps_in or self.pcaps_out) and time.monotonic() - last_flush > 1.0:

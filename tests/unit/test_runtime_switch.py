@@ -445,3 +445,20 @@ def test_modelled_time_never_runs_backwards() -> None:
     assert [e["enq_timestamp"] for e in eg] == [500, 500]
     assert [e["enq_qdepth"] for e in eg] == [0, 0]
     assert [e["deq_timedelta"] for e in eg] == [0, PKT_US]
+
+
+def test_release_until_a_past_time_keeps_later_arrivals_unqueued() -> None:
+    # The data path last looked at the sockets at t0 + 100 and was then
+    # descheduled until t0 + 5000; a frame arrived at t0 + 300.
+    sw, clock = _rated_switch()
+    t0 = clock.t
+    with sw.lock:
+        assert sw.forward_at(1, FRAME, t0) != []     # on the wire at once
+        sw.forward_at(1, FRAME, t0 + 10)             # waits for it until t0 + 100
+        clock.advance(5000)
+        assert len(sw.release_until(t0 + 100)) == 1
+        sw.forward_at(1, FRAME, t0 + 300)
+    eg = sw.program.egress_log
+    # the link was idle again at t0 + 200: the late frame found no queue
+    assert [e["enq_qdepth"] for e in eg] == [0, 0, 0]
+    assert [e["deq_timedelta"] for e in eg] == [0, 90, 0]

@@ -386,17 +386,31 @@ class SoftSwitch:
         fed in arrival order, the result does not depend on when the
         frames were read. A time earlier than one already used is taken as
         that one (time never runs backwards in the queues)."""
-        at = int(arrived_us)
-        if at < self._floor:
-            at = self._floor
-        self._floor = at
-        self._at = at
+        self._at = self._advance_to(arrived_us)
         try:
             out = self.dequeue_ready() if self.tm.total else []
             out += self.forward(port, data)
         finally:
             self._at = None
         return out
+
+    def release_until(self, t_us: int) -> list[tuple[int, bytes]]:
+        """``dequeue_ready()`` as of ``t_us`` (the ``now_us`` base): what
+        the traffic manager releases by then. A data path that has read every
+        frame that arrived before ``t_us`` releases by that time, not by a
+        later clock reading, so frames arriving meanwhile keep their times."""
+        self._at = self._advance_to(t_us)
+        try:
+            return self.dequeue_ready() if self.tm.total else []
+        finally:
+            self._at = None
+
+    def _advance_to(self, t_us: int) -> int:
+        at = int(t_us)
+        if at < self._floor:
+            at = self._floor
+        self._floor = at
+        return at
 
     def next_release_us(self) -> int | None:
         return self.tm.next_release_us()
