@@ -527,7 +527,7 @@ class _Collective:
                 rate_controller_factory=rate_controller,
                 pacer_factory=agent.make_pacer,
                 path_mtu=agent.spec.transport.path_mtu, timeout_s=agent.spec.timeout_s,
-                step_psn_origin=spec.step_psn_origin)
+                step_psn_origin=spec.step_psn_origin, step_base=spec.step_base)
         self.iteration = 0
         self.op: Any = None
         self.done = False

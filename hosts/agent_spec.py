@@ -220,8 +220,14 @@ class CollectiveSpec:
     # Ring: every step's write starts at PSN 0 (one QP per lane; what a
     # Symphony switch reads as progress, hosts/commlib/communicator.py).
     step_psn_origin: bool = False
+    # The first step number on the wire (steps count on from it, modulo 2**14):
+    # a different base gives every step another UDP source port, so ECMP
+    # hashes the job's flows onto other paths.
+    step_base: int = 0
 
     def __post_init__(self) -> None:
+        if not 0 <= self.step_base <= 0x3FFF:
+            raise SpecError(f"collective.step_base {self.step_base} must be 0..16383")
         if not 0 <= self.rank < self.size:
             raise SpecError(f"collective.rank {self.rank} out of range for size {self.size}")
         if self.op not in ("all_reduce", "reduce_scatter", "all_gather"):

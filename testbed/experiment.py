@@ -34,6 +34,7 @@ from typing import Any
 
 from hosts.agent_spec import JobSpec
 from testbed.modelled import ModelledNetwork, NetworkError
+from testbed.net import LeafSpine
 
 __all__ = [
     "Topology",
@@ -56,7 +57,7 @@ class ExperimentError(ValueError):
 @dataclass(frozen=True)
 class Topology:
     """N hosts around one switch (testbed.net.star_router): host i is 10.0.i.1 on
-    port i. ``commands`` are control-plane lines (simple_switch_CLI syntax,
+    port i; or, with ``fabric``, N hosts on a leaf-spine (testbed.net.leaf_spine). ``commands`` are control-plane lines (simple_switch_CLI syntax,
     applied by testbed.runner.apply_switch_command) applied before any
     traffic, after the routes. ``packet_bytes`` is the typical frame size
     (Ethernet header to ICRC/payload end) that turns a bit rate
@@ -74,10 +75,30 @@ class Topology:
     # The modelled network (rate, delays, buffers, RED in the paper's units):
     # the runner converts it and applies it before ``commands``.
     network: ModelledNetwork | None = None
+    # A leaf-spine fabric of switches that all run ``program`` (testbed.net.LeafSpine)
+    # instead of one switch; ``commands`` then go to every switch.
+    fabric: LeafSpine | None = None
+    # Lines for one switch of a fabric only (switch name -> lines), applied
+    # after the network's and ``commands``: e.g. one uplink's rate.
+    switch_commands: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 1 <= self.n_hosts <= 250:
             raise ExperimentError("n_hosts must be 1..250")
+        if self.fabric is not None:
+            if self.fabric.n_hosts != self.n_hosts:
+                raise ExperimentError(f"n_hosts {self.n_hosts} differs from the fabric's "
+                                      f"{self.fabric.n_hosts} hosts")
+            if self.network is not None and self.network.link_delay_us:
+                raise ExperimentError("a leaf-spine fabric has no link delay (link_delay_us 0)")
+            if self.priority_queues != 1:
+                raise ExperimentError("a leaf-spine fabric has one queue per port")
+        names = (set(self.fabric.leaf_names + self.fabric.spine_names)
+                 if self.fabric is not None else {"s1"})
+        unknown = sorted(set(self.switch_commands) - names)
+        if unknown:
+            raise ExperimentError(f"switch_commands for unknown switch(es) {', '.join(unknown)}; "
+                                  f"the topology has {', '.join(sorted(names))}")
         if self.packet_bytes <= 0:
             raise ExperimentError("packet_bytes must be positive")
 

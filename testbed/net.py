@@ -317,6 +317,7 @@ def leaf_spine(
     program: str | os.PathLike[str] = P4_DIR / "symphony.p4",
     *,
     log_dir: str | os.PathLike[str] | None = None,
+    pcap: bool = False,
     extra_commands: Sequence[str] = (),
     ready_timeout: float = 120.0,
     backend: str = "python",
@@ -342,7 +343,7 @@ def leaf_spine(
                   autoSetMacs=False, build=False)
     switches: dict[str, Any] = {}
     for name, lines in fabric.commands().items():
-        switches[name] = net.addSwitch(name, program=str(program), log_dir=log_dir,
+        switches[name] = net.addSwitch(name, program=str(program), log_dir=log_dir, pcap=pcap,
                                        cli_commands=lines + list(extra_commands),
                                        ready_timeout=ready_timeout, **switch_params)
     addrs = fabric.addrs()

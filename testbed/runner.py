@@ -40,6 +40,13 @@ Run directory layout::
                pcaps (--pcap: <ifname>_in.pcap, _out.pcap)
     phases/<phase>/<host>.spec.json, <host>.events.jsonl, <host>.log,
                    switch.jsonl, switch_stats.json, rendezvous/
+
+A plan whose topology has a ``fabric`` (testbed.net.LeafSpine) brings up a
+leaf-spine of switches (``leaf1``..., ``spine1``...) instead of ``s1``: the
+network's and the phases' lines go to every switch, each switch is sampled
+into ``switch-<name>.jsonl``, and ``switch_stats.json`` has every switch's
+figures under ``switches`` beside their pooled lag and kernel drops (what the
+fidelity checks read).
     plots/*.png
 """
 
@@ -636,27 +643,52 @@ def _phase_jobs(phase: PhasePlan, pdir: Path) -> dict[str, JobSpec]:
     return out
 
 
-def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any,
-               prog: Progress, opts: RunOptions, agents_out: list[_Agent],
-               applied: list[dict[str, Any]]) -> dict[str, Any]:
+def merge_switch_stats(per_switch: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The statistics of a fabric's switches as one switch's, for the fidelity
+    checks: processing-lag samples pooled (count, weighted mean, maximum),
+    kernel drops summed; per-port figures stay per switch."""
+    n = sum(s.get("lag_us", {}).get("samples", 0) for s in per_switch.values())
+    total = sum(s.get("lag_us", {}).get("mean", 0) * s.get("lag_us", {}).get("samples", 0)
+                for s in per_switch.values())
+    if not any(per_switch.values()):
+        return {}
+    return {"lag_us": {"samples": n, "mean": total / n if n else 0.0,
+                       "max": max((s.get("lag_us", {}).get("max", 0)
+                                   for s in per_switch.values()), default=0)},
+            "kernel_drops": sum(s.get("kernel_drops", 0) for s in per_switch.values())}
+
+
+def poll_file(switch: str, fabric: bool) -> str:
+    """A phase's statistics samples of ``switch``: ``switch.jsonl`` for the one
+    switch of a star, ``switch-<name>.jsonl`` per switch of a fabric."""
+    return f"switch-{switch}.jsonl" if fabric else "switch.jsonl"
+
+
+def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
+               switches: dict[str, Any], prog: Progress, opts: RunOptions,
+               agents_out: list[_Agent], applied: list[dict[str, Any]]) -> dict[str, Any]:
     pdir = run_dir / "phases" / phase.name
     pdir.mkdir(parents=True, exist_ok=True)
     prog.line(f"phase {phase.name}: {len(phase.jobs)} agent(s)"
               + (f" - {phase.notes}" if phase.notes else ""))
-    ctl = sw.controller()
-    _apply_commands(ctl, phase.commands, opts.target, plan.topology.packet_bytes,
-                    f"phase {phase.name}", applied)
+    fabric = plan.topology.fabric is not None
     reg = plan.topology.qdepth_register
-    if reg:
-        _apply_commands(ctl, [f"register_reset {reg}"], opts.target,
-                        plan.topology.packet_bytes, f"phase {phase.name}", applied)
+    for name, one in switches.items():
+        where = f"phase {phase.name}" + (f" ({name})" if fabric else "")
+        _apply_commands(one.controller(), phase.commands, opts.target,
+                        plan.topology.packet_bytes, where, applied)
+        if reg:
+            _apply_commands(one.controller(), [f"register_reset {reg}"], opts.target,
+                            plan.topology.packet_bytes, where, applied)
+        if opts.target == "soft":
+            one.cmd_cli("switch_lag_max_reset")    # the lag maximum of this phase alone
+    sw = next(iter(switches.values()))
+    ctl = sw.controller()
+    befores = {n: _switch_stats(one, opts.target) for n, one in switches.items()}
+    pollers: list[SwitchPoller] = []
     if opts.target == "soft":
-        sw.cmd_cli("switch_lag_max_reset")    # the lag maximum of this phase alone
-    before = _switch_stats(sw, opts.target)
-    poller: SwitchPoller | None = None
-    if opts.target == "soft":
-        poller = SwitchPoller(sw.control_port, pdir / "switch.jsonl",
-                              plan.switch_poll_interval_s)
+        pollers = [SwitchPoller(one.control_port, pdir / poll_file(n, fabric),
+                                plan.switch_poll_interval_s) for n, one in switches.items()]
     jobs = _phase_jobs(phase, pdir)
     agents = []
     for h, spec in jobs.items():
@@ -669,7 +701,7 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any
         agents.append(_Agent(h, net.get(h), sp, pdir / f"{h}.events.jsonl", pdir / f"{h}.log",
                              interp))
     agents_out[:] = agents
-    if poller is not None:
+    for poller in pollers:
         poller.start()
     t_start = time.monotonic()
     try:
@@ -681,6 +713,10 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any
         while True:
             if epic_pending:
                 from testbed.epic import install_from_rendezvous
+
+                if fabric:
+                    raise RunError(f"phase {phase.name}: EPIC groups need one switch, "
+                                   "not a fabric")
 
                 prior = sum(len(q.jobs) for q in plan.phases[:plan.phases.index(phase)]
                             if q.epic_group is not None)
@@ -701,9 +737,10 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any
                         raise RunError(_failure_message(a, phase.name))
             if all(a.rc == 0 for a in agents):
                 break
-            if sw.proc is None or sw.proc.poll() is not None:
-                raise RunError(f"switch {sw.name} exited during phase {phase.name!r}; "
-                               f"log {sw.log_path}:\n{_switch_log_tail(sw)}")
+            for one in switches.values():
+                if one.proc is None or one.proc.poll() is not None:
+                    raise RunError(f"switch {one.name} exited during phase {phase.name!r}; "
+                                   f"log {one.log_path}:\n{_switch_log_tail(one)}")
             now = time.monotonic()
             if now >= deadline:
                 late = ", ".join(f"{a.host} ({a.status()})" for a in agents if a.rc is None)
@@ -716,23 +753,36 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any, sw: Any
             time.sleep(0.05)
     finally:
         _stop_agents(agents)
-        if poller is not None:
+        for poller in pollers:
             poller.stop()
-    after = _switch_stats(sw, opts.target)
-    qmax: Any = []
+    afters = {n: _switch_stats(one, opts.target) for n, one in switches.items()}
+    qmaxes: dict[str, Any] = {}
     if reg:
         from testbed.controller import ControllerError
 
-        try:
-            qmax = ctl.register_read(reg)
-        except ControllerError as e:
-            raise RunError(f"phase {phase.name}: reading register {reg} failed: {e}") from e
-    stats = {"before": before, "after": after,
-             # None: the program has no watermark register (nothing measured)
-             "qdepth_max": {str(p): v for p, v in enumerate(qmax) if v} if reg else None,
-             "poller_samples": poller.samples if poller else 0,
-             "poller_error": poller.error if poller else None,
-             "wall_s": time.monotonic() - t_start}
+        for n, one in switches.items():
+            try:
+                qmax = one.controller().register_read(reg)
+            except ControllerError as e:
+                raise RunError(f"phase {phase.name}: reading register {reg} of {n} "
+                               f"failed: {e}") from e
+            qmaxes[n] = {str(p): v for p, v in enumerate(qmax) if v}
+    errors = [f"{n}: {p.error}" for n, p in zip(switches, pollers, strict=False) if p.error]
+    stats: dict[str, Any] = {
+        "poller_samples": sum(p.samples for p in pollers),
+        "poller_error": "; ".join(errors) or None,
+        "wall_s": time.monotonic() - t_start}
+    if fabric:
+        # pooled for the fidelity checks; every switch's own figures beside them
+        stats.update(before=merge_switch_stats(befores), after=merge_switch_stats(afters),
+                     qdepth_max=None,
+                     switches={n: {"before": befores[n], "after": afters[n],
+                                   "qdepth_max": qmaxes.get(n) if reg else None}
+                               for n in switches})
+    else:
+        # None: the program has no watermark register (nothing measured)
+        stats.update(before=befores[sw.name], after=afters[sw.name],
+                     qdepth_max=qmaxes.get(sw.name) if reg else None)
     (pdir / "switch_stats.json").write_text(json.dumps(stats, indent=1, sort_keys=True))
     prog.line(f"phase {phase.name}: done in {stats['wall_s']:.1f} s ("
               + ", ".join(f"{a.host} ok" for a in agents) + ")")
@@ -748,21 +798,32 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
                       measured: dict[str, Any] | None = None) -> None:
     """Bring the network up, configure the switch, run the phases, tear down.
     ``applied`` collects every switch command and how it was applied."""
-    from testbed.net import running, star_router
+    from testbed.net import leaf_spine, running, star_router
     from testbed.targets import TargetUnavailable
 
     applied = [] if applied is None else applied
     topo = plan.topology
-    prog.line(f"network: {topo.n_hosts} hosts around {opts.target} switch s1 running "
+    fab = topo.fabric
+    where = (f"a leaf-spine of {fab.leaves} leaves and {fab.spines} spines "
+             f"({'ECMP' if fab.ecmp else 'static routes'}), {opts.target} switches"
+             if fab else f"{opts.target} switch s1")
+    prog.line(f"network: {topo.n_hosts} hosts around {where} running "
               f"{Path(topo.program).name}" + (" (pcap on)" if opts.pcap else ""))
     delay_us = 0.0
     if topo.network is not None:
         delay_us = topo.network.convert(plan.path_mtu()).link_delay_us
+    backend = topo.backend if opts.target == "soft" else "python"
     try:
-        net, sw, hosts, _addrs = star_router(
-            topo.n_hosts, repo_path(topo.program), log_dir=run_dir / "switch", pcap=opts.pcap,
-            priority_queues=topo.priority_queues, target=opts.target, link_delay_us=delay_us,
-            backend=topo.backend if opts.target == "soft" else "python")
+        if fab is not None:
+            net, switches, hosts, _addrs = leaf_spine(
+                fab, repo_path(topo.program), log_dir=run_dir / "switch", pcap=opts.pcap,
+                target=opts.target, backend=backend)
+        else:
+            net, sw, hosts, _addrs = star_router(
+                topo.n_hosts, repo_path(topo.program), log_dir=run_dir / "switch",
+                pcap=opts.pcap, priority_queues=topo.priority_queues, target=opts.target,
+                link_delay_us=delay_us, backend=backend)
+            switches = {sw.name: sw}
     except TargetUnavailable as e:
         raise RunError(str(e)) from e
     agents: list[_Agent] = []
@@ -771,16 +832,23 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
         with _teardown_watchdog():
             with running(net):
                 try:
-                    prog.line(f"network up (switch control port {sw.control_port})")
-                    _prioritise_switch(sw, opts.target)
-                    _apply_commands(sw.controller(), plan.network_commands(), opts.target,
-                                    topo.packet_bytes, "topology", applied)
+                    prog.line("network up (switch control port" + (
+                        "s " if fab else " ") + ", ".join(
+                        f"{n} {one.control_port}" if fab else str(one.control_port)
+                        for n, one in switches.items()) + ")")
+                    for n, one in switches.items():
+                        _prioritise_switch(one, opts.target)
+                        _apply_commands(one.controller(),
+                                        plan.network_commands() + topo.switch_commands.get(n, ()),
+                                        opts.target, topo.packet_bytes,
+                                        f"topology ({n})" if fab else "topology", applied)
                     if measured is not None and len(hosts) > 1:
                         measured["base_rtt"] = measure_base_rtt(hosts[0], hosts[-1])
                         prog.line(f"base RTT {hosts[0].name}-{hosts[-1].name}: "
                                   f"{measured['base_rtt']['min_ms']} ms (ping, minimum)")
                     for phase in plan.phases:
-                        _run_phase(phase, plan, run_dir, net, sw, prog, opts, agents, applied)
+                        _run_phase(phase, plan, run_dir, net, switches, prog, opts, agents,
+                                   applied)
                 except BaseException as e:
                     failure = e
                     raise

@@ -1,0 +1,397 @@
+"""Symphony with Ring AllReduce on a leaf-spine (Fig. 2, 4, 5): step overlap and CCT, DCQCN+RED vs Symphony.
+
+The Symphony paper's §2.2 and §4.2-4.3: parallel 1D rings run Ring AllReduce
+across the ToRs of a two-tier leaf-spine (10 Gb/s links, DCQCN, RED Kmin
+50 KB / Kmax 100 KB / Pmax 0.2 after HPCC, ECMP over the 5-tuple). A step's
+flows that share an uplink (an ECMP collision, a skewed hop) finish late, the
+next steps overlap them, and the overlap snowballs; Symphony marks packets of
+steps ahead of the slowest (switches/p4/symphony.p4) so DCQCN slows them.
+
+Topology: ``leaves`` x ``spines`` soft switches (testbed.net.leaf_spine, all
+running symphony.p4), ``hosts_per_leaf`` hosts per leaf. One CommLib job of
+``channels`` parallel rings over every host, ranks alternating between the
+leaves so that every ring hop crosses a spine. Each step is one RDMA WRITE
+per channel tagged with the step (UDP source port) and the job id, starting
+at PSN 0 (``step_psn_origin``): the switches track the job, and a step's new
+source port lets ECMP hash it onto another spine, as in the paper.
+
+Variants (``variant``; one per run, the fabric's routing differs):
+
+- ``ecmp``: ECMP over the spines (the paper's Baseline routing). Each seed
+  starts the steps at another tag (``step_base``), so ECMP hashes the flows
+  onto other paths (the paper's seeds);
+- ``imbalance``: static, balanced routes plus one hop (leaf1's uplink to
+  spine1) slowed to link / ``imbalance`` (the paper's 1.13x traffic skew on a
+  single hop).
+
+Schemes per seed, one phase each: ``baseline`` (the job is not registered:
+RED only) and ``symphony`` (the job id registered on every switch, fresh
+state). Not built: the paper's "Symphony (late start)", strict priority for
+lagging steps (PQ) and the "light background traffic" scenario.
+
+Scale: every link and NIC runs at ``link_mbps``; the modelled NICs are the
+paper's 10 Gb/s, so the slowdown is nic_gbps / link_mbps and every timer
+(DCQCN's, Symphony's T_win and psn window, the transport's) is that many
+times longer; bytes are not scaled. A step of chunk C bytes lasts as many
+DCQCN periods (300 us rate-increase timer) as C takes at 10 Gb/s:
+``dcqcn_periods_per_step`` records it (the paper's 8 MB chunk: ~21).
+
+Results (summary.json): per scheme ``max_overlap`` (largest number of steps in
+flight at once over the job's flows; mean, spread and the runs) and ``cct``
+(collective completion time, slowest rank, s: median, p90 over every
+collective of every seed), ``theoretical_cct`` (2 (N - 1) steps at line
+rate), ``cct_change`` (Symphony's median against the baseline's),
+``overlap_series`` (seed 0: time, steps in flight) and ``bit_exact``.
+``paper`` (REFERENCE) holds the paper's figures for the keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec, message_wire_bytes
+from hosts.roce.dcqcn import CONNECTX
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.modelled import ModelledNetwork, Red, full_frame_bytes, kbytes, packets
+from testbed.net import LeafSpine, host_addr
+from testbed.symphony import SymphonyParams, config_command, job_commands
+from testbed.timeline import PhaseData, load_phase
+
+NAME = "symphony-ring"
+PROGRAM = "switches/p4/symphony.p4"
+QDEPTH_REGISTER = "MyEgress.qdepth_max"
+SCHEMES = ("baseline", "symphony")
+VARIANTS = ("ecmp", "imbalance")
+HEADLINE = ("cct.baseline.median", "cct.symphony.median", "cct_change",
+            "max_overlap.baseline.mean", "max_overlap.symphony.mean", "theoretical_cct")
+RED_COMMAND = ("table_set_default MyEgress.ecn_config MyEgress.set_ecn_params "
+               "{kmin} {kmax} {pmax_percent}")
+
+# The paper's values for this experiment's keys (32 nodes, 8 MB chunks, 10 Gb/s):
+# Fig. 4b: maximum step overlap over 50 runs, Baseline (ECMP) 24-35, Symphony
+# 3-6; Fig. 5: Symphony's median CCT about 22% below the Baseline's (and 19%
+# below PQ's); Fig. 2: the Baseline's CCT 60% above the theoretical one, the
+# 1.13x imbalance's 7% above it.
+REFERENCE: dict[str, Any] = {
+    "max_overlap.baseline": [24, 35],
+    "max_overlap.symphony": [3, 6],
+    "cct_change": -0.22,
+    "cct_change_vs_pq": -0.19,
+    "cct_over_theoretical.baseline_ecmp": 1.60,
+    "cct_over_theoretical.imbalance_1.13": 1.07,
+}
+
+
+@dataclass(frozen=True)
+class Params:
+    variant: str = "ecmp"
+    leaves: int = 2
+    spines: int = 2
+    hosts_per_leaf: int = 4
+    channels: int = 2                # parallel rings
+    chunk_kb: int = 1024             # per rank per step (paper: 8 MB)
+    iterations: int = 3              # collectives per phase (steps count on across them)
+    seeds: int = 3
+    link_mbps: float = 4.0           # every switch port and host NIC
+    nic_gbps: float = 10.0           # the paper's links; sets the slowdown
+    imbalance: float = 1.13          # variant imbalance: the slowed hop's load / capacity
+    # Symphony (paper §4.1), modelled time
+    k: float = 0.01
+    tau: float = 0.25
+    t_win_us: float = 100.0
+    psn_window_us: float = 100.0
+    n_warmup: int = 8
+    n_sample: int = 8
+    # RED (paper §4.1, after HPCC), modelled bytes of queue
+    red_kmin_kb: float = 50.0
+    red_kmax_kb: float = 100.0
+    red_pmax: float = 0.2
+    queue_pkts: int = 256
+    path_mtu: int = 1024
+    dcqcn_preset: str = "connectx"
+
+    @classmethod
+    def quick(cls) -> Params:
+        return cls(hosts_per_leaf=2, chunk_kb=256, iterations=2, seeds=1)
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant {self.variant!r}: one of {', '.join(VARIANTS)}")
+        if self.leaves < 2:
+            raise ValueError("leaves must be >= 2 (the rings cross the spines)")
+        _ = self.fabric    # LeafSpine checks the sizes
+        if self.channels < 1 or self.iterations < 1 or self.seeds < 1:
+            raise ValueError("channels, iterations and seeds must be >= 1")
+        if self.chunk_kb < 1 or (self.chunk_kb * 1024) % (8 * self.channels):
+            raise ValueError("chunk_kb must split into whole int64 elements per channel")
+        if self.link_mbps <= 0 or self.nic_gbps <= 0:
+            raise ValueError("link_mbps and nic_gbps must be positive")
+        if not 1 <= self.imbalance <= 10:
+            raise ValueError(f"imbalance {self.imbalance}: must be 1..10")
+        if self.seeds * len(SCHEMES) > 250:
+            raise ValueError("at most 250 phases (one job id each)")
+        if self.path_mtu > 1024:
+            raise ValueError("path_mtu above 1024 does not fit the links' 1500-byte frames")
+        if not 0 < self.red_kmin_kb < self.red_kmax_kb or not 0 < self.red_pmax <= 1:
+            raise ValueError("need 0 < red_kmin_kb < red_kmax_kb and red_pmax in (0, 1]")
+        self.network().convert(self.path_mtu)   # the queue must hold RED's Kmax
+        _ = self.symphony
+
+    @property
+    def fabric(self) -> LeafSpine:
+        return LeafSpine(leaves=self.leaves, spines=self.spines,
+                         hosts_per_leaf=self.hosts_per_leaf, ecmp=self.variant == "ecmp")
+
+    @property
+    def ranks(self) -> int:
+        return self.leaves * self.hosts_per_leaf
+
+    @property
+    def symphony(self) -> SymphonyParams:
+        return SymphonyParams(k=self.k, tau=self.tau, t_win_us=self.t_win_us,
+                              psn_window_us=self.psn_window_us, n_warmup=self.n_warmup,
+                              n_sample=self.n_sample)
+
+    @property
+    def link_bps(self) -> float:
+        return self.link_mbps * 1e6
+
+    @property
+    def slowdown(self) -> float:
+        return self.nic_gbps * 1e9 / self.link_bps
+
+    def network(self) -> ModelledNetwork:
+        """The paper's network in its units (§4.1): 10 Gb/s links, RED in KB."""
+        return ModelledNetwork(
+            link_gbps=self.nic_gbps, slowdown=self.slowdown, buffer=packets(self.queue_pkts),
+            red=Red(kmin=kbytes(self.red_kmin_kb), kmax=kbytes(self.red_kmax_kb),
+                    pmax=self.red_pmax, command=RED_COMMAND))
+
+    @property
+    def count(self) -> int:
+        """int64 elements per rank: N chunks."""
+        return self.chunk_kb * 1024 * self.ranks // 8
+
+    @property
+    def step_wire_s(self) -> float:
+        """One ring step at line rate: every channel's share of the chunk."""
+        per_channel = self.chunk_kb * 1024 // self.channels
+        return self.channels * message_wire_bytes(per_channel, self.path_mtu) * 8 / self.link_bps
+
+    @property
+    def steps_per_phase(self) -> int:
+        return 2 * (self.ranks - 1) * self.iterations
+
+    @property
+    def theoretical_cct_s(self) -> float:
+        return 2 * (self.ranks - 1) * self.step_wire_s
+
+    @property
+    def dcqcn_periods_per_step(self) -> float:
+        return self.step_wire_s / (CONNECTX["rpg_time_reset"] * 1e-6 * self.slowdown)
+
+
+def ring_order(p: Params) -> list[int]:
+    """Hosts by rank: alternating leaves, so every ring hop crosses a spine."""
+    f = p.fabric
+    return [(leaf - 1) * f.hosts_per_leaf + j + 1
+            for j in range(f.hosts_per_leaf) for leaf in range(1, f.leaves + 1)]
+
+
+def phase_name(scheme: str, seed: int) -> str:
+    return f"{scheme}-s{seed}"
+
+
+def _jobs(p: Params, job_id: int, seed: int) -> dict[str, JobSpec]:
+    t = TransportSpec(scale={"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9},
+                      dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu)
+    timeout = 4 * p.theoretical_cct_s * p.iterations + 60
+    out = {}
+    for rank, host in enumerate(ring_order(p)):
+        a = host_addr(host)
+        out[a.name] = JobSpec(
+            host=a.name, ip=a.ip, transport=t, timeout_s=timeout,
+            collective=CollectiveSpec(
+                rank=rank, size=p.ranks, job_id=job_id, op="all_reduce", dtype="int64",
+                count=p.count, iterations=p.iterations, channels=p.channels, seed=seed,
+                step_psn_origin=True,
+                # each seed tags its steps from a fresh range (other ECMP paths)
+                step_base=(seed * p.steps_per_phase) % 0x4000))
+    return out
+
+
+def plan(p: Params) -> RunPlan:
+    fab = p.fabric
+    per_switch: dict[str, tuple[str, ...]] = {}
+    if p.variant == "imbalance":
+        per_switch["leaf1"] = (
+            f"set_port_rate_bps {int(round(p.link_bps / p.imbalance))} {fab.uplink_port(1)}",)
+    topo = Topology(
+        n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
+        packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
+        commands=(config_command(p.symphony, p.slowdown),), fabric=fab,
+        switch_commands=per_switch)
+    phases = []
+    job = 0
+    for seed in range(p.seeds):
+        for scheme in SCHEMES:
+            job += 1
+            phases.append(PhasePlan(
+                phase_name(scheme, seed), _jobs(p, job, seed),
+                commands=tuple(job_commands(job)) if scheme == "symphony" else (),
+                timeout_s=4 * p.theoretical_cct_s * p.iterations + 90,
+                notes=f"{scheme}: {p.ranks} ranks x {p.channels} rings, {p.iterations} x "
+                      f"AllReduce of {p.chunk_kb} KiB chunks; job id {job}"
+                      + ("" if scheme == "symphony" else " (not tracked)")))
+    return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
+                   info={"variant": p.variant, "ring_order": ring_order(p),
+                         "slowdown": p.slowdown, "link_bps": p.link_bps,
+                         "theoretical_cct_s": p.theoretical_cct_s,
+                         "dcqcn_periods_per_step": p.dcqcn_periods_per_step,
+                         "symphony": p.symphony.switch_values(p.slowdown),
+                         "reference": REFERENCE})
+
+
+# ---------------------------------------------------------------------------
+# analysis
+
+
+def _params(run_dir: Path) -> Params:
+    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
+    known = {f.name for f in dataclasses.fields(Params)}
+    return Params(**{k: v for k, v in d.items() if k in known})
+
+
+def overlap_series(data: PhaseData) -> list[tuple[float, int]]:
+    """(s since the first step started, steps in flight) at every step start
+    and end: the spread between the newest and the oldest step any of the
+    job's flows (rank, channel) is in, plus one (1 = lockstep)."""
+    evs = sorted(data.all_events("step_start") + data.all_events("step_end"),
+                 key=lambda e: (e["t_ns"], e["event"] == "step_start"))
+    if not evs:
+        raise ValueError(f"phase {data.name}: no ring steps recorded")
+    t0 = evs[0]["t_ns"]
+    current: dict[tuple[int, int], int] = {}
+    out = []
+    for e in evs:
+        key = (e["rank"], e["channel"])
+        if e["event"] == "step_start":
+            current[key] = e["step"]
+        elif current.get(key) == e["step"]:
+            del current[key]
+        if current:
+            out.append(((e["t_ns"] - t0) / 1e9, max(current.values()) - min(current.values()) + 1))
+        else:
+            out.append(((e["t_ns"] - t0) / 1e9, 0))
+    return out
+
+
+def collective_times(data: PhaseData) -> list[float]:
+    """Each collective's completion time (s): first rank's start to last rank's end."""
+    spans: dict[int, list[int]] = {}
+    for e in data.all_events("collective_end"):
+        s = spans.setdefault(e["seq"], [e["t_start_ns"], e["t_ns"]])
+        s[0], s[1] = min(s[0], e["t_start_ns"]), max(s[1], e["t_ns"])
+    return [(b - a) / 1e9 for _seq, (a, b) in sorted(spans.items())]
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    ys = sorted(xs)
+    pos = q * (len(ys) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ys) - 1)
+    return ys[lo] + (ys[hi] - ys[lo]) * (pos - lo)
+
+
+def analyze(run_dir: Path) -> dict[str, Any]:
+    p = _params(run_dir)
+    cct: dict[str, Any] = {}
+    overlap: dict[str, Any] = {}
+    series: dict[str, list[list[float]]] = {}
+    bit_exact = True
+    marks: dict[str, int] = {}
+    for scheme in SCHEMES:
+        ccts: list[float] = []
+        maxes: list[int] = []
+        for seed in range(p.seeds):
+            data = load_phase(run_dir, phase_name(scheme, seed))
+            checks = data.all_events("collective_check")
+            bit_exact &= (len(checks) == p.ranks * p.iterations
+                          and all(e["ok"] for e in checks))
+            times = collective_times(data)
+            if len(times) != p.iterations:
+                raise ValueError(f"phase {data.name}: {len(times)} of {p.iterations} "
+                                 "collectives completed")
+            ccts += times
+            ser = overlap_series(data)
+            maxes.append(max(o for _t, o in ser))
+            if seed == 0:
+                series[scheme] = [[round(t, 4), o] for t, o in ser]
+            marks[scheme] = marks.get(scheme, 0) + sum(
+                e["qp"].get("ce_pkts", 0) for e in data.all_events("qp_report"))
+        cct[scheme] = {"median": round(statistics.median(ccts), 4),
+                       "p90": round(_quantile(ccts, 0.9), 4),
+                       "runs": [round(x, 4) for x in ccts]}
+        overlap[scheme] = {"mean": round(statistics.mean(maxes), 2),
+                           "sd": round(statistics.stdev(maxes), 2) if len(maxes) > 1 else 0.0,
+                           "runs": maxes}
+    base, sym = cct["baseline"]["median"], cct["symphony"]["median"]
+    return {
+        "variant": p.variant,
+        "ranks": p.ranks,
+        "cct": cct,
+        "max_overlap": overlap,
+        "theoretical_cct": round(p.theoretical_cct_s, 4),
+        "cct_over_theoretical": {s: round(cct[s]["median"] / p.theoretical_cct_s, 3)
+                                 for s in SCHEMES},
+        "cct_change": round((sym - base) / base, 4) if base else None,
+        "overlap_series": series,
+        "ce_marked_packets": marks,
+        "bit_exact": bit_exact,
+        "dcqcn_periods_per_step": round(p.dcqcn_periods_per_step, 2),
+        "paper": dict(REFERENCE),
+    }
+
+
+def plot(run_dir: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    p = _params(run_dir)
+    res = analyze(run_dir)
+    out_dir = Path(run_dir) / "plots"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    outs = []
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for scheme in SCHEMES:
+        pts = res["overlap_series"][scheme]
+        ax.step([t for t, _o in pts], [o for _t, o in pts], where="post", label=scheme)
+    ax.set_xlabel("s since the first step (testbed clock)")
+    ax.set_ylabel("steps in flight")
+    ax.set_title(f"{NAME} ({p.variant}): degree of step overlap, seed 0 (Fig. 4a)")
+    ax.legend()
+    fig.tight_layout()
+    path = out_dir / "overlap.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    outs.append(path)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for scheme in SCHEMES:
+        xs = sorted(res["cct"][scheme]["runs"])
+        ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", label=scheme)
+    ax.axvline(res["theoretical_cct"], linestyle=":", color="gray", label="theoretical")
+    ax.set_xlabel("collective completion time (s, testbed clock)")
+    ax.set_ylabel("CDF")
+    ax.set_title(f"{NAME} ({p.variant}): CCT (Fig. 5)")
+    ax.legend()
+    fig.tight_layout()
+    path = out_dir / "cct_cdf.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    outs.append(path)
+    return outs

@@ -1,0 +1,48 @@
+"""symphony-ring: the plan models the paper's ring on a leaf-spine, and the
+overlap and CCT come from the ranks' step events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from experiments import symphony_ring as exp
+from testbed.timeline import PhaseData
+
+
+def test_plan_is_a_fabric_with_the_papers_parameters() -> None:
+    p = exp.Params.quick()
+    plan = exp.plan(p)
+    assert plan.topology.fabric is not None and plan.topology.fabric.ecmp
+    assert exp.ring_order(p) == [1, 3, 2, 4]          # every ring hop crosses a spine
+    net = plan.topology.network
+    assert net is not None and net.red is not None and net.red.pmax == 0.2
+    assert (net.red.kmin.bytes, net.red.kmax.bytes, net.link_gbps) == (50_000, 100_000, 10)
+    sym = {ph.name: any("symphony.jobs" in c for c in ph.commands) for ph in plan.phases}
+    assert sym == {"baseline-s0": False, "symphony-s0": True}
+    imb = exp.plan(exp.Params(variant="imbalance", hosts_per_leaf=2, seeds=2))
+    assert imb.topology.fabric is not None and not imb.topology.fabric.ecmp
+    assert imb.topology.switch_commands == {"leaf1": ("set_port_rate_bps 3539823 3",)}
+    bases = {ph.jobs["h1"].collective.step_base for ph in imb.phases}   # type: ignore[union-attr]
+    assert len(bases) == 2                            # each seed: other step tags
+
+
+@pytest.mark.parametrize("kw", [{"variant": "x"}, {"leaves": 1}, {"chunk_kb": 0},
+                                {"queue_pkts": 50}, {"k": 3.0}])
+def test_bad_params_are_refused(kw) -> None:
+    with pytest.raises(ValueError):
+        exp.Params(**kw)
+
+
+def test_overlap_counts_the_steps_in_flight() -> None:
+    def ev(kind: str, rank: int, step: int, t: int) -> dict:
+        return {"event": kind, "rank": rank, "channel": 0, "step": step, "t_ns": t}
+    data = PhaseData(name="x", dir=Path("."), events={"h1": [
+        ev("step_start", 0, 0, 0), ev("step_start", 1, 0, 0),
+        ev("step_end", 0, 0, 10), ev("step_start", 0, 1, 10),
+        ev("step_end", 0, 1, 20), ev("step_start", 0, 2, 20),
+        ev("step_end", 1, 0, 30), ev("step_start", 1, 1, 30)]})
+    series = exp.overlap_series(data)
+    assert max(o for _t, o in series) == 3            # rank 0 at step 2 while rank 1 is at 0
+    assert series[-1][1] == 2
