@@ -90,10 +90,13 @@ CLAIMS = (
           versus=100.0, rel_tol=0.10, plots=_FIG13_PLOTS),
 )
 
+# A communicator of N ranks takes 2N+1 consecutive groups (gids, QPNs) and twice
+# as many multicast groups from these bases (testbed.epic.communicator_span).
 ENDPOINT = {"switch_ip": "10.255.0.1", "qpn": 0x100, "gid": 0, "mgid": 1, "start_psn": 0}
-# The warm-up phase's group: another group of the same switch endpoint.
-WARMUP_ENDPOINT = {"switch_ip": "10.255.0.1", "qpn": 0x101, "gid": 1, "mgid": 2,
+# The warm-up phase's groups: the other half of the switch's 64 groups.
+WARMUP_ENDPOINT = {"switch_ip": "10.255.0.1", "qpn": 0x200, "gid": 32, "mgid": 0x100,
                    "start_psn": 0}
+MAX_RANKS = 15      # two communicators of 2N+1 groups in the switch's 64
 
 
 @dataclass(frozen=True)
@@ -113,8 +116,9 @@ class Params:
         return cls(max_kib=64, iterations=1)
 
     def __post_init__(self) -> None:
-        if not 2 <= self.ranks <= 32:
-            raise ValueError("ranks must be 2..32 (EPIC's arrival bitmap)")
+        if not 2 <= self.ranks <= MAX_RANKS:
+            raise ValueError(f"ranks must be 2..{MAX_RANKS} (2N+1 switch groups for the "
+                             "measured communicator and as many for the warm-up)")
         if not 0 < self.min_kib <= self.max_kib:
             raise ValueError("need 0 < min_kib <= max_kib")
         if self.warmup_kib < 0:

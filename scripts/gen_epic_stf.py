@@ -36,7 +36,28 @@ INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
 # Event counter indices (epic.p4 EPIC_EV_*).
 EV = {"contribution": 0, "completion": 1, "dup_pending": 2, "resent": 3, "stale": 4,
-      "reflected": 5, "not_member": 6, "bad": 7}
+      "reflected": 5, "not_member": 6, "bad": 7, "ack_held": 8, "ack_up": 9}
+
+# Group kinds (epic.p4 EPIC_KIND_*) and the two single-primitive groups of the test:
+# a Reduce to rank 2 and a Broadcast from rank 0, each with its own endpoint QPN
+# and its own QPN at every rank (rank r: base + r).
+KIND_ALLREDUCE, KIND_REDUCE, KIND_BROADCAST = 0, 1, 2
+OP_REDUCE, OP_BROADCAST = 2, 3
+
+
+@dataclass(frozen=True)
+class Group:
+    gid: int
+    endpoint_qpn: int
+    kind: int
+    root: int
+    mgid: int
+    ack_mgid: int
+    rank_qpn_base: int
+
+
+REDUCE = Group(1, 0x101, KIND_REDUCE, 2, 2, 3, 0x21)
+BCAST = Group(2, 0x102, KIND_BROADCAST, 0, 4, 5, 0x31)
 
 OP_SEND_FIRST, OP_SEND_MIDDLE, OP_SEND_LAST, OP_SEND_ONLY, OP_SEND_ONLY_IMM = 0, 1, 2, 4, 5
 OP_ACK, OP_CNP = 0x11, 0x81
@@ -140,7 +161,8 @@ class Stf:
 def setup(s: Stf) -> None:
     s.cmd(f"add MyIngress.epic_group hdr.ipv4.dstAddr:{ip_hex(ENDPOINT_IP)} "
           f"hdr.bth.dqpn:{ENDPOINT_QPN:#x} "
-          f"MyIngress.set_group(gid:{GID}, degree:{len(RANKS)}, mgid:{MGID})")
+          f"MyIngress.set_group(gid:{GID}, degree:{len(RANKS)}, kind:{KIND_ALLREDUCE}, "
+          f"root:0, mgid:{MGID}, ack_mgid:0)")
     for r in RANKS:
         s.cmd(f"add MyIngress.epic_member meta.gid:{GID} hdr.ipv4.srcAddr:{ip_hex(r.ip)} "
               f"MyIngress.set_member(rank:{r.rank})")
@@ -155,6 +177,116 @@ def setup(s: Stf) -> None:
     for r in RANKS:
         s.cmd(f"mc_node_create {r.rid} {r.port}")
         s.cmd(f"mc_node_associate {MGID} {r.rank}")
+
+
+def setup_group(s: Stf, g: Group, node: int) -> int:
+    """Install a Reduce or Broadcast group; returns the next multicast node handle."""
+    s.cmd(f"add MyIngress.epic_group hdr.ipv4.dstAddr:{ip_hex(ENDPOINT_IP)} "
+          f"hdr.bth.dqpn:{g.endpoint_qpn:#x} MyIngress.set_group(gid:{g.gid}, "
+          f"degree:{len(RANKS)}, kind:{g.kind}, root:{g.root}, mgid:{g.mgid}, "
+          f"ack_mgid:{g.ack_mgid})")
+    for r in RANKS:
+        s.cmd(f"add MyIngress.epic_member meta.gid:{g.gid} hdr.ipv4.srcAddr:{ip_hex(r.ip)} "
+              f"MyIngress.set_member(rank:{r.rank})")
+        s.cmd(f"add MyEgress.epic_rank_addr meta.rid:{(g.gid << 5) | r.rank} "
+              f"MyEgress.set_rank_addr(dmac:{mac_hex(r.mac)}, smac:{mac_hex(r.switch_mac)}, "
+              f"ip:{ip_hex(r.ip)}, qpn:{g.rank_qpn_base + r.rank:#x})")
+    everyone = [r.rank for r in RANKS]
+    others = [r for r in everyone if r != g.root]
+    pre = ([(g.mgid, [g.root]), (g.ack_mgid, everyone)] if g.kind == KIND_REDUCE
+           else [(g.mgid, others), (g.ack_mgid, [g.root])])
+    for mgid, ranks in pre:
+        s.cmd(f"mc_mgrp_create {mgid}")
+        for rank in ranks:
+            s.cmd(f"mc_node_create {(g.gid << 5) | rank} {RANKS[rank].port}")
+            s.cmd(f"mc_node_associate {mgid} {node}")
+            node += 1
+    return node
+
+
+def g_upload(g: Group, r: Rank, psn: int, vals: list[int]) -> bytes:
+    return frame(r, None, data_bth(OP_SEND_ONLY, g.endpoint_qpn, psn, 1), payload(vals))
+
+
+def g_result(g: Group, dst: Rank, psn: int, vals: list[int]) -> bytes:
+    return frame(None, dst, data_bth(OP_SEND_ONLY, g.rank_qpn_base + dst.rank, psn, 1),
+                 payload(vals), udp_checksum=0)
+
+
+def g_ack(g: Group, src: Rank | None, dst: Rank | None, psn: int, syndrome: int = 0x1F,
+          msn: int = 1) -> bytes:
+    """An ACK/NAK from rank ``src`` to the group's endpoint, or from the endpoint
+    to ``dst`` (src None)."""
+    qpn = g.endpoint_qpn if src is not None else g.rank_qpn_base + (dst.rank if dst else 0)
+    return frame(src, dst, scapy_roce.BTH(opcode=OP_ACK, dqpn=qpn, psn=psn)
+                 / scapy_roce.AETH(syndrome=syndrome, msn=msn), b"",
+                 udp_checksum=None if src is not None else 0, tos=0)
+
+
+def native_primitives(s: Stf) -> None:
+    """The Reduce and Broadcast groups' own paths."""
+    root = RANKS[REDUCE.root]
+    s.comment(f"Reduce to rank {root.rank} (group {REDUCE.gid}, endpoint QPN "
+              f"{REDUCE.endpoint_qpn:#x}): every rank uploads PSN 0;\nthe sum goes to the "
+              "root alone")
+    c = [values(500 + r) for r in range(len(RANKS))]
+    for k, r in enumerate(RANKS):
+        s.packet(r.port, g_upload(REDUCE, r, 0, c[r.rank]))
+        if k < len(RANKS) - 1:
+            s.dropped()
+    total = aggregate(c)
+    s.expect(root.port, g_result(REDUCE, root, 0, total))
+    s.comment("the root's ACK of result 0 acknowledges every rank's upload 0: it goes to "
+              "all three,\neach on its own QP")
+    s.packet(root.port, g_ack(REDUCE, root, None, 0))
+    for r in RANKS:
+        s.expect(r.port, g_ack(REDUCE, None, r, 0))
+    s.comment("a rank whose ACK was lost resends its upload: the completed slot answers "
+              "the root\n(whose re-ACK reaches every rank), not the sender")
+    s.packet(RANKS[0].port, g_upload(REDUCE, RANKS[0], 0, c[0]))
+    s.expect(root.port, g_result(REDUCE, root, 0, total))
+    s.comment("a Reduce announcement that names another root is dropped")
+    imm = (OP_REDUCE << 24) | (0 << 16) | REDUCE.gid
+    s.packet(RANKS[0].port, frame(RANKS[0], None,
+                                  data_bth(OP_SEND_ONLY_IMM, REDUCE.endpoint_qpn, 1, 1),
+                                  struct.pack("!IQ", imm, 256)))
+    s.dropped()
+    s.cmd(f"check_counter MyIngress.epic_events({EV['bad']}) packets == 2")
+
+    src = RANKS[BCAST.root]
+    kids = [r for r in RANKS if r.rank != BCAST.root]
+    s.comment(f"Broadcast from rank {src.rank} (group {BCAST.gid}, endpoint QPN "
+              f"{BCAST.endpoint_qpn:#x}): each of the root's packets\ngoes to the other "
+              "ranks unchanged but for the addresses, nothing is added")
+    for psn in (0, 1):
+        v = values(600 + psn)
+        s.packet(src.port, g_upload(BCAST, src, psn, v))
+        for kid in kids:
+            s.expect(kid.port, g_result(BCAST, kid, psn, v))
+    s.comment("only the root sends in a Broadcast group")
+    s.packet(kids[0].port, g_upload(BCAST, kids[0], 0, values(1)))
+    s.dropped()
+    s.cmd(f"check_counter MyIngress.epic_events({EV['bad']}) packets == 3")
+    s.comment(f"rank {kids[0].rank} ACKs PSN 1: held until every child acknowledged "
+              "something")
+    s.packet(kids[0].port, g_ack(BCAST, kids[0], None, 1))
+    s.dropped()
+    s.cmd(f"check_counter MyIngress.epic_events({EV['ack_held']}) packets == 1")
+    s.comment(f"rank {kids[1].rank} ACKs PSN 0: the root gets the oldest, PSN 0")
+    s.packet(kids[1].port, g_ack(BCAST, kids[1], None, 0, msn=5))
+    s.expect(src.port, g_ack(BCAST, None, src, 0, msn=5))
+    s.comment(f"rank {kids[1].rank} NAKs (sequence error, expects PSN 1): it has PSN 0, "
+              "so the root\nis asked to resend from PSN 1")
+    s.packet(kids[1].port, g_ack(BCAST, kids[1], None, 1, syndrome=0x60))
+    s.expect(src.port, g_ack(BCAST, None, src, 1, syndrome=0x60))
+    s.comment(f"rank {kids[1].rank} ACKs PSN 1: now both children have it")
+    s.packet(kids[1].port, g_ack(BCAST, kids[1], None, 1))
+    s.expect(src.port, g_ack(BCAST, None, src, 1))
+    s.comment(f"a late re-ACK of PSN 0 from rank {kids[0].rank} does not move its "
+              "acknowledgement back")
+    s.packet(kids[0].port, g_ack(BCAST, kids[0], None, 0))
+    s.expect(src.port, g_ack(BCAST, None, src, 1, msn=1))
+    s.cmd(f"check_counter MyIngress.epic_events({EV['ack_up']}) packets == 4")
 
 
 def ip_hex(ip: str) -> str:
@@ -193,7 +325,9 @@ def build() -> str:
           f"{ENDPOINT_IP} QPN {ENDPOINT_QPN:#x}:")
     s.cmd("# completion and multicast, saturation, duplicates before and after completion,")
     s.cmd("# dual-slot clearing, stale PSNs, the announcement, ACK/NAK/CNP reflection,")
-    s.cmd("# non-members, routing of other traffic. Expected ICRCs from scapy.contrib.roce.")
+    s.cmd("# non-members, routing of other traffic; a Reduce group (result to the root,")
+    s.cmd("# the root's ACKs to all) and a Broadcast group (the root's packets to the others,")
+    s.cmd("# their ACKs aggregated with min). Expected ICRCs from scapy.contrib.roce.")
     s.cmd("# Generated by scripts/gen_epic_stf.py; edit the script, not this file.")
     s.comment("set-up: the group, its members, their addresses and the multicast group")
     setup(s)
@@ -307,6 +441,11 @@ def build() -> str:
     # 8 completed slots of 3 contributions, plus the stale use of slot 34
     s.cmd(f"check_counter MyIngress.epic_events({EV['contribution']}) packets == 25")
     s.cmd(f"check_counter MyIngress.epic_events({EV['completion']}) packets == 8")
+
+    s.comment("the single-primitive groups (one per primitive and root, as in the paper)")
+    node = setup_group(s, REDUCE, len(RANKS))
+    setup_group(s, BCAST, node)
+    native_primitives(s)
     return s.render()
 
 

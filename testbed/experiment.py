@@ -181,11 +181,19 @@ class RunPlan:
         if not names or len(set(names)) != len(names):
             raise ExperimentError("a plan needs phases with distinct names")
         hosts = {f"h{i}" for i in range(1, self.topology.n_hosts + 1)}
-        groups = [p.epic_group for p in self.phases if p.epic_group is not None]
+        from testbed.epic import communicator_span
+
+        # each phase's communicator occupies 2N+1 consecutive gids and QPNs and
+        # twice as many multicast groups; no two phases may share one
+        spans = [communicator_span(p.epic_group, len(p.jobs))
+                 for p in self.phases if p.epic_group is not None]
         for key in ("gid", "mgid", "qpn"):
-            vals = [g.get(key) for g in groups]
-            if len(set(vals)) != len(vals):
-                raise ExperimentError(f"EPIC groups of a run need distinct {key}s: {vals}")
+            used: set[int] = set()
+            for sp in spans:
+                if used & set(sp[key]):
+                    raise ExperimentError(f"EPIC groups of a run need distinct {key}s: "
+                                          f"{[(s[key].start, s[key].stop - 1) for s in spans]}")
+                used |= set(sp[key])
         for p in self.phases:
             unknown = set(p.jobs) - hosts
             if unknown:

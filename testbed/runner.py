@@ -712,13 +712,14 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
         epic_pending = phase.epic_group is not None
         while True:
             if epic_pending:
-                from testbed.epic import install_from_rendezvous
+                from testbed.epic import communicator_nodes, install_from_rendezvous
 
                 if fabric:
                     raise RunError(f"phase {phase.name}: EPIC groups need one switch, "
                                    "not a fabric")
 
-                prior = sum(len(q.jobs) for q in plan.phases[:plan.phases.index(phase)]
+                prior = sum(communicator_nodes(len(q.jobs))
+                            for q in plan.phases[:plan.phases.index(phase)]
                             if q.epic_group is not None)
                 lines = install_from_rendezvous(phase.epic_group or {}, jobs,
                                                 pdir / "rendezvous" / "epic",

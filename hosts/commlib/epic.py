@@ -1,13 +1,23 @@
 """CommLib collectives over an EPIC Mode-II switch (switches/p4/EPIC.md).
 
-Each rank holds one RC QP to the switch's endpoint (switch IP + the group's
-QPN); every collective is one or more *rounds*: a SEND with immediate (the
-announcement: op, root, group; payload = size), then the data as SENDs of
-whole packets of ``ELEMS`` big-endian int32 values (path MTU
-``PACKET_BYTES``). The switch adds the packets of equal PSN from all ranks
-and sends the sum back on the same QP, so each round is an AllReduce of
-int32 words. Only standard verbs are used (SEND, SEND_WITH_IMM, RECV), so
-the code runs on any provider (udp, sim, rxe).
+A communicator of N ranks uses 2N+1 switch groups, one per primitive and
+root (the paper's count: after a Reduce or a Broadcast the ranks' send and
+receive PSNs no longer move together, so each needs QPs of its own). Group
+``endpoint.gid + i`` with QPN ``endpoint.qpn + i`` (``group_index``) is
+
+- i = 0: AllReduce (and Barrier): every rank sends, the switch adds the
+  packets of equal PSN and multicasts the sum back to every rank;
+- i = 1 + r: Reduce to root r: every rank sends, the sum goes to r alone,
+  and r's ACKs go to every rank;
+- i = 1 + N + r: Broadcast from root r: r sends, the switch copies each
+  packet to the other ranks and sends r the oldest PSN they all ACKed.
+
+Each rank holds one RC QP per group to the switch's endpoint (switch IP +
+the group's QPN). Every collective is one or more *rounds* on one group: a
+SEND with immediate (the announcement: op, root, group; payload = size),
+then the data as SENDs of whole packets of ``ELEMS`` big-endian int32
+values (path MTU ``PACKET_BYTES``). Only standard verbs are used (SEND,
+SEND_WITH_IMM, RECV), so the code runs on any provider (udp, sim, rxe).
 
 Flow control: at most two SEND work requests of ``chunk_pkts`` packets each
 are outstanding, so a rank never has more than ``WINDOW`` packets
@@ -23,17 +33,17 @@ Collectives (same signatures as the ring ``Communicator`` where it has them):
   ``x * f`` with ``f = 0x7fffff80 / Σ max|x|`` is added as int32 and divided
   back. Error per element <= ``size / (2 f)`` (+ the float rounding of the
   division); ``fixed_point_bound(size, factor)`` gives it.
-- ``reduce(x, root, op)``: the AllReduce; the root returns it, others None.
-- ``broadcast(x, root)``: the root's bytes as int32 words, zeros from the
-  others: exact for any dtype.
-- ``all_gather(x)``: each rank's bytes at its offset, zeros elsewhere: exact.
-- ``reduce_scatter(x, op)``: the AllReduce, chunk ``rank`` of it.
-- ``barrier()``: an announcement alone (the switch releases it when every
-  rank sent it).
-
-The switch implements only the AllReduce path; Reduce, Broadcast,
-ReduceScatter and AllGather are composed here from it (and cost what an
-AllReduce of their buffer costs), not the paper's dedicated switch paths.
+- ``reduce(x, root, op)``: one round on root's Reduce group (floats: the
+  fixed-point agreement first, on the AllReduce group); the root returns the
+  sum, the others None.
+- ``broadcast(x, root)``: the root's bytes as int32 words on its Broadcast
+  group: exact for any dtype.
+- ``reduce_scatter(x, op)``: a Reduce of chunk i to rank i, for i = 0..N-1
+  in turn (the paper's sequence).
+- ``all_gather(x)``: a Broadcast from rank i of its ``x``, for i = 0..N-1 in
+  turn (the paper's sequence): exact.
+- ``barrier()``: an announcement alone on the AllReduce group (the switch
+  releases it when every rank sent it).
 """
 
 from __future__ import annotations
@@ -62,7 +72,8 @@ from hosts.roce.verbs import (
 
 __all__ = [
     "ELEMS", "PACKET_BYTES", "WINDOW", "MAX_GROUPS", "MAX_RANKS", "FIXED_POINT_NUMERATOR",
-    "ANNOUNCE_BYTES", "EpicOp", "EpicEndpoint", "EpicCommunicator", "EpicCollective",
+    "ANNOUNCE_BYTES", "EpicOp", "EpicKind", "EpicEndpoint", "EpicCommunicator", "EpicCollective",
+    "group_count", "group_index", "group_kind",
     "announce_imm", "parse_announce_imm", "fixed_point_factor", "fixed_point_bound",
     "ladder_values", "ladder_sum",
 ]
@@ -71,7 +82,7 @@ __all__ = [
 ELEMS = 64                        # EPIC_ELEMS: int32 values per data packet
 PACKET_BYTES = 4 * ELEMS          # the QP's path MTU
 WINDOW = 32                       # 1 << EPIC_WINDOW_LOG2: packets in flight per rank
-MAX_GROUPS = 4                    # 1 << EPIC_MAX_GROUPS_LOG2
+MAX_GROUPS = 64                   # 1 << EPIC_MAX_GROUPS_LOG2
 MAX_RANKS = 32                    # bits of a slot's arrival bitmap
 ANNOUNCE_BYTES = 8                # the announcement's payload: size, 64-bit big-endian
 FIXED_POINT_NUMERATOR = 0x7FFFFF80
@@ -94,6 +105,43 @@ class EpicOp(IntEnum):
     BARRIER = 4
     REDUCE_SCATTER = 5
     ALL_GATHER = 6
+
+
+class EpicKind(IntEnum):
+    """What a switch group runs (EPIC_KIND_* in epic.p4)."""
+
+    ALLREDUCE = 0
+    REDUCE = 1
+    BROADCAST = 2
+
+
+# The group each announced operation runs on.
+_OP_KIND = {EpicOp.ALLREDUCE: EpicKind.ALLREDUCE, EpicOp.BARRIER: EpicKind.ALLREDUCE,
+            EpicOp.REDUCE: EpicKind.REDUCE, EpicOp.REDUCE_SCATTER: EpicKind.REDUCE,
+            EpicOp.BROADCAST: EpicKind.BROADCAST, EpicOp.ALL_GATHER: EpicKind.BROADCAST}
+
+
+def group_count(size: int) -> int:
+    """Switch groups a communicator of ``size`` ranks uses: 2N+1."""
+    return 2 * size + 1
+
+
+def group_index(kind: EpicKind, root: int, size: int) -> int:
+    """Offset of a primitive's group from the communicator's first group."""
+    if kind is EpicKind.ALLREDUCE:
+        return 0
+    return 1 + root + (size if kind is EpicKind.BROADCAST else 0)
+
+
+def group_kind(index: int, size: int) -> tuple[EpicKind, int]:
+    """(kind, root) of the group at ``index`` (the inverse of group_index)."""
+    if index == 0:
+        return EpicKind.ALLREDUCE, 0
+    if 1 <= index <= size:
+        return EpicKind.REDUCE, index - 1
+    if size < index < group_count(size):
+        return EpicKind.BROADCAST, index - 1 - size
+    raise ValueError(f"group index {index} out of range for {size} ranks")
 
 
 def announce_imm(op: EpicOp, root: int, gid: int) -> int:
@@ -126,6 +174,11 @@ class EpicEndpoint:
         if not 0 <= self.start_psn <= PSN_MASK:
             raise ValueError(f"start PSN {self.start_psn} is not a 24-bit PSN")
 
+    def offset(self, index: int) -> EpicEndpoint:
+        """The endpoint of the communicator's group ``index`` (gid and QPN + index)."""
+        return EpicEndpoint(self.switch_ip, self.qpn + index, self.gid + index,
+                            self.start_psn, self.port)
+
 
 def ladder_values(max_abs: float) -> np.ndarray:
     """One rank's ladder packet for the fixed-point agreement."""
@@ -154,8 +207,10 @@ def fixed_point_bound(size: int, factor: float) -> float:
     return size / (2.0 * factor)
 
 
-_Round = tuple[EpicOp, int, np.ndarray]          # op, root, int32 words
-_Plan = Generator[_Round, np.ndarray, np.ndarray | None]
+_Round = tuple[EpicOp, int, np.ndarray]          # op, root, int32 words (a rank's own)
+# A plan yields rounds and is sent each round's result: the summed (or copied)
+# words on ranks that receive them, None on ranks that only send.
+_Plan = Generator[_Round, np.ndarray | None, np.ndarray | None]
 
 
 class EpicCommunicator:
@@ -181,6 +236,10 @@ class EpicCommunicator:
             raise ValueError(f"group size {size} out of range 1..{MAX_RANKS}")
         if not 0 <= rank < size:
             raise ValueError(f"rank {rank} out of range for size {size}")
+        last = endpoint.gid + group_count(size) - 1
+        if last >= MAX_GROUPS or endpoint.qpn + group_count(size) - 1 > QPN_MASK:
+            raise ValueError(f"{size} ranks need groups {endpoint.gid}..{last} (2N+1); "
+                             f"the switch has {MAX_GROUPS}")
         if not 0 < chunk_pkts <= WINDOW // 2:
             raise ValueError(f"chunk_pkts must be in 1..{WINDOW // 2} (two in flight <= W)")
         self.ctx, self.rank, self.size, self.endpoint = ctx, rank, size, endpoint
@@ -204,10 +263,13 @@ class EpicCommunicator:
         self._recv = bytearray(nbytes)
         self._send_mr = self.pd.reg_mr(self._send, Access.LOCAL_WRITE)
         self._recv_mr = self.pd.reg_mr(self._recv, Access.LOCAL_WRITE)
-        self.qp = self.pd.create_qp(
+        # one QP per group (group_index); qps[0], the AllReduce group's, is ``qp``
+        self.qps = [self.pd.create_qp(
             self.cq, self.cq, job_id=job_id,
             rate_controller=rate_controller_factory() if rate_controller_factory else None,
             pacer=pacer_factory() if pacer_factory else None)
+            for _ in range(group_count(size))]
+        self.qp = self.qps[0]
         self.connected = False
         self.seq = 0
         self._active: EpicCollective | None = None
@@ -215,23 +277,26 @@ class EpicCommunicator:
     # ---- set-up ----
     def local_info(self) -> dict[str, Any]:
         """What the controller needs to add this rank to the group (JSON-able)."""
-        return {"rank": self.rank, "ip": self.ctx.local_ip, "qpn": self.qp.qp_num}
+        return {"rank": self.rank, "ip": self.ctx.local_ip, "qpn": self.qp.qp_num,
+                "qpns": [q.qp_num for q in self.qps]}
 
     def connect(self) -> None:
         """Connect the QP to the switch endpoint (the controller must have installed
         the group before the first collective)."""
-        ep = self.endpoint
-        self.qp.modify(state=QPState.INIT)
-        self.qp.modify(state=QPState.RTR, dest_ip=ep.switch_ip, dest_qp_num=ep.qpn,
-                       dest_port=ep.port, rq_psn=ep.start_psn, path_mtu=PACKET_BYTES)
-        rts: dict[str, Any] = {"state": QPState.RTS, "sq_psn": ep.start_psn}
-        if self.qp_timeout_ns is not None:
-            rts["timeout_ns"] = self.qp_timeout_ns
-        self.qp.modify(**rts)
+        for i, qp in enumerate(self.qps):
+            ep = self.endpoint.offset(i)
+            qp.modify(state=QPState.INIT)
+            qp.modify(state=QPState.RTR, dest_ip=ep.switch_ip, dest_qp_num=ep.qpn,
+                      dest_port=ep.port, rq_psn=ep.start_psn, path_mtu=PACKET_BYTES)
+            rts: dict[str, Any] = {"state": QPState.RTS, "sq_psn": ep.start_psn}
+            if self.qp_timeout_ns is not None:
+                rts["timeout_ns"] = self.qp_timeout_ns
+            qp.modify(**rts)
         self.connected = True
 
     def close(self) -> None:
-        self.qp.destroy()
+        for qp in self.qps:
+            qp.destroy()
 
     def _emit(self, ev: dict[str, Any]) -> None:
         if self.event_sink is not None:
@@ -247,18 +312,18 @@ class EpicCommunicator:
         x = self._check(x, op)
         self._check_root(root)
 
-        def plan() -> _Plan:
-            res = yield from self._plan_sum(EpicOp.REDUCE, root, x)
-            return res if self.rank == root else None
-        return self._start("reduce", x.nbytes, plan())
+        return self._start("reduce", x.nbytes, self._plan_sum(EpicOp.REDUCE, root, x))
 
     def start_broadcast(self, x: np.ndarray, root: int = 0) -> EpicCollective:
         x = self._check(x, ReduceOp.SUM)
         self._check_root(root)
 
         def plan() -> _Plan:
-            words = _as_words(x) if self.rank == root else np.zeros(x.nbytes // 4, np.int32)
-            out = yield (EpicOp.BROADCAST, root, words)
+            if self.rank == root:
+                yield (EpicOp.BROADCAST, root, _as_words(x))
+                return x.copy()
+            out = yield (EpicOp.BROADCAST, root, np.zeros(x.nbytes // 4, np.int32))
+            assert out is not None          # a child receives the root's words
             return _from_words(out, x.dtype, x.size)
         return self._start("broadcast", x.nbytes, plan())
 
@@ -267,10 +332,17 @@ class EpicCommunicator:
 
         def plan() -> _Plan:
             w = x.nbytes // 4
+            mine = _as_words(x)
             words = np.zeros(w * self.size, np.int32)
-            words[self.rank * w: (self.rank + 1) * w] = _as_words(x)
-            out = yield (EpicOp.ALL_GATHER, 0, words)
-            return _from_words(out, x.dtype, x.size * self.size)
+            for root in range(self.size):
+                if root == self.rank:
+                    yield (EpicOp.ALL_GATHER, root, mine)
+                    words[root * w: (root + 1) * w] = mine
+                else:
+                    out = yield (EpicOp.ALL_GATHER, root, np.zeros(w, np.int32))
+                    assert out is not None
+                    words[root * w: (root + 1) * w] = out
+            return _from_words(words, x.dtype, x.size * self.size)
         return self._start("all_gather", x.nbytes * self.size, plan())
 
     def start_reduce_scatter(self, x: np.ndarray,
@@ -278,10 +350,15 @@ class EpicCommunicator:
         x = self._check(x, op)
 
         def plan() -> _Plan:
-            res = yield from self._plan_sum(EpicOp.REDUCE_SCATTER, 0, x)
-            assert res is not None
-            off, ln = split(x.size, self.size)[self.rank]
-            return res[off: off + ln].copy()
+            factor = yield from self._plan_factor(x)
+            q = self._to_fixed(x, factor)
+            mine: np.ndarray | None = None
+            for root, (off, ln) in enumerate(split(x.size, self.size)):
+                out = yield (EpicOp.REDUCE_SCATTER, root, q[off: off + ln])
+                if root == self.rank:
+                    mine = out
+            assert mine is not None
+            return self._from_fixed(mine, x.dtype, factor)
         return self._start("reduce_scatter", x.nbytes, plan())
 
     def start_barrier(self) -> EpicCollective:
@@ -344,17 +421,35 @@ class EpicCommunicator:
             raise ValueError(f"root {root} out of range for size {self.size}")
 
     def _plan_sum(self, op: EpicOp, root: int, x: np.ndarray) -> _Plan:
+        """The sum of ``x`` on op's group (None on ranks that do not receive it)."""
+        factor = yield from self._plan_factor(x)
+        out = yield (op, root, self._to_fixed(x, factor))
+        return None if out is None else self._from_fixed(out, x.dtype, factor)
+
+    def _plan_factor(self, x: np.ndarray) -> Generator[_Round, np.ndarray | None, float | None]:
+        """The fixed-point factor every rank agrees on (one AllReduce round of the
+        ladder packet); None for int32, which is added as it is."""
         if x.dtype == np.int32:
-            out = yield (op, root, x)
-            return out
+            return None
         if not np.all(np.isfinite(x)):
             raise CommError("fixed-point sums need finite values")
         max_abs = float(np.max(np.abs(x))) if x.size else 0.0
-        summed = yield (op, root, ladder_values(max_abs))
-        factor = fixed_point_factor(ladder_sum(summed))
+        summed = yield (EpicOp.ALLREDUCE, 0, ladder_values(max_abs))
+        assert summed is not None       # every rank receives an AllReduce
+        return fixed_point_factor(ladder_sum(summed))
+
+    @staticmethod
+    def _to_fixed(x: np.ndarray, factor: float | None) -> np.ndarray:
+        if factor is None:
+            return x
         q = np.clip(np.rint(x.astype(np.float64) * factor), INT32_MIN, INT32_MAX)
-        out = yield (op, root, q.astype(np.int32))
-        return (out.astype(np.float64) / factor).astype(x.dtype)
+        return q.astype(np.int32)
+
+    @staticmethod
+    def _from_fixed(out: np.ndarray, dtype: np.dtype, factor: float | None) -> np.ndarray:
+        if factor is None:
+            return out
+        return (out.astype(np.float64) / factor).astype(dtype)
 
     def _start(self, kind: str, nbytes: int, plan: _Plan) -> EpicCollective:
         if not self.connected:
@@ -381,7 +476,7 @@ class EpicCollective:
         self.t_end: int | None = None
         self._round: _Round | None = None
         comm._emit(self._base("collective_start") | {"t_ns": self.t_start, "bytes": nbytes})
-        self._next(None)
+        self._next(None, first=True)
 
     def _base(self, event: str) -> dict[str, Any]:
         c = self.comm
@@ -389,12 +484,13 @@ class EpicCollective:
                 "collective": self.kind, "seq": self.seq, "scheme": "epic"}
 
     def describe(self) -> str:
-        return (f"round {self.rounds}: {self._sent}/{len(self._chunks)} sends posted, "
-                f"{self._send_done} done, {self._recv_done}/{len(self._chunks)} results")
+        return (f"round {self.rounds} on group {self._group}: {self._sent}/{self._n_sends} "
+                f"sends posted, {self._send_done} done, {self._recv_done}/{self._n_recvs} "
+                "results")
 
-    def _next(self, summed: np.ndarray | None) -> None:
+    def _next(self, summed: np.ndarray | None, first: bool = False) -> None:
         try:
-            rnd = self._plan.send(summed) if summed is not None else next(self._plan)
+            rnd = next(self._plan) if first else self._plan.send(summed)
         except StopIteration as stop:
             self._result = stop.value
             self.done = True
@@ -407,6 +503,14 @@ class EpicCollective:
     def _begin_round(self, rnd: _Round) -> None:
         comm = self.comm
         op, root, words = rnd
+        kind = _OP_KIND[op]
+        index = group_index(kind, root, comm.size)
+        self._group = comm.endpoint.gid + index
+        self._qp = comm.qps[index]
+        # who sends and who receives on this group (see the module docstring)
+        sends = kind is not EpicKind.BROADCAST or comm.rank == root
+        self._receives = (kind is EpicKind.ALLREDUCE or (kind is EpicKind.REDUCE) == (
+            comm.rank == root))
         n = words.size
         if n > comm._cap_words:
             raise CommError(f"{self.kind} needs {4 * n} bytes; max_bytes is {comm.max_bytes}")
@@ -424,19 +528,21 @@ class EpicCollective:
         for off in range(0, padded * 4, step):
             self._chunks.append((ANNOUNCE_BYTES + off, min(step, padded * 4 - off)))
         self._words = n
+        self._n_sends = len(self._chunks) if sends else 0
+        self._n_recvs = len(self._chunks) if self._receives else 0
         self._sent = self._send_done = self._recv_done = 0
         # receive WQEs first: the sums can only come back after this rank's uploads
-        for i, (off, ln) in enumerate(self._chunks):
-            comm.qp.post_recv(RecvWR(wr_id=i, sge=comm._recv_mr.sge(off, ln)))
-        self._imm = announce_imm(op, root, comm.endpoint.gid)
+        for i, (off, ln) in enumerate(self._chunks[:self._n_recvs]):
+            self._qp.post_recv(RecvWR(wr_id=i, sge=comm._recv_mr.sge(off, ln)))
+        self._imm = announce_imm(op, root, self._group)
         self._post_sends()
 
     def _post_sends(self) -> None:
         comm = self.comm
-        while self._sent < len(self._chunks) and self._sent - self._send_done < 2:
+        while self._sent < self._n_sends and self._sent - self._send_done < 2:
             i = self._sent
             off, ln = self._chunks[i]
-            comm.qp.post_send(SendWR(
+            self._qp.post_send(SendWR(
                 wr_id=i, opcode=WROpcode.SEND_WITH_IMM if i == 0 else WROpcode.SEND,
                 sge=comm._send_mr.sge(off, ln), imm_data=self._imm if i == 0 else None))
             self._sent += 1
@@ -458,9 +564,12 @@ class EpicCollective:
             else:
                 self._send_done += 1
         self._post_sends()
-        if self._send_done == len(self._chunks) and self._recv_done == len(self._chunks):
-            out = np.frombuffer(comm._recv, dtype=">i4", count=self._words,
-                                offset=ANNOUNCE_BYTES).astype(np.int32)
+        while (not self.done and self._send_done == self._n_sends
+               and self._recv_done == self._n_recvs):
+            out = None
+            if self._receives:
+                out = np.frombuffer(comm._recv, dtype=">i4", count=self._words,
+                                    offset=ANNOUNCE_BYTES).astype(np.int32)
             self._next(out)
         return self.done
 

@@ -29,6 +29,11 @@
  *     (old or ahead: go-back-N repairs it);
  *   - ACKs, NAKs and CNPs a rank sends to the endpoint are reflected to that
  *     rank's own QP: its ACK of result p acknowledges its upload p;
+ *   - a group runs one primitive with one root (set_group's kind and root;
+ *     2N+1 groups per N ranks): AllReduce as above; Reduce adds the same way
+ *     but sends the sum to the root alone and the root's ACKs to every rank;
+ *     Broadcast copies the root's packets to the other ranks and sends the
+ *     root the oldest PSN every child acknowledged (include/epic_acks.p4);
  *   - every packet the switch rewrites gets a new ICRC, computed here with
  *     crc32 over the fields RoCEv2 covers (LRH ones, IPv4 with TOS/TTL/
  *     checksum masked, UDP with checksum masked, BTH with Resv8a masked, the
@@ -38,9 +43,11 @@
  * MyIngress.port_smac, see include/l3_ingress.p4), with the l3_ecn link loss
  * table in egress.
  *
- * Control plane for group 0 = ranks 10.0.1.1 (port 1, QPN 0x11) and 10.0.2.1
- * (port 2, QPN 0x11) at endpoint 10.255.0.1 QPN 0x100 (rid = gid << 5 | rank):
- *   table_add MyIngress.epic_group MyIngress.set_group 10.255.0.1 0x100 => 0 2 1
+ * Control plane for AllReduce group 0 (kind 0, root 0, mgid 1, no ack_mgid) =
+ * ranks 10.0.1.1 (port 1, QPN 0x11) and 10.0.2.1 (port 2, QPN 0x11) at
+ * endpoint 10.255.0.1 QPN 0x100 (rid = gid << 5 | rank; testbed.epic makes
+ * the lines of all 2N+1 groups):
+ *   table_add MyIngress.epic_group MyIngress.set_group 10.255.0.1 0x100 => 0 2 0 0 1 0
  *   table_add MyIngress.epic_member MyIngress.set_member 0 10.0.1.1 => 0
  *   table_add MyIngress.epic_member MyIngress.set_member 0 10.0.2.1 => 1
  *   table_add MyEgress.epic_rank_addr MyEgress.set_rank_addr 0 => 00:00:00:00:00:01 02:00:00:00:00:01 10.0.1.1 0x11
@@ -63,7 +70,7 @@
 #define EPIC_WINDOW_LOG2 5       /* W = 32 packets per rank in flight */
 #endif
 #ifndef EPIC_MAX_GROUPS_LOG2
-#define EPIC_MAX_GROUPS_LOG2 2   /* 4 groups */
+#define EPIC_MAX_GROUPS_LOG2 6   /* 64 groups: 2N+1 per communicator of N ranks */
 #endif
 #define EPIC_WINDOW (1 << EPIC_WINDOW_LOG2)
 #define EPIC_SLOTS_LOG2 (EPIC_WINDOW_LOG2 + 1)
@@ -94,6 +101,14 @@ const bit<8> EPIC_OP_BARRIER = 4;
 const bit<8> EPIC_OP_REDUCE_SCATTER = 5;
 const bit<8> EPIC_OP_ALL_GATHER = 6;
 
+/* What a group runs (set_group's kind). A group serves one primitive with one
+ * root: after a Reduce or a Broadcast the ranks' send and receive PSNs no
+ * longer move together, so every primitive and root has its own group and
+ * QPs (2N+1 groups for N ranks, as in the paper). */
+const bit<8> EPIC_KIND_ALLREDUCE = 0;   /* sum to every rank (also Barrier) */
+const bit<8> EPIC_KIND_REDUCE = 1;      /* sum to the root only */
+const bit<8> EPIC_KIND_BROADCAST = 2;   /* the root's packets to every other rank */
+
 /* Indices of MyIngress.epic_events. */
 const bit<32> EPIC_EV_CONTRIBUTION = 0;   /* counted into a slot */
 const bit<32> EPIC_EV_COMPLETION = 1;     /* slot complete: result multicast */
@@ -103,6 +118,8 @@ const bit<32> EPIC_EV_STALE = 4;          /* PSN is not the slot's: dropped */
 const bit<32> EPIC_EV_REFLECTED = 5;      /* ACK/NAK/CNP reflected */
 const bit<32> EPIC_EV_NOT_MEMBER = 6;     /* sender is not in the group: dropped */
 const bit<32> EPIC_EV_BAD = 7;            /* not a packet the endpoint takes: dropped */
+const bit<32> EPIC_EV_ACK_HELD = 8;       /* Broadcast: a child's ACK that moves nothing yet */
+const bit<32> EPIC_EV_ACK_UP = 9;         /* Broadcast: the children's oldest ACK sent to the root */
 
 const bit<32> EPIC_INSTANCE_REPLICATION = 5;
 const bit<16> LOSS_DEFAULT_PER_10K = 0;
@@ -137,7 +154,10 @@ struct epic_headers_t {
 struct metadata_t {
     bit<8>  gid;
     bit<8>  degree;
+    bit<8>  kind;
+    bit<8>  root;
     bit<16> mgid;
+    bit<16> ack_mgid;
     bit<8>  rank;
     bit<16> rid;
     bit<32> switch_ip;
@@ -156,6 +176,7 @@ struct metadata_t {
     hdr.bth.pkey, 8w0xFF, hdr.bth.dqpn, hdr.bth.ackreq, hdr.bth.resv7, hdr.bth.psn
 
 #include "include/epic_sums.p4"
+#include "include/epic_acks.p4"
 
 error { IPv4HeaderUnsupported }
 
@@ -250,9 +271,10 @@ control MyIngress(inout epic_headers_t hdr,
     register<bit<8>>(EPIC_SLOT_COUNT) slot_count;     /* degree counter */
     register<bit<32>>(1 << EPIC_MAX_GROUPS_LOG2) group_announce;       /* last ImmDt */
     register<bit<64>>(1 << EPIC_MAX_GROUPS_LOG2) group_announce_size;  /* its size */
-    counter(8, CounterType.packets) epic_events;
+    counter(10, CounterType.packets) epic_events;
 
     EpicSums() sums;
+    EpicAckMin() acks;
 
     action drop() {
         mark_to_drop(standard_metadata);
@@ -294,10 +316,18 @@ control MyIngress(inout epic_headers_t hdr,
     }
 
     /* ---- the aggregation endpoint ---- */
-    action set_group(bit<8> gid, bit<8> degree, bit<16> mgid) {
+    /* mgid: where results go (AllReduce: every rank; Reduce: the root;
+     * Broadcast: every rank but the root). ack_mgid: where the root's ACKs go
+     * (Reduce: every rank) or the children's aggregated ACK (Broadcast: the
+     * root); unused for AllReduce, whose ACKs go back to their sender. */
+    action set_group(bit<8> gid, bit<8> degree, bit<8> kind, bit<8> root,
+                     bit<16> mgid, bit<16> ack_mgid) {
         meta.gid = gid;
         meta.degree = degree;
+        meta.kind = kind;
+        meta.root = root;
         meta.mgid = mgid;
+        meta.ack_mgid = ack_mgid;
     }
 
     table epic_group {
@@ -336,6 +366,12 @@ control MyIngress(inout epic_headers_t hdr,
         meta.rewrite = 1;
     }
 
+    /* Replicate this packet to a PRE group (each copy rewritten in egress). */
+    action to_group(bit<16> grp) {
+        standard_metadata.mcast_grp = grp;
+        meta.rewrite = 1;
+    }
+
     apply {
         if (standard_metadata.parser_error != error.NoError ||
                 standard_metadata.checksum_error == 1 ||
@@ -358,8 +394,36 @@ control MyIngress(inout epic_headers_t hdr,
         }
         meta.rid = ((bit<16>)meta.gid << 5) | (bit<16>)meta.rank;
         meta.switch_ip = hdr.ipv4.dstAddr;
+        bool from_root = meta.rank == meta.root;
         if (hdr.aeth.isValid() || hdr.cnp.isValid()) {
-            to_sender();
+            if (meta.kind == EPIC_KIND_REDUCE && from_root) {
+                /* the root's ACK of result p acknowledges every rank's upload p */
+                to_group(meta.ack_mgid);
+            } else if (meta.kind == EPIC_KIND_BROADCAST && !from_root) {
+                if (hdr.cnp.isValid()) {
+                    to_group(meta.ack_mgid);    /* congestion towards a child: the root slows */
+                } else {
+                    /* The root's packet p is delivered once every child acknowledged
+                     * it: send the root the oldest acknowledged PSN. A NAK of PSN e
+                     * acknowledges e - 1 and asks for a resend from the oldest + 1. */
+                    bool is_ack = hdr.aeth.syndrome[7:5] == 0;
+                    bit<24> got = is_ack ? hdr.bth.psn : hdr.bth.psn - 1;
+                    bit<1> complete;
+                    bit<24> oldest;
+                    acks.apply((bit<32>)meta.gid << 5, meta.rank, meta.degree, meta.root,
+                               got, complete, oldest);
+                    if (complete == 0) {
+                        epic_events.count(EPIC_EV_ACK_HELD);
+                        return;
+                    }
+                    hdr.bth.psn = is_ack ? oldest : oldest + 1;
+                    to_group(meta.ack_mgid);
+                    epic_events.count(EPIC_EV_ACK_UP);
+                    return;
+                }
+            } else {
+                to_sender();
+            }
             epic_events.count(EPIC_EV_REFLECTED);
             return;
         }
@@ -368,12 +432,33 @@ control MyIngress(inout epic_headers_t hdr,
             return;
         }
         if (hdr.ann.isValid()) {
-            if (hdr.immdt.imm[15:0] != (bit<16>)meta.gid) {
+            bit<8> op = hdr.immdt.imm[31:24];
+            bool op_ok = false;
+            if (meta.kind == EPIC_KIND_ALLREDUCE) {
+                op_ok = op == EPIC_OP_ALLREDUCE || op == EPIC_OP_BARRIER;
+            } else if (meta.kind == EPIC_KIND_REDUCE) {
+                op_ok = op == EPIC_OP_REDUCE || op == EPIC_OP_REDUCE_SCATTER;
+            } else if (meta.kind == EPIC_KIND_BROADCAST) {
+                op_ok = op == EPIC_OP_BROADCAST || op == EPIC_OP_ALL_GATHER;
+            }
+            if (hdr.immdt.imm[15:0] != (bit<16>)meta.gid || !op_ok ||
+                    (meta.kind != EPIC_KIND_ALLREDUCE && hdr.immdt.imm[23:16] != meta.root)) {
                 epic_events.count(EPIC_EV_BAD);
                 return;
             }
             group_announce.write((bit<32>)meta.gid, hdr.immdt.imm);
             group_announce_size.write((bit<32>)meta.gid, hdr.ann.size);
+        }
+        if (meta.kind == EPIC_KIND_BROADCAST) {
+            /* nothing to add: the root's packets (first sends and resends alike)
+             * go to every child; only the root sends in a Broadcast group */
+            if (!from_root) {
+                epic_events.count(EPIC_EV_BAD);
+                return;
+            }
+            to_group(meta.mgid);
+            epic_events.count(EPIC_EV_COMPLETION);
+            return;
         }
 
         bit<32> base = (bit<32>)meta.gid << EPIC_SLOTS_LOG2;
@@ -403,7 +488,13 @@ control MyIngress(inout epic_headers_t hdr,
             if (hdr.data.isValid()) {
                 sums.apply(hdr.data, slot, EPIC_SUM_LOAD);
             }
-            to_sender();
+            if (meta.kind == EPIC_KIND_REDUCE) {
+                /* only the root receives results; its re-ACK, sent to every
+                 * rank, acknowledges the sender's upload again */
+                to_group(meta.mgid);
+            } else {
+                to_sender();
+            }
             epic_events.count(EPIC_EV_RESENT);
             return;
         }
@@ -423,8 +514,7 @@ control MyIngress(inout epic_headers_t hdr,
             slot_psn.write(dual, EPIC_TAG_VALID | (bit<32>)dual_psn);
             slot_bitmap.write(dual, 0);
             slot_count.write(dual, 0);
-            standard_metadata.mcast_grp = meta.mgid;
-            meta.rewrite = 1;
+            to_group(meta.mgid);
             epic_events.count(EPIC_EV_COMPLETION);
         }
     }

@@ -17,16 +17,18 @@ from hosts.commlib.epic import (
     WINDOW,
     EpicCommunicator,
     EpicEndpoint,
+    EpicKind,
     EpicOp,
     fixed_point_bound,
     fixed_point_factor,
+    group_index,
     ladder_sum,
     ladder_values,
 )
 from hosts.roce.scale import Scale
 from hosts.roce.sim import SimWire
 from hosts.roce.verbs import Context
-from testbed.epic import EPIC_P4, EpicGroup, SimSwitch
+from testbed.epic import EPIC_P4, SimSwitch, communicator_groups, install_commands
 
 SWITCH_IP = "10.255.0.1"
 
@@ -38,8 +40,9 @@ def make_group(n: int, *, max_bytes: int = 1 << 15, **wire_kw):
     ep = EpicEndpoint(SWITCH_IP, 0x100, 0)
     comms = [EpicCommunicator(Context(w.provider(ip), scale=Scale()), r, n, ep,
                               max_bytes=max_bytes) for r, ip in enumerate(ips)]
-    group = EpicGroup(ep, tuple(sw.member(c.rank, c.ctx.local_ip, c.qp.qp_num) for c in comms))
-    for line in group.switch_commands():
+    members = [sw.member(c.rank, c.ctx.local_ip, c.qp.qp_num) for c in comms]
+    groups = communicator_groups(ep, members, [c.local_info()["qpns"] for c in comms])
+    for line in install_commands(groups):
         sw.command(line)
     for c in comms:
         c.connect()
@@ -104,7 +107,7 @@ def test_int32_sums_saturate() -> None:
     assert res[0].tolist() == [2**31 - 1, -(2**31), 15]
 
 
-@pytest.mark.parametrize("n", [2, 6])
+@pytest.mark.parametrize("n", [2, 3, 6, 8])
 def test_primitives(n: int) -> None:
     w, _, comms = make_group(n)
     rng = np.random.default_rng(100 + n)
@@ -123,6 +126,59 @@ def test_primitives(n: int) -> None:
         off, ln = split(300, n)[r]
         assert np.array_equal(out, total[off: off + ln])
     assert run(w, [c.start_barrier() for c in comms]) == [None] * n
+
+
+def reduce_qp_rx(c: EpicCommunicator, root: int) -> int:
+    """Packets rank ``c`` received on root's Reduce group."""
+    return c.qps[group_index(EpicKind.REDUCE, root, c.size)].stats["rx_pkts"]
+
+
+def test_reduce_sends_the_sum_to_the_root_alone() -> None:
+    n, root = 4, 1
+    w, sw, comms = make_group(n)
+    rng = np.random.default_rng(7)
+    xs = [rng.integers(-(2**20), 2**20, 1000, dtype=np.int32) for _ in range(n)]
+    res = run(w, [c.start_reduce(x, root) for c, x in zip(comms, xs, strict=True)])
+    assert np.array_equal(res[root], np.sum(xs, axis=0, dtype=np.int32))
+    assert all(r is None for i, r in enumerate(res) if i != root)
+    npkts = 1 + -(-1000 // ELEMS)           # the announcement + the data packets
+    assert reduce_qp_rx(comms[root], root) == npkts
+    assert all(reduce_qp_rx(c, root) == 0 for c in comms if c.rank != root)
+    # every non-root rank's uploads were acknowledged by the root's ACKs alone
+    assert all(c.qps[group_index(EpicKind.REDUCE, root, n)].stats["acks_rcvd"] > 0
+               for c in comms)
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_float_reduce_and_reduce_scatter_within_fixed_point_bound(n: int) -> None:
+    w, _, comms = make_group(n)
+    rng = np.random.default_rng(20 + n)
+    xs = [rng.standard_normal(700).astype(np.float32) for _ in range(n)]
+    exact = np.sum(np.stack(xs).astype(np.float64), axis=0)
+    factor = fixed_point_factor(sum(float(np.max(np.abs(x))) for x in xs))
+    bound = (fixed_point_bound(n, factor) + np.abs(exact) * 2.0**-23) * 1.01
+    res = run(w, [c.start_reduce(x, 0) for c, x in zip(comms, xs, strict=True)])
+    assert res[0].dtype == np.float32 and np.all(np.abs(res[0] - exact) <= bound)
+    res = run(w, [c.start_reduce_scatter(x) for c, x in zip(comms, xs, strict=True)])
+    for r, out in enumerate(res):
+        off, ln = split(700, n)[r]
+        assert np.all(np.abs(out - exact[off: off + ln]) <= bound[off: off + ln])
+
+
+def test_broadcast_completes_at_the_root_only_when_every_child_has_it() -> None:
+    """The children's ACKs are aggregated with min: a child that has not posted its
+    receives yet (its RNR NAKs go to the root) holds the root back."""
+    w, sw, comms = make_group(3)
+    x = np.arange(500, dtype=np.int32)
+    early = [comms[0].start_broadcast(x, 0), comms[1].start_broadcast(np.zeros_like(x), 0)]
+    w.run(until=lambda: all([o.progress() for o in early]), timeout=Scale().rto_ns * 6e-9)
+    assert not early[0].done
+    assert comms[0].qps[group_index(EpicKind.BROADCAST, 0, 3)].stats["rnr_naks_rcvd"] > 0
+    late = comms[2].start_broadcast(np.zeros_like(x), 0)
+    res = run(w, early + [late])
+    assert all(np.array_equal(r, x) for r in res)
+    bq = group_index(EpicKind.BROADCAST, 0, 3)
+    assert comms[0].qps[bq].stats["rx_pkts"] == 0      # the root receives nothing
 
 
 def test_barrier_waits_for_every_rank() -> None:
@@ -160,6 +216,12 @@ def test_all_primitives_under_loss_and_reordering(n: int) -> None:
         assert all(np.array_equal(r, np.concatenate([x[:100] for x in xs])) for r in res)
         res = run(w, [c.start_broadcast(x, it) for c, x in zip(comms, fs, strict=True)])
         assert all(np.array_equal(r, fs[it]) for r in res)
+        res = run(w, [c.start_reduce(x, n - 1 - it) for c, x in zip(comms, xs, strict=True)])
+        assert np.array_equal(res[n - 1 - it], np.sum(xs, axis=0, dtype=np.int32))
+        res = run(w, [c.start_reduce_scatter(x) for c, x in zip(comms, xs, strict=True)])
+        for r, out in enumerate(res):
+            off, ln = split(3000, n)[r]
+            assert np.array_equal(out, np.sum(xs, axis=0, dtype=np.int32)[off: off + ln])
         run(w, [c.start_barrier() for c in comms])
     assert w.counters["dropped"] > 0 and w.counters["reordered"] > 0
     assert events(sw, 3) > 0        # retransmissions answered from completed slots

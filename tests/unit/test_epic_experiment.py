@@ -10,7 +10,7 @@ import pytest
 
 from experiments import epic_allreduce as ex
 from hosts.agent_spec import CollectiveSpec, JobSpec, SpecError
-from testbed.epic import install_from_rendezvous
+from testbed.epic import communicator_nodes, install_from_rendezvous
 from testbed.experiment import ExperimentError, PhasePlan, RunPlan
 
 
@@ -74,14 +74,29 @@ def test_group_is_installed_once_every_rank_reported(tmp_path: Path) -> None:
     assert install_from_rendezvous(ex.ENDPOINT, jobs, d) is None
     for r in range(3):
         (d / f"rank{r}.json").write_text(json.dumps(
-            {"rank": r, "ip": f"10.0.{r + 1}.1", "qpn": 0x20 + r}))
+            {"rank": r, "ip": f"10.0.{r + 1}.1", "qpn": 0x20 + r,
+             "qpns": [0x20 + r + 0x10 * i for i in range(7)]}))
     lines = install_from_rendezvous(ex.ENDPOINT, jobs, d, node_base=8)
     assert lines is not None
     assert lines[0].startswith("register_reset MyIngress.slot_psn")
-    assert "table_add MyIngress.epic_group MyIngress.set_group 10.255.0.1 0x100 => 0 3 1" in lines
+    assert "register_reset MyIngress.acks.acked" in lines
+    # 2N+1 = 7 groups: AllReduce; Reduce to 0, 1, 2; Broadcast from 0, 1, 2
+    sets = [ln.split("=> ")[1] for ln in lines if "MyIngress.set_group" in ln]
+    assert sets == ["0 3 0 0 1 0", "1 3 1 0 3 4", "2 3 1 1 5 6", "3 3 1 2 7 8",
+                    "4 3 2 0 9 10", "5 3 2 1 11 12", "6 3 2 2 13 14"]
     for r in range(3):
-        assert any(ln.endswith(f"10.0.{r + 1}.1 {0x20 + r:#x}") for ln in lines)
+        for i in range(7):   # rank r's QPN of group i, in group i's address table
+            assert any(ln.startswith(f"table_add MyEgress.epic_rank_addr "
+                                     f"MyEgress.set_rank_addr {(i << 5) | r} ")
+                       and ln.endswith(f"10.0.{r + 1}.1 {0x20 + r + 0x10 * i:#x}")
+                       for ln in lines)
         assert f"mc_node_associate 1 {8 + r}" in lines
+    # Reduce to rank 1: results to rank 1 alone, its ACKs to all three
+    assert f"mc_node_create {(2 << 5) | 1} 2" in lines
+    assert [ln for ln in lines if ln.startswith("mc_node_associate 5 ")] == [
+        "mc_node_associate 5 15"]   # after 3 + 4 nodes from 8
+    assert len([ln for ln in lines if ln.startswith("mc_node_associate 6 ")]) == 3
+    assert sum(ln.startswith("mc_node_create") for ln in lines) == communicator_nodes(3)
     (d / "rank1.json").write_text(json.dumps({"rank": 1, "ip": "10.9.9.9", "qpn": 5}))
     with pytest.raises(ValueError, match="rank 1"):
         install_from_rendezvous(ex.ENDPOINT, jobs, d)
