@@ -38,7 +38,7 @@ Events are JSON lines ``{"event": ..., "t_ns": CLOCK_MONOTONIC ns, "host": ...}`
 - CommLib's ``collective_start`` / ``step_start`` / ``step_end`` /
   ``collective_end``, and ``collective_check`` (ok: bit-exact, sha256)
 - ``pacer_report`` / ``qp_report`` (collective: each sending / receiving QP's
-  counters, pacing lateness and DCQCN state at the end)
+  counters, pacing lateness and DCQCN state at the end, or when it timed out)
 - ``progress`` (done / total, every ``progress_interval_s``; the runner shows it)
 
 Exit status: 0 success; 1 the job failed (a work request failed, a timeout,
@@ -737,6 +737,9 @@ class Agent:
                 if all(w.done for w in works):
                     raise AgentError(f"timed out after {spec.timeout_s:.0f} s waiting for the "
                                      "other agents of the phase to finish")
+                for w in works:
+                    if isinstance(w, _Collective) and not w.done:
+                        w._report()     # the QPs' counters say where a ring stalled
                 raise AgentError(f"timed out after {spec.timeout_s:.0f} s ({state})")
             dl = engine.next_deadline()
             wake = min(next_sample, next_prog, deadline)

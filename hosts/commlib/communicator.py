@@ -30,12 +30,18 @@ than a lagging step of the previous one.
 PSN as progress (``step_psn_origin=True``, for Symphony switches; see
 switches/p4/README.md): every step's write starts at PSN 0, so a packet's PSN
 is its position in the step. An RC QP's PSNs run on across messages, so each
-channel and direction has ``size`` QPs ("lanes"); step t uses lane t mod size.
-A lane is reconnected with PSN 0 once its write is acknowledged (sender) and
-once its data has arrived and been seen (receiver). Reuse is safe: before this
-rank posts step t + size on a lane, it completed step t + size - 1, which
-needs (around the ring) the right neighbour to have completed step t and so to
-have seen and reconnected its end of the lane.
+channel and direction has ``size + 1`` QPs ("lanes"); step t uses lane
+t mod (size + 1), and a lane is reconnected with PSN 0 before its next use.
+The sender reconnects its end once its write is acknowledged. The receiver
+reconnects its end of step t's lane only when step t + 1's data arrives:
+the left neighbour posts step t + 1 after step t's write was acknowledged,
+so no retransmission of step t can follow. Until then the lane keeps its
+state and answers a retransmission of step t's tail (its final ACK was
+lost) with an ACK; a lane reconnected as soon as step t arrived would
+expect PSN 0 again, ignore the retransmission and stall the ring. Reuse is
+safe: before this rank posts step t + size + 1 on a lane, it completed step
+t + size, which needs (around the ring) the right neighbour to have
+completed step t + 1, and so to have reconnected its end of step t's lane.
 
 Progress is explicit: `start_*` returns a `CollectiveOp` whose `progress()`
 polls completions and posts what is ready (drive several ranks from one loop,
@@ -125,7 +131,7 @@ class Communicator:
         self.work_mr = self.pd.reg_mr(self.work, access)
         self.staging_mr = self.pd.reg_mr(self.staging, access)
         self.step_psn_origin = step_psn_origin
-        self.lanes = size if step_psn_origin else 1
+        self.lanes = size + 1 if step_psn_origin else 1
         # right[c][lane] sends to rank+1, left[c][lane] receives from rank-1.
         self.right: list[list[QP]] = []
         self.left: list[list[QP]] = []
@@ -155,6 +161,9 @@ class Communicator:
         self._arrived: dict[tuple[int, int, int], int] = {}
         self._sent: dict[tuple[int, int, int], int] = {}
         self._recv_ids = 0
+        # channel -> the left lane of the last step that arrived (reconnected
+        # when the channel's next step arrives; see the module docstring)
+        self._left_used: dict[int, int] = {}
         self.connected = False
         self._active: CollectiveOp | None = None
 
@@ -266,7 +275,11 @@ class Communicator:
                 imm = wc.imm_data or 0
                 self._arrived[(imm >> 16, c, imm & 0xFFFF)] = wc.timestamp_ns
                 if self.lanes > 1:
-                    self._connect(c, lane, "left")  # the lane's next step starts at PSN 0
+                    # the previous step's lane can now start again at PSN 0
+                    prev = self._left_used.get(c)
+                    if prev is not None:
+                        self._connect(c, prev, "left")
+                    self._left_used[c] = lane
                 else:
                     self._post_recv(self.left[c][0])
             elif wc.opcode == WCOpcode.RDMA_WRITE:

@@ -11,7 +11,16 @@ import pytest
 
 from hosts.commlib import CommError, Communicator, ReduceOp, split
 from hosts.roce import wire
-from hosts.roce.constants import OPS_LAST, OPS_ONLY, OPS_WRITE, Opcode, sport_step, tag_sport
+from hosts.roce.constants import (
+    AETH_KIND_ACK,
+    AETH_KIND_MASK,
+    OPS_LAST,
+    OPS_ONLY,
+    OPS_WRITE,
+    Opcode,
+    sport_step,
+    tag_sport,
+)
 from hosts.roce.dcqcn import Dcqcn, DcqcnParams
 from hosts.roce.pacing import Pacer
 from hosts.roce.scale import Scale
@@ -299,3 +308,43 @@ def test_step_psn_origin_starts_every_step_at_psn_0(wire_kw) -> None:
         assert got == set(range(len(got))), key
     if wire_kw:
         assert sum(q.stats["retransmits"] for c in comms for qs in c.right for q in qs) > 0
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_step_psn_origin_survives_a_lost_final_ack(n: int) -> None:
+    """With step_psn_origin, the ACK of a step's last packet is lost once per
+    step: the sender times out and retransmits the step's tail, and the
+    receiver must still acknowledge it (it has the step's data), so the ring
+    completes instead of stalling (a congested fabric drops such ACKs)."""
+    w, comms, _ = make_ring(n, 2, comm_kw={"step_psn_origin": True})
+    # (receiver ip, sender's QPN) -> the receiving lane's QPN: names the lane an ACK is from
+    lane_of = {(f"10.0.0.{c.rank + 1}", q.dest_qp_num): q.qp_num
+               for c in comms for qs in c.left for q in qs}
+    armed: dict[tuple[str, int], int] = {}   # receiving lane -> its step's last PSN
+    dropped = []
+
+    def drop_final_ack(p: wire.Packet, src: str, dst: str) -> str | None:
+        if p.opcode in OPS_WRITE and p.psn == 0:
+            armed.pop((dst, p.dqpn), None)                      # a new step on the lane
+        if p.opcode in (Opcode.RDMA_WRITE_LAST_IMM, Opcode.RDMA_WRITE_ONLY_IMM):
+            armed.setdefault((dst, p.dqpn), p.psn)
+        elif p.opcode == Opcode.ACK and p.aeth and p.aeth[0] & AETH_KIND_MASK == AETH_KIND_ACK:
+            lane = (src, lane_of[(src, p.dqpn)])
+            if armed.get(lane) == p.psn:
+                armed[lane] = -1                                # once per step
+                dropped.append(lane)
+                return "drop"
+        return None
+
+    w.hook = drop_final_ack
+    rng = np.random.default_rng(11)
+    for _ in range(2):
+        xs = [rng.integers(-1000, 1000, 5000, dtype=np.int64) for _ in range(n)]
+        ops = [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)]
+        run_all(w, ops)
+        expected = np.sum(xs, axis=0)
+        for o in ops:
+            assert np.array_equal(o.result(), expected)
+    # every step of every channel lost its final ACK once, and was recovered
+    assert len(dropped) == 2 * 2 * (n - 1) * 2 * n
+    assert sum(q.stats["rto"] for c in comms for qs in c.right for q in qs) >= len(dropped)
