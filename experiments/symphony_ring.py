@@ -54,23 +54,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyNetwork
 from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec, message_wire_bytes
 from hosts.roce.dcqcn import CONNECTX
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
-from testbed.modelled import ModelledNetwork, Red, full_frame_bytes, kbytes, packets
+from testbed.modelled import full_frame_bytes
 from testbed.net import LeafSpine, host_addr
-from testbed.symphony import SymphonyParams, config_command, job_commands
+from testbed.symphony import config_command, job_commands
 from testbed.timeline import PhaseData, load_phase
 
 NAME = "symphony-ring"
-PROGRAM = "switches/p4/symphony.p4"
-QDEPTH_REGISTER = "MyEgress.qdepth_max"
 SCHEMES = ("baseline", "symphony")
 VARIANTS = ("ecmp", "imbalance")
 HEADLINE = ("cct.baseline.median", "cct.symphony.median", "cct_change",
             "max_overlap.baseline.mean", "max_overlap.symphony.mean", "theoretical_cct")
-RED_COMMAND = ("table_set_default MyEgress.ecn_config MyEgress.set_ecn_params "
-               "{kmin} {kmax} {pmax_percent}")
 
 # The paper's values for this experiment's keys (32 nodes, 8 MB chunks, 10 Gb/s):
 # Fig. 4b: maximum step overlap over 50 runs, Baseline (ECMP) 24-35, Symphony
@@ -88,7 +85,8 @@ REFERENCE: dict[str, Any] = {
 
 
 @dataclass(frozen=True)
-class Params:
+class Params(SymphonyNetwork):
+    link_mbps: float = 4.0           # every switch port and host NIC
     variant: str = "ecmp"
     leaves: int = 2
     spines: int = 2
@@ -97,29 +95,14 @@ class Params:
     chunk_kb: int = 1024             # per rank per step (paper: 8 MB)
     iterations: int = 3              # collectives per phase (steps count on across them)
     seeds: int = 3
-    link_mbps: float = 4.0           # every switch port and host NIC
-    nic_gbps: float = 10.0           # the paper's links; sets the slowdown
     imbalance: float = 1.13          # variant imbalance: the slowed hop's load / capacity
-    # Symphony (paper §4.1), modelled time
-    k: float = 0.01
-    tau: float = 0.25
-    t_win_us: float = 100.0
-    psn_window_us: float = 100.0
-    n_warmup: int = 8
-    n_sample: int = 8
-    # RED (paper §4.1, after HPCC), modelled bytes of queue
-    red_kmin_kb: float = 50.0
-    red_kmax_kb: float = 100.0
-    red_pmax: float = 0.2
-    queue_pkts: int = 256
-    path_mtu: int = 1024
-    dcqcn_preset: str = "connectx"
 
     @classmethod
     def quick(cls) -> Params:
         return cls(hosts_per_leaf=2, chunk_kb=256, iterations=2, seeds=1)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.variant not in VARIANTS:
             raise ValueError(f"variant {self.variant!r}: one of {', '.join(VARIANTS)}")
         if self.leaves < 2:
@@ -129,18 +112,10 @@ class Params:
             raise ValueError("channels, iterations and seeds must be >= 1")
         if self.chunk_kb < 1 or (self.chunk_kb * 1024) % (8 * self.channels):
             raise ValueError("chunk_kb must split into whole int64 elements per channel")
-        if self.link_mbps <= 0 or self.nic_gbps <= 0:
-            raise ValueError("link_mbps and nic_gbps must be positive")
         if not 1 <= self.imbalance <= 10:
             raise ValueError(f"imbalance {self.imbalance}: must be 1..10")
         if self.seeds * len(SCHEMES) > 250:
             raise ValueError("at most 250 phases (one job id each)")
-        if self.path_mtu > 1024:
-            raise ValueError("path_mtu above 1024 does not fit the links' 1500-byte frames")
-        if not 0 < self.red_kmin_kb < self.red_kmax_kb or not 0 < self.red_pmax <= 1:
-            raise ValueError("need 0 < red_kmin_kb < red_kmax_kb and red_pmax in (0, 1]")
-        self.network().convert(self.path_mtu)   # the queue must hold RED's Kmax
-        _ = self.symphony
 
     @property
     def fabric(self) -> LeafSpine:
@@ -150,27 +125,6 @@ class Params:
     @property
     def ranks(self) -> int:
         return self.leaves * self.hosts_per_leaf
-
-    @property
-    def symphony(self) -> SymphonyParams:
-        return SymphonyParams(k=self.k, tau=self.tau, t_win_us=self.t_win_us,
-                              psn_window_us=self.psn_window_us, n_warmup=self.n_warmup,
-                              n_sample=self.n_sample)
-
-    @property
-    def link_bps(self) -> float:
-        return self.link_mbps * 1e6
-
-    @property
-    def slowdown(self) -> float:
-        return self.nic_gbps * 1e9 / self.link_bps
-
-    def network(self) -> ModelledNetwork:
-        """The paper's network in its units (§4.1): 10 Gb/s links, RED in KB."""
-        return ModelledNetwork(
-            link_gbps=self.nic_gbps, slowdown=self.slowdown, buffer=packets(self.queue_pkts),
-            red=Red(kmin=kbytes(self.red_kmin_kb), kmax=kbytes(self.red_kmax_kb),
-                    pmax=self.red_pmax, command=RED_COMMAND))
 
     @property
     def count(self) -> int:

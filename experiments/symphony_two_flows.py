@@ -57,24 +57,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyNetwork
 from hosts.agent_spec import FlowSpec, JobSpec, TransportSpec, message_wire_bytes
 from hosts.roce.dcqcn import CONNECTX
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
-from testbed.modelled import Conversion, ModelledNetwork, Red, kbytes, packets
 from testbed.net import host_addr
-from testbed.symphony import SymphonyParams, config_command, job_commands
+from testbed.symphony import config_command, job_commands
 from testbed.timeline import PhaseData, counter_points, load_phase, rate_series
 
 NAME = "symphony-two-flows"
-PROGRAM = "switches/p4/symphony.p4"
 BOTTLENECK_PORT = 3
-QDEPTH_REGISTER = "MyEgress.qdepth_max"
 SCHEMES = ("baseline", "symphony")
 HEADLINE = ("fct_a_change", "fct_b_change", "overlap_change", "standalone_fct_s")
 HOSTS = {"a": 1, "b": 2}
-RED_COMMAND = ("table_set_default MyEgress.ecn_config MyEgress.set_ecn_params "
-               "{kmin} {kmax} {pmax_percent}")
 RECEIVER = 3
 
 # The paper's values for this experiment's keys (§4.7, Fig. 9: A starts 500 ms
@@ -107,28 +103,13 @@ CLAIMS = (
 
 
 @dataclass(frozen=True)
-class Params:
+class Params(SymphonyNetwork):
     link_mbps: float = 20.0          # every switch port and host NIC
-    nic_gbps: float = 10.0           # the prototype's NICs; sets the slowdown
     flow_kb: int = 8192              # per flow (paper: 1 GB)
     offsets: str = "0,0.1667,0.3333,0.5,0.6667,0.8333,1"  # A's start, fractions of S
     key_offset: float = 0.3333       # the paper's point (fraction of S)
     seeds: int = 3
     step_a: int = 10                 # A: step k (lagging); B: step k+1
-    # Symphony (paper §4.1), modelled time
-    k: float = 0.01
-    tau: float = 0.25
-    t_win_us: float = 100.0
-    psn_window_us: float = 100.0
-    n_warmup: int = 8
-    n_sample: int = 8
-    # RED (paper §4.1, after HPCC), modelled bytes of queue
-    red_kmin_kb: float = 50.0
-    red_kmax_kb: float = 100.0
-    red_pmax: float = 0.2
-    queue_pkts: int = 256            # per port; above Kmax with room for bursts
-    path_mtu: int = 1024
-    dcqcn_preset: str = "connectx"   # ConnectX-6 in the prototype
     sample_interval_us: int = 20000
 
     @classmethod
@@ -136,8 +117,7 @@ class Params:
         return cls(flow_kb=2048, offsets="0,0.3333,0.6667,1", seeds=1)
 
     def __post_init__(self) -> None:
-        if self.link_mbps <= 0 or self.nic_gbps <= 0:
-            raise ValueError("link_mbps and nic_gbps must be positive")
+        super().__post_init__()
         if self.flow_kb < 1 or self.flow_kb * 1024 > 1 << 30:
             raise ValueError("flow_kb must be 1..1048576 (1 GiB)")
         if (self.flow_kb * 1024) % self.path_mtu:
@@ -153,12 +133,6 @@ class Params:
             raise ValueError("at most 250 Symphony phases (one job id each)")
         if not 0 <= self.step_a < 0x3FFF:
             raise ValueError("step_a must be 0..16382 (B carries step_a + 1)")
-        if not 0 < self.red_kmin_kb < self.red_kmax_kb or not 0 < self.red_pmax <= 1:
-            raise ValueError("need 0 < red_kmin_kb < red_kmax_kb and red_pmax in (0, 1]")
-        _ = self.conversion  # the modelled network must convert (queue above Kmax)
-        if self.path_mtu > 1024:
-            raise ValueError("path_mtu above 1024 does not fit the links' 1500-byte frames")
-        _ = self.symphony  # SymphonyParams raises on bad values
 
     @property
     def offset_list(self) -> list[float]:
@@ -166,20 +140,6 @@ class Params:
             return [float(x) for x in self.offsets.split(",") if x.strip()]
         except ValueError:
             raise ValueError(f"offsets {self.offsets!r}: not numbers") from None
-
-    @property
-    def symphony(self) -> SymphonyParams:
-        return SymphonyParams(k=self.k, tau=self.tau, t_win_us=self.t_win_us,
-                              psn_window_us=self.psn_window_us, n_warmup=self.n_warmup,
-                              n_sample=self.n_sample)
-
-    @property
-    def link_bps(self) -> float:
-        return self.link_mbps * 1e6
-
-    @property
-    def slowdown(self) -> float:
-        return self.nic_gbps * 1e9 / self.link_bps
 
     @property
     def flow_bytes(self) -> int:
@@ -190,20 +150,6 @@ class Params:
         """Mean frame of a flow's packets (what queue depths in packets mean)."""
         pkts = -(-self.flow_bytes // self.path_mtu)
         return round(message_wire_bytes(self.flow_bytes, self.path_mtu) / pkts)
-
-    def network(self) -> ModelledNetwork:
-        """The prototype's network in its units: 10 Gb/s NICs, RED after HPCC
-        in KB of queue (§4.1), the per-port buffer in packets."""
-        return ModelledNetwork(
-            link_gbps=self.nic_gbps, slowdown=self.slowdown, buffer=packets(self.queue_pkts),
-            red=Red(kmin=kbytes(self.red_kmin_kb), kmax=kbytes(self.red_kmax_kb),
-                    pmax=self.red_pmax, command=RED_COMMAND))
-
-    @property
-    def conversion(self) -> Conversion:
-        """The network converted for this run's frames (raises ValueError when
-        it cannot be, e.g. a queue not deeper than Kmax)."""
-        return self.network().convert(self.path_mtu)
 
     @property
     def red_kmin_pkts(self) -> int:

@@ -1,0 +1,81 @@
+"""What the Symphony experiments share: the paper's network (§4.1: 10 Gb/s
+links with DCQCN, RED after HPCC in KB of queue) on ``link_mbps`` links, and
+Symphony's parameters in the modelled network's time (defaults: the paper's,
+from testbed.symphony.SymphonyParams)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from testbed.modelled import Conversion, ModelledNetwork, Red, kbytes, packets
+from testbed.symphony import SymphonyParams
+
+PROGRAM = "switches/p4/symphony.p4"
+QDEPTH_REGISTER = "MyEgress.qdepth_max"
+RED_COMMAND = ("table_set_default MyEgress.ecn_config MyEgress.set_ecn_params "
+               "{kmin} {kmax} {pmax_percent}")
+
+_PAPER = SymphonyParams()
+
+
+@dataclass(frozen=True)
+class SymphonyNetwork:
+    """Every switch port and host NIC at ``link_mbps``, modelling the paper's
+    ``nic_gbps`` NICs: the slowdown is nic_gbps / link_mbps, and every timer
+    of the model (DCQCN's, Symphony's windows, the transport's) is that many
+    times longer; bytes are not scaled."""
+
+    link_mbps: float = 20.0          # every switch port and host NIC
+    nic_gbps: float = 10.0           # the paper's NICs; sets the slowdown
+    # Symphony (paper §4.1), modelled time
+    k: float = _PAPER.k
+    tau: float = _PAPER.tau
+    t_win_us: float = _PAPER.t_win_us
+    psn_window_us: float = _PAPER.psn_window_us
+    n_warmup: int = _PAPER.n_warmup
+    n_sample: int = _PAPER.n_sample
+    # RED (paper §4.1, after HPCC), modelled bytes of queue
+    red_kmin_kb: float = 50.0
+    red_kmax_kb: float = 100.0
+    red_pmax: float = 0.2
+    queue_pkts: int = 256            # per port; above Kmax with room for bursts
+    path_mtu: int = 1024
+    dcqcn_preset: str = "connectx"   # ConnectX-6 in the prototype
+
+    def __post_init__(self) -> None:
+        if self.link_mbps <= 0 or self.nic_gbps <= 0:
+            raise ValueError("link_mbps and nic_gbps must be positive")
+        if self.path_mtu > 1024:
+            raise ValueError("path_mtu above 1024 does not fit the links' 1500-byte frames")
+        if not 0 < self.red_kmin_kb < self.red_kmax_kb or not 0 < self.red_pmax <= 1:
+            raise ValueError("need 0 < red_kmin_kb < red_kmax_kb and red_pmax in (0, 1]")
+        _ = self.conversion   # the modelled network must convert (queue above Kmax)
+        _ = self.symphony     # SymphonyParams raises on bad values
+
+    @property
+    def symphony(self) -> SymphonyParams:
+        return SymphonyParams(k=self.k, tau=self.tau, t_win_us=self.t_win_us,
+                              psn_window_us=self.psn_window_us, n_warmup=self.n_warmup,
+                              n_sample=self.n_sample)
+
+    @property
+    def link_bps(self) -> float:
+        return self.link_mbps * 1e6
+
+    @property
+    def slowdown(self) -> float:
+        return self.nic_gbps * 1e9 / self.link_bps
+
+    def network(self) -> ModelledNetwork:
+        """The paper's network in its units: ``nic_gbps`` links, RED in KB of
+        queue (§4.1), the per-port buffer in packets."""
+        return ModelledNetwork(
+            link_gbps=self.nic_gbps, slowdown=self.slowdown, buffer=packets(self.queue_pkts),
+            red=Red(kmin=kbytes(self.red_kmin_kb), kmax=kbytes(self.red_kmax_kb),
+                    pmax=self.red_pmax, command=RED_COMMAND))
+
+    @property
+    def conversion(self) -> Conversion:
+        """The network converted for this run's frames (raises ValueError when
+        it cannot be, e.g. a queue not deeper than Kmax)."""
+        return self.network().convert(self.path_mtu)
