@@ -91,8 +91,6 @@ class Topology:
                                       f"{self.fabric.n_hosts} hosts")
             if self.network is not None and self.network.link_delay_us:
                 raise ExperimentError("a leaf-spine fabric has no link delay (link_delay_us 0)")
-            if self.priority_queues != 1:
-                raise ExperimentError("a leaf-spine fabric has one queue per port")
         names = (set(self.fabric.leaf_names + self.fabric.spine_names)
                  if self.fabric is not None else {"s1"})
         unknown = sorted(set(self.switch_commands) - names)
@@ -122,10 +120,18 @@ class PhasePlan:
     # measurements and the fidelity verdict covers only the other phases
     # (summary.json fidelity.warmup has its numbers apart).
     warmup: bool = False
+    # (seconds, line): control-plane lines applied to every switch that long
+    # after the phase's agents passed their start barrier (their ``start``
+    # event), e.g. a scheme switched on mid-run; the runner records when.
+    late_commands: tuple[tuple[float, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:
             raise ExperimentError(f"phase name {self.name!r} must be non-empty without '/'")
+        bad = [t for t, _line in self.late_commands if not t >= 0]
+        if bad:
+            raise ExperimentError(f"phase {self.name}: late_commands at {bad} s; "
+                                  "times must be >= 0")
         if not self.jobs:
             raise ExperimentError(f"phase {self.name}: no jobs")
         for host, spec in self.jobs.items():
@@ -300,6 +306,7 @@ def plan_to_dict(plan: RunPlan) -> dict[str, Any]:
             {"name": p.name, "commands": list(p.commands), "timeout_s": p.timeout_s,
              "watch_ports": list(p.watch_ports), "notes": p.notes,
              "epic_group": p.epic_group, "warmup": p.warmup,
+             "late_commands": [[t, line] for t, line in p.late_commands],
              "jobs": {h: s.to_dict() for h, s in sorted(p.jobs.items())}}
             for p in plan.phases
         ],

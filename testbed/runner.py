@@ -523,6 +523,7 @@ class _Agent:
     events_pos: int = 0
     kinds: set[str] = field(default_factory=set)
     last_progress: dict[str, Any] | None = None
+    start_ns: int | None = None       # its start event: the barrier's time (CLOCK_MONOTONIC)
 
     def describe_exit(self) -> str:
         rc = self.rc
@@ -572,6 +573,8 @@ class _Agent:
             self.kinds.add(kind)
             if kind == "progress":
                 self.last_progress = e
+            elif kind == "start" and isinstance(e.get("t_ns"), int):
+                self.start_ns = e["t_ns"]
 
 
 def _agent_env() -> dict[str, str]:
@@ -710,7 +713,11 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
         next_status = t_start + opts.status_interval_s
         deadline = t_start + phase.timeout_s + 10.0
         epic_pending = phase.epic_group is not None
+        late_due = sorted(phase.late_commands)
+        late_done: list[dict[str, Any]] = []
         while True:
+            if late_due:
+                late_done += _apply_late(late_due, phase, plan, switches, agents, opts, applied, prog)
             if epic_pending:
                 from testbed.epic import communicator_nodes, install_from_rendezvous
 
@@ -770,6 +777,7 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
             qmaxes[n] = {str(p): v for p, v in enumerate(qmax) if v}
     errors = [f"{n}: {p.error}" for n, p in zip(switches, pollers, strict=False) if p.error]
     stats: dict[str, Any] = {
+        "late_commands": late_done,
         "poller_samples": sum(p.samples for p in pollers),
         "poller_error": "; ".join(errors) or None,
         "wall_s": time.monotonic() - t_start}
@@ -788,6 +796,35 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
     prog.line(f"phase {phase.name}: done in {stats['wall_s']:.1f} s ("
               + ", ".join(f"{a.host} ok" for a in agents) + ")")
     return stats
+
+
+def _apply_late(late: list[tuple[float, str]], phase: PhasePlan, plan: RunPlan,
+                switches: dict[str, Any], agents: list[_Agent], opts: RunOptions,
+                applied: list[dict[str, Any]], prog: Progress) -> list[dict[str, Any]]:
+    """Apply (and remove from ``late``) the late commands that are due: their
+    time counts from the agents' start barrier, once every agent passed it."""
+    for a in agents:
+        if a.start_ns is None:
+            a._read_new_events()
+    starts = [a.start_ns for a in agents]
+    if any(t is None for t in starts):
+        return []
+    t0 = max(t for t in starts if t is not None)
+    now = time.monotonic_ns()
+    due = [(t, line) for t, line in late if now - t0 >= t * 1e9]
+    if not due:
+        return []
+    del late[:len(due)]
+    fabric = plan.topology.fabric is not None
+    for name, one in switches.items():
+        _apply_commands(one.controller(), [line for _t, line in due], opts.target,
+                        plan.topology.packet_bytes,
+                        f"phase {phase.name} +{due[-1][0]:g} s" + (f" ({name})" if fabric else ""),
+                        applied)
+    done = time.monotonic_ns()
+    prog.line(f"phase {phase.name}: {len(due)} late command(s) applied "
+              f"{(done - t0) / 1e9:.2f} s after the start")
+    return [{"t_s": t, "line": line, "applied_ns": done, "start_ns": t0} for t, line in due]
 
 
 class _TeardownTimeout(Exception):
@@ -818,7 +855,7 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
         if fab is not None:
             net, switches, hosts, _addrs = leaf_spine(
                 fab, repo_path(topo.program), log_dir=run_dir / "switch", pcap=opts.pcap,
-                target=opts.target, backend=backend)
+                target=opts.target, backend=backend, priority_queues=topo.priority_queues)
         else:
             net, sw, hosts, _addrs = star_router(
                 topo.n_hosts, repo_path(topo.program), log_dir=run_dir / "switch",

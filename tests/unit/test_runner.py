@@ -307,3 +307,43 @@ def test_priority_weights_are_drr_on_soft_and_a_rate_cap_on_bmv2(l3_ecn: object)
         _apply_commands(ctl, ["set_priority_weights 3 10 90"], "bmv2", 1000, "topology", [])
     with pytest.raises(ControllerError, match="positive weight"):
         apply_switch_command(ctl, "set_priority_weights 3 0 90", "soft", 1000)
+
+
+def test_late_commands_wait_for_every_agents_start_then_go_to_every_switch(
+        l3_ecn: object, tmp_path: Path) -> None:
+    import time
+    from types import SimpleNamespace
+
+    from hosts.agent_spec import FlowSpec, JobSpec
+    from testbed.experiment import ExperimentError, PhasePlan
+    from testbed.runner import Progress, _Agent, _apply_late
+
+    sent_a, ctl_a = _recording_cli(l3_ecn, "soft")
+    sent_b, ctl_b = _recording_cli(l3_ecn, "soft")
+    switches = {"leaf1": SimpleNamespace(controller=lambda: ctl_a),
+                "leaf2": SimpleNamespace(controller=lambda: ctl_b)}
+    topo = SimpleNamespace(fabric=object(), packet_bytes=1082)
+    plan = SimpleNamespace(topology=topo)
+    opts = SimpleNamespace(target="soft")
+    job = JobSpec(host="h1", ip="10.0.1.1", flows=(FlowSpec(
+        flow="f", role="sender", peer_ip="10.0.2.1", msg_bytes=4096, count=1),))
+    phase = PhasePlan("p", {"h1": job}, late_commands=(
+        (0.0, "register_reset MyEgress.qdepth_max"), (3600.0, "set_queue_depth 9")))
+    agents = [_Agent(h, None, tmp_path / f"{h}.spec", tmp_path / f"{h}.ev", tmp_path / f"{h}.log")
+              for h in ("h1", "h2")]
+    agents[0].events_path.write_text(json.dumps({"event": "start", "t_ns": 5}) + "\n")
+    late = sorted(phase.late_commands)
+    applied: list[dict] = []
+    prog = Progress(lambda _m: None, tmp_path / "progress.log")
+    # h2 has not passed the barrier: nothing is due yet
+    assert _apply_late(late, phase, plan, switches, agents, opts, applied, prog) == []
+    agents[1].events_path.write_text(
+        json.dumps({"event": "start", "t_ns": time.monotonic_ns()}) + "\n")
+    done = _apply_late(late, phase, plan, switches, agents, opts, applied, prog)
+    assert [d["line"] for d in done] == ["register_reset MyEgress.qdepth_max"]
+    assert done[0]["applied_ns"] >= done[0]["start_ns"] == agents[1].start_ns
+    assert "register_reset MyEgress.qdepth_max" in sent_a and sent_a == sent_b
+    assert [a["where"] for a in applied] == ["phase p +0 s (leaf1)", "phase p +0 s (leaf2)"]
+    assert late == [(3600.0, "set_queue_depth 9")]     # the later one stays pending
+    with pytest.raises(ExperimentError):
+        PhasePlan("p", {"h1": job}, late_commands=((-1.0, "x"),))
