@@ -10,7 +10,9 @@
   there (``MyEgress.symphony.jobs``), so those switches start tracking the
   job's steps at its first packet. ``release`` unregisters the id and frees it.
 - ``job_commands`` / ``config_command``: the same as simple_switch_CLI lines,
-  for run plans that configure switches before any traffic.
+  for run plans that configure switches before any traffic;
+  ``pq_job_commands``: a job registered for the paper's strict-priority
+  comparison (PQ) instead.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ JOB_KEY = "hdr.bth.job_id"
 # Per-job registers of include/symphony.p4; all zero = "no packet seen yet".
 JOB_REGISTERS = ("seen", "step_min", "psn_rec", "psn_win_start", "alpha", "cnt_total",
                  "cnt_op", "win_start", "marks")
+# The PQ comparison's step tracking in the ingress (include/symphony_pq.p4).
+PQ_INSTANCE = "MyIngress.lag_priority"
+PQ_REGISTERS = ("seen", "step_min")
 JOB_IDS = range(1, 256)
 PPM = 1_000_000
 _U32 = (1 << 32) - 1
@@ -91,6 +96,15 @@ def job_commands(job_id: int) -> list[str]:
     _check_id(job_id)
     return [f"register_write {INSTANCE}.{r} {job_id} 0" for r in JOB_REGISTERS] + [
         f"table_add {JOBS_TABLE} {TRACK_ACTION} {job_id} =>"]
+
+
+def pq_job_commands(job_id: int) -> list[str]:
+    """Lines that clear ``job_id``'s state in the strict-priority comparison
+    (include/symphony_pq.p4: lagging steps' data in the high queue) and
+    register it there on one switch, instead of Symphony."""
+    _check_id(job_id)
+    return [f"register_write {PQ_INSTANCE}.{r} {job_id} 0" for r in PQ_REGISTERS] + [
+        f"table_add {PQ_INSTANCE}.jobs {PQ_INSTANCE}.track {job_id} =>"]
 
 
 class JobIdAllocator:

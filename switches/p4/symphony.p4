@@ -22,13 +22,21 @@
  * can take a new path through a leaf-spine, as in the paper.
  * A job's state is cleared by writing 0 at its index in every register
  * (the controller does this when it allocates the job id).
+ *
+ * The paper's PQ comparison (include/symphony_pq.p4), for jobs registered
+ * in MyIngress.lag_priority.jobs instead: strict priority for the data of
+ * lagging steps (queue 1), steps ahead of the slowest in queue 0; it needs
+ * two priority queues per port. A job is registered in one of the two.
  */
 #define EGRESS_MARKER_TYPE SymphonyMarker
 #define EGRESS_MARKER symphony
 #define L3_ECMP
+#define L3_INGRESS_EXTRA_DECLS SymphonyLagPriority() lag_priority;
+#define L3_INGRESS_EXTRA_APPLY lag_priority.apply(hdr, standard_metadata);
 
 #include <core.p4>
 #include <v1model.p4>
 #include "include/headers.p4"
 #include "include/symphony.p4"
+#include "include/symphony_pq.p4"
 #include "l3_ecn.p4"
