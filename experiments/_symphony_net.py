@@ -41,6 +41,11 @@ class SymphonyNetwork:
     queue_pkts: int = 256            # per port; above Kmax with room for bursts
     path_mtu: int = 1024
     dcqcn_preset: str = "connectx"   # ConnectX-6 in the prototype
+    # RoCE's retransmission timer (modelled us; None: the transport's 100 us).
+    # A full queue of queue_pkts holds 256 x 0.87 = 222 us at 10 Gb/s, and a
+    # fabric path crosses three: a timer below that retransmits packets that
+    # are only queued (go-back-N: the whole window again).
+    rto_us: float | None = None
 
     def __post_init__(self) -> None:
         if self.link_mbps <= 0 or self.nic_gbps <= 0:
@@ -50,6 +55,8 @@ class SymphonyNetwork:
         if not 0 < self.red_kmin_kb < self.red_kmax_kb or not 0 < self.red_pmax <= 1:
             raise ValueError("need 0 < red_kmin_kb < red_kmax_kb and red_pmax in (0, 1]")
         _ = self.conversion   # the modelled network must convert (queue above Kmax)
+        if self.rto_us is not None and self.rto_us <= 0:
+            raise ValueError("rto_us must be positive")
         _ = self.symphony     # SymphonyParams raises on bad values
 
     @property
@@ -65,6 +72,14 @@ class SymphonyNetwork:
     @property
     def slowdown(self) -> float:
         return self.nic_gbps * 1e9 / self.link_bps
+
+    def transport_scale(self) -> dict[str, float]:
+        """The hosts' time scale (TransportSpec.scale): the paper's NICs,
+        dilated by the slowdown, with ``rto_us`` where set."""
+        scale = {"slowdown": self.slowdown, "nic_rate_bps": self.nic_gbps * 1e9}
+        if self.rto_us is not None:
+            scale["rto_us"] = self.rto_us
+        return scale
 
     def network(self) -> ModelledNetwork:
         """The paper's network in its units: ``nic_gbps`` links, RED in KB of

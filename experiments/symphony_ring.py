@@ -1,4 +1,4 @@
-"""Symphony with Ring AllReduce on a leaf-spine (Fig. 2, 4, 5): step overlap and CCT, DCQCN+RED vs Symphony.
+"""Symphony with Ring AllReduce on a leaf-spine (Fig. 2, 4, 5): step overlap and CCT, DCQCN+RED vs Symphony, Symphony started late and strict priority (PQ).
 
 The Symphony paper's §2.2 and §4.2-4.3: parallel 1D rings run Ring AllReduce
 across the ToRs of a two-tier leaf-spine (10 Gb/s links, DCQCN, RED Kmin
@@ -24,10 +24,21 @@ Variants (``variant``; one per run, the fabric's routing differs):
   spine1) slowed to link / ``imbalance`` (the paper's 1.13x traffic skew on a
   single hop).
 
-Schemes per seed, one phase each: ``baseline`` (the job is not registered:
-RED only) and ``symphony`` (the job id registered on every switch, fresh
-state). Not built: the paper's "Symphony (late start)", strict priority for
-lagging steps (PQ) and the "light background traffic" scenario.
+Schemes per seed, one phase each (``schemes``):
+
+- ``baseline``: the job is not registered: DCQCN with RED only;
+- ``symphony``: the job id registered on every switch (fresh state);
+- ``symphony_late``: Symphony switched on part-way through the phase (§4.2,
+  "Symphony (Late Start)", activated 500 ms into the session, about 75
+  step times of the paper's 8 MB chunks): the job is registered
+  ``late_start`` x the phase's line-rate duration after the ranks start, so
+  the baseline's overlap can build first (``late_start_s`` records when);
+- ``pq``: strict priority for lagging steps (§2.3, §4.3): the switches put
+  the job's data of steps at or behind the slowest step in the high queue,
+  the others in the low one (include/symphony_pq.p4; two queues per port),
+  RED on each queue, no Symphony marking.
+
+Not built: the "light background traffic" scenario.
 
 Scale: every link and NIC runs at ``link_mbps``; the modelled NICs are the
 paper's 10 Gb/s, so the slowdown is nic_gbps / link_mbps and every timer
@@ -41,8 +52,12 @@ flight at once over the job's flows; mean, spread and the runs) and ``cct``
 (collective completion time, slowest rank, s: median, p90 over every
 collective of every seed), ``theoretical_cct`` (2 (N - 1) steps at line
 rate), ``cct_change`` (Symphony's median against the baseline's),
-``overlap_series`` (seed 0: time, steps in flight) and ``bit_exact``.
-``paper`` (REFERENCE) holds the paper's figures for the keys.
+``cct_change_<scheme>`` (each other scheme's median against the baseline's),
+``cct_change_vs_pq`` (Symphony's against PQ's), ``overlap_series`` (seed
+0: time, steps in flight), ``late_start_s`` (per seed: when Symphony was
+switched on, s after the first step) and ``bit_exact``. ``paper``
+(REFERENCE) holds the paper's figures for the keys; CLAIMS are what the
+report judges.
 """
 
 from __future__ import annotations
@@ -57,16 +72,17 @@ from typing import Any
 from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyNetwork
 from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec, message_wire_bytes
 from hosts.roce.dcqcn import CONNECTX
+from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.modelled import full_frame_bytes
 from testbed.net import LeafSpine, host_addr
-from testbed.symphony import config_command, job_commands
+from testbed.symphony import config_command, job_commands, pq_job_commands
 from testbed.timeline import PhaseData, load_phase
 
 NAME = "symphony-ring"
-SCHEMES = ("baseline", "symphony")
+SCHEMES = ("baseline", "symphony", "symphony_late", "pq")
 VARIANTS = ("ecmp", "imbalance")
-HEADLINE = ("cct.baseline.median", "cct.symphony.median", "cct_change",
+HEADLINE = ("cct.baseline.median", "cct.symphony.median", "cct_change", "cct_change_vs_pq",
             "max_overlap.baseline.mean", "max_overlap.symphony.mean", "theoretical_cct")
 
 # The paper's values for this experiment's keys (32 nodes, 8 MB chunks, 10 Gb/s):
@@ -77,16 +93,43 @@ HEADLINE = ("cct.baseline.median", "cct.symphony.median", "cct_change",
 REFERENCE: dict[str, Any] = {
     "max_overlap.baseline": [24, 35],
     "max_overlap.symphony": [3, 6],
+    "max_overlap.baseline.mean": 29.5,      # the middle of Fig. 4b's range
+    "max_overlap.symphony.mean": 4.5,
     "cct_change": -0.22,
     "cct_change_vs_pq": -0.19,
     "cct_over_theoretical.baseline_ecmp": 1.60,
     "cct_over_theoretical.imbalance_1.13": 1.07,
+    # Fig. 4a: Symphony switched on 500 ms into the session, after about 10
+    # steps of overlap had built up, keeps it from growing further.
+    "symphony_late.start_ms": 500,
+    "symphony_late.overlap_at_start": 10,
 }
+
+# What the report (testbed report) judges against Fig. 4b and Fig. 5.
+_FIG4_PLOTS = ("overlap.png",)
+_FIG5_PLOTS = ("cct_cdf.png",)
+CLAIMS = (
+    Claim("Fig. 5", "Symphony's median CCT is about 22% below the baseline's",
+          key="cct_change", paper=REFERENCE["cct_change"], direction="below",
+          abs_tol=0.10, percent=True, plots=_FIG5_PLOTS),
+    Claim("Fig. 5", "Symphony's median CCT is about 19% below strict priority's (PQ)",
+          key="cct_change_vs_pq", paper=REFERENCE["cct_change_vs_pq"], direction="below",
+          abs_tol=0.10, percent=True, plots=_FIG5_PLOTS),
+    Claim("Fig. 4b", "the baseline's maximum step overlap is 24-35 steps",
+          key="max_overlap.baseline.mean", paper=REFERENCE["max_overlap.baseline.mean"],
+          abs_tol=5.5, plots=_FIG4_PLOTS),
+    Claim("Fig. 4b", "Symphony keeps the maximum step overlap at 3-6 steps",
+          key="max_overlap.symphony.mean", paper=REFERENCE["max_overlap.symphony.mean"],
+          abs_tol=1.5, plots=_FIG4_PLOTS),
+)
 
 
 @dataclass(frozen=True)
 class Params(SymphonyNetwork):
     link_mbps: float = 4.0           # every switch port and host NIC
+    # above three full queues (see SymphonyNetwork.rto_us); a ConnectX's
+    # local ACK timeout is 4.096 us x 2^k, milliseconds in common setups
+    rto_us: float | None = 1000.0
     variant: str = "ecmp"
     leaves: int = 2
     spines: int = 2
@@ -96,6 +139,8 @@ class Params(SymphonyNetwork):
     iterations: int = 3              # collectives per phase (steps count on across them)
     seeds: int = 3
     imbalance: float = 1.13          # variant imbalance: the slowed hop's load / capacity
+    schemes: str = ",".join(SCHEMES)  # which schemes run (comma-separated)
+    late_start: float = 0.33         # symphony_late: switched on after this part of the phase
 
     @classmethod
     def quick(cls) -> Params:
@@ -114,8 +159,18 @@ class Params(SymphonyNetwork):
             raise ValueError("chunk_kb must split into whole int64 elements per channel")
         if not 1 <= self.imbalance <= 10:
             raise ValueError(f"imbalance {self.imbalance}: must be 1..10")
-        if self.seeds * len(SCHEMES) > 250:
+        unknown = [x for x in self.scheme_list if x not in SCHEMES]
+        if unknown or not self.scheme_list or "baseline" not in self.scheme_list:
+            raise ValueError(f"schemes {self.schemes!r}: the baseline and any of "
+                             f"{', '.join(SCHEMES[1:])}, comma-separated")
+        if not 0 < self.late_start < 1:
+            raise ValueError(f"late_start {self.late_start}: a part of the phase, in (0, 1)")
+        if self.seeds * len(self.scheme_list) > 250:
             raise ValueError("at most 250 phases (one job id each)")
+
+    @property
+    def scheme_list(self) -> list[str]:
+        return [x.strip() for x in self.schemes.split(",") if x.strip()]
 
     @property
     def fabric(self) -> LeafSpine:
@@ -146,6 +201,11 @@ class Params(SymphonyNetwork):
         return 2 * (self.ranks - 1) * self.step_wire_s
 
     @property
+    def late_start_s(self) -> float:
+        """When symphony_late switches Symphony on: a part of the phase at line rate."""
+        return self.late_start * self.theoretical_cct_s * self.iterations
+
+    @property
     def dcqcn_periods_per_step(self) -> float:
         return self.step_wire_s / (CONNECTX["rpg_time_reset"] * 1e-6 * self.slowdown)
 
@@ -162,7 +222,7 @@ def phase_name(scheme: str, seed: int) -> str:
 
 
 def _jobs(p: Params, job_id: int, seed: int) -> dict[str, JobSpec]:
-    t = TransportSpec(scale={"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9},
+    t = TransportSpec(scale=p.transport_scale(),
                       dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu)
     timeout = 4 * p.theoretical_cct_s * p.iterations + 60
     out = {}
@@ -189,23 +249,34 @@ def plan(p: Params) -> RunPlan:
         n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
         packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
         commands=(config_command(p.symphony, p.slowdown),), fabric=fab,
-        switch_commands=per_switch)
+        switch_commands=per_switch,
+        # PQ's two queues per port; traffic of other schemes stays in queue 0
+        priority_queues=2 if "pq" in p.scheme_list else 1)
     phases = []
     job = 0
     for seed in range(p.seeds):
-        for scheme in SCHEMES:
+        for scheme in p.scheme_list:
             job += 1
+            commands: tuple[str, ...] = ()
+            late: tuple[tuple[float, str], ...] = ()
+            how = " (not tracked)"
+            if scheme == "symphony":
+                commands, how = tuple(job_commands(job)), ""
+            elif scheme == "symphony_late":
+                late = tuple((p.late_start_s, line) for line in job_commands(job))
+                how = f" (Symphony from {p.late_start_s:.1f} s)"
+            elif scheme == "pq":
+                commands, how = tuple(pq_job_commands(job)), " (strict priority for lagging steps)"
             phases.append(PhasePlan(
-                phase_name(scheme, seed), _jobs(p, job, seed),
-                commands=tuple(job_commands(job)) if scheme == "symphony" else (),
-                timeout_s=4 * p.theoretical_cct_s * p.iterations + 90,
+                phase_name(scheme, seed), _jobs(p, job, seed), commands=commands,
+                late_commands=late, timeout_s=4 * p.theoretical_cct_s * p.iterations + 90,
                 notes=f"{scheme}: {p.ranks} ranks x {p.channels} rings, {p.iterations} x "
-                      f"AllReduce of {p.chunk_kb} KiB chunks; job id {job}"
-                      + ("" if scheme == "symphony" else " (not tracked)")))
+                      f"AllReduce of {p.chunk_kb} KiB chunks; job id {job}" + how))
     return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
                    info={"variant": p.variant, "ring_order": ring_order(p),
                          "slowdown": p.slowdown, "link_bps": p.link_bps,
                          "theoretical_cct_s": p.theoretical_cct_s,
+                         "late_start_s": p.late_start_s,
                          "dcqcn_periods_per_step": p.dcqcn_periods_per_step,
                          "symphony": p.symphony.switch_values(p.slowdown),
                          "reference": REFERENCE})
@@ -218,7 +289,19 @@ def plan(p: Params) -> RunPlan:
 def _params(run_dir: Path) -> Params:
     d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
     known = {f.name for f in dataclasses.fields(Params)}
+    d.setdefault("schemes", "baseline,symphony")   # runs from before the other schemes
     return Params(**{k: v for k, v in d.items() if k in known})
+
+
+def late_start_s(run_dir: Path, data: PhaseData) -> float | None:
+    """When the phase's late commands were applied, s after its first step
+    started (None: the phase had none)."""
+    path = Path(run_dir) / "phases" / data.name / "switch_stats.json"
+    late = json.loads(path.read_text()).get("late_commands") if path.exists() else None
+    starts = [e["t_ns"] for e in data.all_events("step_start")]
+    if not late or not starts:
+        return None
+    return (max(x["applied_ns"] for x in late) - min(starts)) / 1e9
 
 
 def overlap_series(data: PhaseData) -> list[tuple[float, int]]:
@@ -269,7 +352,8 @@ def analyze(run_dir: Path) -> dict[str, Any]:
     series: dict[str, list[list[float]]] = {}
     bit_exact = True
     marks: dict[str, int] = {}
-    for scheme in SCHEMES:
+    late: list[float | None] = []
+    for scheme in p.scheme_list:
         ccts: list[float] = []
         maxes: list[int] = []
         for seed in range(p.seeds):
@@ -288,28 +372,42 @@ def analyze(run_dir: Path) -> dict[str, Any]:
                 series[scheme] = [[round(t, 4), o] for t, o in ser]
             marks[scheme] = marks.get(scheme, 0) + sum(
                 e["qp"].get("ce_pkts", 0) for e in data.all_events("qp_report"))
+            if scheme == "symphony_late":
+                t = late_start_s(run_dir, data)
+                late.append(round(t, 3) if t is not None else None)
         cct[scheme] = {"median": round(statistics.median(ccts), 4),
                        "p90": round(_quantile(ccts, 0.9), 4),
                        "runs": [round(x, 4) for x in ccts]}
         overlap[scheme] = {"mean": round(statistics.mean(maxes), 2),
                            "sd": round(statistics.stdev(maxes), 2) if len(maxes) > 1 else 0.0,
                            "runs": maxes}
-    base, sym = cct["baseline"]["median"], cct["symphony"]["median"]
-    return {
+
+    def change(scheme: str, against: str = "baseline") -> float | None:
+        if scheme not in cct or against not in cct or not cct[against]["median"]:
+            return None
+        return round(cct[scheme]["median"] / cct[against]["median"] - 1, 4)
+
+    out: dict[str, Any] = {
         "variant": p.variant,
         "ranks": p.ranks,
+        "schemes": p.scheme_list,
         "cct": cct,
         "max_overlap": overlap,
         "theoretical_cct": round(p.theoretical_cct_s, 4),
         "cct_over_theoretical": {s: round(cct[s]["median"] / p.theoretical_cct_s, 3)
-                                 for s in SCHEMES},
-        "cct_change": round((sym - base) / base, 4) if base else None,
+                                 for s in p.scheme_list},
+        "cct_change": change("symphony"),
+        "cct_change_late": change("symphony_late"),
+        "cct_change_pq": change("pq"),
+        "cct_change_vs_pq": change("symphony", "pq"),
+        "late_start_s": late,
         "overlap_series": series,
         "ce_marked_packets": marks,
         "bit_exact": bit_exact,
         "dcqcn_periods_per_step": round(p.dcqcn_periods_per_step, 2),
         "paper": dict(REFERENCE),
     }
+    return {k: v for k, v in out.items() if v is not None and v != []}
 
 
 def plot(run_dir: Path) -> list[Path]:
@@ -321,9 +419,12 @@ def plot(run_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     outs = []
     fig, ax = plt.subplots(figsize=(9, 4))
-    for scheme in SCHEMES:
+    for scheme in p.scheme_list:
         pts = res["overlap_series"][scheme]
-        ax.step([t for t, _o in pts], [o for _t, o in pts], where="post", label=scheme)
+        line, = ax.step([t for t, _o in pts], [o for _t, o in pts], where="post", label=scheme)
+        if scheme == "symphony_late" and res.get("late_start_s") and res["late_start_s"][0]:
+            ax.axvline(res["late_start_s"][0], linestyle="--", color=line.get_color(),
+                       label="Symphony switched on (late start)")
     ax.set_xlabel("s since the first step (testbed clock)")
     ax.set_ylabel("steps in flight")
     ax.set_title(f"{NAME} ({p.variant}): degree of step overlap, seed 0 (Fig. 4a)")
@@ -335,7 +436,7 @@ def plot(run_dir: Path) -> list[Path]:
     outs.append(path)
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for scheme in SCHEMES:
+    for scheme in p.scheme_list:
         xs = sorted(res["cct"][scheme]["runs"])
         ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", label=scheme)
     ax.axvline(res["theoretical_cct"], linestyle=":", color="gray", label="theoretical")

@@ -179,7 +179,7 @@ def phase_name(scheme: str, offset_index: int, seed: int) -> str:
 
 
 def _transport(p: Params) -> TransportSpec:
-    return TransportSpec(scale={"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9},
+    return TransportSpec(scale=p.transport_scale(),
                          dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
                          sample_interval_us=p.sample_interval_us)
 

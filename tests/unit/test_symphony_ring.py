@@ -20,7 +20,19 @@ def test_plan_is_a_fabric_with_the_papers_parameters() -> None:
     assert net is not None and net.red is not None and net.red.pmax == 0.2
     assert (net.red.kmin.bytes, net.red.kmax.bytes, net.link_gbps) == (50_000, 100_000, 10)
     sym = {ph.name: any("symphony.jobs" in c for c in ph.commands) for ph in plan.phases}
-    assert sym == {"baseline-s0": False, "symphony-s0": True}
+    assert sym == {"baseline-s0": False, "symphony-s0": True, "symphony_late-s0": False,
+                   "pq-s0": False}
+    phases = {ph.name: ph for ph in plan.phases}
+    # late start: Symphony registered a third of the phase's line-rate time in
+    late = phases["symphony_late-s0"].late_commands
+    assert late and all(t == pytest.approx(0.33 * 2 * p.theoretical_cct_s) for t, _ in late)
+    assert any("MyEgress.symphony.jobs" in line for _t, line in late)
+    # PQ: the job in the ingress's lagging-step priority, two queues per port
+    assert any("MyIngress.lag_priority.jobs" in c for c in phases["pq-s0"].commands)
+    assert plan.topology.priority_queues == 2
+    two = exp.plan(exp.Params(hosts_per_leaf=2, seeds=1, schemes="baseline,symphony"))
+    assert [ph.name for ph in two.phases] == ["baseline-s0", "symphony-s0"]
+    assert two.topology.priority_queues == 1
     imb = exp.plan(exp.Params(variant="imbalance", hosts_per_leaf=2, seeds=2))
     assert imb.topology.fabric is not None and not imb.topology.fabric.ecmp
     assert imb.topology.switch_commands == {"leaf1": ("set_port_rate_bps 3539823 3",)}
@@ -29,7 +41,8 @@ def test_plan_is_a_fabric_with_the_papers_parameters() -> None:
 
 
 @pytest.mark.parametrize("kw", [{"variant": "x"}, {"leaves": 1}, {"chunk_kb": 0},
-                                {"queue_pkts": 50}, {"k": 3.0}])
+                                {"queue_pkts": 50}, {"k": 3.0}, {"schemes": "symphony"},
+                                {"schemes": "baseline,fast"}, {"late_start": 1.0}])
 def test_bad_params_are_refused(kw) -> None:
     with pytest.raises(ValueError):
         exp.Params(**kw)
