@@ -29,7 +29,10 @@ def test_symphony_ring_quick(tmp_path: Path) -> None:
     s = json.loads((out / "summary.json").read_text())
     assert s["ok"] is True and s["bit_exact"] is True
     schemes = list(s["cct"])
-    assert schemes[:2] == ["baseline", "symphony"]
+    assert schemes == ["baseline", "symphony", "symphony_late", "pq"]
+    # the late start switched Symphony on after the first step, before the end
+    (late,) = s["late_start_s"]
+    assert 0 < late < sum(s["cct"]["symphony_late"]["runs"])
     p = s["params"]
     for scheme in schemes:
         runs = s["cct"][scheme]["runs"]
@@ -39,7 +42,8 @@ def test_symphony_ring_quick(tmp_path: Path) -> None:
         assert s["overlap_series"][scheme]
     # only tracked jobs are marked by Symphony; RED marks both
     assert s["ce_marked_packets"]["symphony"] > 0
-    for k in ("cct_change", "theoretical_cct"):
+    for k in ("cct_change", "cct_change_late", "cct_change_pq", "cct_change_vs_pq",
+              "theoretical_cct"):
         assert isinstance(s[k], float)
     assert "cct_change" in s["paper"] and "max_overlap.baseline" in s["paper"]
     for png in ("overlap.png", "cct_cdf.png"):
