@@ -5,6 +5,8 @@ timeline readers."""
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,3 +140,22 @@ def last_rx_s(pts: list[tuple[float, float]]) -> float:
     """The first sample with everything the flow delivered."""
     last = pts[-1][1]
     return next(t for t, v in pts if v >= last)
+
+
+def seed_spread(runs: list[dict[str, Any]], keys: Iterable[str]) -> dict[str, Any]:
+    """Per key, the runs' mean with its sample standard deviation (0 for one
+    run), min, max, count (``_n``) and the values themselves (``_seeds``, what
+    the report's claims judge); a run that could not measure a key is left
+    out of that key's figures, and a key no run measured is None."""
+    out: dict[str, Any] = {}
+    for key in keys:
+        xs = [r[key] for r in runs if r.get(key) is not None]
+        if not xs:
+            out[key] = None
+            continue
+        out[key] = round(statistics.fmean(xs), 4)
+        out[f"{key}_sd"] = round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0
+        out[f"{key}_min"], out[f"{key}_max"] = min(xs), max(xs)
+        out[f"{key}_n"] = len(xs)
+        out[f"{key}_seeds"] = xs
+    return out

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from experiments._reflex_net import (
     ReflexNetwork,
     flexible_spec,
     messages,
+    seed_spread,
     topology,
     transport,
 )
@@ -197,18 +197,8 @@ _MEANS = ("delivered_fraction", "flexible_fct_s", "flexible_fct_norm", "regular_
 
 def aggregate(r: float, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per key the mean over the runs, with sample sd, min, max and the list."""
-    out: dict[str, Any] = {"r": r, "bytes_ok": all(x["bytes_ok"] for x in runs)}
-    for key in _MEANS:
-        xs = [x[key] for x in runs if x.get(key) is not None]
-        if not xs:
-            out[key] = None
-            continue
-        out[key] = round(statistics.fmean(xs), 4)
-        out[f"{key}_sd"] = round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0
-        out[f"{key}_min"], out[f"{key}_max"] = min(xs), max(xs)
-        out[f"{key}_seeds"] = xs
-    out["runs"] = runs
-    return out
+    return ({"r": r, "bytes_ok": all(x["bytes_ok"] for x in runs)}
+            | seed_spread(runs, _MEANS) | {"runs": runs})
 
 
 def analyze(run_dir: Path) -> dict[str, Any]:

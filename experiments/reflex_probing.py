@@ -71,6 +71,7 @@ from experiments._reflex_net import (
     delivered,
     flexible_spec,
     messages,
+    seed_spread,
     topology,
     transport,
 )
@@ -402,19 +403,7 @@ _MEANS = ("budget_time_ms", "regular_fct_p50", "regular_fct_p90", "regular_fct_p
 def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean, sample standard deviation, min and max over seeds, per key (a key a
     seed could not measure is left out of that key's figures)."""
-    out: dict[str, Any] = {}
-    for key in _MEANS:
-        xs = [r[key] for r in runs if r.get(key) is not None]
-        if not xs:
-            out[key] = None
-            continue
-        out[key] = round(statistics.fmean(xs), 4)
-        out[f"{key}_sd"] = round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0
-        out[f"{key}_min"], out[f"{key}_max"] = min(xs), max(xs)
-        out[f"{key}_n"] = len(xs)
-        out[f"{key}_seeds"] = xs
-    out["runs"] = runs
-    return out
+    return seed_spread(runs, _MEANS) | {"runs": runs}
 
 
 def analyze(run_dir: Path) -> dict[str, Any]:
