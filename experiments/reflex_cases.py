@@ -37,7 +37,9 @@ Differences from the paper (README "reflex-cases" explains them):
   the paper's size relative to a cycle (``short_cycles``: its volume in
   cycles at line rate; 2 Gbit = 8 cycles of 10 Gb/s x 25 ms), the head start
   of Case 1 is what budget the paper's rule needs for the short flow
-  (derived, not tuned), the long flow outlasts the short one.
+  (derived, not tuned), the long flow outlasts the short one and stops once
+  the short one has been received (``FlowSpec.stop_after``): after that
+  nothing is measured.
 - The fixed schemes do not depend on the cycle, so their flows are shorter
   (``scheme_short_intervals``) to keep the run short.
 
@@ -63,6 +65,7 @@ from typing import Any
 
 from experiments._reflex_net import (
     BOTTLENECK_PORT,
+    QUICK_LINK_MBPS,
     ReflexNetwork,
     delivered,
     first_rx_s,
@@ -145,8 +148,11 @@ class Params(ReflexNetwork):
     @classmethod
     def quick(cls) -> Params:
         # Case 2 needs the flexible flow long enough to spend budget at least
-        # once (about 27 intervals of surplus at alpha 0.9): 4 cycles.
-        return cls(case1_short_cycles=2.0, case2_short_cycles=4.0, seeds=1)
+        # once (about 27 intervals of surplus at alpha 0.9): 4 cycles. The
+        # fixed schemes' shares are set by the switch's DRR weights, so one
+        # interval of the short flow shows them.
+        return cls(link_mbps=QUICK_LINK_MBPS, case1_short_cycles=2.0, case2_short_cycles=4.0,
+                   scheme_short_intervals=1.0, seeds=1)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -216,6 +222,9 @@ def _case(p: Params, scheme: str, case: int) -> tuple[dict[str, JobSpec], float]
     for k, flow in enumerate(("flex", "regular")):
         snd = hosts[flow]
         extra: dict[str, Any] = {"start_delay_s": delay[flow]}
+        if flow == first:
+            # Nothing is measured once the later flow has finished.
+            extra["stop_after"] = later
         if flow == "flex":
             extra["dscp"] = DSCP_LOW if s.flexible == "low" else DSCP_HIGH
             if s.flexible == "reflex":

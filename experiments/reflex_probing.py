@@ -23,7 +23,9 @@ later than the previous, jittered by the seed), so that their FCTs sample
 every part of the cycle; then, after the flexible flow was alone long
 enough to hold, by the same rule, the budget for the whole competition
 (``refill_intervals``), one long regular flow that competes for
-``long_cycles`` whole cycles or more (the two-flow competition of Fig. 10(a)).
+``long_cycles`` whole cycles or more (the two-flow competition of Fig. 10(a));
+the flexible flow stops once the long flow has been received
+(``FlowSpec.stop_after``), as nothing is measured after it.
 
 The paper does not give the sizes or arrivals of Fig. 8's regular flows in
 its text; these (one at a time against one flexible flow, each arrival
@@ -67,6 +69,7 @@ from typing import Any
 
 from experiments._reflex_net import (
     BOTTLENECK_PORT,
+    QUICK_LINK_MBPS,
     ReflexNetwork,
     delivered,
     flexible_spec,
@@ -123,7 +126,9 @@ class Params(ReflexNetwork):
 
     @classmethod
     def quick(cls) -> Params:
-        return cls(exploits="1,3", n_regular=3, long_cycles=1, seeds=1)
+        # D_exploit = 3, the point the paper's claims are about (Fig. 9, 10(a)).
+        return cls(link_mbps=QUICK_LINK_MBPS, exploits="3", n_regular=3, long_cycles=1,
+                   seeds=1)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -251,7 +256,9 @@ def _phase(p: Params, exploit: int, seed: int) -> tuple[PhasePlan, float]:
                                   "window": p.window, "seed": 500 + 50 * seed + k}
         extra: dict[str, Any] = {"start_delay_s": delay}
         if flex is not None:
+            # Nothing is measured once the long regular flow has finished.
             extra["flexible"] = flex
+            extra["stop_after"] = "long"
         per_host.setdefault(snd, []).append(FlowSpec(role="sender", peer_ip=host_addr(3).ip,
                                                      **common, **extra))
         per_host.setdefault(3, []).append(FlowSpec(role="receiver", peer_ip=host_addr(snd).ip,

@@ -96,6 +96,10 @@ PR_SET_PDEATHSIG = 1
 # Immediate-data flag of the last message of a flow that ends early (partial
 # delivery); the low bits keep the message index.
 FINAL_IMM = 1 << 31
+# Where receivers mark their finished flows (in the rendezvous dir), and how
+# often a sender with stop_after looks.
+FINISHED_DIR = "finished"
+STOP_CHECK_NS = 20_000_000
 PR_SET_TIMERSLACK = 29
 
 
@@ -292,6 +296,7 @@ class _Flow:
         # r < 1 ends early (its sender flags the last message it posts).
         self.end_count = spec.count
         self._next_flex_ns = 0
+        self._next_stop_check_ns = 0
         if self.sender:
             self.qp.dscp = spec.dscp
 
@@ -416,9 +421,22 @@ class _Flow:
         if self.completed >= self.end_count:
             self._finish(now)
         elif self.sender:
+            if self.spec.stop_after and now >= self._next_stop_check_ns:
+                self._next_stop_check_ns = now + STOP_CHECK_NS
+                self._stop_if_finished(now)
             if self.flex is not None:
                 self._flexible(now)
             self._post_more(now)
+
+    def _stop_if_finished(self, now: int) -> None:
+        """End after the next message once the flow ``stop_after`` names has
+        been received in full (its receiver marks it in the rendezvous dir)."""
+        s = self.spec
+        if (self.end_count == s.count and self.posted < s.count
+                and (self.agent.rdv / FINISHED_DIR / s.stop_after).exists()):
+            self.end_count = self.posted + 1
+            self.agent.log.emit("stop_after", t_ns=now, flow=self.name, after=s.stop_after,
+                                messages=self.end_count)
 
     def _counters(self, now: int) -> None:
         st = self.qp.stats
@@ -486,6 +504,10 @@ class _Flow:
                             bytes=delivered, count=self.completed,
                             t_start_ns=self.t_start, duration_s=(now - self.t_start) / 1e9,
                             qp=dict(self.qp.stats), sha256=digest, **extra)
+        if not self.sender and self.agent.spec.rendezvous_dir:
+            d = self.agent.rdv / FINISHED_DIR   # for the senders that stop after this flow
+            d.mkdir(parents=True, exist_ok=True)
+            (d / self.name).write_text(str(now))
         if not self.sender and not extra["bytes_ok"]:
             raise AgentError(f"flow {self.name}: received bytes differ from what was sent")
 

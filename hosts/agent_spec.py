@@ -140,10 +140,17 @@ class FlowSpec:
     # r < 1 it may end early: the last message it posts carries the agent's
     # FINAL_IMM flag in its immediate data and the receiver ends there.
     flexible: dict[str, Any] | None = None
+    # Sender only: once the receiver of the flow named here has everything, this
+    # flow ends (its next message is its last, flagged as with r < 1), for a
+    # flow whose later bytes would measure nothing. "" = run to ``count``.
+    stop_after: str = ""
 
     def __post_init__(self) -> None:
         if not self.flow or "/" in self.flow:
             raise SpecError(f"flow name {self.flow!r} must be non-empty without '/'")
+        if self.stop_after and (self.role != "sender" or "/" in self.stop_after
+                                or self.stop_after == self.flow):
+            raise SpecError(f"flow {self.flow}: stop_after names another flow, on a sender")
         if self.start_delay_s < 0:
             raise SpecError(f"flow {self.flow}: start_delay_s must be >= 0")
         if not 0 <= self.dscp <= 63:

@@ -325,6 +325,41 @@ def test_a_flexible_flow_with_r_below_one_ends_early_with_at_least_r(tmp_path: P
     assert [e["index"] for e in ev_b if e["event"] == "completion"] == list(range(n))
 
 
+def test_a_sender_with_stop_after_ends_once_the_other_flow_is_received(tmp_path: Path) -> None:
+    """A long flow that stops after a short one: once the short flow's receiver
+    has all of it, the long flow's next message is its last, both ends agree
+    on where it ended and on the delivered bytes, and nothing is left hanging."""
+    ip_a, ip_b, ip_c = _loopback_ips(3)
+    long = {"flow": "long", "msg_bytes": 16384, "count": 400, "window": 2, "seed": 1}
+    short = {"flow": "short", "msg_bytes": 16384, "count": 4, "window": 2, "seed": 2}
+    specs = [
+        JobSpec(host="a", ip=ip_a, transport=_transport(),
+                flows=(FlowSpec(role="sender", peer_ip=ip_c, stop_after="short", **long),),
+                timeout_s=30),
+        JobSpec(host="b", ip=ip_b, transport=_transport(),
+                flows=(FlowSpec(role="sender", peer_ip=ip_c, start_delay_s=0.05, **short),),
+                timeout_s=30),
+        JobSpec(host="c", ip=ip_c, transport=_transport(),
+                flows=(FlowSpec(role="receiver", peer_ip=ip_a, **long),
+                       FlowSpec(role="receiver", peer_ip=ip_b, **short)), timeout_s=30),
+    ]
+    results = _run_agents(tmp_path, specs)
+    assert [rc for rc, _ in results] == [0, 0, 0], results
+    ev_a, ev_c = _events(tmp_path / "a.jsonl"), _events(tmp_path / "c.jsonl")
+    ends = {(e["host"], e["flow"]): e for e in ev_a + ev_c if e["event"] == "flow_end"}
+    assert ends[("c", "short")]["count"] == 4 and "partial" not in ends[("c", "short")]
+    stop = next(e for e in ev_a if e["event"] == "stop_after")
+    assert stop["after"] == "short" and stop["t_ns"] >= ends[("c", "short")]["t_ns"]
+    n = ends[("c", "long")]["partial"]["messages"]
+    assert n == stop["messages"] < 400 and ends[("a", "long")]["partial"]["messages"] == n
+    assert ends[("c", "long")]["bytes_ok"] is True
+    assert ends[("c", "long")]["sha256"] == ends[("a", "long")]["sha256"]
+    with pytest.raises(SpecError, match="stop_after"):
+        FlowSpec(role="receiver", peer_ip=ip_a, stop_after="short", **long)
+    with pytest.raises(SpecError, match="stop_after"):
+        FlowSpec(role="sender", peer_ip=ip_c, stop_after="long", **long)
+
+
 def test_flexible_specs_are_checked() -> None:
     base = {"flow": "f", "peer_ip": "10.0.0.2", "msg_bytes": 1024, "count": 4}
     with pytest.raises(SpecError, match="only a sender"):
