@@ -16,7 +16,7 @@ Setup: as reflex-cases (experiments/_reflex_net.py): h1 (flexible) and h2
 466 packets, T_int = 5 ms x slowdown, 1:1:3, RoCEv2/DCQCN instead of DCTCP.
 The flows' size keeps its ratio to the probing cycle at ``flow_cycles``
 cycles of line-rate volume (the paper's 8 Gbit is 32; the full profile uses 8,
-the quick one 3, to stay within minutes). The quick profile runs r = 0 and 1
+the quick one 2, to stay within minutes). The quick profile runs r = 0 and 1
 only, on ``QUICK_LINK_MBPS`` links.
 
 Results per r (key ``r000`` for r = 0.0, ``r060`` for 0.6, ...):
@@ -98,7 +98,7 @@ class Params(ReflexNetwork):
     @classmethod
     def quick(cls) -> Params:
         # The two ends of Fig. 6, which the paper's claims are about.
-        return cls(link_mbps=QUICK_LINK_MBPS, r_values="0,1", flow_cycles=3.0, seeds=1)
+        return cls(link_mbps=QUICK_LINK_MBPS, r_values="0,1", flow_cycles=2.0, seeds=1)
 
     def __post_init__(self) -> None:
         super().__post_init__()
