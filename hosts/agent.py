@@ -54,6 +54,7 @@ import hashlib
 import json
 import os
 import platform
+import select
 import signal
 import sys
 import time
@@ -62,7 +63,7 @@ import zlib
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from hosts.agent_spec import CollectiveSpec, FlowSpec, JobSpec, SpecError
+from hosts.agent_spec import CollectiveSpec, FlowSpec, JobSpec, SpecError, message_wire_bytes
 from hosts.commlib import FileRendezvous
 from hosts.reflex import Cycle, FlexibleFlow, FlexibleParams
 from hosts.roce import Scale
@@ -263,12 +264,18 @@ class _Flow:
         self.sender = spec.role == "sender"
         self.rc: LoggedRate | None = None
         self.pacer: Pacer | None = None
+        if agent.shim is not None and (spec.flexible is not None or spec.dscp):
+            raise AgentError(f"flow {self.name}: rxe hosts send every packet of a QP with one "
+                             "traffic class: no per-flow DSCP or flexible (ReFlex) flows")
         if self.sender:
             self.buf = bytearray(flow_pattern(spec))
             self.mr: MR = self.pd.reg_mr(self.buf, Access.LOCAL_WRITE)
             self.rc = LoggedRate(make_rate_controller(agent.spec, agent.scale, agent.log,
                                                       self.name), agent.log, self.name)
             self.pacer = agent.make_pacer()
+            # rxe: the wire bytes of a message, for DCQCN's byte counter at completion
+            self.msg_wire_bytes = message_wire_bytes(spec.msg_bytes,
+                                                     agent.spec.transport.path_mtu)
             self.qp: QP = self.pd.create_qp(self.cq, self.cq, sport=tag_sport(spec.step),
                                             job_id=spec.job_id, rate_controller=self.rc,
                                             pacer=self.pacer)
@@ -407,6 +414,8 @@ class _Flow:
                                      f"(QP counters {self.qp.stats})")
                 if self.sender and wc.opcode == WCOpcode.RDMA_WRITE:
                     self.completed += 1
+                    if self.agent.shim is not None and self.rc is not None:
+                        self.rc.on_bytes_sent(self.msg_wire_bytes, wc.timestamp_ns)
                 elif not self.sender and wc.opcode == WCOpcode.RECV_RDMA_WITH_IMM:
                     self.completed += 1
                     imm = wc.imm_data or 0
@@ -438,8 +447,15 @@ class _Flow:
             self.agent.log.emit("stop_after", t_ns=now, flow=self.name, after=s.stop_after,
                                 messages=self.end_count)
 
+    def stats(self, final: bool = False) -> dict[str, int]:
+        """The QP's counters: the udp provider's own; on rxe, what the agent and
+        the shim count (``final``: also the device's counters over the phase)."""
+        if self.agent.shim is None:
+            return self.qp.stats
+        return self.agent.rxe_stats(self, final)
+
     def _counters(self, now: int) -> None:
-        st = self.qp.stats
+        st = self.stats()
         seen = self._seen
         if self.sender:
             d = {k: st[k] - seen[k] for k in ("retransmits", "rto", "naks_rcvd")}
@@ -455,17 +471,21 @@ class _Flow:
                 seen["cnps_sent"] += n
 
     def sample(self, now: int) -> None:
-        st = self.qp.stats
+        st = self.stats()
         if self.sender:
-            assert self.rc is not None and self.pacer is not None
+            assert self.rc is not None
             inner = self.rc.inner
-            lat = self.pacer.lateness
+            pacing: dict[str, Any] = {}
+            if self.pacer is not None:
+                lat = self.pacer.lateness
+                pacing = {"late_sends": lat.late_sends, "sends": lat.sends,
+                          "late_max_s": lat.max_s}
             self.agent.log.emit(
                 "rate", t_ns=now, flow=self.name, rc_bps=self.rc.rate_bps,
                 rt_bps=getattr(inner, "rt", self.rc.rate_bps), alpha=getattr(inner, "alpha", None),
                 tx_bytes=st["tx_bytes"], tx_pkts=st["tx_pkts"], retransmits=st["retransmits"],
-                completed=self.completed, late_sends=lat.late_sends, sends=lat.sends,
-                late_max_s=lat.max_s, dscp=self.qp.dscp, **self._flex_state())
+                completed=self.completed, dscp=getattr(self.qp, "dscp", 0), **pacing,
+                **self._flex_state())
         else:
             self.agent.log.emit("rx", t_ns=now, flow=self.name, rx_bytes=st["rx_bytes"],
                                 rx_pkts=st["rx_pkts"], ce_pkts=st["ce_pkts"],
@@ -487,8 +507,9 @@ class _Flow:
         delivered = self.completed * self.spec.msg_bytes
         digest = hashlib.sha256(memoryview(self.buf)[:delivered]).hexdigest()
         if self.sender:
-            assert self.pacer is not None and self.rc is not None
-            extra["pacer"] = self.pacer.report()
+            assert self.rc is not None
+            if self.pacer is not None:     # rxe hosts have none: tc HTB paces
+                extra["pacer"] = self.pacer.report()
             state = getattr(self.rc.inner, "state", None)
             extra["dcqcn"] = state() if callable(state) else None
             extra["cnps_rcvd"] = self.rc.cnps
@@ -503,7 +524,7 @@ class _Flow:
         self.agent.log.emit("flow_end", t_ns=now, flow=self.name, role=self.spec.role,
                             bytes=delivered, count=self.completed,
                             t_start_ns=self.t_start, duration_s=(now - self.t_start) / 1e9,
-                            qp=dict(self.qp.stats), sha256=digest, **extra)
+                            qp=dict(self.stats(final=True)), sha256=digest, **extra)
         if not self.sender and self.agent.spec.rendezvous_dir:
             d = self.agent.rdv / FINISHED_DIR   # for the senders that stop after this flow
             d.mkdir(parents=True, exist_ok=True)
@@ -675,19 +696,136 @@ class _DoneBarrier:
         return all((self.dir / f"done.{r}").exists() for r in range(self.size))
 
 
+# An rxe host's completions are polled (no completion channel): the longest
+# the agent sleeps without looking at its CQs.
+RXE_POLL_NS = 5_000_000
+# rxe device counters (hw_counters) a phase's flows report as deltas.
+RXE_DEVICE_COUNTERS = ("sent_pkts", "rcvd_pkts", "rcvd_seq_err", "completer_retry_err",
+                       "duplicate_request", "out_of_seq_request")
+
+
+# rxe hands a QP's packets to the qdisc up to this many at a time
+# (RXE_INFLIGHT_SKBS_PER_QP_HIGH), and its ACK timer runs from then.
+RXE_INFLIGHT_SKBS = 64
+# How far below the line rate (1/N) a QP's DCQCN class may drain that backlog
+# before the timer fires spuriously.
+RXE_TIMEOUT_RATE_FRACTION = 8
+
+
+def rxe_ack_timeout_ns(scale: Scale, path_mtu: int) -> int:
+    """The local ACK timeout of an rxe host's QPs: the scaled transport timeout, or
+    longer: the HTB class holds up to RXE_INFLIGHT_SKBS full packets of a QP, which
+    at 1/RXE_TIMEOUT_RATE_FRACTION of the line rate must drain before it fires."""
+    frame_bits = message_wire_bytes(path_mtu, path_mtu, with_imm=False) * 8
+    drain_s = RXE_INFLIGHT_SKBS * frame_bits * RXE_TIMEOUT_RATE_FRACTION / scale.line_rate_bps
+    return max(scale.rto_ns, int(drain_s * 1e9))
+
+
 class Agent:
     def __init__(self, spec: JobSpec, log: EventLog) -> None:
         self.spec = spec
         self.log = log
         self.scale = Scale(**spec.transport.scale)
+        self.rdv = Path(spec.rendezvous_dir)
+        self.shim: Any = None
+        self.ctx: Any
+        self.provider: Any
+        self._device_base: dict[str, int] = {}
+        if spec.provider == "rxe":
+            self._open_rxe()
+            return
         from hosts.roce.udp_provider import UdpProvider
 
         self.provider = UdpProvider(spec.ip)
         self.ctx = Context(self.provider, self.scale,
                            cnp_interval_ns=cnp_interval_ns(spec, self.scale))
-        self.rdv = Path(spec.rendezvous_dir)
 
-    def make_pacer(self) -> Pacer:
+    def _open_rxe(self) -> None:
+        """The host's rxe device (pyverbs) and its DCQCN shim, which also shapes
+        the host's egress to the NIC's line rate (hosts.roce.rxe_dcqcn)."""
+        from hosts.roce.rxe_dcqcn import RxeDcqcnShim, ShimError
+        from hosts.roce.rxe_provider import RxeContext, RxeUnavailable
+
+        spec, t = self.spec, self.spec.transport
+        try:
+            self.ctx = RxeContext(spec.ip, scale=self.scale,
+                                  timeout_ns=rxe_ack_timeout_ns(self.scale, t.path_mtu))
+        except RxeUnavailable as e:
+            raise AgentError(f"rxe host {spec.host}: {e}") from e
+        self.provider = self.ctx.provider
+        ifname = self.ctx.device.netdev
+        if ifname is None:
+            raise AgentError(f"rxe device {self.ctx.device.name} has no netdev")
+        try:
+            self.shim = RxeDcqcnShim(
+                ifname=ifname, local_ip=spec.ip, local_mac=_link_mac(ifname),
+                gateway_mac=_gateway_mac(ifname), line_rate_bps=self.scale.line_rate_bps,
+                cnp_interval_ns=cnp_interval_ns(spec, self.scale),
+                burst_bytes=int(DEFAULT_BURST_BYTES * t.pacer_burst_packets))
+        except ShimError as e:
+            self.ctx.close()
+            raise AgentError(f"rxe host {spec.host}: DCQCN shim: {e}") from e
+
+    def _register_rxe_qps(self) -> None:
+        """Every connected QP with the shim (CNPs for its CE marks; its rate, when it
+        has a rate controller), then the device counters' baseline."""
+        from hosts.roce.verbs import QPState
+
+        for qp in list(self.ctx._qps.values()):
+            if qp.state in (QPState.RTR, QPState.RTS):
+                self.shim.register_qp(qp.qp_num, qp.dest_ip, qp.dest_qp_num, qp.sport,
+                                      qp.rate_controller)
+        from hosts.roce.rxe_provider import read_hw_counters
+
+        self._device_base = read_hw_counters(self.ctx.device)
+
+    def rxe_stats(self, flow: _Flow, final: bool) -> dict[str, int]:
+        """An rxe flow's counters under the udp provider's names. rxe counts per
+        device, not per QP: packet counts come from the device's counters (at the
+        end of the phase) when the flow is the host's only one of its role, else
+        they are left out; byte counts are those of completed messages."""
+        s = flow.spec
+        mtu = self.spec.transport.path_mtu
+        pkts = flow.completed * max(1, -(-s.msg_bytes // mtu))
+        st: dict[str, int] = dict(flow.qp.stats)
+        st.update(self.shim.qp_counters(flow.qp.qp_num), acked_pkts=pkts if flow.sender else 0,
+                  tx_drops=0)
+        if flow.sender:
+            st.update(tx_bytes=flow.completed * flow.msg_wire_bytes, tx_pkts=pkts,
+                      retransmits=0, rto=0, naks_rcvd=0)
+        else:
+            st.update(rx_bytes=flow.completed * s.msg_bytes, rx_pkts=pkts)
+        alone = sum(1 for f in self.spec.flows if f.role == s.role) == 1 \
+            and self.spec.collective is None
+        if final and alone:
+            from hosts.roce.rxe_provider import read_hw_counters
+
+            now = read_hw_counters(self.ctx.device)
+            d = {k: now.get(k, 0) - self._device_base.get(k, 0) for k in RXE_DEVICE_COUNTERS}
+            if flow.sender:
+                # The requester sends only data packets: beyond the messages' own
+                # packets, each was sent again.
+                st.update(tx_pkts=d["sent_pkts"], retransmits=max(0, d["sent_pkts"] - pkts),
+                          naks_rcvd=d["rcvd_seq_err"],
+                          rto=max(0, d["completer_retry_err"] - d["rcvd_seq_err"]))
+            else:
+                st.update(rx_pkts=d["rcvd_pkts"], dup_pkts=d["duplicate_request"],
+                          out_of_seq=d["out_of_seq_request"])
+        st["device_counters"] = int(final and alone)
+        return st
+
+    def _wait(self, deadline_ns: int) -> None:
+        if self.shim is None:
+            self.provider.wait(deadline_ns)
+            return
+        now = now_ns()
+        until = min(deadline_ns, now + RXE_POLL_NS)
+        if until > now:
+            select.select((self.shim,), (), (), (until - now) / 1e9)
+
+    def make_pacer(self) -> Pacer | None:
+        if self.shim is not None:
+            return None          # tc HTB on the host's link is the rxe host's NIC
         t = self.spec.transport
         burst = int(DEFAULT_BURST_BYTES * t.pacer_burst_packets)
         # Lateness counts in packet times of a full-size packet, not of the bucket.
@@ -707,6 +845,8 @@ class Agent:
         works: list[Any] = list(flows)
         if spec.collective is not None:
             works.append(_Collective(self, spec.collective))
+        if self.shim is not None:
+            self._register_rxe_qps()
         self.log.emit("setup_done", flows=[f.name for f in flows],
                       collective=spec.collective is not None)
         if jit_present():
@@ -730,10 +870,12 @@ class Agent:
         next_prog = t0
         next_done_check = 0
         engine = self.ctx.engine
-        prov = self.provider
+        shim = self.shim
         while True:
             engine.progress()
             now = now_ns()
+            if shim is not None:
+                shim.poll(now)
             for w in works:
                 w.step(now)
             if now >= next_sample:
@@ -774,17 +916,49 @@ class Agent:
                     nw = w.next_wake(now)
                     if nw is not None:
                         wake = min(wake, nw)
+            if shim is not None:
+                sd = shim.next_deadline()
+                if sd is not None and (dl is None or sd < dl):
+                    dl = sd
             if dl is None or dl > wake:
                 dl = wake
             if isinstance(dl, int) and dl > now:
-                prov.wait(dl)
+                self._wait(dl)
         self.log.emit("agent_end", ok=True, engine=engine.summary())
 
     def close(self) -> None:
         try:
-            self.ctx.close()
-        except OSError:
-            pass
+            if self.shim is not None:
+                self.shim.close()
+        finally:
+            try:
+                self.ctx.close()
+            except OSError:
+                pass
+
+
+def _link_mac(ifname: str) -> str:
+    try:
+        return Path(f"/sys/class/net/{ifname}/address").read_text().strip()
+    except OSError as e:
+        raise AgentError(f"interface {ifname}: cannot read its MAC address: {e}") from e
+
+
+def _gateway_mac(ifname: str) -> str:
+    """The MAC of the permanent neighbour on ``ifname``: an rxe host's gateway
+    (testbed.rxe_host.RxeHost installs exactly one)."""
+    from pyroute2 import IPRoute
+
+    NUD_PERMANENT = 0x80
+    with IPRoute() as ipr:
+        idx = ipr.link_lookup(ifname=ifname)
+        macs = [n.get_attr("NDA_LLADDR") for n in ipr.get_neighbours(ifindex=idx[0])
+                if n["state"] & NUD_PERMANENT] if idx else []
+    macs = [m for m in macs if m]
+    if len(macs) != 1:
+        raise AgentError(f"interface {ifname}: expected one permanent neighbour (the "
+                         f"gateway), found {len(macs)}")
+    return str(macs[0])
 
 
 def _die_with_parent() -> bool:

@@ -44,6 +44,7 @@ __all__ = [
     "agent_interpreter",
     "DTYPES",
     "INTERPRETERS",
+    "PROVIDERS",
 ]
 
 DTYPES = ("int32", "int64")  # integer types CommLib reduces (bit-exact sums)
@@ -51,6 +52,7 @@ DTYPES = ("int32", "int64")  # integer types CommLib reduces (bit-exact sums)
 # several times faster), "python" (the runner's own interpreter), or "auto":
 # pypy where installed, unless the job has a collective (CommLib needs numpy).
 INTERPRETERS = ("auto", "pypy", "python")
+PROVIDERS = ("udp", "rxe")
 AGENT_PYPY_ENV = "TESTBED_AGENT_PYPY"   # overrides the pypy3 executable
 
 
@@ -275,8 +277,17 @@ class JobSpec:
     timeout_s: float = 60.0
     progress_interval_s: float = 0.5
     interpreter: str = "python"  # INTERPRETERS; see agent_interpreter
+    # PROVIDERS: "udp" (the userspace transport, hosts.roce.udp_provider) or "rxe"
+    # (the host's rdma_rxe device through pyverbs, with the DCQCN shim)
+    provider: str = "udp"
 
     def __post_init__(self) -> None:
+        if self.provider not in PROVIDERS:
+            raise SpecError(f"job for {self.host}: provider {self.provider!r} is not one of "
+                            f"{', '.join(PROVIDERS)}")
+        if self.provider == "rxe" and self.interpreter == "pypy":
+            raise SpecError(f"job for {self.host}: rxe hosts need pyverbs, which the pypy "
+                            "interpreter lacks; use interpreter 'python' or 'auto'")
         if self.interpreter not in INTERPRETERS:
             raise SpecError(f"job for {self.host}: interpreter {self.interpreter!r} is not one "
                             f"of {', '.join(INTERPRETERS)}")
@@ -343,4 +354,5 @@ def agent_interpreter(spec: JobSpec) -> str:
             raise SpecError(f"job for {spec.host}: interpreter 'pypy' needs pypy3 "
                             f"(apt-get install pypy3, or set {AGENT_PYPY_ENV})")
         return exe
-    return exe if exe is not None and spec.collective is None else sys.executable
+    usable = spec.collective is None and spec.provider != "rxe"   # numpy, pyverbs
+    return exe if exe is not None and usable else sys.executable

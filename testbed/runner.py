@@ -131,17 +131,23 @@ def check_environment(target: str, hosts: str, *, need_network: bool = True) -> 
             why = rep.get("rxe_hosts_reason", "")
             raise RunError("hosts rxe is not available here: " + (why or "no rdma_rxe")
                            + "; see `testbed doctor`, or use --hosts udp")
-        # Mininet rxe hosts exist (testbed.rxe_host: the initial namespace, one
-        # rdma_rxe device each), but the host agent drives the udp provider's
-        # pacer, DCQCN and counters, which rxe QPs do not have.
-        raise RunError("hosts rxe: Mininet rxe hosts can be made here (testbed.rxe_host), but "
-                       "the experiments' host agents run on the udp provider only; use "
-                       "--hosts udp")
     if need_network:
         if not rep["root"]:
             raise RunError("a run needs root (Mininet network namespaces)")
         if not rep["mininet"]:
             raise RunError("a run needs Mininet (apt-get install mininet)")
+
+
+def check_hosts_supported(mod: types.ModuleType, hosts: str) -> None:
+    """Raise RunError unless experiment ``mod`` runs on ``hosts``: an experiment
+    lists the providers it runs on in ``HOST_PROVIDERS`` (udp only if it does
+    not) and says why not in ``RXE_UNSUPPORTED``."""
+    supported = tuple(getattr(mod, "HOST_PROVIDERS", ("udp",)))
+    if hosts in supported:
+        return
+    why = getattr(mod, "RXE_UNSUPPORTED", "") if hosts == "rxe" else ""
+    raise RunError(f"{mod.NAME} does not run on {hosts} hosts" + (f": {why}" if why else "")
+                   + f"; it runs with --hosts {' or '.join(supported)}")
 
 
 def default_out_dir(name: str) -> Path:
@@ -635,14 +641,34 @@ def _failure_message(a: _Agent, phase: str) -> str:
 # the run
 
 
-def _phase_jobs(phase: PhasePlan, pdir: Path) -> dict[str, JobSpec]:
-    """The phase's specs with the run-time fields filled in (rendezvous, barrier)."""
+# rxe hosts run where rdma_rxe exists, here a guest VM, often on an emulated CPU
+# (TCG): an agent takes about 20 s to start there and the switch runs several
+# times slower, so a phase (and an agent) on rxe hosts gets this much more time
+# before it counts as hung.
+RXE_TIMEOUT_FACTOR = 3.0
+RXE_SETUP_S = 60.0
+
+
+def hang_timeout_s(timeout_s: float, provider: str) -> float:
+    """A plan's phase or job timeout for hosts of ``provider``."""
+    if provider == "rxe":
+        return timeout_s * RXE_TIMEOUT_FACTOR + RXE_SETUP_S
+    return timeout_s
+
+
+def _phase_jobs(phase: PhasePlan, pdir: Path, provider: str = "udp") -> dict[str, JobSpec]:
+    """The phase's specs with the run-time fields filled in (rendezvous, barrier,
+    the hosts' provider)."""
     hosts = sorted(phase.jobs, key=lambda h: int(h[1:]) if h[1:].isdigit() else h)
     out = {}
     for rank, h in enumerate(hosts):
+        job = phase.jobs[h]
         out[h] = dataclasses.replace(
-            phase.jobs[h], phase=phase.name, rendezvous_dir=str(pdir / "rendezvous"),
-            barrier=(rank, len(hosts)), timeout_s=min(phase.jobs[h].timeout_s, phase.timeout_s))
+            job, phase=phase.name, rendezvous_dir=str(pdir / "rendezvous"),
+            barrier=(rank, len(hosts)),
+            timeout_s=min(hang_timeout_s(job.timeout_s, provider),
+                          hang_timeout_s(phase.timeout_s, provider)),
+            provider=provider)
     return out
 
 
@@ -692,7 +718,10 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
     if opts.target == "soft":
         pollers = [SwitchPoller(one.control_port, pdir / poll_file(n, fabric),
                                 plan.switch_poll_interval_s) for n, one in switches.items()]
-    jobs = _phase_jobs(phase, pdir)
+    try:
+        jobs = _phase_jobs(phase, pdir, opts.hosts)
+    except SpecError as e:
+        raise RunError(f"phase {phase.name}: {e}") from e
     agents = []
     for h, spec in jobs.items():
         sp = pdir / f"{h}.spec.json"
@@ -711,7 +740,8 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
         for a in agents:
             _start_agent(a)
         next_status = t_start + opts.status_interval_s
-        deadline = t_start + phase.timeout_s + 10.0
+        phase_timeout_s = hang_timeout_s(phase.timeout_s, opts.hosts)
+        deadline = t_start + phase_timeout_s + 10.0
         epic_pending = phase.epic_group is not None
         late_due = sorted(phase.late_commands)
         late_done: list[dict[str, Any]] = []
@@ -752,7 +782,7 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
             now = time.monotonic()
             if now >= deadline:
                 late = ", ".join(f"{a.host} ({a.status()})" for a in agents if a.rc is None)
-                raise RunError(f"phase {phase.name!r} timed out after {phase.timeout_s:.0f} s; "
+                raise RunError(f"phase {phase.name!r} timed out after {phase_timeout_s:.0f} s; "
                                f"still running: {late}")
             if now >= next_status:
                 prog.line(f"phase {phase.name}: " + ", ".join(f"{a.host} {a.status()}"
@@ -853,6 +883,10 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
     backend = topo.backend if opts.target == "soft" else "python"
     try:
         if fab is not None:
+            if opts.hosts != "udp":
+                raise RunError(f"a leaf-spine fabric has no {opts.hosts} hosts yet: rxe hosts "
+                               "share the initial namespace, routed per interface around one "
+                               "switch (testbed.rxe_host); use --hosts udp")
             net, switches, hosts, _addrs = leaf_spine(
                 fab, repo_path(topo.program), log_dir=run_dir / "switch", pcap=opts.pcap,
                 target=opts.target, backend=backend, priority_queues=topo.priority_queues)
@@ -860,7 +894,7 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
             net, sw, hosts, _addrs = star_router(
                 topo.n_hosts, repo_path(topo.program), log_dir=run_dir / "switch",
                 pcap=opts.pcap, priority_queues=topo.priority_queues, target=opts.target,
-                link_delay_us=delay_us, backend=backend)
+                link_delay_us=delay_us, backend=backend, host_provider=opts.hosts)
             switches = {sw.name: sw}
     except TargetUnavailable as e:
         raise RunError(str(e)) from e
@@ -913,7 +947,10 @@ def measure_base_rtt(a: Any, b: Any, count: int = 5) -> dict[str, Any]:
     reply): propagation plus what the switch and the hosts add."""
     import re
 
-    out = a.cmd(f"ping -n -q -c {count} -i 0.05 -W 5 {b.IP()}")
+    # rxe hosts share the initial namespace: the ping leaves by a's own link
+    # (its policy route) only when bound to it; else it is answered locally.
+    dev = f" -I {a.defaultIntf()}" if getattr(a, "rxe_device", None) else ""
+    out = a.cmd(f"ping -n -q -c {count} -i 0.05 -W 5{dev} {b.IP()}")
     m = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/", out)
     return {"between": f"{a.name}-{b.name}", "pings": count,
             "min_ms": float(m.group(1)) if m else None,
@@ -1044,6 +1081,7 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
     mod = load(name)
     params = make_params(mod, opts.quick, opts.overrides)
     plan: RunPlan = mod.plan(params)
+    check_hosts_supported(mod, opts.hosts)
     check_environment(opts.target, opts.hosts)
     run_dir = Path(opts.out) if opts.out else default_out_dir(mod.NAME)
     if run_dir.exists() and any(run_dir.iterdir()):
@@ -1109,7 +1147,8 @@ def _port_rate_record(applied: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def _finish(mod: types.ModuleType, plan: RunPlan, run_dir: Path,
             summary: dict[str, Any]) -> dict[str, Any]:
-    fid = evaluate_fidelity(run_dir, plan, summary.get("target", "soft"))
+    fid = evaluate_fidelity(run_dir, plan, summary.get("target", "soft"),
+                            summary.get("hosts", "udp"))
     summary["fidelity"] = fid
     try:
         results = mod.analyze(run_dir)

@@ -658,7 +658,7 @@ class RxeQP:
         self.dest_qp_num = 0
         self.dest_port = ROCE_UDP_PORT
         self.path_mtu = 1024
-        self.timeout_ns: int | None = None
+        self.timeout_ns: int | None = ctx.timeout_ns
         self.retry_cnt = 7
         self.rnr_retry = 7
         self.requested_sport = sport
@@ -902,13 +902,14 @@ class RxeContext:
     ``find_rxe_device``). ``traffic_class`` goes into every packet's IP TOS (ECT(0)
     by default, so switches can mark CE). ``retag``: "ignore", "error" or "sqd"
     (module docstring). ``sport_rule``: "auto" (from the kernel version),
-    "flow_label" (>= 5.17) or "qpn_hash"."""
+    "flow_label" (>= 5.17) or "qpn_hash". ``timeout_ns``: the local ACK timeout of
+    its QPs unless a modify sets one (None: exponent 14, 67 ms)."""
 
     def __init__(self, local_ip: str | None = None, *, netdev: str | None = None,
                  device: str | None = None, scale: Scale | None = None,
                  traffic_class: int = ECN_ECT0, hop_limit: int = 64, retag: str = "ignore",
                  sport_rule: str = "auto", spin_us: float = 200.0,
-                 sysfs_root: str = SYSFS_INFINIBAND) -> None:
+                 sysfs_root: str = SYSFS_INFINIBAND, timeout_ns: int | None = None) -> None:
         if retag not in ("ignore", "error", "sqd"):
             raise ValueError("retag must be 'ignore', 'error' or 'sqd'")
         if sport_rule not in ("auto", "flow_label", "qpn_hash"):
@@ -923,6 +924,7 @@ class RxeContext:
         self.hop_limit = hop_limit
         self.retag = retag
         self.spin_us = spin_us
+        self.timeout_ns = timeout_ns
         self.flow_label_rule = (kernel_has_flow_label_sport() if sport_rule == "auto"
                                 else sport_rule == "flow_label")
         self.provider = RxeProvider(self.device)

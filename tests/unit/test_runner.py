@@ -347,3 +347,36 @@ def test_late_commands_wait_for_every_agents_start_then_go_to_every_switch(
     assert late == [(3600.0, "set_queue_depth 9")]     # the later one stays pending
     with pytest.raises(ExperimentError):
         PhasePlan("p", {"h1": job}, late_commands=((-1.0, "x"),))
+
+
+def test_experiments_say_whether_they_run_on_rxe_hosts() -> None:
+    from testbed.experiment import discover, load
+    from testbed.runner import RunError, check_hosts_supported
+
+    for name in discover():
+        mod = load(name)
+        check_hosts_supported(mod, "udp")          # every experiment runs on udp hosts
+        if "rxe" in getattr(mod, "HOST_PROVIDERS", ()):
+            check_hosts_supported(mod, "rxe")
+            continue
+        # the others refuse rxe hosts and say why
+        assert getattr(mod, "RXE_UNSUPPORTED", ""), name
+        with pytest.raises(RunError, match=f"{name} does not run on rxe hosts: .+; it runs "
+                                           "with --hosts udp"):
+            check_hosts_supported(mod, "rxe")
+    assert "rxe" in load("roce-basics").HOST_PROVIDERS
+
+
+def test_job_specs_of_rxe_hosts() -> None:
+    import sys
+
+    from hosts.agent_spec import FlowSpec, JobSpec, SpecError, agent_interpreter
+
+    flow = (FlowSpec(flow="f", role="sender", peer_ip="10.0.3.1", msg_bytes=4096, count=1),)
+    spec = JobSpec(host="h1", ip="10.0.1.1", flows=flow, provider="rxe", interpreter="auto")
+    assert JobSpec.from_json(spec.to_json()).provider == "rxe"
+    assert agent_interpreter(spec) == sys.executable      # pyverbs: never pypy
+    with pytest.raises(SpecError, match="pyverbs"):
+        JobSpec(host="h1", ip="10.0.1.1", flows=flow, provider="rxe", interpreter="pypy")
+    with pytest.raises(SpecError, match="provider 'ib'"):
+        JobSpec(host="h1", ip="10.0.1.1", flows=flow, provider="ib")

@@ -1,0 +1,476 @@
+"""DCQCN for rdma_rxe hosts: a notification point and a reaction point beside the kernel.
+
+rxe ignores ECN: a CE-marked packet makes no CNP and a CNP slows nothing. This
+shim does, per host, what a RoCE NIC's DCQCN does, with the same code and
+presets as the udp provider (hosts/roce/dcqcn.py):
+
+- **Notification point.** An AF_PACKET socket on the host's interface, with a
+  classic BPF filter that passes only arriving RoCEv2 packets (IPv4, UDP to
+  4791) that are CE-marked or are CNPs. For a CE-marked packet to one of the
+  host's QPs it sends a CNP to the QP's peer (at most one per QP per the
+  preset's CNP interval, as the udp provider's responder does): a whole frame
+  (Ethernet to the gateway, IPv4 with identification 0 and DF, UDP, BTH
+  opcode 0x81 and the ICRC) written to the same socket.
+- **Reaction point.** A CNP to one of the host's QPs goes to that QP's rate
+  controller (``Dcqcn``), whose timers the agent drives. The rate is enforced
+  on the host's egress by tc HTB (netlink, pyroute2): a root class at the
+  NIC's line rate, a default class for everything else (ACKs, CNPs) and one
+  class per sending QP whose rate and ceiling are the QP's DCQCN rate, chosen
+  by a u32 filter on the QP's UDP source port (rxe keeps one port per QP).
+  rxe holds at most a bounded number of its skbs in flight per QP, so a QP
+  slowed by its class waits instead of losing packets in the qdisc.
+
+What is approximate: the byte counter of DCQCN's rate increase counts the
+wire bytes of completed messages (rxe reports no per-QP transmit bytes), so
+it fires at a message's completion rather than at the packet that crosses it.
+
+:class:`NotificationPoint`, :class:`ReactionPoint`, :func:`cnp_frame`,
+:func:`classify_frame`, :func:`roce_filter` and :func:`htb_rate_bytes` are
+pure logic (no rxe, no root); :class:`HtbShaper` and :class:`RxeDcqcnShim`
+touch the host's interface.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import socket
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hosts.roce.constants import ECN_CE, ROCE_UDP_PORT, Opcode
+from hosts.roce.wire import encode_cnp, pseudo_header
+
+__all__ = ["NotificationPoint", "ReactionPoint", "HtbShaper", "RxeDcqcnShim", "Arrival",
+           "cnp_frame", "classify_frame", "roce_filter", "htb_rate_bytes", "ShimError",
+           "qp_class_id", "sport_match_keys"]
+
+ETH_P_IP = 0x0800
+ETH_P_ALL = 0x0003
+ETH_HLEN = 14
+PACKET_OUTGOING = 4
+SO_ATTACH_FILTER = 26
+IP_FLAG_DF = 0x4000
+CNP_TTL = 64
+SNAP_BYTES = 128            # headers are all the shim reads
+
+# HTB layout (handles are major:minor, 0xMMMMmmmm).
+ROOT_QDISC = 0x10000        # 1:
+ROOT_CLASS = 0x10001        # 1:1, the NIC's line rate
+DEFAULT_CLASS = 0x10002     # 1:2, what no QP class claims
+FIRST_QP_MINOR = 0x10
+MAX_QP_CLASSES = 0xFFFF - FIRST_QP_MINOR
+MIN_RATE_BYTES = 16         # HTB's tables need a positive rate; 128 b/s is far below any preset's floor
+
+
+class ShimError(RuntimeError):
+    """The shim cannot set up or change the host's egress; the message names the object."""
+
+
+# ---------------------------------------------------------------------------
+# frames
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """A RoCEv2 packet the filter passed: a CE-marked packet or a CNP."""
+
+    kind: str               # "ce" or "cnp"
+    src_ip: str
+    dst_ip: str
+    dqpn: int
+
+
+def classify_frame(frame: bytes | bytearray | memoryview) -> Arrival | None:
+    """What an Ethernet frame is to the shim: a CE-marked RoCEv2 packet, a CNP, or
+    None (anything else, or truncated)."""
+    n = len(frame)
+    if n < ETH_HLEN + 20 or struct.unpack_from("!H", frame, 12)[0] != ETH_P_IP:
+        return None
+    ver_ihl, tos = frame[ETH_HLEN], frame[ETH_HLEN + 1]
+    ihl = (ver_ihl & 0x0F) * 4
+    if ver_ihl >> 4 != 4 or ihl < 20 or frame[ETH_HLEN + 9] != socket.IPPROTO_UDP:
+        return None
+    if struct.unpack_from("!H", frame, ETH_HLEN + 6)[0] & 0x1FFF:
+        return None         # a later fragment: no UDP header
+    udp = ETH_HLEN + ihl
+    if n < udp + 8 + 12 or struct.unpack_from("!H", frame, udp + 2)[0] != ROCE_UDP_PORT:
+        return None
+    src = socket.inet_ntoa(bytes(frame[ETH_HLEN + 12: ETH_HLEN + 16]))
+    dst = socket.inet_ntoa(bytes(frame[ETH_HLEN + 16: ETH_HLEN + 20]))
+    opcode = frame[udp + 8]
+    dqpn = struct.unpack_from("!I", frame, udp + 12)[0] & 0xFFFFFF
+    if opcode == Opcode.CNP:
+        return Arrival("cnp", src, dst, dqpn)
+    if tos & 3 == ECN_CE:
+        return Arrival("ce", src, dst, dqpn)
+    return None
+
+
+def _mac(text: str) -> bytes:
+    b = bytes.fromhex(text.replace(":", ""))
+    if len(b) != 6:
+        raise ValueError(f"not a MAC address: {text!r}")
+    return b
+
+
+def _ipv4_checksum(hdr: bytes) -> int:
+    s = sum(struct.unpack(f"!{len(hdr) // 2}H", hdr))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def cnp_frame(*, src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, dqpn: int,
+              sport: int = ROCE_UDP_PORT) -> bytes:
+    """A whole Ethernet frame carrying a CNP to QP ``dqpn`` at ``dst_ip``: IPv4 with
+    identification 0 and DF (what the ICRC's pseudo-header assumes), not ECN-capable,
+    UDP checksum 0 (RoCEv2 allows it), the CNP body and its ICRC."""
+    roce = encode_cnp(lambda n: pseudo_header(src_ip, dst_ip, sport, n), dqpn)
+    udp_len = 8 + len(roce)
+    ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + udp_len, 0, IP_FLAG_DF,
+                               CNP_TTL, socket.IPPROTO_UDP, 0, socket.inet_aton(src_ip),
+                               socket.inet_aton(dst_ip)))
+    struct.pack_into("!H", ip, 10, _ipv4_checksum(bytes(ip)))
+    udp = struct.pack("!HHHH", sport, ROCE_UDP_PORT, udp_len, 0)
+    return _mac(dst_mac) + _mac(src_mac) + struct.pack("!H", ETH_P_IP) + bytes(ip) + udp + roce
+
+
+# Classic BPF (linux/filter.h) opcodes the filter uses.
+_LD_H_ABS, _LD_B_ABS, _LDX_B_MSH = 0x28, 0x30, 0xB1
+_LD_H_IND, _LD_B_IND, _ALU_AND_K = 0x48, 0x50, 0x54
+_JEQ_K, _JSET_K, _RET_K = 0x15, 0x45, 0x06
+
+
+def roce_filter() -> list[tuple[int, int, int, int]]:
+    """Classic BPF (code, jt, jf, k) passing an Ethernet frame with IPv4, UDP to
+    4791, not a later fragment, and either ECN CE in the TOS byte or BTH opcode
+    CNP; ``SNAP_BYTES`` of it (the headers)."""
+    acc, rej = "accept", "reject"
+    prog: list[tuple[int, Any, Any, int]] = [
+        (_LD_H_ABS, 0, 0, 12), (_JEQ_K, 0, rej, ETH_P_IP),
+        (_LD_B_ABS, 0, 0, ETH_HLEN + 9), (_JEQ_K, 0, rej, socket.IPPROTO_UDP),
+        (_LD_H_ABS, 0, 0, ETH_HLEN + 6), (_JSET_K, rej, 0, 0x1FFF),
+        (_LDX_B_MSH, 0, 0, ETH_HLEN),                       # X = IP header length
+        (_LD_H_IND, 0, 0, ETH_HLEN + 2), (_JEQ_K, 0, rej, ROCE_UDP_PORT),
+        (_LD_B_ABS, 0, 0, ETH_HLEN + 1), (_ALU_AND_K, 0, 0, 3), (_JEQ_K, acc, 0, ECN_CE),
+        (_LD_B_IND, 0, 0, ETH_HLEN + 8), (_JEQ_K, acc, rej, int(Opcode.CNP)),
+    ]
+    labels = {acc: len(prog), rej: len(prog) + 1}
+    prog += [(_RET_K, 0, 0, SNAP_BYTES), (_RET_K, 0, 0, 0)]
+    out = []
+    for i, (code, jt, jf, k) in enumerate(prog):
+        def off(j: Any, i: int = i) -> int:
+            return labels[j] - i - 1 if isinstance(j, str) else int(j)
+        out.append((code, off(jt), off(jf), k))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# notification point
+
+
+@dataclass
+class _NpQp:
+    remote_ip: str
+    remote_qpn: int
+    last_cnp_ns: int | None = None
+    ce_pkts: int = 0
+    cnps_sent: int = 0
+
+
+class NotificationPoint:
+    """CE-marked arrivals per local QP -> CNPs to the peer QP, at most one per QP
+    per ``cnp_interval_ns`` (the udp provider's responder rule)."""
+
+    def __init__(self, cnp_interval_ns: int) -> None:
+        if cnp_interval_ns < 0:
+            raise ValueError(f"cnp_interval_ns must be >= 0, got {cnp_interval_ns}")
+        self.cnp_interval_ns = cnp_interval_ns
+        self.qps: dict[int, _NpQp] = {}
+        self.unknown_qp = 0          # CE-marked packets to no QP of this host
+
+    def register(self, local_qpn: int, remote_ip: str, remote_qpn: int) -> None:
+        self.qps[local_qpn] = _NpQp(remote_ip, remote_qpn)
+
+    def on_ce(self, a: Arrival, now_ns: int) -> tuple[str, int] | None:
+        """(peer ip, peer QPN) to send a CNP to now, or None."""
+        q = self.qps.get(a.dqpn)
+        if q is None or q.remote_ip != a.src_ip:
+            self.unknown_qp += 1
+            return None
+        q.ce_pkts += 1
+        if q.last_cnp_ns is not None and now_ns - q.last_cnp_ns < self.cnp_interval_ns:
+            return None
+        q.last_cnp_ns = now_ns
+        q.cnps_sent += 1
+        return q.remote_ip, q.remote_qpn
+
+
+# ---------------------------------------------------------------------------
+# reaction point
+
+
+class RateController(Protocol):
+    @property
+    def rate_bps(self) -> float: ...
+
+    def on_cnp(self, now: int) -> None: ...
+
+    def next_deadline(self) -> int | None: ...
+
+    def on_timer(self, now: int) -> None: ...
+
+
+def qp_class_id(slot: int) -> int:
+    """HTB class handle of the ``slot``-th sending QP (0-based): 1:10, 1:11, ..."""
+    if not 0 <= slot < MAX_QP_CLASSES:
+        raise ShimError(f"at most {MAX_QP_CLASSES} sending QPs per host (slot {slot})")
+    return (ROOT_QDISC & 0xFFFF0000) | (FIRST_QP_MINOR + slot)
+
+
+def htb_rate_bytes(rate_bps: float) -> int:
+    """An HTB rate (bytes/s, what the kernel's u32 field holds) for ``rate_bps``."""
+    if not rate_bps > 0:
+        raise ShimError(f"a class rate must be positive, got {rate_bps} b/s")
+    b = round(rate_bps / 8)
+    if b > 0xFFFFFFFF:
+        raise ShimError(f"{rate_bps:.4g} b/s exceeds HTB's 32-bit rate field")
+    return max(MIN_RATE_BYTES, b)
+
+
+def sport_match_keys(sport: int) -> list[str]:
+    """u32 keys (value/mask+offset from the IPv4 header, which rxe sends with no
+    options) matching UDP packets from ``sport`` to 4791."""
+    if not 0 < sport <= 0xFFFF:
+        raise ShimError(f"UDP source port {sport} out of range")
+    return [f"0x00{socket.IPPROTO_UDP:02x}0000/0x00ff0000+8",
+            f"0x{sport:04x}{ROCE_UDP_PORT:04x}/0xffffffff+20"]
+
+
+@dataclass
+class _RpQp:
+    rc: RateController
+    class_id: int
+    sport: int
+    applied_bytes: int = 0
+    cnps: int = 0
+
+
+@dataclass
+class ReactionPoint:
+    """CNPs per local QP -> that QP's rate controller; the rates it should run at,
+    as HTB class rates, whenever one changes."""
+
+    qps: dict[int, _RpQp] = field(default_factory=dict)
+    unknown_qp: int = 0
+
+    def register(self, local_qpn: int, sport: int, rc: RateController) -> int:
+        """Track a sending QP; returns its HTB class handle."""
+        cid = qp_class_id(len(self.qps))
+        self.qps[local_qpn] = _RpQp(rc, cid, sport)
+        return cid
+
+    def on_cnp(self, a: Arrival, now_ns: int) -> None:
+        q = self.qps.get(a.dqpn)
+        if q is None:
+            self.unknown_qp += 1
+            return
+        q.cnps += 1
+        q.rc.on_cnp(now_ns)
+
+    def on_timers(self, now_ns: int) -> None:
+        for q in self.qps.values():
+            d = q.rc.next_deadline()
+            if d is not None and d <= now_ns:
+                q.rc.on_timer(now_ns)
+
+    def next_deadline(self) -> int | None:
+        ds = [d for d in (q.rc.next_deadline() for q in self.qps.values()) if d is not None]
+        return min(ds) if ds else None
+
+    def changed(self) -> list[tuple[int, int]]:
+        """(class handle, rate bytes/s) for every QP whose rate differs from what
+        was last applied; marks them applied."""
+        out = []
+        for q in self.qps.values():
+            b = htb_rate_bytes(q.rc.rate_bps)
+            if b != q.applied_bytes:
+                q.applied_bytes = b
+                out.append((q.class_id, b))
+        return out
+
+
+# ---------------------------------------------------------------------------
+# the host's egress
+
+
+class HtbShaper:
+    """tc HTB on ``ifname``: the root class at ``line_rate_bps`` (the NIC), a
+    default class, and per-QP classes added by :meth:`add_qp`. Everything is
+    removed by :meth:`close` (deleting the root qdisc)."""
+
+    def __init__(self, ifname: str, line_rate_bps: float, burst_bytes: int,
+                 mtu_bytes: int = 1600) -> None:
+        from pyroute2 import IPRoute
+
+        self.ifname = ifname
+        self.burst = int(burst_bytes)
+        self.mtu = int(mtu_bytes)
+        self.line = htb_rate_bytes(line_rate_bps)
+        self._ipr = IPRoute()
+        found = self._ipr.link_lookup(ifname=ifname)
+        if not found:
+            self._ipr.close()
+            raise ShimError(f"tc on {ifname}: no such interface")
+        self.index = found[0]
+        self._installed = False
+        self._do(f"root htb qdisc on {ifname}", "add", "htb", ROOT_QDISC,
+                 default=DEFAULT_CLASS & 0xFFFF)
+        self._installed = True
+        self._class("add-class", ROOT_CLASS, self.line, parent=ROOT_QDISC)
+        self._class("add-class", DEFAULT_CLASS, self.line, parent=ROOT_CLASS)
+
+    def _do(self, what: str, command: str, kind: str | None, handle: int, **kw: Any) -> None:
+        from pyroute2.netlink.exceptions import NetlinkError
+
+        try:
+            self._ipr.tc(command, kind, self.index, handle, **kw)
+        except NetlinkError as e:
+            raise ShimError(f"tc {command} {what}: {e}") from e
+
+    def _class(self, command: str, handle: int, rate_bytes: int, *, parent: int) -> None:
+        self._do(f"htb class {handle >> 16:x}:{handle & 0xFFFF:x} at {rate_bytes * 8} b/s on "
+                 f"{self.ifname}", command, "htb", handle, parent=parent, rate=rate_bytes,
+                 ceil=rate_bytes, burst=self.burst, cburst=self.burst, quantum=self.mtu,
+                 mtu=self.mtu)
+
+    def add_qp(self, class_id: int, sport: int, rate_bytes: int) -> None:
+        """A class for the QP sending from ``sport``, at ``rate_bytes``, and its filter."""
+        self._class("add-class", class_id, min(rate_bytes, self.line), parent=ROOT_CLASS)
+        self._do(f"u32 filter sport {sport} -> class {class_id & 0xFFFF:x} on {self.ifname}",
+                 "add-filter", "u32", 0, parent=ROOT_QDISC, prio=10, protocol=ETH_P_IP,
+                 target=class_id, keys=sport_match_keys(sport))
+
+    def set_rate(self, class_id: int, rate_bytes: int) -> None:
+        self._class("change-class", class_id, min(rate_bytes, self.line), parent=ROOT_CLASS)
+
+    def class_bytes(self) -> dict[int, int]:
+        """Bytes sent per class handle (the kernel's counters)."""
+        out = {}
+        for msg in self._ipr.get_classes(index=self.index):
+            st = msg.get_attr("TCA_STATS")
+            if st is not None:
+                out[msg["handle"]] = int(st["bytes"])
+        return out
+
+    def close(self) -> None:
+        from pyroute2.netlink.exceptions import NetlinkError
+
+        try:
+            if self._installed:
+                self._installed = False
+                try:
+                    self._ipr.tc("del", None, self.index, ROOT_QDISC)
+                except NetlinkError:
+                    pass        # the interface is gone already
+        finally:
+            self._ipr.close()
+
+
+class RxeDcqcnShim:
+    """The per-host shim: the socket (notification and reaction point) and the
+    HTB shaper on ``ifname``. Register the host's QPs once they are connected
+    (:meth:`register_qp`), then call :meth:`poll` often and :meth:`close` at the end."""
+
+    def __init__(self, *, ifname: str, local_ip: str, local_mac: str, gateway_mac: str,
+                 line_rate_bps: float, cnp_interval_ns: int, burst_bytes: int) -> None:
+        self.ifname, self.local_ip = ifname, local_ip
+        self.local_mac, self.gateway_mac = local_mac, gateway_mac
+        self.np = NotificationPoint(cnp_interval_ns)
+        self.rp = ReactionPoint()
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        try:
+            prog = roce_filter()
+            # struct sock_fprog {len; filter *}: the kernel copies the program.
+            code = ctypes.create_string_buffer(
+                b"".join(struct.pack("HBBI", *ins) for ins in prog))
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER,
+                                 struct.pack("HL", len(prog), ctypes.addressof(code)))
+            self.sock.bind((ifname, 0))
+            self.sock.setblocking(False)
+            self.shaper = HtbShaper(ifname, line_rate_bps, burst_bytes)
+        except OSError as e:
+            self.sock.close()
+            raise ShimError(f"packet socket on {ifname}: {e}") from e
+        except BaseException:
+            self.sock.close()
+            raise
+        self.frames = 0
+        self.cnp_tx_errors = 0
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def register_qp(self, local_qpn: int, remote_ip: str, remote_qpn: int, sport: int,
+                    rc: RateController | None) -> None:
+        """A connected QP: its CE-marked arrivals make CNPs to (remote_ip, remote_qpn);
+        with a rate controller, its sends from ``sport`` run at the controller's rate."""
+        self.np.register(local_qpn, remote_ip, remote_qpn)
+        if rc is not None:
+            cid = self.rp.register(local_qpn, sport, rc)
+            self.shaper.add_qp(cid, sport, htb_rate_bytes(rc.rate_bps))
+            self.rp.qps[local_qpn].applied_bytes = htb_rate_bytes(rc.rate_bps)
+
+    def poll(self, now_ns: int) -> None:
+        """Read what arrived, send CNPs, run the controllers' timers, apply rates."""
+        for frame in self._drain():
+            a = classify_frame(frame)
+            if a is None or a.dst_ip != self.local_ip:
+                continue
+            if a.kind == "ce":
+                to = self.np.on_ce(a, now_ns)
+                if to is not None:
+                    self._send_cnp(*to)
+            else:
+                self.rp.on_cnp(a, now_ns)
+        self.rp.on_timers(now_ns)
+        for cid, b in self.rp.changed():
+            self.shaper.set_rate(cid, b)
+
+    def next_deadline(self) -> int | None:
+        return self.rp.next_deadline()
+
+    def _drain(self) -> Iterable[bytes]:
+        while True:
+            try:
+                data, addr = self.sock.recvfrom(SNAP_BYTES)
+            except BlockingIOError:
+                return
+            if addr[2] == PACKET_OUTGOING:
+                continue        # this host's own CNPs
+            self.frames += 1
+            yield data
+
+    def _send_cnp(self, remote_ip: str, remote_qpn: int) -> None:
+        frame = cnp_frame(src_mac=self.local_mac, dst_mac=self.gateway_mac, src_ip=self.local_ip,
+                          dst_ip=remote_ip, dqpn=remote_qpn)
+        try:
+            self.sock.send(frame)
+        except OSError:
+            self.cnp_tx_errors += 1
+
+    def qp_counters(self, local_qpn: int) -> dict[str, int]:
+        """ce_pkts and cnps_sent (notification point), cnps_rcvd (reaction point)."""
+        n = self.np.qps.get(local_qpn)
+        r = self.rp.qps.get(local_qpn)
+        return {"ce_pkts": n.ce_pkts if n else 0, "cnps_sent": n.cnps_sent if n else 0,
+                "cnps_rcvd": r.cnps if r else 0}
+
+    def close(self) -> None:
+        try:
+            self.shaper.close()
+        finally:
+            self.sock.close()
+

@@ -1,0 +1,60 @@
+"""`testbed run roce-basics --hosts rxe --quick`, end to end, as a user runs it:
+rdma_rxe hosts in Mininet, their agents on the rxe provider, and the DCQCN shim
+(hosts.roce.rxe_dcqcn). In the pair phase two senders share the switch's port
+toward one receiver, the switch marks CE, the receiver's shim sends CNPs and the
+senders' shims cut their QPs' rates (tc HTB classes); every phase delivers the
+bytes that were sent. Skips where rxe hosts cannot run (no rdma_rxe: this
+machine); the guest VM runs it (vm/guest-tests.sh).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testbed.rxe_host import rxe_in_mininet_reason
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _events(run: Path, phase: str, host: str) -> list[dict]:
+    text = (run / "phases" / phase / f"{host}.events.jsonl").read_text()
+    return [json.loads(x) for x in text.splitlines()]
+
+
+@pytest.mark.root
+def test_quick_run_on_rxe_hosts_and_the_shim_slowing_senders_on_ce(tmp_path: Path) -> None:
+    reason = rxe_in_mininet_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    run = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", "roce-basics", "--hosts",
+                        "rxe", "--quick", "--out", str(run)], cwd=REPO, capture_output=True,
+                       text=True, timeout=1500)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["ok"] and summary["hosts"] == "rxe"
+    for phase in ("single", "pair", "loss"):
+        assert summary[phase]["bytes_ok"], phase
+        assert (run / "plots" / f"{phase}.png").stat().st_size > 0
+    pair = summary["pair"]
+    assert pair["ce_marked_pkts"] > 0 and pair["cnps"] > 0
+    line_bps = summary["params"]["bottleneck_mbps"] * 1e6
+    for host, flow in (("h1", "pair-a"), ("h2", "pair-b")):
+        evs = _events(run, "pair", host)
+        cnps = [e for e in evs if e["event"] == "cnp_rx"]
+        cuts = [e for e in evs if e["event"] == "dcqcn" and e["kind"] == "cut"]
+        rates = [e["rc_bps"] for e in evs if e["event"] == "rate" and e["flow"] == flow]
+        end = next(e for e in evs if e["event"] == "flow_end" and e["flow"] == flow)
+        # the receiver's CNPs reached this sender's shim, and its rate was cut
+        assert cnps and cuts, host
+        assert min(rates) < 0.9 * line_bps, host
+        assert end["cnps_rcvd"] == len(cnps)
+    # the receiver's shim counted the CE marks it answered
+    rx = [e for e in _events(run, "pair", "h3") if e["event"] == "flow_end"]
+    assert sum(e["qp"]["cnps_sent"] for e in rx) > 0
+    assert summary["fidelity"]["checks"]["host_pacing_late_fraction"]["status"] == "not measured"
