@@ -162,20 +162,26 @@ def collective_input(spec: CollectiveSpec, rank: int, iteration: int) -> np.ndar
     return rng.integers(-(1 << 20), 1 << 20, count, dtype=np.dtype(spec.dtype))
 
 
-def collective_expected(spec: CollectiveSpec, iteration: int) -> np.ndarray:
+def collective_expected(spec: CollectiveSpec, iteration: int) -> np.ndarray | None:
+    """What rank ``spec.rank`` must hold after collective ``iteration``: None
+    where it receives nothing (a Reduce's other ranks, a Barrier)."""
     import numpy as np
 
     from hosts.commlib import split
 
+    op, count = spec.sequence()[iteration]
+    if op == "barrier" or (op == "reduce" and spec.rank != spec.root):
+        return None
     xs = [collective_input(spec, r, iteration) for r in range(spec.size)]
-    if spec.op == "all_gather":
+    if op == "all_gather":
         return np.concatenate(xs)
-    count = spec.schedule()[iteration]
+    if op == "broadcast":
+        return xs[spec.root]
     total = np.zeros(count, dtype=np.dtype(spec.dtype))
     with np.errstate(over="ignore"):
         for x in xs:
             np.add(total, x, out=total)  # wraps exactly as CommLib's sums do
-    if spec.op == "reduce_scatter":
+    if op == "reduce_scatter":
         off, ln = split(count, spec.size)[spec.rank]
         return total[off: off + ln]
     return total
@@ -550,7 +556,7 @@ class _Collective:
         self.spec = spec
         self.schedule = spec.schedule()
         itemsize = np.dtype(spec.dtype).itemsize
-        n = max(self.schedule) * (spec.size if spec.op == "all_gather" else 1)
+        n = max(c * (spec.size if op == "all_gather" else 1) for op, c in spec.sequence())
         scale = agent.scale
         channel = iter(range(1 << 30))      # the factory is called once per channel, in order
 
@@ -612,10 +618,19 @@ class _Collective:
 
     def _start_next(self) -> None:
         spec = self.spec
+        op = spec.sequence()[self.iteration][0]
+        if op == "barrier":
+            self.op = self.comm.start_barrier()
+            return
         x = collective_input(spec, spec.rank, self.iteration)
+        if op in ("reduce", "broadcast"):
+            start_rooted = {"reduce": self.comm.start_reduce,
+                            "broadcast": self.comm.start_broadcast}[op]
+            self.op = start_rooted(x, root=spec.root)
+            return
         start = {"all_reduce": self.comm.start_all_reduce,
                  "reduce_scatter": self.comm.start_reduce_scatter,
-                 "all_gather": self.comm.start_all_gather}[spec.op]
+                 "all_gather": self.comm.start_all_gather}[op]
         self.op = start(x)
 
     def step(self, now: int) -> None:
@@ -625,16 +640,22 @@ class _Collective:
             return
         import numpy as np
 
-        got = self.op.result()
+        op = self.spec.sequence()[self.iteration][0]
         want = collective_expected(self.spec, self.iteration)
-        ok = got.dtype == want.dtype and np.array_equal(got, want)
-        self.agent.log.emit("collective_check", iteration=self.iteration, op=self.spec.op,
+        # a rank that receives nothing has nothing to check (the ring's
+        # non-root Reduce ranks hold partial sums, EPIC's hold None)
+        got = self.op.result() if want is not None else None
+        ok = want is None or (got is not None and got.dtype == want.dtype
+                              and np.array_equal(got, want))
+        self.agent.log.emit("collective_check", iteration=self.iteration, op=op,
                             rank=self.spec.rank, size=self.spec.size, ok=ok,
-                            sha256=hashlib.sha256(got.tobytes()).hexdigest(),
-                            expected_sha256=hashlib.sha256(want.tobytes()).hexdigest())
+                            sha256=None if got is None else hashlib.sha256(got.tobytes()).hexdigest(),
+                            expected_sha256=None if want is None
+                            else hashlib.sha256(want.tobytes()).hexdigest())
         if not ok:
+            assert got is not None and want is not None
             bad = int(np.count_nonzero(got != want)) if got.shape == want.shape else -1
-            raise AgentError(f"rank {self.spec.rank}: {self.spec.op} iteration {self.iteration} "
+            raise AgentError(f"rank {self.spec.rank}: {op} iteration {self.iteration} "
                              f"is not bit-exact ({bad} elements differ)")
         self.iteration += 1
         if self.iteration >= len(self.schedule):

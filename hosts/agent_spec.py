@@ -43,11 +43,14 @@ __all__ = [
     "message_wire_bytes",
     "agent_interpreter",
     "DTYPES",
+    "COLLECTIVE_OPS",
     "INTERPRETERS",
     "PROVIDERS",
 ]
 
 DTYPES = ("int32", "int64")  # integer types CommLib reduces (bit-exact sums)
+COLLECTIVE_OPS = ("all_reduce", "reduce_scatter", "all_gather", "reduce", "broadcast",
+                  "barrier")
 # What runs an agent: "pypy" (pypy3: its JIT runs the per-packet transport
 # several times faster), "python" (the runner's own interpreter), or "auto":
 # pypy where installed, unless the job has a collective (CommLib needs numpy).
@@ -212,12 +215,17 @@ class CollectiveSpec:
     "epic" runs them through an EPIC Mode-II switch (hosts.commlib.epic):
     ``epic`` = {"switch_ip", "qpn", "gid", "start_psn"} names the endpoint, and
     the rank waits for the controller to install the group (runner,
-    ``PhasePlan.epic_group``) before connecting. EPIC adds int32 only."""
+    ``PhasePlan.epic_group``) before connecting. EPIC adds int32 only.
+
+    ``ops`` runs a sequence of different collectives on one communicator
+    instead: collective i of the sequence is ``ops[i]`` on ``counts[i]``
+    elements, each run ``iterations`` times in a row (``root``: of reduce and
+    broadcast; a barrier moves no data and ignores its count)."""
 
     rank: int
     size: int
     job_id: int = 1
-    op: Literal["all_reduce", "reduce_scatter", "all_gather"] = "all_reduce"
+    op: str = "all_reduce"
     dtype: str = "int64"
     count: int = 4096
     iterations: int = 1
@@ -233,14 +241,23 @@ class CollectiveSpec:
     # a different base gives every step another UDP source port, so ECMP
     # hashes the job's flows onto other paths.
     step_base: int = 0
+    ops: tuple[str, ...] = ()
+    root: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.step_base <= 0x3FFF:
             raise SpecError(f"collective.step_base {self.step_base} must be 0..16383")
         if not 0 <= self.rank < self.size:
             raise SpecError(f"collective.rank {self.rank} out of range for size {self.size}")
-        if self.op not in ("all_reduce", "reduce_scatter", "all_gather"):
-            raise SpecError(f"collective.op {self.op!r} unknown")
+        for op in (self.op, *self.ops):
+            if op not in COLLECTIVE_OPS:
+                raise SpecError(f"collective.op {op!r} unknown (known: "
+                                f"{', '.join(COLLECTIVE_OPS)})")
+        if self.ops and self.counts and len(self.counts) != len(self.ops):
+            raise SpecError(f"collective.counts has {len(self.counts)} entries, ops "
+                            f"{len(self.ops)}: give one count per op")
+        if not 0 <= self.root < self.size:
+            raise SpecError(f"collective.root {self.root} out of range for size {self.size}")
         if self.dtype not in DTYPES:
             raise SpecError(f"collective.dtype must be one of {DTYPES} (bit-exact checks)")
         if self.count < 1 or self.iterations < 1 or self.channels < 1:
@@ -256,9 +273,18 @@ class CollectiveSpec:
             if missing:
                 raise SpecError(f"collective.epic needs {sorted(missing)}")
 
+    def sequence(self) -> list[tuple[str, int]]:
+        """(op, element count) of each collective, in order."""
+        if self.ops:
+            counts = self.counts or (self.count,) * len(self.ops)
+            return [(op, c) for op, c in zip(self.ops, counts, strict=True)
+                    for _ in range(self.iterations)]
+        return [(self.op, c) for c in (self.counts or (self.count,))
+                for _ in range(self.iterations)]
+
     def schedule(self) -> list[int]:
         """The element count of each collective, in order."""
-        return [c for c in (self.counts or (self.count,)) for _ in range(self.iterations)]
+        return [c for _, c in self.sequence()]
 
 
 @dataclass(frozen=True)
@@ -319,8 +345,8 @@ class JobSpec:
             d["transport"] = TransportSpec(**d.get("transport", {}))
             d["flows"] = tuple(FlowSpec(**f) for f in d.get("flows", ()))
             c = d.get("collective")
-            if c is not None and "counts" in c:
-                c = dict(c, counts=tuple(c["counts"]))
+            if c is not None:
+                c = dict(c, **{k: tuple(c[k]) for k in ("counts", "ops") if k in c})
             d["collective"] = CollectiveSpec(**c) if c is not None else None
             if "barrier" in d:
                 d["barrier"] = tuple(d["barrier"])

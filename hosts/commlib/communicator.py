@@ -46,7 +46,9 @@ completed step t + 1, and so to have reconnected its end of step t's lane.
 Progress is explicit: `start_*` returns a `CollectiveOp` whose `progress()`
 polls completions and posts what is ready (drive several ranks from one loop,
 e.g. a simulated wire); `all_reduce`/`reduce_scatter`/`all_gather` run the
-engine until done.
+engine until done. `reduce` and `broadcast` are pipelined chains on the same
+ring (hosts/commlib/schedule.py); `barrier` is an AllReduce of one element,
+as NCCL's.
 """
 
 from __future__ import annotations
@@ -57,7 +59,14 @@ from typing import Any
 import numpy as np
 
 from hosts.commlib.reduce import ReduceOp, check_dtype, reduce_into
-from hosts.commlib.schedule import Collective, Phase, channel_chunks, num_steps, ring_steps, split
+from hosts.commlib.schedule import (
+    Collective,
+    channel_chunks,
+    chunk_count,
+    num_steps,
+    ring_steps,
+    split,
+)
 from hosts.roce.constants import JOB_ID_MAX, PSN_MASK, ROCE_UDP_PORT, TAG_STEP_MASK, tag_sport
 from hosts.roce.verbs import (
     QP,
@@ -302,9 +311,33 @@ class Communicator:
     def start_all_gather(self, x: np.ndarray) -> CollectiveOp:
         return self._start(Collective.ALL_GATHER, x, ReduceOp.SUM)
 
+    def start_reduce(self, x: np.ndarray, root: int = 0,
+                     op: ReduceOp = ReduceOp.SUM) -> CollectiveOp:
+        return self._start(Collective.REDUCE, x, op, root)
+
+    def start_broadcast(self, x: np.ndarray, root: int = 0) -> CollectiveOp:
+        return self._start(Collective.BROADCAST, x, ReduceOp.SUM, root)
+
+    def start_barrier(self) -> CollectiveOp:
+        """A Barrier as NCCL runs one: an AllReduce of a single element."""
+        return self._start(Collective.ALL_REDUCE, np.zeros(1, np.int32), ReduceOp.SUM)
+
     def all_reduce(self, x: np.ndarray, op: ReduceOp = ReduceOp.SUM) -> np.ndarray:
         """Element-wise reduction of `x` over all ranks; a new array."""
         return self.wait(self.start_all_reduce(x, op))
+
+    def reduce(self, x: np.ndarray, root: int = 0,
+               op: ReduceOp = ReduceOp.SUM) -> np.ndarray | None:
+        """The reduction of `x` at `root` (None on the other ranks)."""
+        out = self.wait(self.start_reduce(x, root, op))
+        return out if self.rank == root else None
+
+    def broadcast(self, x: np.ndarray, root: int = 0) -> np.ndarray:
+        """`root`'s `x` on every rank (others pass an array of the same shape/dtype)."""
+        return self.wait(self.start_broadcast(x, root))
+
+    def barrier(self) -> None:
+        self.wait(self.start_barrier())
 
     def reduce_scatter(self, x: np.ndarray, op: ReduceOp = ReduceOp.SUM) -> np.ndarray:
         """Chunk `rank` (of `size` near-equal chunks) of the reduction of `x`."""
@@ -322,12 +355,15 @@ class Communicator:
             )
         return op.result()
 
-    def _start(self, kind: Collective, x: np.ndarray, op: ReduceOp) -> CollectiveOp:
+    def _start(self, kind: Collective, x: np.ndarray, op: ReduceOp,
+               root: int = 0) -> CollectiveOp:
         if not self.connected:
             raise CommError("communicator is not connected")
         if self._active is not None and not self._active.done:
             raise CommError("a collective is already in progress on this communicator")
-        o = CollectiveOp(self, kind, x, op)
+        if not 0 <= root < self.size:
+            raise ValueError(f"root {root} out of range for size {self.size}")
+        o = CollectiveOp(self, kind, x, op, root)
         self._active = o
         return o
 
@@ -344,8 +380,9 @@ class _Chan:
 class CollectiveOp:
     """One collective in progress on one rank; `progress()` -> True when done."""
 
-    def __init__(self, comm: Communicator, kind: Collective, x: np.ndarray, op: ReduceOp) -> None:
-        self.comm, self.kind, self.op = comm, kind, ReduceOp(op)
+    def __init__(self, comm: Communicator, kind: Collective, x: np.ndarray, op: ReduceOp,
+                 root: int = 0) -> None:
+        self.comm, self.kind, self.op, self.root = comm, kind, ReduceOp(op), root
         x = np.ascontiguousarray(x).reshape(-1)
         self.dtype = check_dtype(x.dtype)
         n = comm.size
@@ -356,8 +393,8 @@ class CollectiveOp:
         if nbytes > limit:
             raise CommError(f"{kind.value} of {nbytes} bytes exceeds max_bytes={limit}")
         self.count = total
-        self.layout = channel_chunks(total, n, comm.channels)
-        self.plan = ring_steps(kind, comm.rank, n)
+        self.layout = channel_chunks(total, chunk_count(kind, n), comm.channels)
+        self.plan = ring_steps(kind, comm.rank, n, root)
         self.seq = comm.seq
         comm.seq += 1
         self.step_base = comm.step_counter
@@ -410,8 +447,8 @@ class CollectiveOp:
                     break
                 t_sent = comm._sent.pop(key)
                 t_recv = comm._arrived.pop(key)
-                off, ln = self.layout[c][st.recv_chunk]
-                if st.phase is Phase.REDUCE_SCATTER and ln:
+                off, ln = (0, 0) if st.recv_chunk is None else self.layout[c][st.recv_chunk]
+                if st.reduces and ln:
                     reduce_into(self.work[off : off + ln], self.staging[off : off + ln], self.op)
                 now = comm.ctx.engine.now_ns()
                 comm._emit(
@@ -449,10 +486,12 @@ class CollectiveOp:
             r_qp.modify(sport=tag)
         if l_qp.sport != tag:
             l_qp.modify(sport=tag)  # our ACKs for this step carry the same tag
-        off, ln = self.layout[c][st.send_chunk]
+        # a chain step with nothing to pass on still sends an empty write: the
+        # right neighbour's step waits for it
+        off, ln = (0, 0) if st.send_chunk is None else self.layout[c][st.send_chunk]
         isz = self.dtype.itemsize
         peer = comm._right_info
-        region = peer["staging"] if st.phase is Phase.REDUCE_SCATTER else peer["work"]
+        region = peer["staging"] if st.reduces else peer["work"]
         wr = SendWR(
             wr_id=((self.seq & 0xFFFF) << 32) | (c << 16) | step,
             opcode=WROpcode.RDMA_WRITE_WITH_IMM,

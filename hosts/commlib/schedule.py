@@ -11,6 +11,15 @@ ReduceScatter (size-1 steps), rank r ends owning the reduced chunk r:
 AllGather (size-1 steps), rank r starts owning chunk r:
     step s: send chunk (r-s) % n, receive chunk (r-s-1) % n (a copy).
 AllReduce = ReduceScatter then AllGather: 2(size-1) steps, numbered on.
+
+Reduce and Broadcast (to / from a root) are pipelined chains along the same
+ring, as NCCL runs them: the buffer is cut into `pieces` chunks, and the rank
+at chain position j (Broadcast: j = (r - root) % n, the root first; Reduce:
+j = (r - root - 1) % n, the root last) sends piece s - j at step s and
+receives piece s - j + 1 from its left neighbour (Reduce: and adds its own
+values in before passing it on): pieces + size - 2 steps. A step a rank has
+nothing to send or receive in has `None` for that chunk (the ring still
+moves an empty write, so every step stays one write per rank).
 """
 
 from __future__ import annotations
@@ -25,7 +34,11 @@ __all__ = [
     "split",
     "ring_steps",
     "num_steps",
+    "chain_steps",
+    "chunk_count",
+    "pipeline_pieces",
     "channel_chunks",
+    "PIPELINE_PIECES_PER_RANK",
 ]
 
 
@@ -33,11 +46,20 @@ class Collective(StrEnum):
     REDUCE_SCATTER = "reduce_scatter"
     ALL_GATHER = "all_gather"
     ALL_REDUCE = "all_reduce"
+    REDUCE = "reduce"
+    BROADCAST = "broadcast"
 
 
 class Phase(StrEnum):
     REDUCE_SCATTER = "RS"
     ALL_GATHER = "AG"
+    REDUCE = "RD"        # a Reduce chain's step: received data is added in
+    BROADCAST = "BC"     # a Broadcast chain's step: received data is copied
+
+
+# Chunks a Reduce or Broadcast chain cuts the buffer into, per rank: the
+# chain's fill and drain cost (size - 2) of pieces + size - 2 steps.
+PIPELINE_PIECES_PER_RANK = 8
 
 
 @dataclass(frozen=True)
@@ -46,12 +68,12 @@ class RingStep:
 
     step: int
     phase: Phase
-    send_chunk: int
-    recv_chunk: int
+    send_chunk: int | None
+    recv_chunk: int | None
 
     @property
     def reduces(self) -> bool:
-        return self.phase is Phase.REDUCE_SCATTER
+        return self.phase in (Phase.REDUCE_SCATTER, Phase.REDUCE)
 
 
 def split(count: int, parts: int) -> list[tuple[int, int]]:
@@ -69,17 +91,52 @@ def split(count: int, parts: int) -> list[tuple[int, int]]:
     return out
 
 
+def pipeline_pieces(size: int) -> int:
+    """Chunks of a Reduce or Broadcast chain over `size` ranks."""
+    return PIPELINE_PIECES_PER_RANK * size
+
+
+def chunk_count(collective: Collective, size: int) -> int:
+    """Chunks the buffer is cut into: one per rank, or a chain's pieces."""
+    if collective in (Collective.REDUCE, Collective.BROADCAST):
+        return pipeline_pieces(size)
+    return size
+
+
 def num_steps(collective: Collective, size: int) -> int:
     if size < 1:
         raise ValueError("size must be >= 1")
     per_phase = size - 1
+    if collective in (Collective.REDUCE, Collective.BROADCAST):
+        return pipeline_pieces(size) + size - 2 if size > 1 else 0
     return 2 * per_phase if collective is Collective.ALL_REDUCE else per_phase
 
 
-def ring_steps(collective: Collective, rank: int, size: int) -> list[RingStep]:
-    """The steps rank `rank` runs, in order."""
+def chain_steps(collective: Collective, rank: int, size: int, root: int) -> list[RingStep]:
+    """The steps of a Reduce (to `root`) or Broadcast (from `root`) chain."""
+    if not 0 <= root < size:
+        raise ValueError(f"root {root} out of range for size {size}")
+    n, pieces = size, pipeline_pieces(size)
+    if collective is Collective.BROADCAST:
+        j, phase = (rank - root) % n, Phase.BROADCAST
+    elif collective is Collective.REDUCE:
+        j, phase = (rank - root - 1) % n, Phase.REDUCE
+    else:
+        raise ValueError(f"{collective.value} is not a chain collective")
+
+    def piece(p: int, ok: bool) -> int | None:
+        return p if ok and 0 <= p < pieces else None
+
+    return [RingStep(s, phase, piece(s - j, j < n - 1), piece(s - j + 1, j >= 1))
+            for s in range(num_steps(collective, n))]
+
+
+def ring_steps(collective: Collective, rank: int, size: int, root: int = 0) -> list[RingStep]:
+    """The steps rank `rank` runs, in order (`root`: of a Reduce or Broadcast)."""
     if not 0 <= rank < size:
         raise ValueError(f"rank {rank} out of range for size {size}")
+    if collective in (Collective.REDUCE, Collective.BROADCAST):
+        return chain_steps(collective, rank, size, root)
     n = size
     rs = [
         RingStep(s, Phase.REDUCE_SCATTER, (rank - s - 1) % n, (rank - s - 2) % n)

@@ -4,6 +4,7 @@ talking RoCEv2 over loopback addresses (no root needed)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import random
@@ -390,6 +391,31 @@ def test_collective_agents_give_bit_exact_sums(tmp_path: Path, origin: bool) -> 
     reports = [e for e in _events(tmp_path / "r0.jsonl") if e["event"] == "pacer_report"]
     assert reports and reports[0]["pacer"]["lateness"]["sends"] > 0
     assert len(reports) == (4 if origin else 1)     # one sending QP per lane: size + 1
+
+
+def test_a_sequence_of_ring_primitives_is_checked_bit_for_bit(tmp_path: Path) -> None:
+    ips = _loopback_ips(3)
+    ops = ("reduce", "broadcast", "reduce_scatter", "all_gather", "barrier")
+    specs = [JobSpec(host=f"r{r}", ip=ip, transport=_transport(), timeout_s=30,
+                     collective=CollectiveSpec(rank=r, size=3, dtype="int32", ops=ops,
+                                               counts=(900, 900, 900, 300, 1), root=1, seed=3))
+             for r, ip in enumerate(ips)]
+    assert JobSpec.from_json(specs[0].to_json()) == specs[0]
+    results = _run_agents(tmp_path, specs)
+    assert [rc for rc, _ in results] == [0, 0, 0], results
+    checks = {(r, e["iteration"]): e for r in range(3)
+              for e in _events(tmp_path / f"r{r}.jsonl") if e["event"] == "collective_check"}
+    assert len(checks) == 15 and all(c["ok"] for c in checks.values())
+    assert [checks[(0, i)]["op"] for i in range(5)] == list(ops)
+    # only the root receives a Reduce; a Barrier delivers nothing
+    assert [checks[(r, 0)]["sha256"] is None for r in range(3)] == [True, False, True]
+    assert all(checks[(r, 4)]["sha256"] is None for r in range(3))
+    # every rank holds the root's broadcast input
+    root_spec = specs[1].collective
+    assert root_spec is not None
+    root_input = collective_input(root_spec, 1, 1)
+    want = hashlib.sha256(root_input.tobytes()).hexdigest()
+    assert {checks[(r, 1)]["sha256"] for r in range(3)} == {want}
 
 
 def test_an_agent_whose_peer_never_comes_fails_with_a_clear_message(tmp_path: Path) -> None:

@@ -348,3 +348,41 @@ def test_step_psn_origin_survives_a_lost_final_ack(n: int) -> None:
     # every step of every channel lost its final ACK once, and was recovered
     assert len(dropped) == 2 * 2 * (n - 1) * 2 * n
     assert sum(q.stats["rto"] for c in comms for qs in c.right for q in qs) >= len(dropped)
+
+
+@pytest.mark.parametrize("n", [2, 3, 8])
+@pytest.mark.parametrize("root", [0, -1])
+def test_reduce_and_broadcast_chains_are_bit_exact(n: int, root: int) -> None:
+    root %= n
+    w, comms, events = make_ring(n, 1, max_bytes=1 << 14)
+    rng = np.random.default_rng(n + root)
+    info = np.iinfo(np.int32)
+    xs = [rng.integers(info.min // 2, info.max // 2, 1001, dtype=np.int32) for _ in range(n)]
+    ops = [c.start_reduce(x, root) for c, x in zip(comms, xs, strict=True)]
+    run_all(w, ops)
+    with np.errstate(over="ignore"):
+        want = np.sum(xs, axis=0, dtype=np.int32)
+    assert np.array_equal(ops[root].result(), want)
+    ops = [c.start_broadcast(x if c.rank == root else np.zeros_like(x), root)
+           for c, x in zip(comms, xs, strict=True)]
+    run_all(w, ops)
+    for o in ops:
+        assert np.array_equal(o.result(), xs[root])
+    # a pipelined chain: pieces + n - 2 steps, the root sends every piece once
+    steps = [e for e in events if e["event"] == "step_start" and e["collective"] == "broadcast"]
+    assert len(steps) == n * (8 * n + n - 2)
+    sent = sum(e["bytes"] for e in steps if e["rank"] == root)
+    assert sent == xs[root].nbytes
+
+
+def test_reduce_of_int64_over_two_channels_and_a_barrier() -> None:
+    w, comms, _ = make_ring(4, 2)
+    xs = [np.full(37, r + 1, dtype=np.int64) for r in range(4)]
+    ops = [c.start_reduce(x, 2) for c, x in zip(comms, xs, strict=True)]
+    run_all(w, ops)
+    assert np.array_equal(ops[2].result(), np.full(37, 10))
+    ops = [c.start_barrier() for c in comms]
+    run_all(w, ops)
+    assert all(o.done for o in ops)
+    with pytest.raises(ValueError, match="root 4"):
+        comms[0].start_reduce(xs[0], root=4)

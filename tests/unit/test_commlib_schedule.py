@@ -95,3 +95,21 @@ def test_split_and_layout() -> None:
     assert layout == [[(0, 3), (5, 3)], [(3, 2), (8, 2)]]
     with pytest.raises(ValueError):
         ring_steps(Collective.ALL_REDUCE, 4, 4)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+@pytest.mark.parametrize("root", [0, 1])
+def test_chains_pass_every_piece_along_the_ring_once(n: int, root: int) -> None:
+    from hosts.commlib.schedule import chain_steps, pipeline_pieces
+
+    pieces = pipeline_pieces(n)
+    for kind in (Collective.REDUCE, Collective.BROADCAST):
+        plans = {r: chain_steps(kind, r, n, root) for r in range(n)}
+        for r, plan in plans.items():
+            right = plans[(r + 1) % n]
+            # what r sends at step s is what its right neighbour receives at s
+            assert [st.send_chunk for st in plan] == [st.recv_chunk for st in right]
+            sent = [st.send_chunk for st in plan if st.send_chunk is not None]
+            # the chain's end (Broadcast: left of the root; Reduce: the root) sends nothing
+            end = (root - 1) % n if kind is Collective.BROADCAST else root
+            assert sent == ([] if r == end else list(range(pieces)))
