@@ -48,7 +48,7 @@ Collectives (same signatures as the ring ``Communicator`` where it has them):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -82,7 +82,7 @@ __all__ = [
 ELEMS = 64                        # EPIC_ELEMS: int32 values per data packet
 PACKET_BYTES = 4 * ELEMS          # the QP's path MTU
 WINDOW = 32                       # 1 << EPIC_WINDOW_LOG2: packets in flight per rank
-MAX_GROUPS = 64                   # 1 << EPIC_MAX_GROUPS_LOG2
+MAX_GROUPS = 128                  # 1 << EPIC_MAX_GROUPS_LOG2
 MAX_RANKS = 32                    # bits of a slot's arrival bitmap
 ANNOUNCE_BYTES = 8                # the announcement's payload: size, 64-bit big-endian
 FIXED_POINT_NUMERATOR = 0x7FFFFF80
@@ -260,7 +260,10 @@ class EpicCommunicator:
         self.cq = ctx.create_cq()
         nbytes = ANNOUNCE_BYTES + 4 * self._cap_words
         self._send = bytearray(nbytes)
-        self._recv = bytearray(nbytes)
+        # the receive buffer: one region for the round in progress, then room
+        # for the rounds an AllGather posts its receives for in advance
+        self._prepost_base = nbytes
+        self._recv = bytearray(2 * nbytes + size * (ANNOUNCE_BYTES + PACKET_BYTES))
         self._send_mr = self.pd.reg_mr(self._send, Access.LOCAL_WRITE)
         self._recv_mr = self.pd.reg_mr(self._recv, Access.LOCAL_WRITE)
         # one QP per group (group_index); qps[0], the AllReduce group's, is ``qp``
@@ -330,8 +333,14 @@ class EpicCommunicator:
     def start_all_gather(self, x: np.ndarray) -> EpicCollective:
         x = self._check(x, ReduceOp.SUM)
 
+        w = x.nbytes // 4
+        # Every rank but the root of a round receives it: all of them post their
+        # receives now, since a round's root may start sending before a slower
+        # rank has finished the round before (a SEND without a receive posted
+        # costs an RNR NAK and the retry delay).
+        prepost = [(EpicOp.ALL_GATHER, root, w) for root in range(self.size) if root != self.rank]
+
         def plan() -> _Plan:
-            w = x.nbytes // 4
             mine = _as_words(x)
             words = np.zeros(w * self.size, np.int32)
             for root in range(self.size):
@@ -343,7 +352,7 @@ class EpicCommunicator:
                     assert out is not None
                     words[root * w: (root + 1) * w] = out
             return _from_words(words, x.dtype, x.size * self.size)
-        return self._start("all_gather", x.nbytes * self.size, plan())
+        return self._start("all_gather", x.nbytes * self.size, plan(), prepost)
 
     def start_reduce_scatter(self, x: np.ndarray,
                              op: ReduceOp = ReduceOp.SUM) -> EpicCollective:
@@ -451,12 +460,13 @@ class EpicCommunicator:
             return out
         return (out.astype(np.float64) / factor).astype(dtype)
 
-    def _start(self, kind: str, nbytes: int, plan: _Plan) -> EpicCollective:
+    def _start(self, kind: str, nbytes: int, plan: _Plan,
+               prepost: Sequence[tuple[EpicOp, int, int]] = ()) -> EpicCollective:
         if not self.connected:
             raise CommError("communicator is not connected")
         if self._active is not None and not self._active.done:
             raise CommError("a collective is already in progress on this communicator")
-        c = EpicCollective(self, kind, nbytes, plan)
+        c = EpicCollective(self, kind, nbytes, plan, prepost)
         self._active = c
         c.progress()
         return c
@@ -465,8 +475,23 @@ class EpicCommunicator:
 class EpicCollective:
     """One collective in progress on one rank; `progress()` -> True when done."""
 
-    def __init__(self, comm: EpicCommunicator, kind: str, nbytes: int, plan: _Plan) -> None:
+    def __init__(self, comm: EpicCommunicator, kind: str, nbytes: int, plan: _Plan,
+                 prepost: Sequence[tuple[EpicOp, int, int]] = ()) -> None:
         self.comm, self.kind, self.nbytes, self._plan = comm, kind, nbytes, plan
+        # receives completed per QP, and the byte count each receive expects
+        self._recv_by_qp: dict[int, int] = {}
+        self._recv_lens: dict[int, list[int]] = {}
+        # group index -> offset in comm._recv of the rounds posted in advance
+        self._preposted: dict[int, int] = {}
+        base = comm._prepost_base
+        for op, root, words in prepost:
+            index = group_index(_OP_KIND[op], root, comm.size)
+            self._post_recvs(comm.qps[index], base, words)
+            self._preposted[index] = base
+            base += ANNOUNCE_BYTES + 4 * words + PACKET_BYTES
+        if base > len(comm._recv):
+            raise CommError(f"{kind} posts receives beyond the buffer; max_bytes is "
+                            f"{comm.max_bytes}")
         self.seq = comm.seq
         comm.seq += 1
         self.done = False
@@ -522,20 +547,30 @@ class EpicCollective:
         data = np.frombuffer(comm._send, dtype=">i4", count=padded, offset=ANNOUNCE_BYTES)
         data[:n] = words
         data[n:] = 0
-        # (offset, length) of each SEND: the announcement, then data chunks
-        self._chunks: list[tuple[int, int]] = [(0, ANNOUNCE_BYTES)]
-        step = comm.chunk_pkts * PACKET_BYTES
-        for off in range(0, padded * 4, step):
-            self._chunks.append((ANNOUNCE_BYTES + off, min(step, padded * 4 - off)))
+        self._chunks = _message_chunks(n, comm.chunk_pkts)
         self._words = n
         self._n_sends = len(self._chunks) if sends else 0
         self._n_recvs = len(self._chunks) if self._receives else 0
-        self._sent = self._send_done = self._recv_done = 0
-        # receive WQEs first: the sums can only come back after this rank's uploads
-        for i, (off, ln) in enumerate(self._chunks[:self._n_recvs]):
-            self._qp.post_recv(RecvWR(wr_id=i, sge=comm._recv_mr.sge(off, ln)))
+        self._sent = self._send_done = 0
+        self._recv_base = self._preposted.pop(index, None)
+        if self._receives and self._recv_base is None:
+            # receive WQEs first: the sums can only come back after this rank's uploads
+            self._recv_base = 0
+            self._post_recvs(self._qp, 0, n)
         self._imm = announce_imm(op, root, self._group)
         self._post_sends()
+
+    def _post_recvs(self, qp: Any, base: int, words: int) -> None:
+        """Post the receives of one round of ``words`` on ``qp`` at ``base``."""
+        chunks = _message_chunks(words, self.comm.chunk_pkts)
+        self._recv_by_qp[qp.qp_num] = 0
+        self._recv_lens[qp.qp_num] = [ln for _, ln in chunks]
+        for i, (off, ln) in enumerate(chunks):
+            qp.post_recv(RecvWR(wr_id=i, sge=self.comm._recv_mr.sge(base + off, ln)))
+
+    @property
+    def _recv_done(self) -> int:
+        return self._recv_by_qp.get(self._qp.qp_num, 0) if self._receives else 0
 
     def _post_sends(self) -> None:
         comm = self.comm
@@ -556,11 +591,11 @@ class EpicCollective:
                 raise CommError(f"rank {comm.rank}: {self.kind} #{self.seq} work request "
                                 f"{wc.wr_id} failed: {wc.status.name}")
             if wc.opcode == WCOpcode.RECV:
-                off, ln = self._chunks[wc.wr_id]
+                ln = self._recv_lens[wc.qp_num][wc.wr_id]
                 if wc.byte_len != ln:
                     raise CommError(f"rank {comm.rank}: result message {wc.wr_id} has "
                                     f"{wc.byte_len} bytes, expected {ln}")
-                self._recv_done += 1
+                self._recv_by_qp[wc.qp_num] += 1
             else:
                 self._send_done += 1
         self._post_sends()
@@ -568,8 +603,9 @@ class EpicCollective:
                and self._recv_done == self._n_recvs):
             out = None
             if self._receives:
+                assert self._recv_base is not None
                 out = np.frombuffer(comm._recv, dtype=">i4", count=self._words,
-                                    offset=ANNOUNCE_BYTES).astype(np.int32)
+                                    offset=self._recv_base + ANNOUNCE_BYTES).astype(np.int32)
             self._next(out)
         return self.done
 
@@ -577,6 +613,17 @@ class EpicCollective:
         if not self.done:
             raise CommError("collective not finished")
         return self._result
+
+
+def _message_chunks(words: int, chunk_pkts: int) -> list[tuple[int, int]]:
+    """(offset, length) of each SEND of a round of ``words`` int32 values: the
+    announcement, then data chunks of ``chunk_pkts`` whole packets."""
+    padded = -(-words // ELEMS) * ELEMS
+    chunks = [(0, ANNOUNCE_BYTES)]
+    step = chunk_pkts * PACKET_BYTES
+    for off in range(0, padded * 4, step):
+        chunks.append((ANNOUNCE_BYTES + off, min(step, padded * 4 - off)))
+    return chunks
 
 
 def _as_words(x: np.ndarray) -> np.ndarray:

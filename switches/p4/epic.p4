@@ -40,8 +40,11 @@
  *     rest of the packet), stored least significant byte first.
  *
  * Everything else is routed like l3_router (tables MyIngress.ipv4_lpm and
- * MyIngress.port_smac, see include/l3_ingress.p4), with the l3_ecn link loss
- * table in egress.
+ * MyIngress.port_smac, see include/l3_ingress.p4). Random loss per link, in
+ * each direction: MyIngress.link_loss drops packets arriving on any port (the
+ * links into the switch), MyEgress.link_loss (as in l3_ecn) packets leaving
+ * (the links out of it, each replica on its own):
+ *   table_set_default MyIngress.link_loss MyIngress.set_loss <per_10k>
  *
  * Control plane for AllReduce group 0 (kind 0, root 0, mgid 1, no ack_mgid) =
  * ranks 10.0.1.1 (port 1, QPN 0x11) and 10.0.2.1 (port 2, QPN 0x11) at
@@ -70,7 +73,7 @@
 #define EPIC_WINDOW_LOG2 5       /* W = 32 packets per rank in flight */
 #endif
 #ifndef EPIC_MAX_GROUPS_LOG2
-#define EPIC_MAX_GROUPS_LOG2 6   /* 64 groups: 2N+1 per communicator of N ranks */
+#define EPIC_MAX_GROUPS_LOG2 7   /* 128 groups: 2N+1 per communicator of N ranks */
 #endif
 #define EPIC_WINDOW (1 << EPIC_WINDOW_LOG2)
 #define EPIC_SLOTS_LOG2 (EPIC_WINDOW_LOG2 + 1)
@@ -276,8 +279,22 @@ control MyIngress(inout epic_headers_t hdr,
     EpicSums() sums;
     EpicAckMin() acks;
 
+    bit<16> cfg_loss = 0;
+
     action drop() {
         mark_to_drop(standard_metadata);
+    }
+
+    /* loss on the link into the switch (per 10 000 packets, any port) */
+    action set_loss(bit<16> per_10k) {
+        cfg_loss = per_10k;
+    }
+
+    table link_loss {
+        actions = {
+            set_loss;
+        }
+        default_action = set_loss(LOSS_DEFAULT_PER_10K);
     }
 
     /* ---- IPv4 routing (the tables of include/l3_ingress.p4) ---- */
@@ -373,6 +390,15 @@ control MyIngress(inout epic_headers_t hdr,
     }
 
     apply {
+        link_loss.apply();
+        if (cfg_loss != 0) {
+            bit<16> lr;
+            random<bit<16>>(lr, 16w0, 16w9999);
+            if (lr < cfg_loss) {
+                drop();
+                return;
+            }
+        }
         if (standard_metadata.parser_error != error.NoError ||
                 standard_metadata.checksum_error == 1 ||
                 !hdr.ipv4.isValid()) {

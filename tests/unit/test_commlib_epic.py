@@ -256,3 +256,33 @@ def test_constants_match_the_p4_program() -> None:
     for op in EpicOp:
         m = re.search(rf"const bit<8> EPIC_OP_{op.name} = (\d+);", text)
         assert m and int(m.group(1)) == op.value, op
+
+
+def test_all_gather_posts_every_rounds_receives_up_front() -> None:
+    w, _, comms = make_group(4)
+    xs = [np.full(700, r, np.int32) for r in range(4)]
+    ops = [c.start_all_gather(x) for c, x in zip(comms, xs, strict=True)]
+    # rank 3 does not look at its completions for a while: the Broadcasts of
+    # the other roots must still find receives posted on its QPs (else: RNR NAKs)
+    assert not w.run(until=lambda: all([o.progress() for o in ops[:3]]) and False, timeout=0.05)
+    res = run(w, ops)
+    assert all(np.array_equal(r, np.concatenate(xs)) for r in res)
+    assert sum(q.stats["rnr_naks_sent"] for c in comms for q in c.qps) == 0
+
+
+def test_loss_on_the_links_into_and_out_of_the_switch_is_repaired() -> None:
+    w, sw, comms = make_group(4, max_bytes=1 << 16)
+    # 1 % in each direction: the P4 program's tables, not the wire's loss
+    sw.command("table_set_default MyIngress.link_loss MyIngress.set_loss 100")
+    sw.command("table_set_default MyEgress.link_loss MyEgress.set_loss 100")
+    rng = np.random.default_rng(7)
+    xs = [rng.integers(-1000, 1000, 8000, dtype=np.int32) for _ in range(4)]
+    res = run(w, [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)], timeout=600)
+    assert all(np.array_equal(r, np.sum(xs, axis=0, dtype=np.int32)) for r in res)
+    assert sum(c.qp.stats["retransmits"] for c in comms) > 0     # losses did happen
+    # every packet lost on the way in: nothing reaches the slots
+    sw.command("table_set_default MyIngress.link_loss MyIngress.set_loss 10000")
+    counted = events(sw, 0)
+    ops = [c.start_barrier() for c in comms]
+    assert not w.run(until=lambda: all([o.progress() for o in ops]), timeout=0.01)
+    assert events(sw, 0) == counted
