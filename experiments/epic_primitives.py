@@ -1,0 +1,320 @@
+"""EPIC-II Reduce, Broadcast, ReduceScatter, AllGather and Barrier against the host's (EPIC, the primitives at 1 GB).
+
+Topology and scale as ``epic-allreduce``: ``ranks`` hosts around one soft
+switch running ``switches/p4/epic.p4``, every port and NIC at ``link_mbps``,
+the transport's timers those of the paper's 100 Gb/s NIC (slowdown =
+nic_gbps / link_mbps). Two measured phases run the same sequence of
+collectives on one communicator (each ``iterations`` times in a row), every
+result checked bit for bit by the ranks that receive one:
+
+- Reduce to ``root`` and Broadcast from ``root`` of ``size_kib`` KiB;
+- ReduceScatter of ``size_kib`` KiB (each rank ends with 1/N of the sum);
+- AllGather to ``size_kib`` KiB (each rank contributes 1/N);
+- ``barriers`` Barriers.
+
+``epic`` runs them through the switch (hosts/commlib/epic.py: Reduce and
+Broadcast on their own groups, ReduceScatter and AllGather as the paper's
+sequences of N Reduces and N Broadcasts, Barrier as an announcement alone);
+``ring`` runs CommLib's host equivalents at the default path MTU, 1024 B:
+Reduce and Broadcast as pipelined chains around the ring (NCCL's ring
+algorithms for them; ``hosts.commlib.schedule``), ReduceScatter and
+AllGather as rings, Barrier as an AllReduce of one element (as NCCL's). A
+``warmup`` phase (one EPIC AllReduce, not measured) lets the switch's PyPy
+data path compile first, as in epic-allreduce.
+
+Algorithm throughput = message bytes (the whole buffer: the input of
+Reduce, Broadcast and ReduceScatter, the output of AllGather) / completion
+time (the slowest rank's). Barrier latency = the time from the last rank
+entering a Barrier to the last rank leaving it, in real time: latency is
+not scaled by the time dilation, so it is reported as measured (ms) and as
+the host/EPIC ratio.
+
+Keys (top level of summary.json): ``size`` (bytes), ``algbw`` (Mb/s per
+primitive and scheme), ``algbw_paper_gbps`` (scaled to nic_gbps),
+``link_fraction`` (algbw / link rate), ``ratio_reduce``,
+``ratio_broadcast``, ``ratio_reduce_scatter``, ``ratio_all_gather`` (EPIC /
+host), ``barrier_ms`` (mean per scheme), ``barrier_ratio`` (host / EPIC),
+``bit_exact``; ``model`` holds this testbed's ideal fractions of the link
+with its header overheads, ``paper`` the paper's values (PAPER below).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from experiments.epic_allreduce import ENDPOINT, MAX_RANKS, frame_bytes, warmup_phase
+from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec
+from hosts.commlib.epic import PACKET_BYTES
+from hosts.commlib.schedule import pipeline_pieces
+from testbed.claims import Claim
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.net import host_addr
+from testbed.timeline import load_phase
+
+NAME = "epic-primitives"
+PROGRAM = "switches/p4/epic.p4"
+SCHEMES = ("epic", "ring")
+PRIMITIVES = ("reduce", "broadcast", "reduce_scatter", "all_gather")
+RING_MTU = 1024
+HEADLINE = ("ratio_reduce", "ratio_broadcast", "ratio_reduce_scatter", "ratio_all_gather",
+            "barrier_ratio", "bit_exact")
+
+# The paper's values for this experiment's keys (Yuan et al., SIGCOMM 2026,
+# the primitives on the Tofino testbed: 8 ranks, one switch, 100 Gb/s NICs,
+# 1 GB messages, against NCCL). Reduce "tied" with NCCL: no Gb/s given.
+PAPER: dict[str, Any] = {
+    "ranks": 8,
+    "nic_gbps": 100.0,
+    "size": "1 GB",
+    "algbw_gbps": {
+        "broadcast": {"epic": 89.0, "ring": 66.6},
+        "reduce_scatter": {"epic": 66.3, "ring": 95.6},
+        "all_gather": {"epic": 90.6, "ring": 95.6},
+    },
+    "ratio_reduce": 1.0,                               # "Reduce tied"
+    "ratio_broadcast": round(89.0 / 66.6, 3),          # 1.336
+    "ratio_reduce_scatter": round(66.3 / 95.6, 3),     # 0.694
+    "ratio_all_gather": round(90.6 / 95.6, 3),         # 0.948
+    "barrier_us": {"epic": 5.0, "ring": 2000.0},
+    "barrier_ratio": 400.0,                            # about 2 ms / about 5 us
+}
+
+_PLOTS = ("primitives.png",)
+CLAIMS = (
+    Claim("Primitives, 1 GB", "at 1 GB, EPIC's Reduce ties with NCCL's", key="ratio_reduce",
+          paper=PAPER["ratio_reduce"], abs_tol=0.10, plots=_PLOTS),
+    Claim("Primitives, 1 GB", "at 1 GB, EPIC's Broadcast beats NCCL's (89.0 against 66.6 Gb/s)",
+          key="ratio_broadcast", paper=PAPER["ratio_broadcast"], direction="above",
+          versus=1.0, rel_tol=0.10, plots=_PLOTS),
+    Claim("Primitives, 1 GB", "at 1 GB, EPIC's ReduceScatter (a sequence of Reduces) loses to "
+          "NCCL's ring (66.3 against 95.6 Gb/s)", key="ratio_reduce_scatter",
+          paper=PAPER["ratio_reduce_scatter"], direction="below", versus=1.0, rel_tol=0.10,
+          plots=_PLOTS),
+    Claim("Primitives, 1 GB", "at 1 GB, EPIC's AllGather (a sequence of Broadcasts) loses to "
+          "NCCL's ring (90.6 against 95.6 Gb/s)", key="ratio_all_gather",
+          paper=PAPER["ratio_all_gather"], direction="below", versus=1.0, rel_tol=0.10,
+          plots=_PLOTS),
+    Claim("Primitives, 1 GB", "a Barrier takes about 5 us with EPIC, about 2 ms with NCCL",
+          key="barrier_ratio", paper=PAPER["barrier_ratio"], direction="above", versus=1.0,
+          rel_tol=0.10, plots=_PLOTS),
+)
+
+
+@dataclass(frozen=True)
+class Params:
+    ranks: int = 8
+    size_kib: int = 1024          # each primitive's message (the whole buffer)
+    iterations: int = 2           # of each primitive, in a row
+    barriers: int = 10
+    root: int = 0                 # of Reduce and Broadcast
+    link_mbps: float = 0.5        # every switch port and host NIC
+    warmup_kib: int = 256         # one EPIC AllReduce before measuring (0: none)
+    nic_gbps: float = 100.0       # the paper's NIC: slowdown = nic_gbps / link_mbps
+    backend: str = "pypy"         # the soft switch's data path
+    seed: int = 1
+
+    @classmethod
+    def quick(cls) -> Params:
+        return cls(size_kib=64, iterations=1, barriers=5)
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.ranks <= MAX_RANKS:
+            raise ValueError(f"ranks must be 2..{MAX_RANKS} (2N+1 switch groups for the "
+                             "measured communicator and as many for the warm-up)")
+        if not 0 <= self.root < self.ranks:
+            raise ValueError(f"root {self.root} is not a rank of {self.ranks}")
+        words = self.size_kib * 256
+        if self.size_kib < 1 or words % self.ranks:
+            raise ValueError(f"size_kib must be >= 1 and its {words} int32 split evenly "
+                             f"over {self.ranks} ranks (AllGather's contributions)")
+        if self.warmup_kib < 0 or self.barriers < 0:
+            raise ValueError("warmup_kib and barriers must be >= 0")
+        if self.link_mbps <= 0 or self.nic_gbps <= 0 or self.iterations < 1:
+            raise ValueError("link_mbps, nic_gbps and iterations must be positive")
+
+    @property
+    def slowdown(self) -> float:
+        return self.nic_gbps * 1e9 / (self.link_mbps * 1e6)
+
+    def sequence(self) -> tuple[tuple[str, int], ...]:
+        """(op, int32 per rank) of the collectives each phase runs, once each;
+        CollectiveSpec repeats each ``iterations`` times."""
+        words = self.size_kib * 256
+        return (("reduce", words), ("broadcast", words), ("reduce_scatter", words),
+                ("all_gather", words // self.ranks)) + (("barrier", 1),) * self.barriers
+
+
+def ideal_fraction(primitive: str, scheme: str, ranks: int) -> float:
+    """This testbed's ideal algorithm throughput for large messages, as a
+    fraction of the link: payload per frame byte, times the message bytes per
+    byte the busiest link carries. EPIC: every rank (or the root) sends each
+    byte once. Host: rings send (N-1)/N of the message per rank; a chain of
+    P pieces takes P + N - 2 piece times."""
+    if scheme == "epic":
+        return PACKET_BYTES / frame_bytes(PACKET_BYTES)
+    eff = RING_MTU / frame_bytes(RING_MTU)
+    if primitive in ("reduce", "broadcast"):
+        pieces = pipeline_pieces(ranks)
+        return eff * pieces / (pieces + ranks - 2)
+    return eff * ranks / (ranks - 1)
+
+
+def plan(p: Params) -> RunPlan:
+    scale = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
+    link_bps = p.link_mbps * 1e6
+    seq = p.sequence()
+    phases = []
+    if p.warmup_kib:
+        ideal = p.warmup_kib * 8192 / (link_bps * ideal_fraction("reduce", "epic", p.ranks))
+        phases.append(warmup_phase(p.ranks, p.warmup_kib, p.seed, scale, 3 * ideal + 60))
+    for scheme in SCHEMES:
+        mtu = PACKET_BYTES if scheme == "epic" else RING_MTU
+        t = TransportSpec(scale=scale, path_mtu=mtu)
+        timeout = _timeout(p, scheme, link_bps)
+        jobs = {}
+        for r in range(p.ranks):
+            h = host_addr(r + 1)
+            coll = CollectiveSpec(
+                rank=r, size=p.ranks, job_id=1, dtype="int32", ops=tuple(op for op, _ in seq),
+                counts=tuple(c for _, c in seq), iterations=p.iterations, root=p.root,
+                seed=p.seed, scheme="epic" if scheme == "epic" else "ring",
+                epic=ENDPOINT if scheme == "epic" else None)
+            jobs[h.name] = JobSpec(host=h.name, ip=h.ip, transport=t, collective=coll,
+                                   timeout_s=timeout)
+        phases.append(PhasePlan(
+            scheme, jobs, timeout_s=timeout, epic_group=ENDPOINT if scheme == "epic" else None,
+            notes=f"{p.ranks} ranks: Reduce, Broadcast, ReduceScatter, AllGather of "
+                  f"{p.size_kib} KiB and {p.barriers} Barriers, {p.iterations} each"))
+    topo = Topology(n_hosts=p.ranks, program=PROGRAM, backend=p.backend,
+                    commands=(f"set_port_rate_bps {int(link_bps)}",),
+                    packet_bytes=frame_bytes(PACKET_BYTES))
+    return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
+                   info={"link_bps": link_bps, "paper": PAPER, "size": p.size_kib * 1024,
+                         "sequence": [list(x) for x in seq]})
+
+
+def _timeout(p: Params, scheme: str, link_bps: float) -> float:
+    """Three times the ideal time of the phase, plus set-up and the barriers."""
+    ideal = sum(p.size_kib * 8192 / (link_bps * ideal_fraction(op, scheme, p.ranks))
+                for op in PRIMITIVES) * p.iterations
+    return 3 * ideal + 60 + 5 * (len(PRIMITIVES) + p.barriers) * p.iterations
+
+
+def _phase_results(run_dir: Path, scheme: str, p: Params) -> dict[str, Any]:
+    data = load_phase(run_dir, scheme)
+    seq = [op for op, _ in p.sequence() for _ in range(p.iterations)]
+    checks = data.all_events("collective_check")
+    bit_exact = (len(checks) == p.ranks * len(seq) and all(e["ok"] for e in checks)
+                 and all(e["op"] == seq[e["iteration"]] for e in checks))
+    starts: dict[int, list[int]] = {}
+    ends: dict[int, list[int]] = {}
+    for e in data.all_events("collective_end"):
+        starts.setdefault(e["seq"], []).append(e["t_start_ns"])
+        ends.setdefault(e["seq"], []).append(e["t_ns"])
+    size = p.size_kib * 1024
+    algbw: dict[str, float] = {}
+    times: dict[str, float] = {}
+    for op in PRIMITIVES:
+        # the slowest rank's completion time of each run of this primitive
+        ds = [max(e - s for s, e in zip(starts[i], ends[i], strict=True)) / 1e9
+              for i, o in enumerate(seq) if o == op and len(ends.get(i, ())) == p.ranks]
+        mean = sum(ds) / len(ds) if ds else 0.0
+        times[op] = round(mean, 5)
+        algbw[op] = round(size * 8 / mean / 1e6, 5) if mean else 0.0
+    # a Barrier: from the last rank entering to the last rank leaving
+    lat = [(max(ends[i]) - max(starts[i])) / 1e6 for i, o in enumerate(seq)
+           if o == "barrier" and len(ends.get(i, ())) == p.ranks]
+    reports = data.all_events("pacer_report")
+    return {"algbw": algbw, "time_s": times, "bit_exact": bit_exact,
+            "collectives": sum(1 for i in ends if len(ends[i]) == p.ranks),
+            "barrier_ms": [round(v, 4) for v in lat],
+            "retransmissions": sum(e["qp"]["retransmits"] for e in reports)}
+
+
+def analyze(run_dir: Path) -> dict[str, Any]:
+    saved = json.loads((Path(run_dir) / "plan.json").read_text())
+    p = Params(**saved["params"])
+    res = {s: _phase_results(Path(run_dir), s, p) for s in SCHEMES}
+    scale = p.nic_gbps / p.link_mbps       # Mb/s here -> Gb/s at the paper's NIC
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 4) if a and b else None
+
+    def mean(v: list[float]) -> float | None:
+        return round(sum(v) / len(v), 4) if v else None
+
+    algbw = {op: {s: res[s]["algbw"][op] for s in SCHEMES} for op in PRIMITIVES}
+    barrier = {s: mean(res[s]["barrier_ms"]) for s in SCHEMES}
+    model = {op: {s: round(ideal_fraction(op, s, p.ranks), 4) for s in SCHEMES}
+             for op in PRIMITIVES}
+    out: dict[str, Any] = {
+        "size": p.size_kib * 1024,
+        "algbw": algbw,
+        "algbw_paper_gbps": {op: {s: round(v * scale, 3) for s, v in d.items()}
+                             for op, d in algbw.items()},
+        "link_fraction": {op: {s: round(v / p.link_mbps, 4) for s, v in d.items()}
+                          for op, d in algbw.items()},
+    }
+    for op in PRIMITIVES:
+        out[f"ratio_{op}"] = ratio(algbw[op]["epic"], algbw[op]["ring"])
+    out |= {
+        "barrier_ms": barrier,
+        "barrier_ratio": ratio(barrier["ring"], barrier["epic"]),
+        "bit_exact": all(res[s]["bit_exact"] for s in SCHEMES),
+        "schemes": res,
+        "model": model | {f"ratio_{op}": round(model[op]["epic"] / model[op]["ring"], 4)
+                          for op in PRIMITIVES},
+        "paper": PAPER,
+    }
+    return out
+
+
+def plot(run_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    saved = json.loads((Path(run_dir) / "plan.json").read_text())
+    p = Params(**saved["params"])
+    r = analyze(run_dir)
+    out = Path(run_dir) / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    names = {"reduce": "Reduce", "broadcast": "Broadcast", "reduce_scatter": "ReduceScatter",
+             "all_gather": "AllGather"}
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [3, 2]})
+    xs = range(len(PRIMITIVES))
+    for k, (s, label) in enumerate((("epic", "EPIC-II"), ("ring", "host, MTU 1024"))):
+        vals = [r["link_fraction"][op][s] for op in PRIMITIVES]
+        bars = ax.bar([x + (k - 0.5) * 0.38 for x in xs], vals, 0.38, label=label)
+        for x, op in zip(xs, PRIMITIVES, strict=True):
+            ax.hlines(r["model"][op][s], x + (k - 1) * 0.38, x + k * 0.38,
+                      color=bars.patches[0].get_facecolor(), linestyle=":", linewidth=1.2)
+    ax.set_xticks(list(xs), [names[op] for op in PRIMITIVES])
+    ax.set_ylabel("algorithm throughput / link rate")
+    ax.set_title(f"{p.ranks} ranks, {p.size_kib} KiB, links at {p.link_mbps:g} Mb/s "
+                 "(dotted: ideal)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    keys = [f"ratio_{op}" for op in PRIMITIVES] + ["barrier_ratio"]
+    labels = [names[op] for op in PRIMITIVES] + ["Barrier\n(host/EPIC\nlatency)"]
+    meas = [r[k] or 0.0 for k in keys]
+    paper = [PAPER[k] for k in keys]
+    ys = range(len(keys))
+    bx.bar([y - 0.2 for y in ys], meas, 0.4, label="measured")
+    bx.bar([y + 0.2 for y in ys], paper, 0.4, label="paper (1 GB, Tofino)")
+    bx.axhline(1.0, color="grey", linewidth=0.8)
+    bx.set_yscale("log")
+    bx.set_xticks(list(ys), labels, fontsize=7)
+    bx.set_ylabel("EPIC / host (throughput; Barrier: latency host / EPIC)")
+    bx.set_title("EPIC against the host")
+    bx.legend(fontsize=8)
+    bx.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    path = out / "primitives.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
