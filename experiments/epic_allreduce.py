@@ -280,16 +280,11 @@ def analyze(run_dir: Path) -> dict[str, Any]:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    import matplotlib
+    from testbed.plotting import run_plots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    saved = json.loads((Path(run_dir) / "plan.json").read_text())
-    p = Params(**saved["params"])
+    plt, params, out = run_plots(run_dir)
+    p = Params(**params)
     r = analyze(run_dir)
-    out = Path(run_dir) / "plots"
-    out.mkdir(parents=True, exist_ok=True)
     sizes_kib = [s / 1024 for s in r["sizes"]]
     labels = {"epic": "EPIC-II (in-network)", "ring": "host ring, MTU 1024",
               "ring256": "host ring, MTU 256"}

@@ -273,16 +273,11 @@ def analyze(run_dir: Path) -> dict[str, Any]:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    import matplotlib
+    from testbed.plotting import run_plots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    saved = json.loads((Path(run_dir) / "plan.json").read_text())
-    p = Params(**saved["params"])
+    plt, params, out = run_plots(run_dir)
+    p = Params(**params)
     r = analyze(run_dir)
-    out = Path(run_dir) / "plots"
-    out.mkdir(parents=True, exist_ok=True)
     names = {"reduce": "Reduce", "broadcast": "Broadcast", "reduce_scatter": "ReduceScatter",
              "all_gather": "AllGather"}
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [3, 2]})

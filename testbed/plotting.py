@@ -23,7 +23,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from testbed.timeline import PhaseData, counter_points, rate_series  # noqa: E402
 
-__all__ = ["flow_timeline", "dcqcn_panel", "collective_timeline"]
+__all__ = ["flow_timeline", "dcqcn_panel", "collective_timeline", "run_plots"]
+
+
+def run_plots(run_dir: str | Path) -> tuple[Any, dict[str, Any], Path]:
+    """What an experiment's ``plot`` starts from: pyplot (Agg), the run's saved
+    parameters (plan.json ``params``) and its ``plots/`` directory (created)."""
+    import json
+
+    saved = json.loads((Path(run_dir) / "plan.json").read_text())
+    out = Path(run_dir) / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    return plt, dict(saved["params"]), out
 
 
 def flow_timeline(data: PhaseData, out: Path, *, title: str, port: int | None,
