@@ -667,12 +667,16 @@ class _Collective:
     def _report(self) -> None:
         """Per sending QP: counters, pacing lateness, DCQCN state (fidelity, CNPs)."""
         if self.spec.scheme == "epic":
-            qp = self.comm.qp
-            report = getattr(qp.pacer, "report", None)
-            state = getattr(qp.rate_controller, "state", None)
-            self.agent.log.emit("pacer_report", flow=f"rank{self.spec.rank}-epic",
-                                qp=dict(qp.stats), pacer=report() if callable(report) else None,
-                                dcqcn=state() if callable(state) else None)
+            # one report per group QP that sent (AllReduce: the first alone)
+            for i, qp in enumerate(self.comm.qps):
+                if i and not qp.stats["tx_pkts"]:
+                    continue
+                report = getattr(qp.pacer, "report", None)
+                state = getattr(qp.rate_controller, "state", None)
+                self.agent.log.emit("pacer_report", flow=f"rank{self.spec.rank}-epic"
+                                    + (f"-g{i}" if i else ""), qp=dict(qp.stats),
+                                    pacer=report() if callable(report) else None,
+                                    dcqcn=state() if callable(state) else None)
             return
         for c, lanes in enumerate(self.comm.right):
             for lane, qp in enumerate(lanes):
