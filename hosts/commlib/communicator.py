@@ -407,6 +407,11 @@ class CollectiveOp:
         if kind is Collective.ALL_GATHER:
             off, ln = split(total, n)[comm.rank]
             self.work[off : off + ln] = x
+        elif kind is Collective.BROADCAST:
+            # only the root's buffer is its input: the others' fills from the
+            # left, whose first pieces may already have landed
+            if comm.rank == root:
+                self.work[:] = x
         else:
             self.work[:] = x
         self.chans = [_Chan() for _ in range(comm.channels)]

@@ -386,3 +386,14 @@ def test_reduce_of_int64_over_two_channels_and_a_barrier() -> None:
     assert all(o.done for o in ops)
     with pytest.raises(ValueError, match="root 4"):
         comms[0].start_reduce(xs[0], root=4)
+
+
+def test_a_broadcast_keeps_pieces_that_landed_before_the_rank_started() -> None:
+    w, comms, _ = make_ring(3, 1)
+    x = np.arange(300, dtype=np.int32)
+    root_op = comms[0].start_broadcast(x, 0)
+    # the root writes its first piece into rank 1 before rank 1 starts
+    assert not w.run(until=lambda: root_op.progress() and False, timeout=0.05)
+    ops = [root_op] + [c.start_broadcast(np.full(300, -1, np.int32), 0) for c in comms[1:]]
+    run_all(w, ops)
+    assert all(np.array_equal(o.result(), x) for o in ops)
