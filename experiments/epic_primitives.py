@@ -45,7 +45,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.epic_allreduce import ENDPOINT, MAX_RANKS, frame_bytes, warmup_phase
+from experiments import epic_allreduce
+from experiments.epic_allreduce import (
+    ENDPOINT,
+    MAX_RANKS,
+    frame_bytes,
+    warmup_phase,
+)
 from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec
 from hosts.commlib.epic import PACKET_BYTES
 from hosts.commlib.schedule import pipeline_pieces
@@ -55,6 +61,7 @@ from testbed.net import host_addr
 from testbed.timeline import load_phase
 
 NAME = "epic-primitives"
+RXE_UNSUPPORTED = epic_allreduce.RXE_UNSUPPORTED     # the same EPIC ranks as there
 PROGRAM = "switches/p4/epic.p4"
 SCHEMES = ("epic", "ring")
 PRIMITIVES = ("reduce", "broadcast", "reduce_scatter", "all_gather")
