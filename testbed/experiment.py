@@ -124,6 +124,9 @@ class PhasePlan:
     # after the phase's agents passed their start barrier (their ``start``
     # event), e.g. a scheme switched on mid-run; the runner records when.
     late_commands: tuple[tuple[float, str], ...] = ()
+    # Lines for one switch of a fabric only (switch name -> lines), applied
+    # after ``commands`` (e.g. one uplink's rate in this phase).
+    switch_commands: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:
@@ -307,6 +310,7 @@ def plan_to_dict(plan: RunPlan) -> dict[str, Any]:
              "watch_ports": list(p.watch_ports), "notes": p.notes,
              "epic_group": p.epic_group, "warmup": p.warmup,
              "late_commands": [[t, line] for t, line in p.late_commands],
+             "per_switch_commands": {n: list(c) for n, c in p.switch_commands.items()},
              "jobs": {h: s.to_dict() for h, s in sorted(p.jobs.items())}}
             for p in plan.phases
         ],

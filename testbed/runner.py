@@ -702,9 +702,14 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
               + (f" - {phase.notes}" if phase.notes else ""))
     fabric = plan.topology.fabric is not None
     reg = plan.topology.qdepth_register
+    unknown = sorted(set(phase.switch_commands) - set(switches))
+    if unknown:
+        raise RunError(f"phase {phase.name}: switch_commands for unknown switch(es) "
+                       f"{', '.join(unknown)}; the network has {', '.join(sorted(switches))}")
     for name, one in switches.items():
         where = f"phase {phase.name}" + (f" ({name})" if fabric else "")
-        _apply_commands(one.controller(), phase.commands, opts.target,
+        _apply_commands(one.controller(),
+                        (*phase.commands, *phase.switch_commands.get(name, ())), opts.target,
                         plan.topology.packet_bytes, where, applied)
         if reg:
             _apply_commands(one.controller(), [f"register_reset {reg}"], opts.target,
