@@ -1,0 +1,345 @@
+"""Symphony with two identical ring jobs on a leaf-spine (Fig. 7a/b): the second starts later; span of each job's final step, DCQCN+RED vs Symphony.
+
+The Symphony paper's §4.5, two-job scenario: two identical jobs of parallel
+1D rings (Ring AllReduce), job B started 500 ms after job A, compete for the
+same bottleneck links. Fig. 7a: aggregate throughput over time (Symphony
+keeps it higher and removes job A's "heavy tail" of lagging flows); Fig. 7b:
+the span of the final collective step (fastest to slowest flow's completion)
+over 50 runs, which Symphony keeps shorter. The paper gives no numbers for
+either; ``REFERENCE`` states the directions.
+
+Topology: ``leaves`` x ``spines`` soft switches running symphony.p4 (ECMP),
+``hosts_per_leaf`` hosts per leaf; job A gets the first half of every leaf's
+hosts, job B the second half, each a CommLib job of ``channels`` rings with
+ranks alternating between the leaves, so every ring hop crosses a spine and
+the two jobs share the leaves' uplinks (the hosts of a leaf offer twice what
+its uplinks carry). Steps are tagged and start at PSN 0 as in symphony-ring
+(experiments/symphony_ring.py, which also states the scale).
+
+Job B starts ``offset`` x job A's line-rate duration later (the paper's
+500 ms: job B joins a job already running). Schemes per seed, one phase
+each: ``baseline`` (neither job registered: RED only) and ``symphony`` (both
+registered, each with its own job id and state on every switch).
+
+Results (summary.json): per scheme and job ``final_step_span`` (s: the last
+step of the last collective, first to last (rank, channel) completion; mean,
+spread and the runs over seeds) and ``job_time`` (first step start to last
+step end, s), ``span_change`` per job (Symphony's mean against the
+baseline's), ``throughput`` (seed 0: per job, bytes delivered per bin, Mb/s)
+and ``bit_exact``. ``paper`` (REFERENCE) holds what the paper shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyNetwork
+from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec, message_wire_bytes
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.modelled import full_frame_bytes
+from testbed.net import LeafSpine, host_addr
+from testbed.symphony import config_command, job_commands
+from testbed.timeline import PhaseData, load_phase
+
+NAME = "symphony-two-jobs"
+SCHEMES = ("baseline", "symphony")
+JOBS = ("a", "b")
+HEADLINE = ("span_change.a", "span_change.b", "final_step_span.baseline.a.mean",
+            "final_step_span.symphony.a.mean")
+
+# The paper's Fig. 7 (128 nodes, 32 rings of which 16 per job, job B 500 ms
+# after job A): no numbers in the text, only directions. Symphony's final-step
+# span is shorter than the baseline's for the co-located jobs (Fig. 7b), and
+# its aggregate throughput higher while they overlap (Fig. 7a).
+REFERENCE: dict[str, Any] = {
+    "job_b_delay_ms": 500,
+    "span_change": "below 0 (Fig. 7b: Symphony minimises the final step's span)",
+    "throughput": "Symphony above the baseline while the jobs overlap (Fig. 7a)",
+}
+
+
+@dataclass(frozen=True)
+class Params(SymphonyNetwork):
+    link_mbps: float = 4.0           # every switch port and host NIC
+    # above three full queues (see SymphonyNetwork.rto_us); a ConnectX's
+    # local ACK timeout is 4.096 us x 2^k, milliseconds in common setups
+    rto_us: float | None = 1000.0
+    leaves: int = 2
+    spines: int = 2
+    hosts_per_leaf: int = 4          # half for each job
+    channels: int = 2                # parallel rings per job
+    chunk_kb: int = 512              # per rank per step (paper: 8 MB)
+    iterations: int = 3              # collectives per job and phase
+    seeds: int = 3
+    offset: float = 0.25             # job B's start, in job A's line-rate durations
+
+    @classmethod
+    def quick(cls) -> Params:
+        # 4 hosts, 2 ranks per job, one spine: each leaf's two hosts share its
+        # one uplink (the bottleneck both jobs compete for)
+        return cls(hosts_per_leaf=2, spines=1, chunk_kb=256, iterations=3, seeds=1)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.leaves < 2:
+            raise ValueError("leaves must be >= 2 (the rings cross the spines)")
+        if self.hosts_per_leaf < 2 or self.hosts_per_leaf % 2:
+            raise ValueError("hosts_per_leaf must be even and >= 2 (half for each job)")
+        _ = self.fabric
+        if self.channels < 1 or self.iterations < 1 or self.seeds < 1:
+            raise ValueError("channels, iterations and seeds must be >= 1")
+        if self.chunk_kb < 1 or (self.chunk_kb * 1024) % (8 * self.channels):
+            raise ValueError("chunk_kb must split into whole int64 elements per channel")
+        if not 0 <= self.offset <= 2:
+            raise ValueError(f"offset {self.offset}: job B's start must be 0..2 job durations")
+        if self.seeds * len(SCHEMES) * len(JOBS) > 250:
+            raise ValueError("at most 250 job ids")
+
+    @property
+    def fabric(self) -> LeafSpine:
+        return LeafSpine(leaves=self.leaves, spines=self.spines,
+                         hosts_per_leaf=self.hosts_per_leaf, ecmp=True)
+
+    @property
+    def ranks(self) -> int:
+        """Ranks per job."""
+        return self.leaves * self.hosts_per_leaf // 2
+
+    @property
+    def count(self) -> int:
+        return self.chunk_kb * 1024 * self.ranks // 8
+
+    @property
+    def step_wire_s(self) -> float:
+        per_channel = self.chunk_kb * 1024 // self.channels
+        return self.channels * message_wire_bytes(per_channel, self.path_mtu) * 8 / self.link_bps
+
+    @property
+    def job_wire_s(self) -> float:
+        """One job's collectives alone at line rate."""
+        return 2 * (self.ranks - 1) * self.step_wire_s * self.iterations
+
+    @property
+    def delay_b_s(self) -> float:
+        return self.offset * self.job_wire_s
+
+
+def job_hosts(p: Params, job: str) -> list[int]:
+    """A job's hosts by rank: its half of every leaf, alternating leaves."""
+    f = p.fabric
+    half = f.hosts_per_leaf // 2
+    first = 0 if job == "a" else half
+    return [(leaf - 1) * f.hosts_per_leaf + first + j + 1
+            for j in range(half) for leaf in range(1, f.leaves + 1)]
+
+
+def phase_name(scheme: str, seed: int) -> str:
+    return f"{scheme}-s{seed}"
+
+
+def _jobs(p: Params, ids: dict[str, int], seed: int) -> dict[str, JobSpec]:
+    t = TransportSpec(scale=p.transport_scale(),
+                      dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu)
+    timeout = 6 * p.job_wire_s + p.delay_b_s + 60
+    steps = 2 * (p.ranks - 1) * p.iterations
+    out = {}
+    for job in JOBS:
+        for rank, host in enumerate(job_hosts(p, job)):
+            a = host_addr(host)
+            out[a.name] = JobSpec(
+                host=a.name, ip=a.ip, transport=t, timeout_s=timeout,
+                start_delay_s=0.05 + (p.delay_b_s if job == "b" else 0.0),
+                collective=CollectiveSpec(
+                    rank=rank, size=p.ranks, job_id=ids[job], op="all_reduce", dtype="int64",
+                    count=p.count, iterations=p.iterations, channels=p.channels, seed=seed,
+                    step_psn_origin=True,
+                    # each seed and job tags its steps from its own range (other ECMP paths)
+                    step_base=((2 * seed + JOBS.index(job)) * steps) % 0x4000))
+    return out
+
+
+def plan(p: Params) -> RunPlan:
+    fab = p.fabric
+    topo = Topology(
+        n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
+        packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
+        commands=(config_command(p.symphony, p.slowdown),), fabric=fab)
+    phases = []
+    next_id = 0
+    for seed in range(p.seeds):
+        for scheme in SCHEMES:
+            ids = {}
+            for job in JOBS:
+                next_id += 1
+                ids[job] = next_id
+            cmds = (tuple(c for job in JOBS for c in job_commands(ids[job]))
+                    if scheme == "symphony" else ())
+            phases.append(PhasePlan(
+                phase_name(scheme, seed), _jobs(p, ids, seed), commands=cmds,
+                timeout_s=6 * p.job_wire_s + p.delay_b_s + 90,
+                notes=f"{scheme}: jobs a (id {ids['a']}) and b (id {ids['b']}, "
+                      f"{p.delay_b_s:.1f} s later), {p.ranks} ranks x {p.channels} rings, "
+                      f"{p.iterations} x AllReduce of {p.chunk_kb} KiB chunks"
+                      + ("" if scheme == "symphony" else " (not tracked)")))
+    return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
+                   info={"slowdown": p.slowdown, "link_bps": p.link_bps,
+                         "job_hosts": {j: job_hosts(p, j) for j in JOBS},
+                         "job_wire_s": p.job_wire_s, "delay_b_s": p.delay_b_s,
+                         "symphony": p.symphony.switch_values(p.slowdown),
+                         "reference": REFERENCE})
+
+
+# ---------------------------------------------------------------------------
+# analysis
+
+
+def _params(run_dir: Path) -> Params:
+    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
+    known = {f.name for f in dataclasses.fields(Params)}
+    return Params(**{k: v for k, v in d.items() if k in known})
+
+
+def job_data(data: PhaseData, p: Params, job: str) -> PhaseData:
+    """The phase's events of one job's hosts."""
+    names = {host_addr(h).name for h in job_hosts(p, job)}
+    return PhaseData(name=f"{data.name}/{job}", dir=data.dir,
+                     events={h: e for h, e in data.events.items() if h in names})
+
+
+def final_step_span(data: PhaseData) -> float:
+    """The last step of the job's last collective: its first to its last
+    (rank, channel) completion, s."""
+    ends = data.all_events("step_end")
+    if not ends:
+        raise ValueError(f"phase {data.name}: no ring steps recorded")
+    last = max((e["seq"], e["step"]) for e in ends)
+    ts = [e["t_ns"] for e in ends if (e["seq"], e["step"]) == last]
+    return (max(ts) - min(ts)) / 1e9
+
+
+def job_time(data: PhaseData) -> float:
+    starts = [e["t_ns"] for e in data.all_events("step_start")]
+    ends = [e["t_ns"] for e in data.all_events("step_end")]
+    return (max(ends) - min(starts)) / 1e9
+
+
+def throughput(data: PhaseData, t0_ns: int, bin_s: float) -> list[list[float]]:
+    """(bin start s after t0, Mb/s) of the step data the job's ranks completed."""
+    size: dict[tuple[int, int, int, int], int] = {}
+    for e in data.all_events("step_start"):
+        size[(e["seq"], e["rank"], e["channel"], e["step"])] = e["bytes"]
+    bins: dict[int, int] = {}
+    for e in data.all_events("step_end"):
+        b = int((e["t_ns"] - t0_ns) / 1e9 // bin_s)
+        bins[b] = bins.get(b, 0) + size.get((e["seq"], e["rank"], e["channel"], e["step"]), 0)
+    if not bins:
+        return []
+    return [[round(b * bin_s, 3), round(bins.get(b, 0) * 8 / bin_s / 1e6, 3)]
+            for b in range(min(bins), max(bins) + 1)]
+
+
+def _stats(xs: list[float]) -> dict[str, Any]:
+    return {"mean": round(statistics.mean(xs), 4),
+            "sd": round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0,
+            "runs": [round(x, 4) for x in xs]}
+
+
+def analyze(run_dir: Path) -> dict[str, Any]:
+    p = _params(run_dir)
+    span: dict[str, dict[str, Any]] = {}
+    jtime: dict[str, dict[str, Any]] = {}
+    thr: dict[str, dict[str, list[list[float]]]] = {}
+    bit_exact = True
+    bin_s = max(0.1, p.step_wire_s / 2)
+    for scheme in SCHEMES:
+        spans: dict[str, list[float]] = {j: [] for j in JOBS}
+        times: dict[str, list[float]] = {j: [] for j in JOBS}
+        for seed in range(p.seeds):
+            data = load_phase(run_dir, phase_name(scheme, seed))
+            checks = data.all_events("collective_check")
+            bit_exact &= (len(checks) == 2 * p.ranks * p.iterations
+                          and all(e["ok"] for e in checks))
+            starts = [e["t_ns"] for e in data.all_events("step_start")]
+            if not starts:
+                raise ValueError(f"phase {data.name}: no ring steps recorded")
+            for job in JOBS:
+                jd = job_data(data, p, job)
+                done = {e["seq"] for e in jd.all_events("collective_end")}
+                if len(done) != p.iterations:
+                    raise ValueError(f"phase {data.name}: job {job} completed {len(done)} of "
+                                     f"{p.iterations} collectives")
+                spans[job].append(final_step_span(jd))
+                times[job].append(job_time(jd))
+                if seed == 0:
+                    thr.setdefault(scheme, {})[job] = throughput(jd, min(starts), bin_s)
+        span[scheme] = {j: _stats(spans[j]) for j in JOBS}
+        jtime[scheme] = {j: _stats(times[j]) for j in JOBS}
+    return {
+        "ranks_per_job": p.ranks,
+        "final_step_span": span,
+        "job_time": jtime,
+        "span_change": {j: round(span["symphony"][j]["mean"] / span["baseline"][j]["mean"] - 1, 4)
+                        if span["baseline"][j]["mean"] else None for j in JOBS},
+        "job_time_change": {j: round(jtime["symphony"][j]["mean"]
+                                     / jtime["baseline"][j]["mean"] - 1, 4) for j in JOBS},
+        "job_wire_s": round(p.job_wire_s, 4),
+        "delay_b_s": round(p.delay_b_s, 4),
+        "throughput_bin_s": bin_s,
+        "throughput": thr,
+        "bit_exact": bit_exact,
+        "paper": dict(REFERENCE),
+    }
+
+
+def plot(run_dir: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    p = _params(run_dir)
+    res = analyze(run_dir)
+    out_dir = Path(run_dir) / "plots"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    outs = []
+    fig, axes = plt.subplots(len(SCHEMES), 1, figsize=(9, 5), sharex=True, sharey=True)
+    for ax, scheme in zip(axes, SCHEMES, strict=True):
+        total: dict[float, float] = {}
+        for job in JOBS:
+            pts = res["throughput"][scheme][job]
+            ax.step([t for t, _r in pts], [r for _t, r in pts], where="post", label=f"job {job}")
+            for t, r in pts:
+                total[t] = total.get(t, 0.0) + r
+        ts = sorted(total)
+        ax.step(ts, [total[t] for t in ts], where="post", color="black", linewidth=0.8,
+                label="both")
+        ax.set_ylabel("Mb/s")
+        ax.set_title(f"{scheme}")
+        ax.legend(fontsize=8)
+    axes[-1].set_xlabel("s since the first step (testbed clock)")
+    fig.suptitle(f"{NAME}: step data delivered per {res['throughput_bin_s']:g} s, seed 0 "
+                 "(Fig. 7a)")
+    fig.tight_layout()
+    path = out_dir / "throughput.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    outs.append(path)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for scheme in SCHEMES:
+        for job in JOBS:
+            xs = sorted(res["final_step_span"][scheme][job]["runs"])
+            ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post",
+                    label=f"{scheme}, job {job}")
+    ax.set_xlabel("span of the final step (s, testbed clock)")
+    ax.set_ylabel("CDF over seeds")
+    ax.set_title(f"{NAME}: final-step span ({p.seeds} seed(s), Fig. 7b)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out_dir / "final_span.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    outs.append(path)
+    return outs
