@@ -1,0 +1,220 @@
+"""Symphony's sensitivity (Fig. 8): normalized CCT of Ring AllReduce over k, the load imbalance or the chunk size, DCQCN+RED vs Symphony.
+
+The Symphony paper's §4.6: Fig. 8a varies the load imbalance on one hop from
+1.1x to 1.7x (Symphony's gain grows with it), Fig. 8b varies k from 1e-4 to
+1e-1 (a broad sweet spot at 1e-3..1e-2, worse at k >= 0.1 and k <= 1e-4),
+Fig. 8c the chunk size (gains up to ~20% from 512 kB, little at 128 kB).
+The y axis is Symphony's CCT normalized by the baseline's.
+
+The ring, fabric, scale and network are symphony-ring's
+(experiments/symphony_ring.py: each point runs its ``baseline`` and
+``symphony`` phases with that module's jobs). ``sweep`` picks the axis (one
+per run, since ECMP or static routes are the fabric's): ``k`` (ECMP; the
+baseline does not depend on k, so it runs once per seed), ``imbalance``
+(static balanced routes, leaf1's uplink to spine1 at link / value in every
+phase of the point) or ``chunk`` (ECMP, ``values`` in KiB). ``values``
+overrides the axis's default points.
+
+Results (summary.json): ``points`` (per value: the baseline's and
+Symphony's median CCT over every collective of every seed, and
+``normalized_cct`` = Symphony / baseline), ``normalized_cct`` (the list, in
+the order of ``values``), ``bit_exact``; ``paper`` (REFERENCE) holds what
+Fig. 8 shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from experiments import symphony_ring as ring
+from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyNetwork
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.modelled import full_frame_bytes
+from testbed.symphony import config_command, job_commands
+from testbed.timeline import load_phase
+
+NAME = "symphony-sweep"
+SWEEPS = ("k", "imbalance", "chunk")
+DEFAULT_VALUES = {"k": "0.0001,0.001,0.01,0.1", "imbalance": "1.1,1.3,1.5,1.7",
+                  "chunk": "128,256,512,1024"}
+HEADLINE = ("normalized_cct",)
+
+# Fig. 8 (128 nodes; 2D rings for k and the chunk size): the paper's curves
+# are not given as numbers in the text, only these.
+REFERENCE: dict[str, Any] = {
+    "k.sweet_spot": [1e-3, 1e-2],         # normalized CCT lowest and flat here
+    "chunk.best_change": -0.20,           # "up to ~20%" at >= 512 kB
+    "imbalance": "Symphony's relative gain grows from 1.1x to 1.7x",
+}
+
+
+@dataclass(frozen=True)
+class Params(SymphonyNetwork):
+    link_mbps: float = 4.0           # every switch port and host NIC
+    rto_us: float | None = 1000.0    # as symphony-ring
+    sweep: str = "k"
+    values: str = ""                 # comma-separated; empty: the axis's default points
+    leaves: int = 2
+    spines: int = 2
+    hosts_per_leaf: int = 4
+    channels: int = 2
+    chunk_kb: int = 1024             # where the chunk size is not the axis
+    iterations: int = 3
+    seeds: int = 2
+
+    @classmethod
+    def quick(cls) -> Params:
+        return cls(values="0.001,0.1", hosts_per_leaf=2, chunk_kb=256, iterations=2, seeds=1)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.sweep not in SWEEPS:
+            raise ValueError(f"sweep {self.sweep!r}: one of {', '.join(SWEEPS)}")
+        vals = self.value_list
+        if not vals:
+            raise ValueError(f"values {self.values!r}: at least one point")
+        for v in vals:        # every point must make valid ring parameters
+            _ = self.point(v)
+        if self.seeds * len(vals) * 2 > 250:
+            raise ValueError("at most 250 phases (one job id each)")
+
+    @property
+    def value_list(self) -> list[float]:
+        text = self.values or DEFAULT_VALUES[self.sweep]
+        try:
+            return [float(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise ValueError(f"values {text!r}: not numbers") from None
+
+    def point(self, value: float) -> ring.Params:
+        """symphony-ring's parameters at one point of the sweep."""
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(SymphonyNetwork)}
+        kw: dict[str, Any] = dict(
+            shared, leaves=self.leaves, spines=self.spines, hosts_per_leaf=self.hosts_per_leaf,
+            channels=self.channels, chunk_kb=self.chunk_kb, iterations=self.iterations,
+            seeds=self.seeds, schemes="baseline,symphony",
+            variant="imbalance" if self.sweep == "imbalance" else "ecmp")
+        if self.sweep == "k":
+            kw["k"] = value
+        elif self.sweep == "imbalance":
+            kw["imbalance"] = value
+        else:
+            kw["chunk_kb"] = int(value)
+        return ring.Params(**kw)
+
+
+def phase_name(scheme: str, index: int, seed: int) -> str:
+    return f"{scheme}-p{index}-s{seed}"
+
+
+def plan(p: Params) -> RunPlan:
+    first = p.point(p.value_list[0])
+    fab = first.fabric
+    topo = Topology(
+        n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
+        packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
+        commands=(config_command(p.symphony, p.slowdown),), fabric=fab)
+    phases = []
+    job = 0
+    for seed in range(p.seeds):
+        for i, v in enumerate(p.value_list):
+            pt = p.point(v)
+            per_switch: dict[str, tuple[str, ...]] = {}
+            if p.sweep == "imbalance":
+                per_switch["leaf1"] = (f"set_port_rate_bps {int(round(p.link_bps / v))} "
+                                       f"{fab.uplink_port(1)}",)
+            for scheme in ("baseline", "symphony"):
+                if scheme == "baseline" and p.sweep == "k" and i > 0:
+                    continue          # k does not change the baseline: one per seed
+                job += 1
+                cmds: tuple[str, ...] = ()
+                if scheme == "symphony":
+                    sym = dataclasses.replace(p.symphony, k=v) if p.sweep == "k" else p.symphony
+                    cmds = (config_command(sym, p.slowdown), *job_commands(job))
+                phases.append(PhasePlan(
+                    phase_name(scheme, i, seed), ring._jobs(pt, job, seed), commands=cmds,
+                    switch_commands=per_switch,
+                    timeout_s=4 * pt.theoretical_cct_s * pt.iterations + 90,
+                    notes=f"{scheme} at {p.sweep} = {v:g}: {pt.ranks} ranks x {pt.channels} "
+                          f"rings, {pt.iterations} x AllReduce of {pt.chunk_kb} KiB; job {job}"))
+    return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
+                   info={"sweep": p.sweep, "values": p.value_list, "slowdown": p.slowdown,
+                         "link_bps": p.link_bps,
+                         "theoretical_cct_s": [p.point(v).theoretical_cct_s
+                                               for v in p.value_list],
+                         "reference": REFERENCE})
+
+
+# ---------------------------------------------------------------------------
+# analysis
+
+
+def _params(run_dir: Path) -> Params:
+    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
+    known = {f.name for f in dataclasses.fields(Params)}
+    return Params(**{k: v for k, v in d.items() if k in known})
+
+
+def analyze(run_dir: Path) -> dict[str, Any]:
+    p = _params(run_dir)
+    points = []
+    bit_exact = True
+    for i, v in enumerate(p.value_list):
+        pt = p.point(v)
+        row: dict[str, Any] = {"value": v, "theoretical_cct": round(pt.theoretical_cct_s, 4)}
+        for scheme in ("baseline", "symphony"):
+            ccts: list[float] = []
+            for seed in range(p.seeds):
+                idx = 0 if scheme == "baseline" and p.sweep == "k" else i
+                data = load_phase(run_dir, phase_name(scheme, idx, seed))
+                checks = data.all_events("collective_check")
+                bit_exact &= (len(checks) == pt.ranks * pt.iterations
+                              and all(e["ok"] for e in checks))
+                times = ring.collective_times(data)
+                if len(times) != pt.iterations:
+                    raise ValueError(f"phase {data.name}: {len(times)} of {pt.iterations} "
+                                     "collectives completed")
+                ccts += times
+            row[scheme] = {"median": round(statistics.median(ccts), 4),
+                           "runs": [round(x, 4) for x in ccts]}
+        row["normalized_cct"] = round(row["symphony"]["median"] / row["baseline"]["median"], 4)
+        points.append(row)
+    return {
+        "sweep": p.sweep,
+        "values": p.value_list,
+        "points": points,
+        "normalized_cct": [r["normalized_cct"] for r in points],
+        "bit_exact": bit_exact,
+        "paper": dict(REFERENCE),
+    }
+
+
+def plot(run_dir: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    p = _params(run_dir)
+    res = analyze(run_dir)
+    out_dir = Path(run_dir) / "plots"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs = res["values"]
+    ax.plot(xs, res["normalized_cct"], marker="o", label="Symphony / baseline (median CCT)")
+    ax.axhline(1.0, linestyle=":", color="gray")
+    if p.sweep == "k":
+        ax.set_xscale("log")
+        lo, hi = REFERENCE["k.sweet_spot"]
+        ax.axvspan(lo, hi, alpha=0.15, color="green", label="paper's sweet spot")
+    ax.set_xlabel({"k": "k", "imbalance": "load imbalance (x)", "chunk": "chunk (KiB)"}[p.sweep])
+    ax.set_ylabel("normalized CCT")
+    ax.set_title(f"{NAME}: {p.sweep} ({p.seeds} seed(s), Fig. 8)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out_dir / "normalized_cct.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
