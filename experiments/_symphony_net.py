@@ -1,13 +1,20 @@
 """What the Symphony experiments share: the paper's network (§4.1: 10 Gb/s
 links with DCQCN, RED after HPCC in KB of queue) on ``link_mbps`` links, and
 Symphony's parameters in the modelled network's time (defaults: the paper's,
-from testbed.symphony.SymphonyParams)."""
+from testbed.symphony.SymphonyParams) (``SymphonyNetwork``); ring jobs on a
+leaf-spine (``SymphonyRing``); a run's parameters read back (``load_params``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
 
+from hosts.agent_spec import TransportSpec, message_wire_bytes
 from testbed.modelled import Conversion, ModelledNetwork, Red, kbytes, packets
+from testbed.net import LeafSpine
 from testbed.symphony import SymphonyParams
 
 PROGRAM = "switches/p4/symphony.p4"
@@ -94,3 +101,82 @@ class SymphonyNetwork:
         """The network converted for this run's frames (raises ValueError when
         it cannot be, e.g. a queue not deeper than Kmax)."""
         return self.network().convert(self.path_mtu)
+
+
+@dataclass(frozen=True)
+class SymphonyRing(SymphonyNetwork):
+    """CommLib Ring AllReduce jobs (``channels`` parallel rings each) over the
+    hosts of a ``leaves`` x ``spines`` leaf-spine, ``JOBS_PER_FABRIC`` jobs
+    sharing its hosts equally; each step of each channel is one RDMA WRITE of
+    the channel's share of a ``chunk_kb`` chunk."""
+
+    JOBS_PER_FABRIC: ClassVar[int] = 1
+
+    link_mbps: float = 4.0           # every switch port and host NIC
+    # above three full queues (see SymphonyNetwork.rto_us); a ConnectX's
+    # local ACK timeout is 4.096 us x 2^k, milliseconds in common setups
+    rto_us: float | None = 1000.0
+    leaves: int = 2
+    spines: int = 2
+    hosts_per_leaf: int = 4
+    channels: int = 2                # parallel rings per job
+    chunk_kb: int = 1024             # per rank per step (paper: 8 MB)
+    iterations: int = 3              # collectives per job and phase
+    seeds: int = 3
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.leaves < 2:
+            raise ValueError("leaves must be >= 2 (the rings cross the spines)")
+        if self.hosts_per_leaf % self.JOBS_PER_FABRIC:
+            raise ValueError(f"hosts_per_leaf must split among {self.JOBS_PER_FABRIC} job(s)")
+        _ = self.fabric    # LeafSpine checks the sizes
+        if self.channels < 1 or self.iterations < 1 or self.seeds < 1:
+            raise ValueError("channels, iterations and seeds must be >= 1")
+        if self.chunk_kb < 1 or (self.chunk_kb * 1024) % (8 * self.channels):
+            raise ValueError("chunk_kb must split into whole int64 elements per channel")
+
+    @property
+    def ecmp(self) -> bool:
+        return True
+
+    @property
+    def fabric(self) -> LeafSpine:
+        return LeafSpine(leaves=self.leaves, spines=self.spines,
+                         hosts_per_leaf=self.hosts_per_leaf, ecmp=self.ecmp)
+
+    @property
+    def ranks(self) -> int:
+        """Ranks per job."""
+        return self.leaves * self.hosts_per_leaf // self.JOBS_PER_FABRIC
+
+    @property
+    def count(self) -> int:
+        """int64 elements per rank: N chunks."""
+        return self.chunk_kb * 1024 * self.ranks // 8
+
+    @property
+    def step_wire_s(self) -> float:
+        """One ring step at line rate: every channel's share of the chunk."""
+        per_channel = self.chunk_kb * 1024 // self.channels
+        return self.channels * message_wire_bytes(per_channel, self.path_mtu) * 8 / self.link_bps
+
+    @property
+    def theoretical_cct_s(self) -> float:
+        """One collective at line rate: 2 (N - 1) steps."""
+        return 2 * (self.ranks - 1) * self.step_wire_s
+
+    def transport(self) -> TransportSpec:
+        return TransportSpec(scale=self.transport_scale(), dcqcn={"preset": self.dcqcn_preset},
+                             path_mtu=self.path_mtu)
+
+
+P = TypeVar("P")
+
+
+def load_params(cls: type[P], run_dir: Path, **defaults: Any) -> P:
+    """The parameters a run was made with (its plan.json), ``defaults`` for
+    the ones runs from before a parameter existed lack."""
+    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**{**defaults, **{k: v for k, v in d.items() if k in known}})

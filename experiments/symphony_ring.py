@@ -62,20 +62,19 @@ report judges.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyNetwork
-from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec, message_wire_bytes
+from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyRing, load_params
+from hosts.agent_spec import CollectiveSpec, JobSpec
 from hosts.roce.dcqcn import CONNECTX
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.modelled import full_frame_bytes
-from testbed.net import LeafSpine, host_addr
+from testbed.net import host_addr
 from testbed.symphony import config_command, job_commands, pq_job_commands
 from testbed.timeline import PhaseData, load_phase
 
@@ -128,19 +127,8 @@ CLAIMS = (
 
 
 @dataclass(frozen=True)
-class Params(SymphonyNetwork):
-    link_mbps: float = 4.0           # every switch port and host NIC
-    # above three full queues (see SymphonyNetwork.rto_us); a ConnectX's
-    # local ACK timeout is 4.096 us x 2^k, milliseconds in common setups
-    rto_us: float | None = 1000.0
+class Params(SymphonyRing):
     variant: str = "ecmp"
-    leaves: int = 2
-    spines: int = 2
-    hosts_per_leaf: int = 4
-    channels: int = 2                # parallel rings
-    chunk_kb: int = 1024             # per rank per step (paper: 8 MB)
-    iterations: int = 3              # collectives per phase (steps count on across them)
-    seeds: int = 3
     imbalance: float = 1.13          # variant imbalance: the slowed hop's load / capacity
     schemes: str = ",".join(SCHEMES)  # which schemes run (comma-separated)
     late_start: float = 0.33         # symphony_late: switched on after this part of the phase
@@ -150,16 +138,9 @@ class Params(SymphonyNetwork):
         return cls(hosts_per_leaf=2, chunk_kb=256, iterations=2, seeds=1)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         if self.variant not in VARIANTS:
             raise ValueError(f"variant {self.variant!r}: one of {', '.join(VARIANTS)}")
-        if self.leaves < 2:
-            raise ValueError("leaves must be >= 2 (the rings cross the spines)")
-        _ = self.fabric    # LeafSpine checks the sizes
-        if self.channels < 1 or self.iterations < 1 or self.seeds < 1:
-            raise ValueError("channels, iterations and seeds must be >= 1")
-        if self.chunk_kb < 1 or (self.chunk_kb * 1024) % (8 * self.channels):
-            raise ValueError("chunk_kb must split into whole int64 elements per channel")
+        super().__post_init__()
         if not 1 <= self.imbalance <= 10:
             raise ValueError(f"imbalance {self.imbalance}: must be 1..10")
         unknown = [x for x in self.scheme_list if x not in SCHEMES]
@@ -176,32 +157,12 @@ class Params(SymphonyNetwork):
         return [x.strip() for x in self.schemes.split(",") if x.strip()]
 
     @property
-    def fabric(self) -> LeafSpine:
-        return LeafSpine(leaves=self.leaves, spines=self.spines,
-                         hosts_per_leaf=self.hosts_per_leaf, ecmp=self.variant == "ecmp")
-
-    @property
-    def ranks(self) -> int:
-        return self.leaves * self.hosts_per_leaf
-
-    @property
-    def count(self) -> int:
-        """int64 elements per rank: N chunks."""
-        return self.chunk_kb * 1024 * self.ranks // 8
-
-    @property
-    def step_wire_s(self) -> float:
-        """One ring step at line rate: every channel's share of the chunk."""
-        per_channel = self.chunk_kb * 1024 // self.channels
-        return self.channels * message_wire_bytes(per_channel, self.path_mtu) * 8 / self.link_bps
+    def ecmp(self) -> bool:
+        return self.variant == "ecmp"
 
     @property
     def steps_per_phase(self) -> int:
         return 2 * (self.ranks - 1) * self.iterations
-
-    @property
-    def theoretical_cct_s(self) -> float:
-        return 2 * (self.ranks - 1) * self.step_wire_s
 
     @property
     def late_start_s(self) -> float:
@@ -225,8 +186,7 @@ def phase_name(scheme: str, seed: int) -> str:
 
 
 def _jobs(p: Params, job_id: int, seed: int) -> dict[str, JobSpec]:
-    t = TransportSpec(scale=p.transport_scale(),
-                      dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu)
+    t = p.transport()
     timeout = 4 * p.theoretical_cct_s * p.iterations + 60
     out = {}
     for rank, host in enumerate(ring_order(p)):
@@ -290,10 +250,8 @@ def plan(p: Params) -> RunPlan:
 
 
 def _params(run_dir: Path) -> Params:
-    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
-    known = {f.name for f in dataclasses.fields(Params)}
-    d.setdefault("schemes", "baseline,symphony")   # runs from before the other schemes
-    return Params(**{k: v for k, v in d.items() if k in known})
+    # runs from before the other schemes ran the baseline and Symphony
+    return load_params(Params, run_dir, schemes="baseline,symphony")
 
 
 def late_start_s(run_dir: Path, data: PhaseData) -> float | None:

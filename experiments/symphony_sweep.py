@@ -25,14 +25,13 @@ Fig. 8 shows.
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from experiments import symphony_ring as ring
-from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyNetwork
+from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyRing, load_params
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.modelled import full_frame_bytes
 from testbed.symphony import config_command, job_commands
@@ -54,17 +53,9 @@ REFERENCE: dict[str, Any] = {
 
 
 @dataclass(frozen=True)
-class Params(SymphonyNetwork):
-    link_mbps: float = 4.0           # every switch port and host NIC
-    rto_us: float | None = 1000.0    # as symphony-ring
+class Params(SymphonyRing):
     sweep: str = "k"
     values: str = ""                 # comma-separated; empty: the axis's default points
-    leaves: int = 2
-    spines: int = 2
-    hosts_per_leaf: int = 4
-    channels: int = 2
-    chunk_kb: int = 1024             # where the chunk size is not the axis
-    iterations: int = 3
     seeds: int = 2
 
     @classmethod
@@ -72,6 +63,8 @@ class Params(SymphonyNetwork):
         return cls(values="0.001,0.1", hosts_per_leaf=2, chunk_kb=256, iterations=2, seeds=1)
 
     def __post_init__(self) -> None:
+        if self.sweep not in SWEEPS:
+            raise ValueError(f"sweep {self.sweep!r}: one of {', '.join(SWEEPS)}")
         super().__post_init__()
         if self.sweep not in SWEEPS:
             raise ValueError(f"sweep {self.sweep!r}: one of {', '.join(SWEEPS)}")
@@ -93,12 +86,10 @@ class Params(SymphonyNetwork):
 
     def point(self, value: float) -> ring.Params:
         """symphony-ring's parameters at one point of the sweep."""
-        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(SymphonyNetwork)}
-        kw: dict[str, Any] = dict(
-            shared, leaves=self.leaves, spines=self.spines, hosts_per_leaf=self.hosts_per_leaf,
-            channels=self.channels, chunk_kb=self.chunk_kb, iterations=self.iterations,
-            seeds=self.seeds, schemes="baseline,symphony",
-            variant="imbalance" if self.sweep == "imbalance" else "ecmp")
+        kw: dict[str, Any] = {f.name: getattr(self, f.name)
+                              for f in dataclasses.fields(SymphonyRing)}
+        kw.update(schemes="baseline,symphony",
+                  variant="imbalance" if self.sweep == "imbalance" else "ecmp")
         if self.sweep == "k":
             kw["k"] = value
         elif self.sweep == "imbalance":
@@ -155,9 +146,7 @@ def plan(p: Params) -> RunPlan:
 
 
 def _params(run_dir: Path) -> Params:
-    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
-    known = {f.name for f in dataclasses.fields(Params)}
-    return Params(**{k: v for k, v in d.items() if k in known})
+    return load_params(Params, run_dir)
 
 
 def analyze(run_dir: Path) -> dict[str, Any]:

@@ -31,18 +31,16 @@ and ``bit_exact``. ``paper`` (REFERENCE) holds what the paper shows.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyNetwork
-from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec, message_wire_bytes
+from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyRing, load_params
+from hosts.agent_spec import CollectiveSpec, JobSpec
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.modelled import full_frame_bytes
-from testbed.net import LeafSpine, host_addr
+from testbed.net import host_addr
 from testbed.symphony import config_command, job_commands
 from testbed.timeline import PhaseData, load_phase
 
@@ -64,18 +62,10 @@ REFERENCE: dict[str, Any] = {
 
 
 @dataclass(frozen=True)
-class Params(SymphonyNetwork):
-    link_mbps: float = 4.0           # every switch port and host NIC
-    # above three full queues (see SymphonyNetwork.rto_us); a ConnectX's
-    # local ACK timeout is 4.096 us x 2^k, milliseconds in common setups
-    rto_us: float | None = 1000.0
-    leaves: int = 2
-    spines: int = 2
-    hosts_per_leaf: int = 4          # half for each job
-    channels: int = 2                # parallel rings per job
+class Params(SymphonyRing):
+    JOBS_PER_FABRIC = 2              # half of every leaf's hosts each
+
     chunk_kb: int = 512              # per rank per step (paper: 8 MB)
-    iterations: int = 3              # collectives per job and phase
-    seeds: int = 3
     offset: float = 0.25             # job B's start, in job A's line-rate durations
 
     @classmethod
@@ -86,43 +76,15 @@ class Params(SymphonyNetwork):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.leaves < 2:
-            raise ValueError("leaves must be >= 2 (the rings cross the spines)")
-        if self.hosts_per_leaf < 2 or self.hosts_per_leaf % 2:
-            raise ValueError("hosts_per_leaf must be even and >= 2 (half for each job)")
-        _ = self.fabric
-        if self.channels < 1 or self.iterations < 1 or self.seeds < 1:
-            raise ValueError("channels, iterations and seeds must be >= 1")
-        if self.chunk_kb < 1 or (self.chunk_kb * 1024) % (8 * self.channels):
-            raise ValueError("chunk_kb must split into whole int64 elements per channel")
         if not 0 <= self.offset <= 2:
             raise ValueError(f"offset {self.offset}: job B's start must be 0..2 job durations")
         if self.seeds * len(SCHEMES) * len(JOBS) > 250:
             raise ValueError("at most 250 job ids")
 
     @property
-    def fabric(self) -> LeafSpine:
-        return LeafSpine(leaves=self.leaves, spines=self.spines,
-                         hosts_per_leaf=self.hosts_per_leaf, ecmp=True)
-
-    @property
-    def ranks(self) -> int:
-        """Ranks per job."""
-        return self.leaves * self.hosts_per_leaf // 2
-
-    @property
-    def count(self) -> int:
-        return self.chunk_kb * 1024 * self.ranks // 8
-
-    @property
-    def step_wire_s(self) -> float:
-        per_channel = self.chunk_kb * 1024 // self.channels
-        return self.channels * message_wire_bytes(per_channel, self.path_mtu) * 8 / self.link_bps
-
-    @property
     def job_wire_s(self) -> float:
         """One job's collectives alone at line rate."""
-        return 2 * (self.ranks - 1) * self.step_wire_s * self.iterations
+        return self.theoretical_cct_s * self.iterations
 
     @property
     def delay_b_s(self) -> float:
@@ -143,8 +105,7 @@ def phase_name(scheme: str, seed: int) -> str:
 
 
 def _jobs(p: Params, ids: dict[str, int], seed: int) -> dict[str, JobSpec]:
-    t = TransportSpec(scale=p.transport_scale(),
-                      dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu)
+    t = p.transport()
     timeout = 6 * p.job_wire_s + p.delay_b_s + 60
     steps = 2 * (p.ranks - 1) * p.iterations
     out = {}
@@ -199,9 +160,7 @@ def plan(p: Params) -> RunPlan:
 
 
 def _params(run_dir: Path) -> Params:
-    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
-    known = {f.name for f in dataclasses.fields(Params)}
-    return Params(**{k: v for k, v in d.items() if k in known})
+    return load_params(Params, run_dir)
 
 
 def job_data(data: PhaseData, p: Params, job: str) -> PhaseData:
