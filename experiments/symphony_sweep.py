@@ -38,6 +38,7 @@ from testbed.symphony import config_command, job_commands
 from testbed.timeline import load_phase
 
 NAME = "symphony-sweep"
+RXE_UNSUPPORTED = ring.RXE_UNSUPPORTED
 SWEEPS = ("k", "imbalance", "chunk")
 DEFAULT_VALUES = {"k": "0.0001,0.001,0.01,0.1", "imbalance": "1.1,1.3,1.5,1.7",
                   "chunk": "128,256,512,1024"}

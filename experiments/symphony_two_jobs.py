@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from experiments import symphony_ring
 from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyRing, load_params
 from hosts.agent_spec import CollectiveSpec, JobSpec
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
@@ -45,6 +46,7 @@ from testbed.symphony import config_command, job_commands
 from testbed.timeline import PhaseData, load_phase
 
 NAME = "symphony-two-jobs"
+RXE_UNSUPPORTED = symphony_ring.RXE_UNSUPPORTED
 SCHEMES = ("baseline", "symphony")
 JOBS = ("a", "b")
 HEADLINE = ("span_change.a", "span_change.b", "final_step_span.baseline.a.mean",
