@@ -166,6 +166,8 @@ class SwitchDaemon:
         self.ingress_bunched: dict[int, int] = {}
         self.ingress_min_gap_ns: dict[int, int] = {}
         self._last_arrival_ns: dict[int, int] = {}
+        # Frames read but not yet replayed: later than a port's unread backlog.
+        self._held: list[tuple[int, int, bytes]] = []
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -296,6 +298,8 @@ class SwitchDaemon:
                     break
             if readable:
                 continue        # a backlog remains: read it before releasing by the clock
+            if self._held:
+                self._replay([])    # nothing waits any more: the held frames are the latest
             with lock:
                 out = sw.release_until(checked)
             if out:
@@ -310,14 +314,30 @@ class SwitchDaemon:
         in order of their kernel receive times, each at its arrival time."""
         sw = self.switch
         wall_minus_mono = time.time_ns() - time.monotonic_ns()
-        frames: list[tuple[int, int, bytes]] = []
+        frames = self._held
+        had_held = bool(frames)
+        self._held = []
+        # A port that filled its batch may hold more frames, arrived before
+        # the later frames of the other ports: those wait for the next read
+        # (the horizon), else the queues' clock, which never runs back, would
+        # move the unread frames to a later time and bunch them.
+        horizon: int | None = None
         for port in ports:
             number = port.number
-            frames.extend((ts, number, data) for ts, data in port.recv_stamped(RECV_BATCH))
+            got = port.recv_stamped(RECV_BATCH)
+            if len(got) >= RECV_BATCH and got[-1][0]:
+                last = got[-1][0]
+                horizon = last if horizon is None else min(horizon, last)
+            frames.extend((ts, number, data) for ts, data in got)
         if not frames:
             return
-        if len(ports) > 1:
+        if len(ports) > 1 or had_held:
             frames.sort(key=_arrival)
+        if horizon is not None:
+            keep = len(frames)
+            while keep and frames[keep - 1][0] > horizon:
+                keep -= 1
+            frames, self._held = frames[:keep], frames[keep:]
         self._note_gaps(frames)
         pcaps_in = self.pcaps_in
         with sw.lock:

@@ -28,3 +28,47 @@ def test_bunched_arrivals_are_counted_per_port() -> None:
         assert st["ingress_min_gap_ns"] == {"1": 10 * us, "2": 1 * us}
     finally:
         d.close()
+
+
+class _Backlog:
+    """A port whose socket holds ``stamps`` (wall-clock ns), read in batches."""
+
+    def __init__(self, number: int, stamps: list[int]) -> None:
+        self.number = number
+        self.waiting = [(ts, FRAME) for ts in stamps]
+
+    def recv_stamped(self, limit: int) -> list[tuple[int, bytes]]:
+        got, self.waiting = self.waiting[:limit], self.waiting[limit:]
+        return got
+
+
+def test_a_port_with_more_than_a_batch_waiting_keeps_its_frames_times(monkeypatch) -> None:
+    """Port 1 holds two batches of frames, port 2 one frame that arrived
+    between them: the switch must see every frame at its own arrival time,
+    in order. Replaying port 2's frame with the first batch would move the
+    queues' clock past port 1's unread frames, which would then all enter
+    the queues at that one later time (a burst the wire never carried)."""
+    from switches.soft import daemon as daemon_mod
+
+    sw = SoftSwitch(prog, now_us=FakeClock())
+    d = SwitchDaemon(sw, [])
+    seen: list[tuple[int, int]] = []
+    monkeypatch.setattr(sw, "forward_at",
+                        lambda port, data, arrived_us: seen.append((port, arrived_us)) or [])
+    try:
+        batch = daemon_mod.RECV_BATCH
+        us = 1000
+        t0 = 10**9              # (a stamp of 0 means none)
+        p1 = _Backlog(1, [t0 + t * 100 * us for t in range(2 * batch)])
+        p2 = _Backlog(2, [t0 + (batch + 10) * 100 * us + 50 * us])
+        d._replay([p1, p2])
+        d._replay([p1])
+        d._replay([])
+        times = [t for _port, t in seen]
+        assert len(seen) == 2 * batch + 1
+        assert times == sorted(times)
+        t2 = next(t for port, t in seen if port == 2)
+        assert abs(t2 - times[0] - ((batch + 10) * 100 + 50)) <= 1
+        assert abs(times[-1] - times[0] - (2 * batch - 1) * 100) <= 1
+    finally:
+        d.close()
