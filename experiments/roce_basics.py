@@ -139,6 +139,11 @@ class Params:
     sample_interval_us: int = 5000
     agent_interpreter: str = "python"  # what runs the host agents: python, pypy or auto
     pacer_burst_packets: float = 2.0  # host token bucket, in full-size packets
+    # Each host's interface serialises at the line rate (a TBF qdisc) and the
+    # pacer keeps up to this many packets queued there at the full line rate;
+    # 0: no qdisc, the pacer alone spaces the frames.
+    host_qdisc_ahead_packets: float = 0.0
+    switch_backend: str = "python"   # the soft switch's data path: python or pypy
     phases: str = "single,pair,loss"  # which phases run (comma-separated, in this order)
 
     @classmethod
@@ -160,6 +165,13 @@ class Params:
             raise ValueError(f"agent_interpreter must be one of {', '.join(INTERPRETERS)}")
         if self.link_delay_us < 0:
             raise ValueError("link_delay_us must be >= 0")
+        if self.host_qdisc_ahead_packets and self.host_qdisc_ahead_packets < self.pacer_burst_packets:
+            raise ValueError("host_qdisc_ahead_packets must be 0 (no qdisc) or at least "
+                             "pacer_burst_packets")
+        from switches.soft.backends import BACKENDS
+
+        if self.switch_backend not in BACKENDS:
+            raise ValueError(f"switch_backend must be one of {', '.join(BACKENDS)}")
         object.__setattr__(self, "dcqcn_preset", preset_name(self.dcqcn_preset))
 
     @property
@@ -180,7 +192,8 @@ def _transport(p: Params) -> TransportSpec:
     return TransportSpec(
         scale={"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9},
         dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
-        sample_interval_us=p.sample_interval_us, pacer_burst_packets=p.pacer_burst_packets)
+        sample_interval_us=p.sample_interval_us, pacer_burst_packets=p.pacer_burst_packets,
+        qdisc_ahead_packets=p.host_qdisc_ahead_packets)
 
 
 def _flow_jobs(p: Params, flows: list[tuple[str, int, int, int]]) -> dict[str, JobSpec]:
@@ -223,7 +236,8 @@ def network(p: Params) -> ModelledNetwork:
 def plan(p: Params) -> RunPlan:
     topo = Topology(
         n_hosts=3, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
-        packet_bytes=_mean_frame_bytes(p), network=network(p))
+        packet_bytes=_mean_frame_bytes(p), network=network(p),
+        host_line_qdisc=p.host_qdisc_ahead_packets > 0, backend=p.switch_backend)
     no_loss = "table_set_default MyEgress.link_loss MyEgress.set_loss 0"
 
     def timeout(msgs: int) -> float:

@@ -855,7 +855,9 @@ class Agent:
         burst = int(DEFAULT_BURST_BYTES * t.pacer_burst_packets)
         # Lateness counts in packet times of a full-size packet, not of the bucket.
         return Pacer(rate_bps=self.scale.line_rate_bps, burst_bytes=burst, now_ns=now_ns(),
-                     late_threshold_packets=t.late_threshold_packets / t.pacer_burst_packets)
+                     late_threshold_packets=t.late_threshold_packets / t.pacer_burst_packets,
+                     line_bps=self.scale.line_rate_bps,
+                     ahead_bytes=int(DEFAULT_BURST_BYTES * t.qdisc_ahead_packets))
 
     def run(self) -> None:
         spec = self.spec

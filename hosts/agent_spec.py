@@ -92,12 +92,19 @@ class TransportSpec:
     # Token bucket size in full-size packets: 1 loses every late wake-up's time for
     # good; 2 lets a sender catch up one packet time of lateness (bursts <= 2 packets).
     pacer_burst_packets: float = 2.0
+    # > 0: the host's interface serialises at the line rate itself (a TBF qdisc,
+    # testbed.net.shape_host), so at the full line rate the pacer keeps up to this
+    # many full-size packets queued there (hosts/roce/pacing.py, run-ahead mode).
+    qdisc_ahead_packets: float = 0.0
 
     def __post_init__(self) -> None:
         if self.path_mtu not in PATH_MTUS:
             raise SpecError(f"transport.path_mtu must be one of {PATH_MTUS}")
         if self.pacer_burst_packets < 1:
             raise SpecError("transport.pacer_burst_packets must be >= 1")
+        if self.qdisc_ahead_packets and self.qdisc_ahead_packets < self.pacer_burst_packets:
+            raise SpecError("transport.qdisc_ahead_packets must be 0 (off) or at least "
+                            "pacer_burst_packets")
         if self.sample_interval_us < 100:
             raise SpecError("transport.sample_interval_us must be >= 100")
         from hosts.roce.dcqcn import DEFAULT_PRESET, DcqcnParams

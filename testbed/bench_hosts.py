@@ -135,7 +135,9 @@ _FIGURES = ("single.goodput_fraction", "single.ce_marked_pkts", "single.cnps",
 
 
 def run_trial(kind: str, rate_mbps: float, *, seconds: float, out_dir: Path,
-              interpreter: str = "python", echo: Callable[[str], None] | None = None) -> Trial:
+              interpreter: str = "python", qdisc_ahead: float = 0.0,
+              switch_backend: str = "python",
+              echo: Callable[[str], None] | None = None) -> Trial:
     """One roce-basics run of ``kind``'s phase at ``rate_mbps``."""
     from testbed.runner import RunError, RunOptions, run
 
@@ -144,7 +146,8 @@ def run_trial(kind: str, rate_mbps: float, *, seconds: float, out_dir: Path,
     n = _messages(rate_mbps, seconds)
     overrides = {"bottleneck_mbps": f"{rate_mbps:g}", "phases": KINDS[kind],
                  "agent_interpreter": interpreter, "msg_bytes": str(MSG_BYTES),
-                 "path_mtu": str(PATH_MTU)}
+                 "path_mtu": str(PATH_MTU), "host_qdisc_ahead_packets": f"{qdisc_ahead:g}",
+                 "switch_backend": switch_backend}
     if kind == "lone_qp":
         overrides["single_msgs"] = str(n)
     else:
@@ -192,6 +195,7 @@ def machine_info() -> dict[str, Any]:
 def hosts_bench(kinds: tuple[str, ...] = ("lone_qp", "pair"), *, start_mbps: float = 25.0,
                 floor_mbps: float = 1.0, ceiling_mbps: float = 800.0,
                 resolution: float = 0.1, seconds: float = 3.0, interpreter: str = "python",
+                qdisc_ahead: float = 0.0, switch_backend: str = "python",
                 out_dir: Path | None = None,
                 echo: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Search each kind's highest faithful rate; the report (JSON-able)."""
@@ -204,14 +208,17 @@ def hosts_bench(kinds: tuple[str, ...] = ("lone_qp", "pair"), *, start_mbps: flo
                               "settings": {"start_mbps": start_mbps, "floor_mbps": floor_mbps,
                                            "ceiling_mbps": ceiling_mbps,
                                            "resolution": resolution, "seconds": seconds,
-                                           "interpreter": interpreter, "msg_bytes": MSG_BYTES,
+                                           "interpreter": interpreter,
+                                           "qdisc_ahead_packets": qdisc_ahead,
+                                           "switch_backend": switch_backend,
+                                           "msg_bytes": MSG_BYTES,
                                            "path_mtu": PATH_MTU}}
     trials: list[Trial] = []
     t0 = time.monotonic()
     for kind in kinds:
         def faithful(rate: float, kind: str = kind) -> bool:
             t = run_trial(kind, rate, seconds=seconds, out_dir=out, interpreter=interpreter,
-                          echo=echo)
+                          qdisc_ahead=qdisc_ahead, switch_backend=switch_backend, echo=echo)
             trials.append(t)
             return t.faithful
 

@@ -589,13 +589,18 @@ def bench_forwarding_cmd(backends: tuple[str, ...], seconds: float, runs: int,
               help="traffic per trial, in seconds at the trial's rate")
 @click.option("--interpreter", type=click.Choice(["python", "pypy", "auto"]), default="python",
               show_default=True, help="what runs the host agents")
+@click.option("--qdisc-ahead", "qdisc_ahead", type=float, default=0.0, show_default=True,
+              help="packets a sender may keep in its interface's line-rate qdisc "
+                   "(0: no qdisc, the pacer alone spaces the frames)")
+@click.option("--switch-backend", type=click.Choice(["python", "pypy"]), default="python",
+              show_default=True, help="the soft switch's data path")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="keep every trial's run directory here (default: a new /tmp directory)")
 @click.option("--json", "as_json", is_flag=True,
               help="print JSON: lone_qp_mbps, pair_mbps, every trial, the machine")
 def bench_hosts_cmd(only: str | None, start_mbps: float, ceiling_mbps: float, floor_mbps: float,
-                    resolution: float, seconds: float, interpreter: str, out_dir: str | None,
-                    as_json: bool) -> None:
+                    resolution: float, seconds: float, interpreter: str, qdisc_ahead: float,
+                    switch_backend: str, out_dir: str | None, as_json: bool) -> None:
     """The highest link rate at which one QP alone, and two QPs sharing a
     bottleneck, stay faithful through one soft switch (roce-basics trials:
     64 KiB WRITEs, MTU 1024), found by a search over rates."""
@@ -610,7 +615,9 @@ def bench_hosts_cmd(only: str | None, start_mbps: float, ceiling_mbps: float, fl
     kinds = (only,) if only else ("lone_qp", "pair")
     rep = hosts_bench(kinds, start_mbps=start_mbps, floor_mbps=floor_mbps,
                       ceiling_mbps=ceiling_mbps, resolution=resolution, seconds=seconds,
-                      interpreter=interpreter, out_dir=Path(out_dir) if out_dir else None,
+                      interpreter=interpreter, qdisc_ahead=qdisc_ahead,
+                      switch_backend=switch_backend,
+                      out_dir=Path(out_dir) if out_dir else None,
                       echo=lambda line: click.echo(line, err=True))
     if as_json:
         click.echo(json.dumps(rep, indent=2))

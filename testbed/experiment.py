@@ -81,6 +81,9 @@ class Topology:
     # Lines for one switch of a fabric only (switch name -> lines), applied
     # after the network's and ``commands``: e.g. one uplink's rate.
     switch_commands: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Each host's interface serialises its frames at the modelled link rate
+    # with a TBF qdisc (testbed.net.shape_host), as a NIC does: needs ``network``.
+    host_line_qdisc: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.n_hosts <= 250:
@@ -91,6 +94,8 @@ class Topology:
                                       f"{self.fabric.n_hosts} hosts")
             if self.network is not None and self.network.link_delay_us:
                 raise ExperimentError("a leaf-spine fabric has no link delay (link_delay_us 0)")
+        if self.host_line_qdisc and self.network is None:
+            raise ExperimentError("host_line_qdisc needs the modelled network (its link rate)")
         names = (set(self.fabric.leaf_names + self.fabric.spine_names)
                  if self.fabric is not None else {"s1"})
         unknown = sorted(set(self.switch_commands) - names)

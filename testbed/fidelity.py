@@ -22,7 +22,8 @@ testbed.experiment.FidelityLimits):
 - ``switch_kernel_drops``: frames the kernel dropped before the switch read them;
 - ``switch_sampling``: the switch statistics poller ran without error and took samples;
 - ``host_pacing_late_fraction``: per sender, packets sent later than allowed;
-- ``host_tx_drops``: datagrams a host's socket refused;
+- ``host_tx_drops``: datagrams a host's socket refused, or its line-rate
+  qdisc dropped (``Topology.host_line_qdisc``);
 - ``congestion_without_overload`` (not measured on a leaf-spine fabric): a
   port whose offered load (the sum of the
   line rates of the senders toward it, each capped by its flows' application
@@ -198,6 +199,8 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
             if e.get("pacer"):
                 senders.append({"phase": p.name, "host": e["host"], "flow": e.get("flow", "?"),
                                 **e["pacer"]["lateness"]})
+        for q in (data.stats.get("host_qdiscs") or {}).values():
+            tx_drops += int(q.get("dropped", 0))
         marks = _ce_marks_toward(data, plan, p.name)
         for port, load in offered_load(plan, p.name).items():
             if load.capacity_bps is None or load.offered_bps > load.capacity_bps * (1 + 1e-9):

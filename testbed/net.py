@@ -96,6 +96,50 @@ def running(net: Any) -> Iterator[Any]:
                 signal.signal(signal.SIGINT, old_int)
 
 
+# The most a host's line-rate qdisc holds before it drops: far more than the
+# pacer's run-ahead (hosts/roce/pacing.py) ever puts there.
+HOST_QDISC_LIMIT_BYTES = 256 * 1024
+
+
+def shape_host(host: Any, rate_bps: float, burst_bytes: int) -> str:
+    """Serialise ``host``'s frames at ``rate_bps`` with a TBF qdisc at the root
+    of its interface, as a NIC's serialiser does: the kernel's hrtimers space
+    the frames, not the sender's wake-ups. TBF counts each frame's length from
+    the Ethernet header, as the transport and the switch do. ``burst_bytes``
+    (at least one frame of the interface's MTU, else TBF drops larger frames)
+    is how much a late timer may catch up at once. Returns the interface's
+    name; raises RuntimeError with tc's message if the qdisc did not take."""
+    intf = host.defaultIntf()
+    mtu_frame = int(getattr(intf, "mtu", None) or 1500) + 14
+    if rate_bps <= 0:
+        raise ValueError(f"shape_host({host.name}): rate must be positive, not {rate_bps}")
+    if burst_bytes < mtu_frame:
+        raise ValueError(f"shape_host({host.name}): burst {burst_bytes} B is smaller than "
+                         f"one {mtu_frame} B frame of {intf}")
+    out = host.cmd(f"tc qdisc replace dev {intf} root tbf rate {int(round(rate_bps))}bit "
+                   f"burst {int(burst_bytes)} limit {HOST_QDISC_LIMIT_BYTES} 2>&1")
+    shown = host.cmd(f"tc qdisc show dev {intf}")
+    if "tbf" not in shown:
+        raise RuntimeError(f"shape_host({host.name}): tc could not add a TBF qdisc on "
+                           f"{intf}: {out.strip() or shown.strip()}")
+    return str(intf)
+
+
+def host_qdisc_stats(host: Any) -> dict[str, int]:
+    """Sent bytes and packets, drops, overlimits and backlog of the root qdisc
+    on ``host``'s interface (``tc -s``), or {} if tc shows none."""
+    out = host.cmd(f"tc -s qdisc show dev {host.defaultIntf()}")
+    m = re.search(r"Sent (\d+) bytes (\d+) pkt \(dropped (\d+), overlimits (\d+)", out)
+    if m is None:
+        return {}
+    st = {"sent_bytes": int(m[1]), "sent_pkts": int(m[2]), "dropped": int(m[3]),
+          "overlimits": int(m[4])}
+    b = re.search(r"backlog (\d+)b (\d+)p", out)
+    if b is not None:
+        st["backlog_bytes"], st["backlog_pkts"] = int(b[1]), int(b[2])
+    return st
+
+
 def star_router(
     n_hosts: int = 2,
     program: str | os.PathLike[str] = P4_DIR / "l3_router.p4",

@@ -693,6 +693,14 @@ def poll_file(switch: str, fabric: bool) -> str:
     return f"switch-{switch}.jsonl" if fabric else "switch.jsonl"
 
 
+# A host's line-rate qdisc may send this many full-size frames back to back
+# after a late timer (testbed.net.shape_host): enough to keep the long-run rate
+# through timer lateness of about a packet time, little enough that the switch
+# sees no more than two frames bunched.
+HOST_QDISC_BURST_FRAMES = 2
+_QDISC_COUNTERS = ("sent_bytes", "sent_pkts", "dropped", "overlimits")
+
+
 def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
                switches: dict[str, Any], prog: Progress, opts: RunOptions,
                agents_out: list[_Agent], applied: list[dict[str, Any]]) -> dict[str, Any]:
@@ -727,6 +735,11 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
         jobs = _phase_jobs(phase, pdir, opts.hosts)
     except SpecError as e:
         raise RunError(f"phase {phase.name}: {e}") from e
+    qdiscs_before: dict[str, dict[str, int]] = {}
+    if plan.topology.host_line_qdisc:
+        from testbed.net import host_qdisc_stats
+
+        qdiscs_before = {h: host_qdisc_stats(net.get(h)) for h in jobs}
     agents = []
     for h, spec in jobs.items():
         sp = pdir / f"{h}.spec.json"
@@ -799,6 +812,14 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
         for poller in pollers:
             poller.stop()
     afters = {n: _switch_stats(one, opts.target) for n, one in switches.items()}
+    host_qdiscs: dict[str, Any] = {}
+    if plan.topology.host_line_qdisc:
+        from testbed.net import host_qdisc_stats
+
+        for h, q0 in qdiscs_before.items():
+            q1 = host_qdisc_stats(net.get(h))
+            host_qdiscs[h] = {k: v - q0.get(k, 0) if k in _QDISC_COUNTERS else v
+                              for k, v in q1.items()}
     qmaxes: dict[str, Any] = {}
     if reg:
         from testbed.controller import ControllerError
@@ -816,6 +837,8 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
         "poller_samples": sum(p.samples for p in pollers),
         "poller_error": "; ".join(errors) or None,
         "wall_s": time.monotonic() - t_start}
+    if host_qdiscs:
+        stats["host_qdiscs"] = host_qdiscs
     if fabric:
         # pooled for the fidelity checks; every switch's own figures beside them
         stats.update(before=merge_switch_stats(befores), after=merge_switch_stats(afters),
@@ -919,6 +942,15 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
                                         plan.network_commands() + topo.switch_commands.get(n, ()),
                                         opts.target, topo.packet_bytes,
                                         f"topology ({n})" if fab else "topology", applied)
+                    if topo.host_line_qdisc and topo.network is not None:
+                        conv = topo.network.convert(plan.path_mtu())
+                        from testbed.net import shape_host
+
+                        burst = max(HOST_QDISC_BURST_FRAMES * conv.frame_bytes, 1514)
+                        for h in hosts:
+                            shape_host(h, conv.link_bps, burst)
+                        prog.line(f"hosts: a TBF qdisc at {conv.link_bps / 1e6:g} Mb/s on "
+                                  f"each host's interface (burst {burst} B)")
                     if measured is not None and len(hosts) > 1:
                         measured["base_rtt"] = measure_base_rtt(hosts[0], hosts[-1])
                         prog.line(f"base RTT {hosts[0].name}-{hosts[-1].name}: "

@@ -8,6 +8,17 @@ the actual send time is the lateness: how far the emulation fell behind the
 schedule (a busy CPU, a slow event loop). Runs report it so a run that did not
 keep up is flagged.
 
+Run-ahead mode (``ahead_bytes`` > 0, for a host whose interface serialises
+at the line rate itself, a TBF qdisc: testbed/net.py): while the controller
+allows the full line rate, the wire's spacing is the kernel's job, so the
+pacer lets the sender keep up to ``ahead_bytes`` in the qdisc, modelled as a
+queue draining at the line rate. It wakes the sender when that queue is down
+to half, so one wake-up sends several packets and a wake-up late by less
+than the queue's remaining time costs nothing. Lateness is then what the
+sender cost the wire: how long the modelled queue stood empty while the
+packet was waiting. Below the line rate (a DCQCN cut) the token bucket paces
+as usual, one packet at a time.
+
 Rates in bit/s, sizes in bytes (Ethernet frame lengths, as the transport
 counts them), times in CLOCK_MONOTONIC nanoseconds.
 """
@@ -98,6 +109,9 @@ class Pacer:
     A packet's schedule is the later of when it was first asked about and when
     the bucket held enough tokens for it; asking again (an event loop waking up)
     does not move the schedule, so lateness = actual send time - schedule.
+
+    ``line_bps`` and ``ahead_bytes``: the run-ahead mode of the module
+    docstring (``ahead_bytes`` 0, the default, turns it off).
     """
 
     def __init__(
@@ -106,9 +120,20 @@ class Pacer:
         burst_bytes: int = DEFAULT_BURST_BYTES,
         now_ns: int = 0,
         late_threshold_packets: float = 1.0,
+        line_bps: float | None = None,
+        ahead_bytes: int = 0,
     ) -> None:
         if rate_bps <= 0 or burst_bytes <= 0:
             raise ValueError("rate and burst must be positive")
+        if ahead_bytes < 0 or (ahead_bytes and not (line_bps and line_bps > 0)):
+            raise ValueError("run-ahead needs ahead_bytes >= 0 and a positive line_bps")
+        if ahead_bytes and ahead_bytes < burst_bytes:
+            raise ValueError(f"ahead_bytes ({ahead_bytes}) must hold a full bucket "
+                             f"({burst_bytes} bytes)")
+        self.line_bps = float(line_bps) if line_bps else float("inf")
+        self.ahead_bytes = int(ahead_bytes)
+        self._wire_free = float(now_ns)   # when the modelled qdisc queue drains
+        self.ahead_sends = 0
         self._rate = float(rate_bps)
         self.burst_bytes = int(burst_bytes)
         # Bucket level at time _t; between events it grows linearly up to the burst.
@@ -161,6 +186,10 @@ class Pacer:
             return self._ask
         return max(self._ask, self._t + deficit * 8e9 / self._rate)
 
+    def _ahead(self) -> bool:
+        # (a controller back at line rate may differ from it in the last bits)
+        return self.ahead_bytes > 0 and self._rate >= self.line_bps * (1 - 1e-9)
+
     # ---- transport Pacer protocol (ns) ----
     def next_send_ns(self, nbytes: int, now_ns: int, rate_bps: float | None = None) -> int:
         """Time (ns) the next packet, of `nbytes`, may leave; <= now_ns means now."""
@@ -168,6 +197,12 @@ class Pacer:
             self.set_rate(rate_bps, now_ns)
         if self._ask is None:
             self._ask = float(now_ns)
+        if self._ahead():
+            queued_ns = self._wire_free - now_ns
+            if queued_ns * self.line_bps / 8e9 + nbytes <= self.ahead_bytes:
+                return now_ns
+            # Full: come back when half of it has drained.
+            return math.ceil(self._wire_free - self.ahead_bytes * 4e9 / self.line_bps)
         return math.ceil(self._schedule(nbytes))
 
     def on_sent(self, nbytes: int, now_ns: int, rate_bps: float | None = None) -> None:
@@ -175,14 +210,25 @@ class Pacer:
         if rate_bps is not None:
             self.set_rate(rate_bps, now_ns)
         now = float(now_ns)
-        if self._ask is not None:
-            late = max(0.0, now - math.ceil(self._schedule(nbytes)))
-        else:
+        ahead = self._ahead()
+        if self._ask is None:
             late = 0.0  # sent without asking: nothing to be late against
+        elif ahead:
+            # The wire stood idle from when the queue drained (or the packet
+            # was first asked about, if later) until now.
+            late = max(0.0, now - max(self._ask, self._wire_free))
+        else:
+            late = max(0.0, now - math.ceil(self._schedule(nbytes)))
         self._ask = None
         self._refill(now)
         self.lateness.record(late / 1e9)
         self._tokens -= nbytes
+        if ahead:
+            # What waits in the qdisc is owed to the bucket, should the rate drop.
+            self._tokens = max(self._tokens, -float(self.ahead_bytes))
+            self.ahead_sends += 1
+        if self.line_bps != float("inf"):
+            self._wire_free = max(self._wire_free, now) + nbytes * 8e9 / self.line_bps
         if self.first_send_ns is None:
             self.first_send_ns = now_ns
         else:
@@ -211,6 +257,8 @@ class Pacer:
         return {
             "rate_bps": self._rate,
             "burst_bytes": self.burst_bytes,
+            "ahead_bytes": self.ahead_bytes,
+            "ahead_sends": self.ahead_sends,
             "bytes_sent": self.bytes_sent,
             "achieved_rate_bps": self.achieved_rate_bps(),
             "lateness": self.lateness.as_dict(),

@@ -91,6 +91,26 @@ def test_quick_run_meets_the_acceptance_thresholds(tmp_path: Path, preset: str) 
     assert agent_processes(out) == []
 
 
+def test_hosts_serialised_by_a_line_rate_qdisc(tmp_path: Path) -> None:
+    """With host_qdisc_ahead_packets, each host's interface has a TBF at the
+    line rate, the lone sender keeps packets queued there (run-ahead) and
+    the run stays faithful."""
+    out = tmp_path / "run"
+    r = run_cli("run", "roce-basics", "--out", str(out), "-p", "bottleneck_mbps=10",
+                "-p", "phases=single", "-p", "single_msgs=40", "-p", "host_qdisc_ahead_packets=8")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "a TBF qdisc at 10 Mb/s on each host's interface" in r.stdout
+    s = json.loads((out / "summary.json").read_text())
+    assert_faithful(s)
+    assert s["single"]["goodput_fraction"] >= 0.95, s["single"]
+    stats = json.loads((out / "phases" / "single" / "switch_stats.json").read_text())
+    sent = stats["host_qdiscs"]["h1"]
+    assert sent["dropped"] == 0 and sent["sent_pkts"] >= 40 * 64, sent
+    from testbed.timeline import load_phase
+    ends = [e for e in load_phase(out, "single").all_events("flow_end") if e["role"] == "sender"]
+    assert ends and ends[0]["pacer"]["ahead_sends"] > 0.9 * 40 * 64, ends[0]["pacer"]
+
+
 def test_a_killed_host_agent_fails_the_run_and_leaves_nothing(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = subprocess.Popen(

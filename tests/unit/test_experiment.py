@@ -239,7 +239,8 @@ def _flow_events(flow: str, sender: str, receiver: str, msg_bytes: int, msgs: in
 def _switch_stats(port_drops: int = 0, qmax: int = 2, drops: dict[str, int] | None = None,
                   lag: tuple[int, int, int, int] = (100, 10, 200, 30),
                   kernel_drops: int = 0, poller_samples: int = 60,
-                  poller_error: str | None = None) -> dict[str, Any]:
+                  poller_error: str | None = None,
+                  host_qdiscs: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
     def snap(mean: int, samples: int, qd: int, dr: dict[str, int], kd: int) -> dict[str, Any]:
         return {"lag_us": {"mean": mean, "samples": samples, "max": 900}, "kernel_drops": kd,
                 "switch": {"drops": dr, "queues": {"3": {"queues": [{"depth": 0, "drops": qd}]}}}}
@@ -247,7 +248,8 @@ def _switch_stats(port_drops: int = 0, qmax: int = 2, drops: dict[str, int] | No
     return {"before": snap(lag[0], lag[1], 0, {}, 0),
             "after": snap(lag[2], lag[3], port_drops, drops or {}, kernel_drops),
             "qdepth_max": {"3": qmax}, "poller_samples": poller_samples,
-            "poller_error": poller_error}
+            "poller_error": poller_error,
+            **({"host_qdiscs": host_qdiscs} if host_qdiscs is not None else {})}
 
 
 def write_roce_basics_run(run_dir: Path, p: Any, *, single_goodput: float = 0.99,

@@ -113,3 +113,82 @@ def test_asking_again_does_not_move_the_schedule() -> None:
     assert p.next_send_ns(1000, t, rate) == t
     p.on_sent(1000, t, rate)
     assert p.lateness.sends == 3 and p.lateness.late_sends == 1
+
+
+# ---- run-ahead mode: the host's qdisc serialises at the line rate ----
+LINE = 200e6
+FRAME = 1100
+PKT_S = FRAME * 8 / LINE
+
+
+def ahead_pacer(packets: int = 4) -> Pacer:
+    return Pacer(LINE, burst_bytes=FRAME, line_bps=LINE, ahead_bytes=packets * FRAME,
+                 late_threshold_packets=1.0)
+
+
+def test_run_ahead_fills_the_qdisc_then_waits_until_half_has_drained() -> None:
+    p = ahead_pacer(4)
+    t = 1.0
+    sent = 0
+    while p.next_send_time(FRAME, t) <= t:
+        p.consume(FRAME, t)
+        sent += 1
+    assert sent == 4                                   # one wake-up, four packets
+    assert p.next_send_time(FRAME, t) == pytest.approx(t + 2 * PKT_S, abs=1e-9)
+    assert p.lateness.late_sends == 0
+
+
+def test_run_ahead_holds_the_line_rate_and_wakes_once_per_half_queue() -> None:
+    p = ahead_pacer(4)
+    t, wakes = 0.0, 0
+    for _ in range(4000):
+        nxt = p.next_send_time(FRAME, t)
+        if nxt > t:
+            t, wakes = nxt, wakes + 1
+        p.consume(FRAME, t)
+    assert p.achieved_rate_bps() == pytest.approx(LINE, rel=0.01)
+    assert wakes == pytest.approx(4000 / 2, rel=0.01)
+    assert p.lateness.late_sends == 0
+
+
+def test_run_ahead_lateness_is_the_time_the_wire_stood_idle() -> None:
+    p = ahead_pacer(4)
+    t = 0.0
+    for _ in range(4):
+        p.consume(FRAME, p.next_send_time(FRAME, t))
+    wake = p.next_send_time(FRAME, t)                 # two packets still queued then
+    # Late by one packet time: the queue still held one, the wire never idled.
+    p.consume(FRAME, wake + PKT_S)
+    assert p.lateness.last_s == 0.0
+    # The queue now drains at 5 packet times; the sender comes back 3 after.
+    p.next_send_time(FRAME, wake + PKT_S)
+    p.consume(FRAME, 8 * PKT_S)
+    assert p.lateness.last_s == pytest.approx(3 * PKT_S)
+    assert p.lateness.late_sends == 1
+
+
+def test_below_the_line_rate_the_bucket_paces_one_packet_at_a_time() -> None:
+    p = ahead_pacer(8)
+    t = 0.0
+    p.set_rate(LINE / 2, 0)
+    p.consume(FRAME, p.next_send_time(FRAME, t))
+    nxt = p.next_send_time(FRAME, t)
+    assert nxt == pytest.approx(FRAME * 8 / (LINE / 2))    # no run-ahead at a DCQCN rate
+    drive(p, 2000, FRAME, nxt)
+    assert p.achieved_rate_bps() == pytest.approx(LINE / 2, rel=0.01)
+
+
+def test_what_was_queued_ahead_delays_the_first_packet_after_a_cut() -> None:
+    p = ahead_pacer(4)
+    for _ in range(4):
+        p.consume(FRAME, 0.0)                           # four packets in the qdisc
+    p.set_rate(LINE / 2, 0)
+    # The bucket owes the queued bytes (less its own one packet) at the new rate.
+    assert p.next_send_time(FRAME, 0.0) == pytest.approx(4 * FRAME * 8 / (LINE / 2), rel=0.01)
+
+
+def test_run_ahead_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="line_bps"):
+        Pacer(LINE, burst_bytes=FRAME, ahead_bytes=4 * FRAME)
+    with pytest.raises(ValueError, match="full bucket"):
+        Pacer(LINE, burst_bytes=2 * FRAME, line_bps=LINE, ahead_bytes=FRAME)

@@ -63,6 +63,18 @@ def test_fidelity_flags_a_switch_that_did_not_keep_up(tmp_path: Path) -> None:
     assert "switch_lag_mean_us" in f["text"]
 
 
+def test_frames_a_host_qdisc_dropped_make_a_run_unfaithful(tmp_path: Path) -> None:
+    sent = {"sent_bytes": 10**6, "sent_pkts": 900, "overlimits": 50}
+    f = _fidelity(tmp_path, host_qdiscs={"h1": {**sent, "dropped": 0},
+                                         "h3": {**sent, "dropped": 0}})
+    assert f["ok"] is True and f["checks"]["host_tx_drops"]["value"] == 0
+    other = tmp_path / "other"
+    other.mkdir()
+    f = _fidelity(other, host_qdiscs={"h1": {**sent, "dropped": 2}})
+    assert f["failed"] == ["host_tx_drops"]
+    assert f["checks"]["host_tx_drops"]["value"] == 6      # 2 in each of three phases
+
+
 def test_a_soft_run_without_lag_samples_is_not_faithful(tmp_path: Path) -> None:
     f = _fidelity(tmp_path, lag=(0, 0, 0, 0))
     assert f["verdict"] == "not faithful"
