@@ -66,12 +66,12 @@ def _totals(stats: dict[str, Any]) -> tuple[int, int, float]:
 def _wait_for_names(names: Sequence[str], timeout: float) -> None:
     """Wait while interfaces of another Mininet run hold the names this one
     needs (Mininet names are global to the machine)."""
-    import subprocess
+    from testbed.netlink import link_names
+
     deadline = time.monotonic() + timeout
     while True:
-        out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True,
-                             text=True).stdout
-        taken = [n for n in names if f" {n}@" in out or f" {n}:" in out]
+        present = set(link_names())
+        taken = [n for n in names if n in present]
         if not taken:
             return
         if time.monotonic() > deadline:

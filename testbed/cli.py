@@ -408,6 +408,8 @@ def clean_cmd(include_live: bool) -> None:
         click.echo(f"  {what}")
     click.echo(f"interfaces deleted: {len(done.deleted)}" + "".join(
         f"\n  {n}" for n in done.deleted))
+    for why in done.failed:
+        click.echo(f"not removed: {why}")
     for owner in sorted(set(done.skipped_live_owners)):
         click.echo(f"left alone: the network of process {owner}, which is still running "
                    "(--all stops it too)")

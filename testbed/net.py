@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -217,11 +216,13 @@ def star_router(
     from testbed.owned import record_network
 
     record_network(net)
+    from testbed.netlink import set_permanent_neighbour
+
     for h, a in zip(hosts, addrs, strict=True):
         if host_provider == "rxe":
             continue            # RxeHost.config sets its gateway's entry
-        h.cmd(f"ip neigh replace {a.gateway_ip} lladdr {a.gateway_mac} dev {h.defaultIntf()}"
-              " nud permanent")
+        set_permanent_neighbour(a.gateway_ip, a.gateway_mac, str(h.defaultIntf()),
+                                netns_pid=h.pid)
     return net, sw, hosts, addrs
 
 
@@ -404,17 +405,16 @@ def leaf_spine(
     from testbed.owned import record_network
 
     record_network(net)
+    from testbed.netlink import set_permanent_neighbour
+
     for h, a in zip(hosts, addrs, strict=True):
-        h.cmd(f"ip neigh replace {a.gateway_ip} lladdr {a.gateway_mac} dev {h.defaultIntf()}"
-              " nud permanent")
+        set_permanent_neighbour(a.gateway_ip, a.gateway_mac, str(h.defaultIntf()),
+                                netns_pid=h.pid)
     return net, switches, hosts, addrs
 
 
 # ---------------------------------------------------------------------------
 # leftovers
-
-
-_INTF_RE = re.compile(r"^\d+:\s+([^:@\s]+)")
 
 
 _MININET_INTF = re.compile(r"^[a-z]+\d+-eth\d+$")
@@ -467,9 +467,9 @@ def leftovers() -> list[str]:
             found.append(f"process {entry.name}: {' '.join(words)}")
         elif any(w.startswith("mininet:") for w in words):
             found.append(f"process {entry.name}: {' '.join(words)}")
-    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        m = _INTF_RE.match(line)
-        if m and _MININET_INTF.match(m.group(1)):
-            found.append(f"interface {m.group(1)}")
+    from testbed.netlink import link_names
+
+    for name in link_names():
+        if _MININET_INTF.match(name):
+            found.append(f"interface {name}")
     return found

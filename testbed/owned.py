@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Iterable
@@ -200,6 +199,7 @@ class Cleanup:
     deleted: list[str] = field(default_factory=list)
     skipped_live_owners: list[int] = field(default_factory=list)
     records_removed: int = 0
+    failed: list[str] = field(default_factory=list)     # what could not be removed, and why
 
 
 def record_files() -> list[Path]:
@@ -246,11 +246,17 @@ def remove_recorded(paths: Iterable[Path] | None = None, *, include_live_owners:
         if _alive(pid, p["start"]):
             _signal(pid, signal.SIGKILL)
         out.stopped.append(f"{p['what']} (pid {pid})")
+    from testbed.netlink import NetlinkError, delete_link
+
     for rec in recs:
         for name, idx in rec.interfaces.items():
-            if _ifindex(name) == idx and subprocess.run(
-                    ["ip", "link", "del", name], capture_output=True).returncode == 0:
-                out.deleted.append(name)
+            if _ifindex(name) != idx:
+                continue
+            try:
+                if delete_link(name):
+                    out.deleted.append(name)
+            except NetlinkError as e:
+                out.failed.append(str(e))
         if rec.owner == os.getpid():
             rec = this_process_record()
             rec.forget(list(rec.processes), list(rec.interfaces))

@@ -1046,11 +1046,15 @@ def _force_teardown(net: Any) -> list[str]:
             done.append(f"{node.name} shell")
         if shell is not None:
             shell.wait()
+    from testbed.netlink import NetlinkError, delete_link
+
     for node in net.switches:
         for intf in node.intfList():
-            if intf.name != "lo" and subprocess.run(
-                    ["ip", "link", "del", intf.name], capture_output=True).returncode == 0:
-                done.append(intf.name)
+            try:
+                if intf.name != "lo" and delete_link(intf.name):
+                    done.append(intf.name)
+            except NetlinkError as e:
+                done.append(f"not {intf.name} ({e})")
     return done
 
 

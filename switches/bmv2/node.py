@@ -141,12 +141,13 @@ class BMv2Switch(Switch):
         if self.proc is not None and self.proc.poll() is None:
             return
         from switches.soft.node import offload_off_command
+        from testbed.netlink import set_link_up
 
         os.makedirs(self.log_dir, exist_ok=True)
         for _port, ifname in self.port_interfaces():
             self.cmd(offload_off_command(ifname))
             self.cmd(f"sysctl -qw net.ipv6.conf.{ifname.replace('.', '/')}.disable_ipv6=1")
-            self.cmd(f"ip link set {ifname} up")
+            set_link_up(ifname)            # switches live in the initial namespace
         self.thrift_port = self.requested_thrift_port or free_port()
         self.grpc_port = self.requested_grpc_port or free_port()
         for stale in self.log_files:

@@ -41,6 +41,7 @@ from switches.bmv2.launch import (
 from switches.stf.engine import Entry, KeyField, TableView, run_commands
 from switches.stf.syntax import StfError, StfSyntaxError, parse_stf, stf_ports
 from switches.stf.verdict import StfResult
+from testbed.netlink import NetlinkError, add_veth, delete_link, set_link_up
 
 if TYPE_CHECKING:
     from testbed.controller import P4RuntimeController
@@ -113,21 +114,17 @@ class _Wire:
             s.close()
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
-
-
 def _make_veths(ports: Sequence[int], tag: str) -> dict[int, tuple[str, str]]:
     """(switch end, host end) per port, up, without IPv6 (no stray ND frames)."""
     pairs: dict[int, tuple[str, str]] = {}
     try:
         for p in ports:
             sw_end, host_end = f"{tag}s{p}", f"{tag}h{p}"
-            _ip("link", "add", sw_end, "type", "veth", "peer", "name", host_end)
+            add_veth(sw_end, host_end)
             pairs[p] = (sw_end, host_end)
             for end in (sw_end, host_end):
                 Path(f"/proc/sys/net/ipv6/conf/{end}/disable_ipv6").write_text("1\n")
-                _ip("link", "set", end, "up")
+                set_link_up(end)
     except BaseException:
         _del_veths(pairs)
         raise
@@ -136,7 +133,10 @@ def _make_veths(ports: Sequence[int], tag: str) -> dict[int, tuple[str, str]]:
 
 def _del_veths(pairs: Mapping[int, tuple[str, str]]) -> None:
     for sw_end, _ in pairs.values():
-        subprocess.run(["ip", "link", "del", sw_end], capture_output=True)
+        try:
+            delete_link(sw_end)
+        except NetlinkError:
+            pass            # cleanup: the other pairs still go
 
 
 _MATCH_KINDS = {2: "exact", 3: "lpm", 4: "ternary", 5: "range", 6: "optional"}  # p4info MatchType

@@ -181,11 +181,13 @@ class SoftP4Switch(Switch):
     def start(self, controllers: list[Any]) -> None:
         if self.proc is not None and self.proc.poll() is None:
             return
+        from testbed.netlink import set_link_up
+
         os.makedirs(self.log_dir, exist_ok=True)
         for _port, ifname in self.port_interfaces():
             self.cmd(offload_off_command(ifname))
             self.cmd(f"sysctl -qw net.ipv6.conf.{ifname.replace('.', '/')}.disable_ipv6=1")
-            self.cmd(f"ip link set {ifname} up")
+            set_link_up(ifname)            # switches live in the initial namespace
         try:
             os.unlink(self.ready_path)
         except FileNotFoundError:
