@@ -2,8 +2,9 @@
 
 - `Communicator(ctx, rank, size, job_id, channels=C, max_bytes=..., event_sink=...)`
   with `local_info()` / `connect(infos)` or `Communicator.init(..., rendezvous)`;
-  `all_reduce`, `reduce_scatter`, `all_gather` (blocking) and `start_*`
-  (returning a `CollectiveOp` driven by `progress()`).
+  `all_reduce`, `reduce_scatter`, `all_gather`, `reduce`, `broadcast` (pipelined
+  chains around the ring), `barrier` (blocking) and `start_*` (returning a
+  `CollectiveOp` driven by `progress()`).
 - `epic`: `EpicCommunicator(ctx, rank, size, EpicEndpoint(...))`, the same
   collectives (plus reduce, broadcast, barrier) aggregated by an EPIC Mode-II
   switch (switches/p4/EPIC.md), over standard RC verbs only.
