@@ -123,9 +123,15 @@ class SymphonyRing(SymphonyNetwork):
     chunk_kb: int = 1024             # per rank per step (paper: 8 MB)
     iterations: int = 3              # collectives per job and phase
     seeds: int = 3
+    # The soft switches' data path: a fabric is several switch daemons on the
+    # same cores, and PyPy's JIT forwards a packet for a third of CPython's
+    # CPU (README, "Speed").
+    backend: str = "pypy"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.backend not in ("python", "pypy"):
+            raise ValueError(f"backend {self.backend!r}: python or pypy")
         if self.leaves < 2:
             raise ValueError("leaves must be >= 2 (the rings cross the spines)")
         if self.hosts_per_leaf % self.JOBS_PER_FABRIC:
