@@ -127,11 +127,16 @@ class SymphonyRing(SymphonyNetwork):
     # same cores, and PyPy's JIT forwards a packet for a third of CPython's
     # CPU (README, "Speed").
     backend: str = "pypy"
+    # One untracked AllReduce of this chunk first, outside the verdict: the
+    # PyPy switches compile their hot loops in it (0: none).
+    warmup_kb: int = 64
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.backend not in ("python", "pypy"):
             raise ValueError(f"backend {self.backend!r}: python or pypy")
+        if self.warmup_kb < 0 or (self.warmup_kb * 1024) % (8 * self.channels):
+            raise ValueError("warmup_kb must be >= 0 and split into int64 elements per channel")
         if self.leaves < 2:
             raise ValueError("leaves must be >= 2 (the rings cross the spines)")
         if self.hosts_per_leaf % self.JOBS_PER_FABRIC:

@@ -62,6 +62,7 @@ report judges.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from dataclasses import dataclass
@@ -202,6 +203,18 @@ def _jobs(p: Params, job_id: int, seed: int) -> dict[str, JobSpec]:
     return out
 
 
+def warmup_phase(p: SymphonyRing) -> PhasePlan:
+    """One AllReduce of ``p.warmup_kb`` chunks over every host of ``p``'s
+    fabric, job id 0 (no switch tracks it): the switches' JIT compiles
+    their hot loops before anything is measured; outside the verdict."""
+    fields = {f.name: getattr(p, f.name) for f in dataclasses.fields(SymphonyRing)}
+    w = Params(**dict(fields, chunk_kb=p.warmup_kb, iterations=1, seeds=1, schemes="baseline",
+                      variant="ecmp" if p.ecmp else "imbalance"))
+    return PhasePlan("warmup", _jobs(w, 0, 0), warmup=True,
+                     timeout_s=4 * w.theoretical_cct_s + 90,
+                     notes=f"warm-up: one AllReduce of {p.warmup_kb} KiB chunks, not measured")
+
+
 def plan(p: Params) -> RunPlan:
     fab = p.fabric
     per_switch: dict[str, tuple[str, ...]] = {}
@@ -215,7 +228,7 @@ def plan(p: Params) -> RunPlan:
         switch_commands=per_switch,
         # PQ's two queues per port; traffic of other schemes stays in queue 0
         priority_queues=2 if "pq" in p.scheme_list else 1)
-    phases = []
+    phases = [warmup_phase(p)] if p.warmup_kb else []
     job = 0
     for seed in range(p.seeds):
         for scheme in p.scheme_list:

@@ -112,7 +112,7 @@ def plan(p: Params) -> RunPlan:
         n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
         packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
         commands=(config_command(p.symphony, p.slowdown),), fabric=fab, backend=p.backend)
-    phases = []
+    phases = [ring.warmup_phase(first)] if p.warmup_kb else []
     job = 0
     for seed in range(p.seeds):
         for i, v in enumerate(p.value_list):

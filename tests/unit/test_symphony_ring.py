@@ -19,7 +19,11 @@ def test_plan_is_a_fabric_with_the_papers_parameters() -> None:
     net = plan.topology.network
     assert net is not None and net.red is not None and net.red.pmax == 0.2
     assert (net.red.kmin.bytes, net.red.kmax.bytes, net.link_gbps) == (50_000, 100_000, 10)
-    sym = {ph.name: any("symphony.jobs" in c for c in ph.commands) for ph in plan.phases}
+    warm, *measured = plan.phases
+    # the warm-up: every host, job id 0 (untracked), outside the verdict
+    assert warm.warmup and not warm.commands and len(warm.jobs) == 4
+    assert {s.collective.job_id for s in warm.jobs.values()} == {0}  # type: ignore[union-attr]
+    sym = {ph.name: any("symphony.jobs" in c for c in ph.commands) for ph in measured}
     assert sym == {"baseline-s0": False, "symphony-s0": True, "symphony_late-s0": False,
                    "pq-s0": False}
     phases = {ph.name: ph for ph in plan.phases}
@@ -31,7 +35,7 @@ def test_plan_is_a_fabric_with_the_papers_parameters() -> None:
     assert any("MyIngress.lag_priority.jobs" in c for c in phases["pq-s0"].commands)
     assert plan.topology.priority_queues == 2
     two = exp.plan(exp.Params(hosts_per_leaf=2, seeds=1, schemes="baseline,symphony"))
-    assert [ph.name for ph in two.phases] == ["baseline-s0", "symphony-s0"]
+    assert [ph.name for ph in two.phases] == ["warmup", "baseline-s0", "symphony-s0"]
     assert two.topology.priority_queues == 1
     imb = exp.plan(exp.Params(variant="imbalance", hosts_per_leaf=2, seeds=2))
     assert imb.topology.fabric is not None and not imb.topology.fabric.ecmp

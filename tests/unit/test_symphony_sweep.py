@@ -13,24 +13,25 @@ def test_k_points_share_one_baseline_and_set_their_own_k() -> None:
     p = exp.Params.quick()
     plan = exp.plan(p)
     assert p.value_list == [0.001, 0.1]
-    assert [ph.name for ph in plan.phases] == ["baseline-p0-s0", "symphony-p0-s0",
+    assert [ph.name for ph in plan.phases] == ["warmup", "baseline-p0-s0", "symphony-p0-s0",
                                                "symphony-p1-s0"]
     configs = [next(c for c in ph.commands if "symphony.config" in c)
-               for ph in plan.phases[1:]]
+               for ph in plan.phases[2:]]
     # k in parts per million: 1e-3 -> 1000, 0.1 -> 100000
     assert [c.split()[3] for c in configs] == ["1000", "100000"]
-    assert not plan.phases[0].commands and plan.topology.fabric.ecmp  # type: ignore[union-attr]
+    assert not plan.phases[1].commands and plan.topology.fabric.ecmp  # type: ignore[union-attr]
 
 
 def test_imbalance_and_chunk_points() -> None:
     p = exp.Params(sweep="imbalance", values="1.25,1.6", seeds=1, hosts_per_leaf=2)
     plan = exp.plan(p)
     assert plan.topology.fabric is not None and not plan.topology.fabric.ecmp
-    rates = {ph.name: ph.switch_commands["leaf1"] for ph in plan.phases}
+    rates = {ph.name: ph.switch_commands["leaf1"] for ph in plan.phases if not ph.warmup}
     assert rates["baseline-p0-s0"] == rates["symphony-p0-s0"] == ("set_port_rate_bps 3200000 3",)
     assert rates["symphony-p1-s0"] == ("set_port_rate_bps 2500000 3",)
     c = exp.Params(sweep="chunk", values="128,512", seeds=1, hosts_per_leaf=2)
-    counts = [ph.jobs["h1"].collective.count for ph in exp.plan(c).phases]  # type: ignore[union-attr]
+    counts = [ph.jobs["h1"].collective.count  # type: ignore[union-attr]
+              for ph in exp.plan(c).phases if not ph.warmup]
     assert counts == [128 * 1024 * 4 // 8] * 2 + [512 * 1024 * 4 // 8] * 2
 
 

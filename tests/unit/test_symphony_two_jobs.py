@@ -18,7 +18,8 @@ def test_plan_splits_the_leaves_between_two_jobs_and_delays_job_b() -> None:
     plan = exp.plan(p)
     assert exp.job_hosts(p, "a") == [1, 5, 2, 6] and exp.job_hosts(p, "b") == [3, 7, 4, 8]
     assert plan.topology.fabric is not None and plan.topology.fabric.ecmp
-    base, sym = plan.phases
+    warm, base, sym = plan.phases
+    assert warm.warmup and len(warm.jobs) == 8
     ids = {h: s.collective.job_id for h, s in sym.jobs.items()}  # type: ignore[union-attr]
     assert {ids[f"h{h}"] for h in (1, 2, 5, 6)} != {ids[f"h{h}"] for h in (3, 4, 7, 8)}
     assert len(set(ids.values())) == 2
