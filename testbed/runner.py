@@ -150,6 +150,20 @@ def check_hosts_supported(mod: types.ModuleType, hosts: str) -> None:
                    + f"; it runs with --hosts {' or '.join(supported)}")
 
 
+def check_plan_hosts(plan: RunPlan, hosts: str) -> None:
+    """Raise RunError where the plan asks of the hosts what ``hosts`` cannot do."""
+    if hosts != "rxe":
+        return
+    if plan.topology.fabric is not None:
+        raise RunError("a leaf-spine fabric has no rxe hosts yet: rxe hosts share the initial "
+                       "namespace, routed per interface around one switch (testbed.rxe_host); "
+                       "use --hosts udp")
+    if plan.topology.host_line_qdisc:
+        raise RunError("rxe hosts shape their own link (tc HTB under the DCQCN shim, "
+                       "hosts/roce/rxe_dcqcn.py): a TBF line-rate qdisc on the hosts "
+                       "(host_line_qdisc) is for udp hosts")
+
+
 def default_out_dir(name: str) -> Path:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return REPO_ROOT / "results" / f"{name}-{stamp}"
@@ -910,11 +924,7 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
         delay_us = topo.network.convert(plan.path_mtu()).link_delay_us
     backend = topo.backend if opts.target == "soft" else "python"
     try:
-        if fab is not None:
-            if opts.hosts != "udp":
-                raise RunError(f"a leaf-spine fabric has no {opts.hosts} hosts yet: rxe hosts "
-                               "share the initial namespace, routed per interface around one "
-                               "switch (testbed.rxe_host); use --hosts udp")
+        if fab is not None:            # udp hosts only (check_plan_hosts)
             net, switches, hosts, _addrs = leaf_spine(
                 fab, repo_path(topo.program), log_dir=run_dir / "switch", pcap=opts.pcap,
                 target=opts.target, backend=backend, priority_queues=topo.priority_queues)
@@ -1123,6 +1133,7 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
     params = make_params(mod, opts.quick, opts.overrides)
     plan: RunPlan = mod.plan(params)
     check_hosts_supported(mod, opts.hosts)
+    check_plan_hosts(plan, opts.hosts)
     check_environment(opts.target, opts.hosts)
     run_dir = Path(opts.out) if opts.out else default_out_dir(mod.NAME)
     if run_dir.exists() and any(run_dir.iterdir()):

@@ -392,3 +392,21 @@ def test_job_specs_of_rxe_hosts() -> None:
         JobSpec(host="h1", ip="10.0.1.1", flows=flow, provider="rxe", interpreter="pypy")
     with pytest.raises(SpecError, match="provider 'ib'"):
         JobSpec(host="h1", ip="10.0.1.1", flows=flow, provider="ib")
+
+
+def test_plans_rxe_hosts_cannot_run_are_refused_before_bring_up() -> None:
+    import dataclasses
+
+    from experiments import symphony_ring
+    from testbed.runner import RunError, check_plan_hosts
+
+    shaped = roce_basics.plan(dataclasses.replace(roce_basics.Params.quick(),
+                                                  host_qdisc_ahead_packets=4.0))
+    check_plan_hosts(shaped, "udp")
+    with pytest.raises(RunError, match="rxe hosts shape their own link"):
+        check_plan_hosts(shaped, "rxe")
+    check_plan_hosts(roce_basics.plan(roce_basics.Params.quick()), "rxe")
+    fabric = symphony_ring.plan(symphony_ring.Params.quick())
+    assert fabric.topology.fabric is not None
+    with pytest.raises(RunError, match="leaf-spine fabric has no rxe hosts"):
+        check_plan_hosts(fabric, "rxe")
