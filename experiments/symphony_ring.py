@@ -45,14 +45,19 @@ paper's 10 Gb/s, so the slowdown is nic_gbps / link_mbps and every timer
 (DCQCN's, Symphony's T_win and psn window, the transport's) is that many
 times longer; bytes are not scaled. A step of chunk C bytes lasts as many
 DCQCN periods (300 us rate-increase timer) as C takes at 10 Gb/s:
-``dcqcn_periods_per_step`` records it (the paper's 8 MB chunk: ~21).
+``dcqcn_periods_per_step`` records it (the paper's 8 MB chunk: ~21). The
+NICs' retransmission timer is 1 ms modelled (``rto_us``, above three full
+queues; experiments/_symphony_net.py). The switches run the PyPy data path
+(``backend``) and a ``warmup`` phase (one untracked AllReduce of
+``warmup_kb`` chunks) precedes the measured ones, outside the verdict.
 
 Results (summary.json): per scheme ``max_overlap`` (largest number of steps in
 flight at once over the job's flows; mean, spread and the runs) and ``cct``
 (collective completion time, slowest rank, s: median, p90 over every
 collective of every seed), ``theoretical_cct`` (2 (N - 1) steps at line
 rate), ``cct_change`` (Symphony's median against the baseline's),
-``cct_change_<scheme>`` (each other scheme's median against the baseline's),
+``cct_change_late`` and ``cct_change_pq`` (those schemes' medians against
+the baseline's),
 ``cct_change_vs_pq`` (Symphony's against PQ's), ``overlap_series`` (seed
 0: time, steps in flight), ``late_start_s`` (per seed: when Symphony was
 switched on, s after the first step) and ``bit_exact``. ``paper``
