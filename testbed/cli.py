@@ -591,7 +591,7 @@ def bench_forwarding_cmd(backends: tuple[str, ...], seconds: float, runs: int,
               help="traffic per trial, in seconds at the trial's rate")
 @click.option("--interpreter", type=click.Choice(["python", "pypy", "auto"]), default="python",
               show_default=True, help="what runs the host agents")
-@click.option("--qdisc-ahead", "qdisc_ahead", type=float, default=0.0, show_default=True,
+@click.option("--qdisc-ahead", "qdisc_ahead", type=float, default=16.0, show_default=True,
               help="packets a sender may keep in its interface's line-rate qdisc "
                    "(0: no qdisc, the pacer alone spaces the frames)")
 @click.option("--switch-backend", type=click.Choice(["python", "pypy"]), default="python",
