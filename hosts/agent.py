@@ -674,7 +674,7 @@ class _Collective:
                 report = getattr(qp.pacer, "report", None)
                 state = getattr(qp.rate_controller, "state", None)
                 self.agent.log.emit("pacer_report", flow=f"rank{self.spec.rank}-epic"
-                                    + (f"-g{i}" if i else ""), qp=dict(qp.stats),
+                                    + (f"-g{i}" if i else ""), qp=self.agent.qp_stats(qp),
                                     pacer=report() if callable(report) else None,
                                     dcqcn=state() if callable(state) else None)
             return
@@ -684,12 +684,12 @@ class _Collective:
                 state = getattr(qp.rate_controller, "state", None)
                 self.agent.log.emit("pacer_report", flow=f"rank{self.spec.rank}-ch{c}"
                                     + (f"-lane{lane}" if lane else ""),
-                                    qp=dict(qp.stats), pacer=report() if callable(report) else None,
+                                    qp=self.agent.qp_stats(qp), pacer=report() if callable(report) else None,
                                     dcqcn=state() if callable(state) else None)
         for c, lanes in enumerate(self.comm.left):
             for lane, qp in enumerate(lanes):
                 self.agent.log.emit("qp_report", flow=f"rank{self.spec.rank}-left{c}"
-                                    + (f"-lane{lane}" if lane else ""), qp=dict(qp.stats))
+                                    + (f"-lane{lane}" if lane else ""), qp=self.agent.qp_stats(qp))
 
     def sample(self, now: int) -> None:
         pass
@@ -794,12 +794,16 @@ class Agent:
     def _register_rxe_qps(self) -> None:
         """Every connected QP with the shim (CNPs for its CE marks; its rate, when it
         has a rate controller), then the device counters' baseline."""
+        from hosts.roce.rxe_dcqcn import ShimError
         from hosts.roce.verbs import QPState
 
         for qp in list(self.ctx._qps.values()):
             if qp.state in (QPState.RTR, QPState.RTS):
-                self.shim.register_qp(qp.qp_num, qp.dest_ip, qp.dest_qp_num, qp.sport,
-                                      qp.rate_controller)
+                try:
+                    self.shim.register_qp(qp.qp_num, qp.dest_ip, qp.dest_qp_num, qp.sport,
+                                          qp.rate_controller)
+                except ShimError as e:
+                    raise AgentError(f"rxe host {self.spec.host}: DCQCN shim: {e}") from e
         from hosts.roce.rxe_provider import read_hw_counters
 
         self._device_base = read_hw_counters(self.ctx.device)
@@ -838,6 +842,14 @@ class Agent:
                           out_of_seq=d["out_of_seq_request"])
         st["device_counters"] = int(final and alone)
         return st
+
+    def qp_stats(self, qp: Any) -> dict[str, int]:
+        """A collective QP's counters: the udp provider's own; on rxe, the
+        provider's work-request counts and the shim's CE, CNP counts (rxe counts
+        packets per device only: a collective's QPs have no packet counters)."""
+        if self.shim is None:
+            return dict(qp.stats)
+        return {**qp.stats, **self.shim.qp_counters(qp.qp_num)}
 
     def _wait(self, deadline_ns: int) -> None:
         if self.shim is None:

@@ -267,7 +267,13 @@ class ReactionPoint:
     unknown_qp: int = 0
 
     def register(self, local_qpn: int, sport: int, rc: RateController) -> int:
-        """Track a sending QP; returns its HTB class handle."""
+        """Track a sending QP; returns its HTB class handle. Two sending QPs on one
+        port are refused: the u32 filter tells QPs apart by port, so the second
+        would run at the first one's rate."""
+        same = [q for q, r in self.qps.items() if r.sport == sport]
+        if same:
+            raise ShimError(f"QPs {same[0]:#x} and {local_qpn:#x} both send from UDP port "
+                            f"{sport}: the shim shapes each sending QP by its port")
         cid = qp_class_id(len(self.qps))
         self.qps[local_qpn] = _RpQp(rc, cid, sport)
         return cid

@@ -178,6 +178,8 @@ def test_reaction_point_cuts_the_qps_class_rate_on_a_cnp_and_recovers() -> None:
     cut = ch[0][1]
     assert cut == htb_rate_bytes(a.rate_bps) and cut < line
     assert a.stats.cnps == 1 and b.stats.cnps == 0
+    with pytest.raises(ShimError, match="both send from UDP port 49153"):
+        rp.register(0x79, 0xC001, dcqcn())          # a's port: its class would take both
     rp.on_cnp(Arrival("cnp", "10.0.3.1", "10.0.1.1", 0x55), 2_000_000)
     assert rp.unknown_qp == 1
     # the rate-increase timer brings the rate back up
