@@ -6,29 +6,20 @@ there; the timing figures are judged only on a faithful run."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from experiments.reflex_probing import budget_intervals
 
-from .helpers import assert_faithful
+from .helpers import run_experiment, xfail_unless_faithful
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("no_leftovers")]
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_quick_probing_sweep(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", "reflex-probing", "--quick",
-                        "-p", "exploits=1,3", "--out", str(out)], cwd=REPO,
-                       capture_output=True, text=True, timeout=1500)
-    assert r.returncode == 0, r.stdout + r.stderr
-    s = json.loads((out / "summary.json").read_text())
+    s = run_experiment("reflex-probing", out, "exploits=1,3")
     assert s["ok"] is True
     for exploit in (1, 3):
         d = s[f"d{exploit}"]
@@ -41,10 +32,7 @@ def test_quick_probing_sweep(tmp_path: Path) -> None:
     for name in ("d1-s0", "d3-s0", "probing"):
         png = out / "plots" / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    if not s.get("fidelity_ok"):
-        pytest.xfail("reflex-probing was not faithful on this machine (a known gap, see "
-                     f"experiments/README.md): {s.get('fidelity_verdict')}")
-    assert_faithful(s)
+    xfail_unless_faithful(s, "reflex-probing")
     # On a faithful run the budget arrives when the rule says, within the one
     # cycle a flow may wait to synchronize (plus an interval of slack), and a
     # longer exploit phase needs more of it (Fig. 9).
