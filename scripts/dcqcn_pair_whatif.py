@@ -32,8 +32,9 @@ PKTS_PER_MSG = 64
 
 
 def run_pair(params: DcqcnParams, *, msgs: int, seed: int, kmin: int, kmax: int, pmax: float,
-             cnp_delay_s: float) -> tuple[float, int, list[float]]:
-    """(Jain's index, CNPs, second-half rates in Mb/s) of one seeded run."""
+             cnp_delay_s: float) -> tuple[float, int, list[float], int]:
+    """(Jain's index, CNPs, second-half rates in Mb/s, the deepest queue in
+    packets met by an arriving packet) of one seeded run (the queue is unbounded)."""
     rng = random.Random(seed)
     link = params.line_rate_bps
     ccs = [Dcqcn(params, 0), Dcqcn(params, 0)]
@@ -43,6 +44,7 @@ def run_pair(params: DcqcnParams, *, msgs: int, seed: int, kmin: int, kmax: int,
     last_cnp: list[float | None] = [None, None]
     cnps = 0
     queued = 0
+    max_queued = 0
     busy_until = 0.0
     events: list[tuple[float, int, int, int]] = [(0.0, 0, 0, 0), (0.0, 0, 1, 0)]
     while events:
@@ -55,6 +57,7 @@ def run_pair(params: DcqcnParams, *, msgs: int, seed: int, kmin: int, kmax: int,
             cc.on_timer(now_ns)
             mark = queued >= kmax or (queued > kmin and
                                       rng.random() < pmax * (queued - kmin) / (kmax - kmin))
+            max_queued = max(max_queued, queued)
             queued += 1
             busy_until = max(busy_until, t) + FRAME_BYTES * 8 / link
             heapq.heappush(events, (busy_until, 1, flow, int(mark)))
@@ -76,7 +79,7 @@ def run_pair(params: DcqcnParams, *, msgs: int, seed: int, kmin: int, kmax: int,
     counts = [sum(1 for x in d if mid <= x <= end) for d in delivered]
     jain = sum(counts) ** 2 / (2 * sum(c * c for c in counts))
     rates = [c * FRAME_BYTES * 8 / (end - mid) / 1e6 for c in counts]
-    return jain, cnps, rates
+    return jain, cnps, rates, max_queued
 
 
 def main() -> int:
@@ -106,16 +109,19 @@ def main() -> int:
         ap.error(str(e))
     print(f"preset {a.preset} {overrides or ''} nic {a.nic_gbps:g} Gb/s, link "
           f"{a.link_mbps:g} Mb/s (slowdown {slowdown:g}), {a.msgs} x 64 KiB per flow")
-    js = []
+    js, queues = [], []
     for seed in range(1, a.seeds + 1):
-        jain, cnps, rates = run_pair(params, msgs=a.msgs, seed=seed, kmin=a.kmin, kmax=a.kmax,
+        jain, cnps, rates, max_q = run_pair(params, msgs=a.msgs, seed=seed, kmin=a.kmin, kmax=a.kmax,
                                      pmax=a.pmax, cnp_delay_s=a.cnp_delay_ms / 1e3)
         js.append(jain)
+        queues.append(max_q)
         print(f"seed {seed:2d}: jain {jain:.4f}  cnps {cnps:4d}  rates "
-              f"{rates[0]:.2f} / {rates[1]:.2f} Mb/s")
+              f"{rates[0]:.2f} / {rates[1]:.2f} Mb/s  max queue {max_q} pkts")
     mean = sum(js) / len(js)
     print(f"jain mean {mean:.4f}  min {min(js):.4f}  max {max(js):.4f}  "
           f">= 0.95 in {sum(j >= 0.95 for j in js)}/{len(js)}")
+    print(f"max queue (packets at enqueue) mean {sum(queues) / len(queues):.1f}  "
+          f"min {min(queues)}  max {max(queues)}")
     return 0
 
 
