@@ -48,7 +48,9 @@ __all__ = [
     "PROVIDERS",
 ]
 
-DTYPES = ("int32", "int64")  # integer types CommLib reduces (bit-exact sums)
+# Integer types CommLib reduces (bit-exact sums); float32 through EPIC only (its
+# fixed-point sums are checked against their error bound, hosts.commlib.epic).
+DTYPES = ("int32", "int64", "float32")
 COLLECTIVE_OPS = ("all_reduce", "reduce_scatter", "all_gather", "reduce", "broadcast",
                   "barrier")
 # What runs an agent: "pypy" (pypy3: its JIT runs the per-packet transport
@@ -222,7 +224,8 @@ class CollectiveSpec:
     "epic" runs them through an EPIC Mode-II switch (hosts.commlib.epic):
     ``epic`` = {"switch_ip", "qpn", "gid", "start_psn"} names the endpoint, and
     the rank waits for the controller to install the group (runner,
-    ``PhasePlan.epic_group``) before connecting. EPIC adds int32 only.
+    ``PhasePlan.epic_group``) before connecting. EPIC adds int32, and float32
+    as fixed point (checked within its error bound instead of bit for bit).
 
     ``ops`` runs a sequence of different collectives on one communicator
     instead: collective i of the sequence is ``ops[i]`` on ``counts[i]``
@@ -267,6 +270,9 @@ class CollectiveSpec:
             raise SpecError(f"collective.root {self.root} out of range for size {self.size}")
         if self.dtype not in DTYPES:
             raise SpecError(f"collective.dtype must be one of {DTYPES} (bit-exact checks)")
+        if self.dtype == "float32" and self.scheme != "epic":
+            raise SpecError("collective.dtype 'float32' runs through EPIC only (scheme 'epic'): "
+                            "the ring's float sums are not bit-exact")
         if self.count < 1 or self.iterations < 1 or self.channels < 1:
             raise SpecError("collective.count, iterations and channels must be >= 1")
         if any(c < 1 for c in self.counts):
@@ -274,8 +280,9 @@ class CollectiveSpec:
         if self.scheme not in ("ring", "epic"):
             raise SpecError(f"collective.scheme {self.scheme!r} unknown (ring, epic)")
         if self.scheme == "epic":
-            if self.dtype != "int32":
-                raise SpecError("collective.scheme 'epic' adds int32: set dtype 'int32'")
+            if self.dtype not in ("int32", "float32"):
+                raise SpecError("collective.scheme 'epic' adds int32 (and float32 as fixed "
+                                "point): set dtype 'int32' or 'float32'")
             missing = {"switch_ip", "qpn", "gid"} - set(self.epic or {})
             if missing:
                 raise SpecError(f"collective.epic needs {sorted(missing)}")

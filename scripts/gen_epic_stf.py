@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate switches/p4/tests/epic.stf, the STF test of epic.p4.
+"""Generate switches/p4/tests/epic.stf and epic.tree.stf, the STF tests of epic.p4.
 
 Packets are built with scapy, their ICRCs by scapy.contrib.roce (not by the
 project's own RoCE code), and every expected sum by this script's own
@@ -36,7 +36,8 @@ INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
 # Event counter indices (epic.p4 EPIC_EV_*).
 EV = {"contribution": 0, "completion": 1, "dup_pending": 2, "resent": 3, "stale": 4,
-      "reflected": 5, "not_member": 6, "bad": 7, "ack_held": 8, "ack_up": 9}
+      "reflected": 5, "not_member": 6, "bad": 7, "ack_held": 8, "ack_up": 9, "up": 10,
+      "up_resent": 11, "parent_dup": 12}
 
 # Group kinds (epic.p4 EPIC_KIND_*) and the two single-primitive groups of the test:
 # a Reduce to rank 2 and a Broadcast from rank 0, each with its own endpoint QPN
@@ -449,18 +450,239 @@ def build() -> str:
     return s.render()
 
 
+# ---------------------------------------------------------------------------
+# The multi-switch tree (epic.tree.stf): one switch is the leaf of one tree
+# group and the root of another. As the leaf of group TREE_LEAF_GID (endpoint
+# LEAF_IP, QPN TREE_QPN) its children are two ranks on ports 1 and 2 and its
+# parent is the root switch's endpoint ROOT_IP on port 3; as the root of group
+# TREE_ROOT_GID its children are two leaf switches' endpoints on ports 4 and 5.
+OUT_TREE = OUT.with_name("epic.tree.stf")
+LEAF_IP, ROOT_IP = "10.255.0.11", "10.255.0.1"
+TREE_LEAF_GID, TREE_ROOT_GID = 4, 5
+TREE_QPN = 0x200                  # every switch's endpoint QPN of the tree group
+PARENT_PORT = 3
+LEAF_MGID, ROOT_MGID = 8, 9
+
+
+@dataclass(frozen=True)
+class Node:
+    """One end of a tree edge: a rank or a switch endpoint, on a switch port."""
+
+    index: int                    # child index at its parent (its member number)
+    port: int
+    ip: str
+    mac: str
+    qpn: int
+
+    @property
+    def switch_mac(self) -> str:
+        return f"02:00:00:00:00:{self.port:02x}"
+
+
+TREE_RANKS = [Node(r, r + 1, f"10.0.{r + 1}.1", f"00:00:00:00:00:{r + 1:02x}", 0x41 + r)
+              for r in range(2)]
+PARENT = Node(0, PARENT_PORT, ROOT_IP, "02:00:00:00:01:01", TREE_QPN)
+LEAVES = [Node(i, 4 + i, f"10.255.0.{11 + i}", f"02:00:00:00:{2 + i:02x}:01", TREE_QPN)
+          for i in range(2)]
+
+
+def tree_frame(src_ip: str, src_mac: str, dst: Node, bth: scapy_roce.BTH, body: bytes,
+               *, udp_checksum: int | None = None, tos: int = 2) -> bytes:
+    """A frame to ``dst`` from ``src_ip`` (MACs as on ``dst``'s link); ICRC by
+    scapy.contrib.roce."""
+    eth = Ether(dst=dst.mac, src=src_mac)
+    ip = IP(src=src_ip, dst=dst.ip, id=0, flags="DF", ttl=64, tos=tos)
+    udp = UDP(sport=SPORT, dport=4791)
+    if udp_checksum is not None:
+        udp.chksum = udp_checksum
+    pkt = eth / ip / udp / bth
+    if body:
+        pkt = pkt / Raw(body)
+    return bytes(pkt)
+
+
+def to_switch(src: Node, switch_ip: str, psn: int, body: bytes,
+              opcode: int = OP_SEND_ONLY) -> bytes:
+    """What ``src`` (a rank or a child switch) sends to the switch endpoint ``switch_ip``."""
+    eth = Ether(dst=src.switch_mac, src=src.mac)
+    ip = IP(src=src.ip, dst=switch_ip, id=0, flags="DF", ttl=64, tos=2)
+    return bytes(eth / ip / UDP(sport=SPORT, dport=4791, chksum=0)
+                 / data_bth(opcode, TREE_QPN, psn, 1) / Raw(body))
+
+
+def from_switch(switch_ip: str, dst: Node, psn: int, body: bytes,
+                opcode: int = OP_SEND_ONLY) -> bytes:
+    """What the switch endpoint ``switch_ip`` must send to ``dst``."""
+    return tree_frame(switch_ip, dst.switch_mac, dst, data_bth(opcode, dst.qpn, psn, 1),
+                      body, udp_checksum=0)
+
+
+def from_parent(psn: int, body: bytes, opcode: int = OP_SEND_ONLY) -> bytes:
+    """The parent's result as it arrives at the leaf on its uplink."""
+    eth = Ether(dst=PARENT.switch_mac, src=PARENT.mac)
+    ip = IP(src=ROOT_IP, dst=LEAF_IP, id=0, flags="DF", ttl=64, tos=2)
+    return bytes(eth / ip / UDP(sport=SPORT, dport=4791, chksum=0)
+                 / data_bth(opcode, TREE_QPN, psn, 1) / Raw(body))
+
+
+def tree_setup(s: Stf) -> None:
+    s.cmd(f"add MyIngress.epic_group hdr.ipv4.dstAddr:{ip_hex(LEAF_IP)} "
+          f"hdr.bth.dqpn:{TREE_QPN:#x} MyIngress.set_group(gid:{TREE_LEAF_GID}, "
+          f"degree:{len(TREE_RANKS)}, kind:{KIND_ALLREDUCE}, root:0, mgid:{LEAF_MGID}, "
+          "ack_mgid:0)")
+    s.cmd(f"add MyIngress.epic_parent meta.gid:{TREE_LEAF_GID} "
+          f"MyIngress.set_parent(ip:{ip_hex(ROOT_IP)}, port:{PARENT_PORT})")
+    s.cmd(f"add MyEgress.epic_parent_addr meta.gid:{TREE_LEAF_GID} MyEgress.set_rank_addr("
+          f"dmac:{mac_hex(PARENT.mac)}, smac:{mac_hex(PARENT.switch_mac)}, "
+          f"ip:{ip_hex(ROOT_IP)}, qpn:{TREE_QPN:#x})")
+    s.cmd(f"add MyIngress.epic_group hdr.ipv4.dstAddr:{ip_hex(ROOT_IP)} "
+          f"hdr.bth.dqpn:{TREE_QPN:#x} MyIngress.set_group(gid:{TREE_ROOT_GID}, "
+          f"degree:{len(LEAVES)}, kind:{KIND_ALLREDUCE}, root:0, mgid:{ROOT_MGID}, "
+          "ack_mgid:0)")
+    node = 0
+    for gid, mgid, children in ((TREE_LEAF_GID, LEAF_MGID, TREE_RANKS),
+                                (TREE_ROOT_GID, ROOT_MGID, LEAVES)):
+        for c in children:
+            s.cmd(f"add MyIngress.epic_member meta.gid:{gid} hdr.ipv4.srcAddr:{ip_hex(c.ip)} "
+                  f"MyIngress.set_member(rank:{c.index})")
+            s.cmd(f"add MyEgress.epic_rank_addr meta.rid:{(gid << 5) | c.index} "
+                  f"MyEgress.set_rank_addr(dmac:{mac_hex(c.mac)}, smac:{mac_hex(c.switch_mac)}, "
+                  f"ip:{ip_hex(c.ip)}, qpn:{c.qpn:#x})")
+        s.cmd(f"mc_mgrp_create {mgid}")
+        for c in children:
+            s.cmd(f"mc_node_create {(gid << 5) | c.index} {c.port}")
+            s.cmd(f"mc_node_associate {mgid} {node}")
+            node += 1
+
+
+def build_tree() -> str:
+    s = Stf()
+    s.cmd("# epic.p4 in a multi-switch tree (the paper's Tree-3-2 roles): as the leaf of")
+    s.cmd(f"# group {TREE_LEAF_GID} (endpoint {LEAF_IP}, ranks on ports 1-2, parent "
+          f"{ROOT_IP} on port {PARENT_PORT}) it sends")
+    s.cmd("# the partial sum up and multicasts the parent's result down; as the root of")
+    s.cmd(f"# group {TREE_ROOT_GID} (endpoint {ROOT_IP}, leaf switches on ports 4-5) it adds "
+          "the leaves' sums.")
+    s.cmd("# Expected ICRCs from scapy.contrib.roce. Generated by scripts/gen_epic_stf.py.")
+    s.comment("set-up: the leaf group with its parent, the root group, their multicast groups")
+    tree_setup(s)
+    r0, r1 = TREE_RANKS
+
+    s.comment("leaf, PSN 0: rank 0 is held; rank 1 completes the slot: the partial sum goes "
+              "up to the\nparent's endpoint (its IP and QPN, the leaf's IP as the source, a "
+              "new ICRC), not down")
+    c0 = [values(700 + r) for r in range(2)]
+    s.packet(r0.port, to_switch(r0, LEAF_IP, 0, payload(c0[0])))
+    s.dropped()
+    s.packet(r1.port, to_switch(r1, LEAF_IP, 0, payload(c0[1])))
+    part0 = aggregate(c0)
+    s.expect(PARENT_PORT, from_switch(LEAF_IP, PARENT, 0, payload(part0)))
+    s.cmd(f"check_counter MyIngress.epic_events({EV['up']}) packets == 1")
+    s.cmd(f"check_counter MyIngress.epic_events({EV['completion']}) packets == 0")
+
+    s.comment("rank 0 resends PSN 0 before the result came down (its result or the partial "
+              "sum may be\nlost): the stored partial sum goes up again, nothing is added")
+    s.packet(r0.port, to_switch(r0, LEAF_IP, 0, payload(c0[0])))
+    s.expect(PARENT_PORT, from_switch(LEAF_IP, PARENT, 0, payload(part0)))
+    s.cmd(f"check_counter MyIngress.epic_events({EV['up_resent']}) packets == 1")
+
+    s.comment("the parent's result for PSN 0 (the whole tree's sum) is multicast to both "
+              "ranks, each\nwith its MAC, IP and QPN")
+    total0 = aggregate([part0, values(799)])
+    s.packet(PARENT_PORT, from_parent(0, payload(total0)))
+    for r in TREE_RANKS:
+        s.expect(r.port, from_switch(LEAF_IP, r, 0, payload(total0)))
+    s.comment("a second copy of the result (answering the resend above) is dropped: the "
+              "ranks have it")
+    s.packet(PARENT_PORT, from_parent(0, payload(total0)))
+    s.dropped()
+    s.cmd(f"check_counter MyIngress.epic_events({EV['parent_dup']}) packets == 1")
+
+    s.comment("a late duplicate of PSN 0 from rank 1 gets the tree's result, which the leaf "
+              "kept,\nnot its partial sum")
+    s.packet(r1.port, to_switch(r1, LEAF_IP, 0, payload(c0[1])))
+    s.expect(r1.port, from_switch(LEAF_IP, r1, 0, payload(total0)))
+    s.cmd(f"check_counter MyIngress.epic_events({EV['resent']}) packets == 1")
+
+    s.comment("PSN 1: rank 0 twice before completion: the duplicate is dropped, not added "
+              "twice,\nand the multi-packet opcode is kept on the way up")
+    c1 = [values(710 + r) for r in range(2)]
+    s.packet(r0.port, to_switch(r0, LEAF_IP, 1, payload(c1[0]), OP_SEND_FIRST))
+    s.dropped()
+    s.packet(r0.port, to_switch(r0, LEAF_IP, 1, payload(c1[0]), OP_SEND_FIRST))
+    s.dropped()
+    s.cmd(f"check_counter MyIngress.epic_events({EV['dup_pending']}) packets == 1")
+    s.packet(r1.port, to_switch(r1, LEAF_IP, 1, payload(c1[1]), OP_SEND_FIRST))
+    s.expect(PARENT_PORT, from_switch(LEAF_IP, PARENT, 1, payload(aggregate(c1)),
+                                      OP_SEND_FIRST))
+
+    s.comment("a result from the parent for a PSN that is not its slot's is dropped")
+    s.packet(PARENT_PORT, from_parent(1 + 2 * WINDOW, payload(values(1))))
+    s.dropped()
+    s.cmd(f"check_counter MyIngress.epic_events({EV['stale']}) packets == 1")
+
+    s.comment("the announcement goes up like data once both ranks sent it, and comes back "
+              "down")
+    imm = (OP_ALLREDUCE << 24) | TREE_LEAF_GID
+    ann = struct.pack("!IQ", imm, 1 << 20)
+    s.packet(r0.port, to_switch(r0, LEAF_IP, 2, ann, OP_SEND_ONLY_IMM))
+    s.dropped()
+    s.packet(r1.port, to_switch(r1, LEAF_IP, 2, ann, OP_SEND_ONLY_IMM))
+    s.expect(PARENT_PORT, from_switch(LEAF_IP, PARENT, 2, ann, OP_SEND_ONLY_IMM))
+    s.packet(PARENT_PORT, from_parent(2, ann, OP_SEND_ONLY_IMM))
+    for r in TREE_RANKS:
+        s.expect(r.port, from_switch(LEAF_IP, r, 2, ann, OP_SEND_ONLY_IMM))
+
+    s.comment("ACK reflection at the leaf: rank 0's ACK of result 0 goes back to rank 0's "
+              "QP (its\nupload 0 is delivered end to end); nothing goes up")
+    aeth = scapy_roce.AETH(syndrome=0x1F, msn=2)
+    s.packet(r0.port, tree_frame(r0.ip, r0.mac, Node(0, r0.port, LEAF_IP, r0.switch_mac, 0),
+                                 scapy_roce.BTH(opcode=OP_ACK, dqpn=TREE_QPN, psn=0) / aeth,
+                                 b"", tos=0))
+    s.expect(r0.port, tree_frame(LEAF_IP, r0.switch_mac, r0,
+                                 scapy_roce.BTH(opcode=OP_ACK, dqpn=r0.qpn, psn=0) / aeth, b"",
+                                 udp_checksum=0, tos=0))
+    s.cmd(f"check_counter MyIngress.epic_events({EV['reflected']}) packets == 1")
+
+    s1, s2 = LEAVES
+    s.comment(f"root (group {TREE_ROOT_GID}): the two leaves' partial sums of PSN 0 complete "
+              "the slot; the\nsum goes down to both leaf endpoints (their IPs and QPN, the "
+              "root's IP as the source)")
+    p = [values(800 + i) for i in range(2)]
+    p[0][0], p[1][0] = INT_MAX, 9        # saturating, as a flat sum of the same values
+    s.packet(s1.port, to_switch(s1, ROOT_IP, 0, payload(p[0])))
+    s.dropped()
+    s.packet(s2.port, to_switch(s2, ROOT_IP, 0, payload(p[1])))
+    total = aggregate(p)
+    for leaf in LEAVES:
+        s.expect(leaf.port, from_switch(ROOT_IP, leaf, 0, payload(total)))
+    s.comment("a leaf that sends its partial sum again (a rank below resent) gets the "
+              "result alone")
+    s.packet(s1.port, to_switch(s1, ROOT_IP, 0, payload(p[0])))
+    s.expect(s1.port, from_switch(ROOT_IP, s1, 0, payload(total)))
+    s.comment("the root sends no partial sum up: it has no parent")
+    s.cmd(f"check_counter MyIngress.epic_events({EV['up']}) packets == 3")
+    s.cmd(f"check_counter MyIngress.epic_events({EV['resent']}) packets == 2")
+    s.cmd(f"check_counter MyIngress.epic_events({EV['completion']}) packets == 3")
+    return s.render()
+
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="fail if the file is stale")
     args = ap.parse_args(argv)
-    text = build()
+    outputs = {OUT: build(), OUT_TREE: build_tree()}
     if args.check:
-        if not OUT.exists() or OUT.read_text() != text:
-            print(f"{OUT} is stale: run scripts/gen_epic_stf.py", file=sys.stderr)
+        stale = [str(p) for p, text in outputs.items()
+                 if not p.exists() or p.read_text() != text]
+        if stale:
+            print(f"{', '.join(stale)} stale: run scripts/gen_epic_stf.py", file=sys.stderr)
             return 1
         return 0
-    OUT.write_text(text)
-    print(f"wrote {OUT}")
+    for p, text in outputs.items():
+        p.write_text(text)
+        print(f"wrote {p}")
     return 0
 
 

@@ -19,10 +19,10 @@ import json
 import os
 import socket
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hosts.commlib.epic import (
     MAX_RANKS,
@@ -31,6 +31,9 @@ from hosts.commlib.epic import (
     group_count,
     group_kind,
 )
+
+if TYPE_CHECKING:
+    from testbed.net import LeafSpine
 
 P4_DIR = Path(__file__).resolve().parents[1] / "switches" / "p4"
 EPIC_P4 = P4_DIR / "epic.p4"
@@ -46,6 +49,17 @@ class EpicMember:
 
 
 @dataclass(frozen=True)
+class EpicParent:
+    """A tree group's parent: the next switch up, as the child switch sees it."""
+
+    ip: str            # the parent's endpoint IP
+    qpn: int           # the parent's QPN for the group
+    port: int          # the child switch's port towards the parent
+    mac: str           # the MAC of the parent's port on that link
+    switch_mac: str    # the MAC of the child's port on that link
+
+
+@dataclass(frozen=True)
 class EpicGroup:
     """One switch group. ``mgid``: the PRE group results go to (AllReduce: every
     rank; Reduce: the root; Broadcast: every rank but the root); ``ack_mgid``:
@@ -58,9 +72,15 @@ class EpicGroup:
     kind: EpicKind = EpicKind.ALLREDUCE
     root: int = 0
     ack_mgid: int = 0
+    # In a multi-switch tree, the parent of a switch that is not the root: a
+    # complete slot's sum goes to it, its result comes back and is multicast.
+    parent: EpicParent | None = None
 
     def __post_init__(self) -> None:
         n = len(self.members)
+        if self.parent is not None and self.kind is not EpicKind.ALLREDUCE:
+            raise ValueError(f"a {self.kind.name} group cannot span switches: only AllReduce "
+                             "groups (AllReduce, Barrier) have a parent")
         if not 0 < n <= MAX_RANKS:
             raise ValueError(f"a group has 1..{MAX_RANKS} ranks, not {n}")
         if sorted(m.rank for m in self.members) != list(range(n)):
@@ -99,6 +119,12 @@ class EpicGroup:
         cmds = [f"table_add MyIngress.epic_group MyIngress.set_group {ep.switch_ip} "
                 f"{ep.qpn:#x} => {ep.gid} {len(self.members)} {int(self.kind)} {self.root} "
                 f"{self.mgid} {self.ack_mgid}"]
+        if self.parent is not None:
+            up = self.parent
+            cmds.append(f"table_add MyIngress.epic_parent MyIngress.set_parent {ep.gid} => "
+                        f"{up.ip} {up.port}")
+            cmds.append(f"table_add MyEgress.epic_parent_addr MyEgress.set_rank_addr {ep.gid} => "
+                        f"{up.mac} {up.switch_mac} {up.ip} {up.qpn:#x}")
         by_rank = sorted(self.members, key=lambda m: m.rank)
         for m in by_rank:
             cmds.append(f"table_add MyIngress.epic_member MyIngress.set_member {ep.gid} "
@@ -142,6 +168,210 @@ def install_commands(groups: Sequence[EpicGroup], node_base: int = 0) -> list[st
         out += g.switch_commands(node_base)
         node_base += g.node_count()
     return out
+
+
+@dataclass(frozen=True)
+class TreeSwitch:
+    """A switch of an aggregation tree: its name, its endpoint IP (what the
+    ranks below it and its child switches address), its parent (None: the root)."""
+
+    name: str
+    ip: str
+    parent: str | None = None
+
+
+@dataclass(frozen=True)
+class SwitchPort:
+    """One end of a switch-to-switch link: the port number and its MAC."""
+
+    port: int
+    mac: str
+
+
+@dataclass(frozen=True)
+class AggregationTree:
+    """The controller's description of one AllReduce group's aggregation tree
+    (the paper's IncTree): the switches and who is whose parent, and the
+    switch each rank hangs on (``rank_switch[r]``). Ranks and child switches
+    are a switch's children; a switch adds what its children send, sends the
+    sum to its parent, and the root multicasts the result, which every switch
+    copies down to its children. Every switch serves the group with the same
+    gid and QPN at its own IP (the ranks' endpoint is their switch's)."""
+
+    switches: tuple[TreeSwitch, ...]
+    rank_switch: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        names = [s.name for s in self.switches]
+        if len(set(names)) != len(names):
+            raise ValueError(f"aggregation tree: switch names repeat: {names}")
+        ips = [s.ip for s in self.switches]
+        if len(set(ips)) != len(ips):
+            raise ValueError(f"aggregation tree: switch IPs repeat: {ips}")
+        roots = [s.name for s in self.switches if s.parent is None]
+        if len(roots) != 1:
+            raise ValueError(f"aggregation tree: needs exactly one root (a switch without "
+                             f"parent), has {roots or 'none'}")
+        for s in self.switches:
+            if s.parent is not None and s.parent not in names:
+                raise ValueError(f"aggregation tree: {s.name}'s parent {s.parent!r} is not "
+                                 f"a switch of the tree ({', '.join(names)})")
+        by = self.by_name()
+        for s in self.switches:        # every switch must reach the root
+            seen, cur = {s.name}, s
+            while cur.parent is not None:
+                if cur.parent in seen:
+                    raise ValueError(f"aggregation tree: {s.name}'s parents form a cycle")
+                seen.add(cur.parent)
+                cur = by[cur.parent]
+        if not 0 < len(self.rank_switch) <= MAX_RANKS * len(self.switches):
+            raise ValueError(f"aggregation tree: {len(self.rank_switch)} ranks")
+        unknown = sorted(set(self.rank_switch) - set(names))
+        if unknown:
+            raise ValueError(f"aggregation tree: ranks hang on unknown switch(es) "
+                             f"{', '.join(unknown)}")
+        for s in self.switches:
+            n = len(self.children(s.name))
+            if not 0 < n <= MAX_RANKS:
+                raise ValueError(f"aggregation tree: switch {s.name} has {n} children "
+                                 f"(ranks and switches); 1..{MAX_RANKS}")
+
+    def by_name(self) -> dict[str, TreeSwitch]:
+        return {s.name: s for s in self.switches}
+
+    @property
+    def root(self) -> TreeSwitch:
+        return next(s for s in self.switches if s.parent is None)
+
+    def children(self, name: str) -> list[int | str]:
+        """A switch's children in member order: its ranks (ascending), then its
+        child switches (in the order the tree lists them)."""
+        ranks: list[int | str] = [r for r, sw in enumerate(self.rank_switch) if sw == name]
+        return ranks + [s.name for s in self.switches if s.parent == name]
+
+    def depth(self) -> int:
+        """Levels of switches (1: one switch)."""
+        by = self.by_name()
+
+        def up(s: TreeSwitch) -> int:
+            return 1 if s.parent is None else 1 + up(by[s.parent])
+        return max(up(s) for s in self.switches)
+
+    def groups(self, endpoint: EpicEndpoint, ranks: Sequence[EpicMember],
+               link: Callable[[str, str], SwitchPort], mgid: int = 1) -> dict[str, EpicGroup]:
+        """Every switch's AllReduce group (switch name -> group; install each with
+        its ``switch_commands`` on that switch). ``endpoint``: gid, QPN and start
+        PSN of the group (its IP is ignored: each switch's is its own);
+        ``ranks[r]``: rank r as its switch sees it (IP, QPN, port, MACs);
+        ``link(a, b)``: switch a's port towards switch b."""
+        if sorted(m.rank for m in ranks) != list(range(len(self.rank_switch))):
+            raise ValueError(f"the tree has {len(self.rank_switch)} ranks; members must be "
+                             "ranks 0..N-1, each once")
+        by_rank = {m.rank: m for m in ranks}
+        by = self.by_name()
+        out = {}
+        for s in self.switches:
+            members = []
+            for i, c in enumerate(self.children(s.name)):
+                if isinstance(c, int):
+                    m = by_rank[c]
+                    members.append(EpicMember(i, m.ip, m.qpn, m.port, m.mac, m.switch_mac))
+                else:
+                    down, up = link(s.name, c), link(c, s.name)
+                    members.append(EpicMember(i, by[c].ip, endpoint.qpn, down.port, up.mac,
+                                              down.mac))
+            parent = None
+            if s.parent is not None:
+                up, down = link(s.name, s.parent), link(s.parent, s.name)
+                parent = EpicParent(by[s.parent].ip, endpoint.qpn, up.port, down.mac, up.mac)
+            ep = EpicEndpoint(s.ip, endpoint.qpn, endpoint.gid, endpoint.start_psn,
+                              endpoint.port)
+            out[s.name] = EpicGroup(ep, tuple(members), mgid=mgid, parent=parent)
+        return out
+
+
+def fabric_tree(group: dict[str, Any], fabric: LeafSpine) -> AggregationTree:
+    """The aggregation tree a phase's ``epic_group["tree"]`` describes on a
+    leaf-spine fabric: ``{switch name: {"ip": ..., "parent": name or None}}``
+    over the fabric's switches; host i's rank hangs on its leaf (ranks are
+    numbered as the hosts, rank r = host r + 1)."""
+    desc = group.get("tree")
+    if not isinstance(desc, dict) or not desc:
+        raise ValueError("epic_group['tree'] must map switch names to {'ip', 'parent'}")
+    known = set(fabric.leaf_names + fabric.spine_names)
+    unknown = sorted(set(desc) - known)
+    if unknown:
+        raise ValueError(f"aggregation tree: {', '.join(unknown)} not in the fabric "
+                         f"({', '.join(sorted(known))})")
+    switches = []
+    for name, d in desc.items():
+        if not isinstance(d, dict) or "ip" not in d:
+            raise ValueError(f"aggregation tree: switch {name} needs an 'ip'")
+        parent = d.get("parent")
+        if parent is not None and name.startswith("leaf") == str(parent).startswith("leaf"):
+            raise ValueError(f"aggregation tree: {name} and its parent {parent} are not "
+                             "linked in a leaf-spine (a leaf's parent is a spine or vice versa)")
+        switches.append(TreeSwitch(name, str(d["ip"]), None if parent is None else str(parent)))
+    ranks = tuple(f"leaf{fabric.leaf_of(h)}" for h in range(1, fabric.n_hosts + 1))
+    return AggregationTree(tuple(switches), ranks[:int(group.get("ranks", len(ranks)))])
+
+
+def fabric_link(fabric: LeafSpine) -> Callable[[str, str], SwitchPort]:
+    """``link(a, b)`` of a leaf-spine: switch a's port towards switch b."""
+    def link(a: str, b: str) -> SwitchPort:
+        leaf, spine = (a, b) if a.startswith("leaf") else (b, a)
+        li, si = int(leaf[4:]), int(spine[5:])
+        port = fabric.uplink_port(si) if a == leaf else li
+        return SwitchPort(port, fabric.port_mac(a, port))
+    return link
+
+
+def install_tree_from_rendezvous(group: dict[str, Any], jobs: dict[str, Any], directory: Path,
+                                 fabric: LeafSpine, node_base: dict[str, int] | None = None
+                                 ) -> dict[str, list[str]] | None:
+    """Switch name -> the lines that install a phase's tree AllReduce group on
+    ``fabric`` (``group["tree"]``, see ``fabric_tree``), once every rank has
+    written ``rank<r>.json`` into ``directory``; None while some are missing.
+    Rank r must run on host r + 1 and address its leaf's endpoint IP.
+    ``node_base``: multicast nodes earlier groups created, per switch."""
+    tree = fabric_tree(group | {"ranks": len(jobs)}, fabric)
+    by = tree.by_name()
+    ranks = {spec.collective.rank: h for h, spec in jobs.items() if spec.collective}
+    if sorted(ranks) != list(range(len(tree.rank_switch))):
+        raise ValueError(f"the tree phase's ranks must be 0..{len(tree.rank_switch) - 1}")
+    infos = {}
+    for r, h in ranks.items():
+        if h != f"h{r + 1}":
+            raise ValueError(f"rank {r} runs on {h}; in a tree phase rank r runs on h{r + 1}")
+        want = by[tree.rank_switch[r]].ip
+        got = (jobs[h].collective.epic or {}).get("switch_ip")
+        if got != want:
+            raise ValueError(f"rank {r} addresses {got}; its switch {tree.rank_switch[r]}'s "
+                             f"endpoint is {want}")
+        f = directory / f"rank{r}.json"
+        if not f.exists():
+            return None
+        infos[r] = json.loads(f.read_text())
+    addrs = fabric.addrs()
+    members = []
+    for r in sorted(ranks):
+        a = addrs[r]
+        if infos[r].get("ip") != a.ip:
+            raise ValueError(f"rank {r} reports IP {infos[r].get('ip')}, host {a.name} is {a.ip}")
+        members.append(EpicMember(r, a.ip, int(infos[r]["qpn"]), a.port, a.mac, a.gateway_mac))
+    ep = EpicEndpoint(tree.root.ip, int(group["qpn"]), int(group["gid"]),
+                      int(group.get("start_psn", 0)))
+    groups = tree.groups(ep, members, fabric_link(fabric), mgid=int(group.get("mgid", 1)))
+    base = node_base or {}
+    return {name: [*(f"register_reset MyIngress.{r}" for r in GROUP_REGISTERS),
+                   *g.switch_commands(base.get(name, 0))]
+            for name, g in groups.items()}
+
+
+def tree_nodes(group: dict[str, Any], fabric: LeafSpine, ranks: int) -> dict[str, int]:
+    """Multicast nodes a tree group creates, per switch (one per child)."""
+    tree = fabric_tree(group | {"ranks": ranks}, fabric)
+    return {s.name: len(tree.children(s.name)) for s in tree.switches}
 
 
 # Registers epic.p4 keeps per group: cleared before a run's groups are installed.
@@ -264,5 +494,7 @@ def _csum16(b: bytes) -> int:
     return ~s & 0xFFFF
 
 
-__all__ = ["EPIC_P4", "GROUP_REGISTERS", "EpicGroup", "EpicMember", "SimSwitch",
-           "communicator_groups", "communicator_nodes", "communicator_span", "install_commands"]
+__all__ = ["EPIC_P4", "GROUP_REGISTERS", "AggregationTree", "EpicGroup", "EpicMember",
+           "EpicParent", "SimSwitch", "SwitchPort", "TreeSwitch", "communicator_groups",
+           "communicator_nodes", "communicator_span", "fabric_link", "fabric_tree",
+           "install_commands", "install_tree_from_rendezvous", "tree_nodes"]

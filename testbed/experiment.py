@@ -118,7 +118,9 @@ class PhasePlan:
     notes: str = ""
     # An EPIC group the runner installs once its ranks reported their QPNs
     # (testbed.epic.install_from_rendezvous): {"switch_ip", "qpn", "gid", "mgid"};
-    # the jobs' ranks are the hosts in the group, by CollectiveSpec.rank.
+    # the jobs' ranks are the hosts in the group, by CollectiveSpec.rank. On a
+    # fabric, "tree" describes the aggregation tree over its switches
+    # (testbed.epic.fabric_tree) and each rank addresses its leaf's endpoint.
     epic_group: dict[str, Any] | None = None
     # A warm-up phase (e.g. to let the switch's JIT compile the hot paths before
     # measuring): run and recorded like the others, but its results are not
@@ -208,6 +210,26 @@ class RunPlan:
                     raise ExperimentError(f"EPIC groups of a run need distinct {key}s: "
                                           f"{[(s[key].start, s[key].stop - 1) for s in spans]}")
                 used |= set(sp[key])
+        fab = self.topology.fabric
+        for p in self.phases:
+            if p.epic_group is None:
+                continue
+            if fab is None and "tree" in p.epic_group:
+                raise ExperimentError(f"phase {p.name}: an EPIC aggregation tree needs a "
+                                      "leaf-spine fabric (Topology.fabric)")
+            if fab is not None:
+                from testbed.epic import fabric_tree
+
+                try:
+                    fabric_tree(p.epic_group | {"ranks": len(p.jobs)}, fab)
+                except ValueError as e:
+                    raise ExperimentError(f"phase {p.name}: {e}") from e
+                ops = {op for s in p.jobs.values() if s.collective
+                       for op, _n in s.collective.sequence()}
+                if not ops <= {"all_reduce", "barrier"}:
+                    raise ExperimentError(
+                        f"phase {p.name}: over an EPIC tree only AllReduce and Barrier span "
+                        f"switches, not {', '.join(sorted(ops - {'all_reduce', 'barrier'}))}")
         for p in self.phases:
             unknown = set(p.jobs) - hosts
             if unknown:

@@ -780,12 +780,11 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
         while True:
             if late_due:
                 late_done += _apply_late(late_due, phase, plan, switches, agents, opts, applied, prog)
-            if epic_pending:
+            if epic_pending and fabric:
+                epic_pending = not _install_epic_tree(phase, plan, jobs, pdir, switches, opts,
+                                                      applied, prog)
+            elif epic_pending:
                 from testbed.epic import communicator_nodes, install_from_rendezvous
-
-                if fabric:
-                    raise RunError(f"phase {phase.name}: EPIC groups need one switch, "
-                                   "not a fabric")
 
                 prior = sum(communicator_nodes(len(q.jobs))
                             for q in plan.phases[:plan.phases.index(phase)]
@@ -868,6 +867,37 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
     prog.line(f"phase {phase.name}: done in {stats['wall_s']:.1f} s ("
               + ", ".join(f"{a.host} ok" for a in agents) + ")")
     return stats
+
+
+def _install_epic_tree(phase: PhasePlan, plan: RunPlan, jobs: dict[str, Any], pdir: Path,
+                       switches: dict[str, Any], opts: RunOptions,
+                       applied: list[dict[str, Any]], prog: Progress) -> bool:
+    """Install a fabric phase's EPIC aggregation tree (``epic_group["tree"]``) on
+    every switch of it once the ranks reported their QPNs; False while some
+    have not."""
+    from testbed.epic import install_tree_from_rendezvous, tree_nodes
+
+    fab = plan.topology.fabric
+    assert fab is not None and phase.epic_group is not None
+    prior: dict[str, int] = {}
+    for q in plan.phases[:plan.phases.index(phase)]:
+        if q.epic_group is not None:
+            for n, k in tree_nodes(q.epic_group, fab, len(q.jobs)).items():
+                prior[n] = prior.get(n, 0) + k
+    try:
+        lines = install_tree_from_rendezvous(phase.epic_group, jobs, pdir / "rendezvous" / "epic",
+                                             fab, node_base=prior)
+    except ValueError as e:
+        raise RunError(f"phase {phase.name}: EPIC tree: {e}") from e
+    if lines is None:
+        return False
+    for name, one in lines.items():
+        _apply_commands(switches[name].controller(), one, opts.target, plan.topology.packet_bytes,
+                        f"phase {phase.name} (EPIC tree, {name})", applied)
+    (pdir / "rendezvous" / "epic" / "ready").write_text("ok\n")
+    prog.line(f"phase {phase.name}: EPIC tree installed on {', '.join(lines)} "
+              f"({len(jobs)} ranks)")
+    return True
 
 
 def _apply_late(late: list[tuple[float, str]], phase: PhasePlan, plan: RunPlan,

@@ -34,6 +34,16 @@
  *     but sends the sum to the root alone and the root's ACKs to every rank;
  *     Broadcast copies the root's packets to the other ranks and sends the
  *     root the oldest PSN every child acknowledged (include/epic_acks.p4);
+ *   - multi-switch trees (AllReduce groups): a switch whose group has a
+ *     parent (table epic_parent, the controller's aggregation tree) sends a
+ *     complete slot's sum up to the parent's endpoint (MyEgress.
+ *     epic_parent_addr: its MAC, IP and QPN; the source IP is this switch's
+ *     endpoint) instead of multicasting it; the parent counts it as one
+ *     child's contribution (its members are the child switches' IPs). The
+ *     parent's result comes back, is kept in the slot and multicast to the
+ *     children; a child's resend before it came sends the partial sum up
+ *     again, one after it gets the kept result. The root has no parent and
+ *     multicasts; ACKs are reflected by the first switch, as on one switch;
  *   - every packet the switch rewrites gets a new ICRC, computed here with
  *     crc32 over the fields RoCEv2 covers (LRH ones, IPv4 with TOS/TTL/
  *     checksum masked, UDP with checksum masked, BTH with Resv8a masked, the
@@ -123,6 +133,9 @@ const bit<32> EPIC_EV_NOT_MEMBER = 6;     /* sender is not in the group: dropped
 const bit<32> EPIC_EV_BAD = 7;            /* not a packet the endpoint takes: dropped */
 const bit<32> EPIC_EV_ACK_HELD = 8;       /* Broadcast: a child's ACK that moves nothing yet */
 const bit<32> EPIC_EV_ACK_UP = 9;         /* Broadcast: the children's oldest ACK sent to the root */
+const bit<32> EPIC_EV_UP = 10;            /* tree: a slot's partial sum sent to the parent */
+const bit<32> EPIC_EV_UP_RESENT = 11;     /* tree: a child resent, the result is missing: sent up again */
+const bit<32> EPIC_EV_PARENT_DUP = 12;    /* tree: the parent's result for a slot that has it: dropped */
 
 const bit<32> EPIC_INSTANCE_REPLICATION = 5;
 const bit<16> LOSS_DEFAULT_PER_10K = 0;
@@ -165,6 +178,10 @@ struct metadata_t {
     bit<16> rid;
     bit<32> switch_ip;
     bit<1>  rewrite;
+    bit<1>  has_parent;      /* tree: the group has a parent switch (epic_parent) */
+    bit<32> parent_ip;
+    bit<9>  parent_port;
+    bit<1>  up;              /* tree: this packet goes to the parent */
 }
 
 /* LRH ones, masked IPv4 and UDP headers, BTH with Resv8a masked: the start
@@ -274,7 +291,7 @@ control MyIngress(inout epic_headers_t hdr,
     register<bit<8>>(EPIC_SLOT_COUNT) slot_count;     /* degree counter */
     register<bit<32>>(1 << EPIC_MAX_GROUPS_LOG2) group_announce;       /* last ImmDt */
     register<bit<64>>(1 << EPIC_MAX_GROUPS_LOG2) group_announce_size;  /* its size */
-    counter(10, CounterType.packets) epic_events;
+    counter(13, CounterType.packets) epic_events;
 
     EpicSums() sums;
     EpicAckMin() acks;
@@ -389,6 +406,36 @@ control MyIngress(inout epic_headers_t hdr,
         meta.rewrite = 1;
     }
 
+    /* Multi-switch tree: an AllReduce group whose switch is not the tree's root
+     * has a parent, the next switch up, reached on ``port`` at endpoint ``ip``
+     * (the parent's QPN for the group is in MyEgress.epic_parent_addr). Its
+     * children (ranks or switches) are its members; a complete slot's sum goes
+     * up, the parent's result comes down and is multicast to the children. */
+    action set_parent(bit<32> ip, bit<9> port) {
+        meta.has_parent = 1;
+        meta.parent_ip = ip;
+        meta.parent_port = port;
+    }
+
+    table epic_parent {
+        key = {
+            meta.gid: exact;
+        }
+        actions = {
+            set_parent;
+            NoAction;
+        }
+        size = 1 << EPIC_MAX_GROUPS_LOG2;
+        default_action = NoAction();
+    }
+
+    /* Send this packet to the parent switch (rewritten in egress). */
+    action to_parent() {
+        standard_metadata.egress_spec = meta.parent_port;
+        meta.rewrite = 1;
+        meta.up = 1;
+    }
+
     apply {
         link_loss.apply();
         if (cfg_loss != 0) {
@@ -414,7 +461,11 @@ control MyIngress(inout epic_headers_t hdr,
             return;
         }
         drop();   /* endpoint packets leave only where a case below says so */
-        if (!epic_member.apply().hit) {
+        if (meta.kind == EPIC_KIND_ALLREDUCE) {
+            epic_parent.apply();
+        }
+        bool from_parent = meta.has_parent == 1 && hdr.ipv4.srcAddr == meta.parent_ip;
+        if (!from_parent && !epic_member.apply().hit) {
             epic_events.count(EPIC_EV_NOT_MEMBER);
             return;
         }
@@ -422,6 +473,11 @@ control MyIngress(inout epic_headers_t hdr,
         meta.switch_ip = hdr.ipv4.dstAddr;
         bool from_root = meta.rank == meta.root;
         if (hdr.aeth.isValid() || hdr.cnp.isValid()) {
+            if (from_parent) {
+                /* a parent switch sends results only; nobody below ACKs it */
+                epic_events.count(EPIC_EV_BAD);
+                return;
+            }
             if (meta.kind == EPIC_KIND_REDUCE && from_root) {
                 /* the root's ACK of result p acknowledges every rank's upload p */
                 to_group(meta.ack_mgid);
@@ -494,7 +550,31 @@ control MyIngress(inout epic_headers_t hdr,
         bit<32> tag;
         bit<32> bitmap = 0;
         bit<8> count = 0;
+        /* the counter of a slot whose result is here: with a parent, the
+         * children's N contributions plus the parent's result */
+        bit<8> done = meta.degree + (bit<8>)meta.has_parent;
         slot_psn.read(tag, slot);
+        if (from_parent) {
+            /* the parent's result for PSN p: this switch sent p's partial sum
+             * up, so the slot serves p and holds all N contributions */
+            if (tag & EPIC_TAG_VALID == 0 || tag[23:0] != hdr.bth.psn) {
+                epic_events.count(EPIC_EV_STALE);
+                return;
+            }
+            slot_count.read(count, slot);
+            if (count != meta.degree) {
+                /* already multicast (a copy answering another child's resend) */
+                epic_events.count(EPIC_EV_PARENT_DUP);
+                return;
+            }
+            if (hdr.data.isValid()) {
+                sums.apply(hdr.data, slot, EPIC_SUM_FIRST);   /* kept for resends */
+            }
+            slot_count.write(slot, done);
+            to_group(meta.mgid);
+            epic_events.count(EPIC_EV_COMPLETION);
+            return;
+        }
         if (tag & EPIC_TAG_VALID == 0) {
             /* first use of the slot since the group was set up */
             tag = EPIC_TAG_VALID | (bit<32>)hdr.bth.psn;
@@ -509,7 +589,7 @@ control MyIngress(inout epic_headers_t hdr,
             epic_events.count(EPIC_EV_STALE);
             return;
         }
-        if (count == meta.degree) {
+        if (count == done) {
             /* complete: the sender lost its result (or its ACK); answer it */
             if (hdr.data.isValid()) {
                 sums.apply(hdr.data, slot, EPIC_SUM_LOAD);
@@ -522,6 +602,16 @@ control MyIngress(inout epic_headers_t hdr,
                 to_sender();
             }
             epic_events.count(EPIC_EV_RESENT);
+            return;
+        }
+        if (count == meta.degree) {
+            /* tree: sent up, no result yet; the child's resend means the
+             * partial sum (or the result on its way down) may be lost */
+            if (hdr.data.isValid()) {
+                sums.apply(hdr.data, slot, EPIC_SUM_LOAD);
+            }
+            to_parent();
+            epic_events.count(EPIC_EV_UP_RESENT);
             return;
         }
         bit<32> me = 32w1 << meta.rank;
@@ -540,8 +630,13 @@ control MyIngress(inout epic_headers_t hdr,
             slot_psn.write(dual, EPIC_TAG_VALID | (bit<32>)dual_psn);
             slot_bitmap.write(dual, 0);
             slot_count.write(dual, 0);
-            to_group(meta.mgid);
-            epic_events.count(EPIC_EV_COMPLETION);
+            if (meta.has_parent == 1) {
+                to_parent();
+                epic_events.count(EPIC_EV_UP);
+            } else {
+                to_group(meta.mgid);
+                epic_events.count(EPIC_EV_COMPLETION);
+            }
         }
     }
 }
@@ -587,6 +682,20 @@ control MyEgress(inout epic_headers_t hdr,
         default_action = drop();
     }
 
+    /* tree: the parent switch's endpoint of a group (MAC of its port, this
+     * port's MAC, its IP, its QPN for the group) */
+    table epic_parent_addr {
+        key = {
+            meta.gid: exact;
+        }
+        actions = {
+            set_rank_addr;
+            drop;
+        }
+        size = 1 << EPIC_MAX_GROUPS_LOG2;
+        default_action = drop();
+    }
+
     apply {
         link_loss.apply();
         if (cfg_loss != 0) {
@@ -600,11 +709,17 @@ control MyEgress(inout epic_headers_t hdr,
         if (meta.rewrite == 0) {
             return;
         }
-        if (standard_metadata.instance_type == EPIC_INSTANCE_REPLICATION) {
-            meta.rid = standard_metadata.egress_rid;
-        }
-        if (!epic_rank_addr.apply().hit) {
-            return;
+        if (meta.up == 1) {
+            if (!epic_parent_addr.apply().hit) {
+                return;
+            }
+        } else {
+            if (standard_metadata.instance_type == EPIC_INSTANCE_REPLICATION) {
+                meta.rid = standard_metadata.egress_rid;
+            }
+            if (!epic_rank_addr.apply().hit) {
+                return;
+            }
         }
         hdr.ipv4.srcAddr = meta.switch_ip;
         hdr.ipv4.ttl = 64;

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hosts.agent import collective_expected, collective_input, flow_pattern
+from hosts.agent import collective_bound, collective_expected, collective_input, flow_pattern
 from hosts.agent_spec import (
     CollectiveSpec,
     FlowSpec,
@@ -140,6 +140,31 @@ def test_both_ends_derive_the_same_data() -> None:
     np.testing.assert_array_equal(collective_expected(rs, 0), (xs[0] + xs[1] + xs[2])[off:])
     ag = CollectiveSpec(rank=0, size=3, count=100, seed=2, op="all_gather")
     np.testing.assert_array_equal(collective_expected(ag, 0), np.concatenate(xs))
+
+
+def test_float32_collectives_go_through_epic_within_the_fixed_point_bound() -> None:
+    with pytest.raises(SpecError, match="EPIC only"):
+        CollectiveSpec(rank=0, size=2, dtype="float32")
+    ep = {"switch_ip": "10.255.0.1", "qpn": 0x100, "gid": 0}
+    spec = CollectiveSpec(rank=1, size=4, count=500, seed=3, dtype="float32", scheme="epic",
+                          epic=ep)
+    xs = [collective_input(spec, r, 0) for r in range(4)]
+    assert all(x.dtype == np.float32 for x in xs)
+    exact = collective_expected(spec, 0)
+    assert exact is not None and exact.dtype == np.float64
+    bound = collective_bound(spec, 0, exact)
+    assert bound is not None
+    # what the switch computes: every rank rounds x * f, the int32 sums are divided by f
+    from hosts.commlib.epic import fixed_point_factor
+
+    f = fixed_point_factor(sum(float(np.max(np.abs(x))) for x in xs))
+    fixed = np.sum([np.round(x.astype(np.float64) * f) for x in xs], axis=0)
+    got = (fixed / f).astype(np.float32)
+    assert np.all(np.abs(got - exact) <= bound)
+    assert not np.all(np.abs(got + 10 * bound - exact) <= bound)    # the bound is tight-ish
+    # copies are exact: no bound
+    bc = dataclasses.replace(spec, op="broadcast")
+    assert collective_bound(bc, 0, collective_expected(bc, 0)) is None
 
 
 @pytest.mark.parametrize("size, mtu", [(65536, 1024), (1000, 1024), (5, 256), (3000, 1024)])
