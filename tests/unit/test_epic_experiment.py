@@ -100,3 +100,41 @@ def test_group_is_installed_once_every_rank_reported(tmp_path: Path) -> None:
     (d / "rank1.json").write_text(json.dumps({"rank": 1, "ip": "10.9.9.9", "qpn": 5}))
     with pytest.raises(ValueError, match="rank 1"):
         install_from_rendezvous(ex.ENDPOINT, jobs, d)
+
+
+def test_epic_tree_plan_is_the_papers_tree_3_2() -> None:
+    from experiments import epic_tree as tr
+
+    p = tr.Params.quick()
+    plan = tr.plan(p)
+    assert [ph.name for ph in plan.phases] == ["warmup", "epic", "epic_float", "ring", "ring256"]
+    fab = plan.topology.fabric
+    assert fab is not None and (fab.leaves, fab.spines, fab.hosts_per_leaf) == (2, 1, 2)
+    epic = plan.phases[1]
+    assert epic.epic_group is not None
+    assert epic.epic_group["tree"] == {
+        "spine1": {"ip": "10.255.0.1", "parent": None},
+        "leaf1": {"ip": "10.255.0.11", "parent": "spine1"},
+        "leaf2": {"ip": "10.255.0.12", "parent": "spine1"}}
+    # each rank addresses its own leaf's endpoint
+    ips = [epic.jobs[f"h{r + 1}"].collective.epic["switch_ip"] for r in range(4)]  # type: ignore[union-attr]
+    assert ips == ["10.255.0.11", "10.255.0.11", "10.255.0.12", "10.255.0.12"]
+    assert plan.phases[2].jobs["h1"].collective.dtype == "float32"  # type: ignore[union-attr]
+    assert plan.phases[3].epic_group is None
+    with pytest.raises(ValueError, match="ranks"):
+        tr.Params(leaves=8, hosts_per_leaf=2)
+
+
+def test_a_tree_phase_runs_only_what_spans_switches() -> None:
+    from experiments import epic_tree as tr
+
+    plan = tr.plan(tr.Params.quick())
+    epic = plan.phases[1]
+    bad = {h: JobSpec(host=h, ip=s.ip, transport=s.transport, collective=CollectiveSpec(
+        rank=s.collective.rank, size=4, dtype="int32", op="reduce", scheme="epic",  # type: ignore[union-attr]
+        epic=s.collective.epic)) for h, s in epic.jobs.items()}  # type: ignore[union-attr]
+    with pytest.raises(ExperimentError, match="only AllReduce and Barrier"):
+        RunPlan(topology=plan.topology, phases=(PhasePlan("epic", bad, epic_group=epic.epic_group),))
+    with pytest.raises(ExperimentError, match="needs a leaf-spine"):
+        RunPlan(topology=ex.plan(ex.Params.quick()).topology,
+                phases=(PhasePlan("epic", epic.jobs, epic_group=epic.epic_group),))
