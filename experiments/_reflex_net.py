@@ -10,9 +10,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from hosts.agent_spec import TransportSpec
+from hosts.agent_spec import INTERPRETERS, FlowSpec, JobSpec, TransportSpec
 from hosts.reflex.schemes import DSCP_LOW, PRIO_LOW
 from testbed.experiment import Topology
+from testbed.modelled import ModelledNetwork, packets
+from testbed.net import host_addr
 from testbed.timeline import PhaseData, counter_points, payload_efficiency
 
 PROGRAM = "switches/p4/reflex.p4"
@@ -65,10 +67,27 @@ class ReflexNetwork:
     # flexible flow for ~5 ms of modelled time).
     rto_us: float = 4000.0
     sample_interval_us: int = 20000
+    # What runs the host agents (hosts.agent_spec.INTERPRETERS).
+    agent_interpreter: str = "python"
+    # > 0: every host's interface serialises at the line rate (a TBF qdisc) and
+    # the pacer keeps up to this many full-size packets queued there while
+    # DCQCN allows the line rate (hosts/roce/README.md, "Speed"); 0: the
+    # pacer alone spaces the frames.
+    host_qdisc_ahead_packets: float = 0.0
+    switch_backend: str = "python"   # the soft switch's data path: python or pypy
 
     def __post_init__(self) -> None:
         if self.link_mbps <= 0 or self.nic_gbps <= 0 or self.t_int_us <= 0:
             raise ValueError("link_mbps, nic_gbps and t_int_us must be positive")
+        if self.agent_interpreter not in INTERPRETERS:
+            raise ValueError(f"agent_interpreter must be one of {', '.join(INTERPRETERS)}")
+        if self.host_qdisc_ahead_packets and self.host_qdisc_ahead_packets < 2:
+            raise ValueError("host_qdisc_ahead_packets must be 0 (no qdisc) or at least 2 "
+                             "(the pacer's bucket)")
+        from switches.soft.backends import BACKENDS
+
+        if self.switch_backend not in BACKENDS:
+            raise ValueError(f"switch_backend must be one of {', '.join(BACKENDS)}")
         if not 0 < self.ecn_k_pkts < self.queue_pkts:
             raise ValueError("need 0 < ecn_k_pkts < queue_pkts")
         if self.path_mtu > 1024:
@@ -112,7 +131,17 @@ def transport(p: ReflexNetwork) -> TransportSpec:
     return TransportSpec(scale={"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9,
                                 "rto_us": p.rto_us},
                          dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
-                         sample_interval_us=p.sample_interval_us)
+                         sample_interval_us=p.sample_interval_us,
+                         qdisc_ahead_packets=p.host_qdisc_ahead_packets)
+
+
+def host_jobs(p: ReflexNetwork, per_host: dict[int, list[FlowSpec]],
+         timeout_s: float) -> dict[str, JobSpec]:
+    """One agent per host index with its flows, on the network's transport."""
+    t = transport(p)
+    return {f"h{i}": JobSpec(host=f"h{i}", ip=host_addr(i).ip, transport=t, flows=tuple(fl),
+                             timeout_s=timeout_s, interpreter=p.agent_interpreter)
+            for i, fl in sorted(per_host.items())}
 
 
 def flexible_spec(p: ReflexNetwork, alpha: float, r: float = 1.0) -> dict[str, Any]:
@@ -121,14 +150,21 @@ def flexible_spec(p: ReflexNetwork, alpha: float, r: float = 1.0) -> dict[str, A
             "measure": p.measure, "exploit": p.exploit, "low_dscp": DSCP_LOW}
 
 
-def topology(p: ReflexNetwork) -> Topology:
-    """h1, h2 senders and h3 receiver around one reflex.p4 switch."""
+def network(p: ReflexNetwork) -> ModelledNetwork:
+    """The paper's links and queues in its units (the marking threshold is the
+    program's own single-threshold line, in ``topology``)."""
+    return ModelledNetwork(link_gbps=p.nic_gbps, slowdown=p.slowdown,
+                           buffer=packets(p.queue_pkts))
+
+
+def topology(p: ReflexNetwork, n_hosts: int = 3) -> Topology:
+    """Hosts h1 .. h<n> around one reflex.p4 switch (h1, h2 senders and h3
+    receiver in the two-flow experiments)."""
     return Topology(
-        n_hosts=3, program=PROGRAM, priority_queues=2, qdepth_register=QDEPTH_REGISTER,
-        packet_bytes=p.path_mtu + 58,
+        n_hosts=n_hosts, program=PROGRAM, priority_queues=2, qdepth_register=QDEPTH_REGISTER,
+        packet_bytes=p.path_mtu + 58, network=network(p),
+        host_line_qdisc=p.host_qdisc_ahead_packets > 0, backend=p.switch_backend,
         commands=(
-            f"set_port_rate_bps {int(p.link_bps)}",
-            f"set_queue_depth {p.queue_pkts}",
             f"table_set_default MyEgress.ecn_config MyEgress.set_ecn_threshold {p.ecn_k_pkts}",
             f"table_add MyIngress.dscp_priority MyIngress.set_priority {DSCP_LOW} => {PRIO_LOW}",
         ))

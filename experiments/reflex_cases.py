@@ -70,10 +70,10 @@ from experiments._reflex_net import (
     delivered,
     first_rx_s,
     flexible_spec,
+    host_jobs,
     last_rx_s,
     messages,
     topology,
-    transport,
 )
 from hosts.agent_spec import FlowSpec, JobSpec
 from hosts.reflex.schemes import DSCP_HIGH, DSCP_LOW, SCHEMES
@@ -238,14 +238,10 @@ def _case(p: Params, scheme: str, case: int) -> tuple[dict[str, JobSpec], float]
                                                      **common, **extra))
         per_host.setdefault(3, []).append(FlowSpec(role="receiver", peer_ip=host_addr(snd).ip,
                                                    **common))
-    t = transport(p)
     # Worst case: the later flow starved until the first one ends, both at line rate.
     expected = (head + (counts["flex"] + counts["regular"]) * p.msg_bytes * 8
                 / p.payload_bps / p.t_int_s) * p.t_int_s
-    jobs = {f"h{i}": JobSpec(host=f"h{i}", ip=host_addr(i).ip, transport=t, flows=tuple(fl),
-                             timeout_s=2 * expected + 60)
-            for i, fl in sorted(per_host.items())}
-    return jobs, expected
+    return host_jobs(p, per_host, 2 * expected + 60), expected
 
 
 def phase_name(scheme: str, case: int, seed: int = 0) -> str:

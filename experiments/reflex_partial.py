@@ -43,12 +43,12 @@ from experiments._reflex_net import (
     QUICK_LINK_MBPS,
     ReflexNetwork,
     flexible_spec,
+    host_jobs,
     messages,
     seed_spread,
     topology,
-    transport,
 )
-from hosts.agent_spec import FlowSpec, JobSpec
+from hosts.agent_spec import FlowSpec
 from hosts.reflex.schemes import SCHEMES
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan
@@ -141,7 +141,6 @@ def phase_name(r: float, seed: int) -> str:
 def plan(p: Params) -> RunPlan:
     count = messages(p, p.flow_cycles * p.cycle_intervals)
     line_s = count * p.msg_bytes * 8 / p.payload_bps
-    t = transport(p)
     phases = []
     for r, seed in ((r, s) for r in p.r_list for s in p.seed_list):
         flows = {"flex": 1, "regular": 2}
@@ -156,9 +155,7 @@ def plan(p: Params) -> RunPlan:
             per_host.setdefault(3, []).append(FlowSpec(
                 role="receiver", peer_ip=host_addr(snd).ip, **common))
         timeout = 3 * 2 * line_s + 60
-        jobs = {f"h{i}": JobSpec(host=f"h{i}", ip=host_addr(i).ip, transport=t, flows=tuple(fl),
-                                 timeout_s=timeout) for i, fl in sorted(per_host.items())}
-        phases.append(PhasePlan(phase_name(r, seed), jobs,
+        phases.append(PhasePlan(phase_name(r, seed), host_jobs(p, per_host, timeout),
                                 commands=(SCHEMES["reflex"].switch_line(BOTTLENECK_PORT),),
                                 timeout_s=timeout, watch_ports=(BOTTLENECK_PORT,),
                                 notes=f"flexible flow with r = {r:g}, alpha = {p.alpha:g}, "

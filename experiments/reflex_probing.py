@@ -73,12 +73,12 @@ from experiments._reflex_net import (
     ReflexNetwork,
     delivered,
     flexible_spec,
+    host_jobs,
     messages,
     seed_spread,
     topology,
-    transport,
 )
-from hosts.agent_spec import FlowSpec, JobSpec
+from hosts.agent_spec import FlowSpec
 from hosts.reflex.schemes import SCHEMES
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan
@@ -266,12 +266,9 @@ def _phase(p: Params, exploit: int, seed: int) -> tuple[PhasePlan, float]:
                                                      **common, **extra))
         per_host.setdefault(3, []).append(FlowSpec(role="receiver", peer_ip=host_addr(snd).ip,
                                                    **common))
-    t = transport(p)
     expected = (end + 2) * p.t_int_s
     timeout = 1.5 * expected + 60
-    jobs = {f"h{i}": JobSpec(host=f"h{i}", ip=host_addr(i).ip, transport=t, flows=tuple(fl),
-                             timeout_s=timeout) for i, fl in sorted(per_host.items())}
-    return PhasePlan(phase_name(exploit, seed), jobs,
+    return PhasePlan(phase_name(exploit, seed), host_jobs(p, per_host, timeout),
                      commands=(SCHEMES["reflex"].switch_line(BOTTLENECK_PORT),),
                      timeout_s=timeout, watch_ports=(BOTTLENECK_PORT,),
                      notes=f"D_exploit = {exploit} (1:1:{exploit}), seed {seed}: a flexible "

@@ -30,7 +30,7 @@ def test_plan_configures_the_papers_switch_and_every_scheme() -> None:
     plan = rc.plan(p)
     assert plan.topology.program == "switches/p4/reflex.p4"
     assert plan.topology.priority_queues == 2
-    cmds = " | ".join(plan.topology.commands)
+    cmds = " | ".join(plan.network_commands())
     assert "set_queue_depth 466" in cmds and "set_ecn_threshold 65" in cmds
     # The quick profile runs the paper's network on 40 Mb/s links (the full
     # profile's clock, at 20 Mb/s, is twice as slow).
