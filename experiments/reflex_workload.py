@@ -1,0 +1,413 @@
+"""ReFlex under a Poisson workload (§6.5, workload 1): FCT speed-ups of regular and flexible flows for alpha and r sweeps.
+
+The ReFlex paper's §6.5: a ToR with 20 servers on 10 Gb/s links; flows
+between random pairs arrive as Poisson processes at 40% average
+utilization, half of it from regular flows, half from flexible flows of
+250 MB (8 probing cycles of line-rate volume). Workload 1: the regular
+flows are as large and arrive as often. Each scheme runs the same arrivals;
+a flow's speed-up is its FCT without prioritization over its FCT under the
+scheme, for the mean and the 99th percentile of each class (Fig. 13). The
+paper sweeps ReFlex's alpha (r = 1) and r (alpha = 1) and compares with no
+prioritization and weighted 9:1: 9:1 speeds regular flows up (mean 1.35x,
+p99 1.64x) and slows flexible ones (0.80x, 0.67x); ReFlex at alpha = 0.8
+gives less on both sides (regular 1.04x / 1.04x, flexible 0.91x / 0.88x).
+
+Setup: the network of reflex-cases (experiments/_reflex_net.py: 10 Gb/s
+modelled on ``link_mbps`` links, DRR 90/10, RED hard threshold 65 of 466
+packets, T_int = 5 ms x slowdown, RoCEv2/DCQCN instead of DCTCP). The
+testbed models one of the ToR's downlinks: with random pairs every downlink
+of the paper's ToR sees Poisson arrivals at the 40% load, and the
+downlink's queues are where regular and flexible flows meet. ``senders``
+hosts (h1 .. h<senders>) send to one receiver; flows go to the senders in
+turn, so a host's NIC carries one flow at a time unless more flows overlap
+than there are senders (``sender_overlap_s`` records how long that
+happened: the paper's NICs then share their rate, here each QP paces at its
+own DCQCN rate).
+
+Differences from the paper, besides DCQCN: the flows' size keeps its ratio
+to the probing cycle only in the full profile's direction (``flexible_cycles``:
+the paper's 8 cycles would make a run of tens of flows hours long; full 2,
+quick 0.1, half an interval: flows that short end before ReFlex has a
+fair-share estimate, so the quick profile shows the workload and the fixed
+schemes, and ReFlex there stays near no prioritization). Workload 2 (100 kB
+regular flows at 5000 flows/s) is not run: thousands of short flows per
+phase are more QPs than the hosts' agents handle at this scale.
+
+Results (summary.json), per scheme under ``w1.<scheme>``: ``regular`` and
+``flexible`` each with ``n`` (flows), ``mean_fct_s``, ``p99_fct_s``
+(testbed seconds; the p99 of a few flows is their largest), and, except for
+``none``, ``mean_speedup`` and ``p99_speedup`` (the scheme's FCT against no
+prioritization's for the same arrivals); ``delivered_fraction`` of the
+flexible bytes. Schemes: ``none``, ``weighted-9:1``, ``reflex-a080``
+(alpha 0.8, r 1), ``reflex-r050`` (alpha 1, r 0.5), ... With several seeds
+(each a different draw of arrivals) every figure is the mean over seeds, with
+``_sd``, ``_min``, ``_max``, ``_n`` and ``_seeds``. ``paper`` holds the
+paper's values (REFERENCE).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from experiments._reflex_net import (
+    QUICK_LINK_MBPS,
+    ReflexNetwork,
+    flexible_spec,
+    host_jobs,
+    messages,
+    seed_spread,
+    topology,
+)
+from hosts.agent_spec import FlowSpec
+from hosts.reflex.schemes import DSCP_HIGH, DSCP_LOW, SCHEMES
+from testbed.claims import Claim
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan
+from testbed.net import host_addr
+from testbed.timeline import PhaseData, load_phase
+
+NAME = "reflex-workload"
+RXE_UNSUPPORTED = ("ReFlex's flexible flows move a QP between priority queues by changing "
+                   "its packets' DSCP as they go; rxe sends every packet of a QP with the "
+                   "traffic class set at RTR")
+HEADLINE = ("w1.weighted-9:1.regular.mean_speedup", "w1.weighted-9:1.flexible.mean_speedup",
+            "w1.reflex-a080.regular.mean_speedup", "w1.reflex-a080.flexible.mean_speedup")
+
+# The paper's values (§6.5, Fig. 13, workload 1): speed-ups against no
+# prioritization, FCT(none) / FCT(scheme), of the mean and the 99th percentile.
+REFERENCE: dict[str, float] = {
+    "w1.weighted-9:1.regular.mean_speedup": 1.35,
+    "w1.weighted-9:1.regular.p99_speedup": 1.64,
+    "w1.weighted-9:1.flexible.mean_speedup": 0.80,
+    "w1.weighted-9:1.flexible.p99_speedup": 0.67,
+    # alpha = 0.8: regular 441 ms (mean) and 1178 ms (p99) against 460 and 1215
+    # without prioritization; flexible 513 and 1390 ms against 465 and 1227.
+    "w1.reflex-a080.regular.mean_speedup": 1.04,
+    "w1.reflex-a080.regular.p99_speedup": 1.04,
+    "w1.reflex-a080.flexible.mean_speedup": 0.91,
+    "w1.reflex-a080.flexible.p99_speedup": 0.88,
+}
+# The paper's FCTs without prioritization (ms of the 10 Gb/s network), for the
+# record: they depend on its 250 MB flows, which the testbed does not run.
+REFERENCE_FCT_MS = {"none.regular.mean": 460, "none.flexible.mean": 465,
+                    "none.regular.p99": 1215, "none.flexible.p99": 1227}
+
+# What the report checks against Fig. 13: the direction of every speed-up
+# (above or below 1) and its size within 10% of the paper's.
+CLAIMS = tuple(
+    Claim("Fig. 13", f"workload 1, {label}: {kind} flows' {stat} FCT speed-up "
+          f"{REFERENCE[key]:.2f}x", key=key, paper=REFERENCE[key],
+          per_seed=f"{key}_seeds", direction="above" if REFERENCE[key] > 1 else "below",
+          versus=1.0, rel_tol=0.10, plots=("speedups.png",))
+    for scheme, label in (("weighted-9:1", "weighted 9:1"), ("reflex-a080", "ReFlex alpha 0.8"))
+    for kind in ("regular", "flexible") for stat in ("mean", "p99")
+    for key in [f"w1.{scheme}.{kind}.{stat}_speedup"])
+
+
+@dataclass(frozen=True)
+class Params(ReflexNetwork):
+    senders: int = 4                   # sending hosts; one more host receives
+    load: float = 0.4                  # average utilization of the downlink (paper)
+    flexible_share: float = 0.5        # of the load, from flexible flows (paper: half)
+    # Each flow's size in probing cycles of line-rate volume (paper: 250 MB on
+    # 10 Gb/s, 8 cycles of 25 ms); regular flows are as large (workload 1).
+    flexible_cycles: float = 2.0
+    flows: int = 24                    # arrivals per run, half of them flexible
+    alphas: str = "0.5,0.8,1"          # ReFlex with r = 1
+    rs: str = "0.5,0.8"                # ReFlex with alpha = 1
+    baselines: str = "none,weighted-9:1"
+    seeds: int = 2                     # draws of the arrivals
+    first_seed: int = 0
+
+    @classmethod
+    def quick(cls) -> Params:
+        # A run that shows the workload and the fixed schemes in about a
+        # minute: twelve flows of half an interval each (too short for ReFlex
+        # to have a fair-share estimate, see the module docstring).
+        return cls(link_mbps=QUICK_LINK_MBPS, senders=3, flexible_cycles=0.1, flows=12,
+                   alphas="0.8", rs="", seeds=1)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 1 <= self.senders <= 16:
+            raise ValueError("senders must be 1..16")
+        if not 0 < self.load < 1 or not 0 < self.flexible_share < 1:
+            raise ValueError("load and flexible_share must be in (0, 1)")
+        if self.flexible_cycles <= 0:
+            raise ValueError("flexible_cycles must be positive")
+        if self.flows < 2 or not 1 <= round(self.flows * self.flexible_share) < self.flows:
+            raise ValueError("flows must give at least one flow of each class")
+        try:
+            alphas, rs = self.alpha_list, self.r_list
+        except ValueError:
+            raise ValueError(f"alphas {self.alphas!r} and rs {self.rs!r} must be "
+                             "comma-separated numbers") from None
+        if any(not 0 <= a <= 1 for a in alphas) or any(not 0 <= r <= 1 for r in rs):
+            raise ValueError("alphas and rs must be in [0, 1]")
+        base = self.baseline_list
+        if "none" not in base or set(base) - {"none", "absolute", "weighted-9:1",
+                                              "weighted-2:1", "weighted-10:9"}:
+            raise ValueError("baselines: 'none' (the speed-ups' reference) and any of "
+                             "absolute, weighted-9:1, weighted-2:1, weighted-10:9")
+        if self.seeds < 1 or self.first_seed < 0:
+            raise ValueError("seeds must be >= 1 and first_seed >= 0")
+
+    @property
+    def alpha_list(self) -> list[float]:
+        return [float(v) for v in self.alphas.split(",") if v.strip()]
+
+    @property
+    def r_list(self) -> list[float]:
+        return [float(v) for v in self.rs.split(",") if v.strip()]
+
+    @property
+    def baseline_list(self) -> list[str]:
+        return [s.strip() for s in self.baselines.split(",") if s.strip()]
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.first_seed, self.first_seed + self.seeds))
+
+    @property
+    def receiver(self) -> int:
+        return self.senders + 1
+
+
+def _pct(v: float) -> str:
+    return f"{round(v * 100):03d}"
+
+
+def scheme_list(p: Params) -> list[str]:
+    """Baselines, then ReFlex per alpha (r = 1), then per r (alpha = 1)."""
+    return (p.baseline_list + [f"reflex-a{_pct(a)}" for a in p.alpha_list]
+            + [f"reflex-r{_pct(r)}" for r in p.r_list])
+
+
+def reflex_params(scheme: str) -> tuple[float, float] | None:
+    """(alpha, r) of a ReFlex scheme name, None for a fixed scheme."""
+    if scheme.startswith("reflex-a"):
+        return int(scheme[8:]) / 100, 1.0
+    if scheme.startswith("reflex-r"):
+        return 1.0, int(scheme[8:]) / 100
+    return None
+
+
+@dataclass(frozen=True)
+class Arrival:
+    name: str
+    kind: Literal["regular", "flexible"]
+    start_s: float                     # after the phase's start
+    sender: int                        # host index
+
+
+def arrivals(p: Params, seed: int) -> list[Arrival]:
+    """One draw of the workload: ``flows`` Poisson arrivals at the rate that
+    loads the downlink to ``load`` (every flow the same size), a random
+    ``flexible_share`` of them flexible, given to the senders in turn."""
+    rng = random.Random(7919 + seed)
+    rate = p.load / (p.flexible_cycles * p.cycle_s)    # flows per testbed second
+    n_flex = round(p.flows * p.flexible_share)
+    flex: list[Literal["regular", "flexible"]] = ["flexible"] * n_flex
+    reg: list[Literal["regular", "flexible"]] = ["regular"] * (p.flows - n_flex)
+    kinds = flex + reg
+    rng.shuffle(kinds)
+    out, t = [], 0.0
+    for i, kind in enumerate(kinds):
+        t += rng.expovariate(rate)
+        out.append(Arrival(f"{kind[:4]}{i:03d}", kind, round(t, 6), 1 + i % p.senders))
+    return out
+
+
+def flow_count(p: Params) -> int:
+    return messages(p, p.flexible_cycles * p.cycle_intervals)
+
+
+def phase_name(scheme: str, seed: int) -> str:
+    return f"w1-{scheme}" + (f"-s{seed}" if seed else "")
+
+
+def _phase(p: Params, scheme: str, seed: int) -> PhasePlan:
+    flows = arrivals(p, seed)
+    count = flow_count(p)
+    rx = p.receiver
+    rp = reflex_params(scheme)
+    fixed = SCHEMES["reflex" if rp else scheme]
+    per_host: dict[int, list[FlowSpec]] = {}
+    for k, a in enumerate(flows):
+        common: dict[str, Any] = {"flow": a.name, "msg_bytes": p.msg_bytes, "count": count,
+                                  "window": p.window, "seed": 700 + 1000 * seed + k}
+        extra: dict[str, Any] = {"start_delay_s": a.start_s}
+        if a.kind == "flexible":
+            extra["dscp"] = DSCP_LOW if fixed.flexible == "low" else DSCP_HIGH
+            if rp is not None:
+                extra["flexible"] = flexible_spec(p, *rp)
+        per_host.setdefault(a.sender, []).append(FlowSpec(
+            role="sender", peer_ip=host_addr(rx).ip, **common, **extra))
+        per_host.setdefault(rx, []).append(FlowSpec(
+            role="receiver", peer_ip=host_addr(a.sender).ip, **common))
+    # Every flow starved to the end of the window and then sent at line rate.
+    line_s = count * p.msg_bytes * 8 / p.payload_bps
+    timeout = 2 * (flows[-1].start_s + len(flows) * line_s) + 60
+    return PhasePlan(phase_name(scheme, seed), host_jobs(p, per_host, timeout),
+                     commands=(fixed.switch_line(rx),), timeout_s=timeout, watch_ports=(rx,),
+                     notes=f"workload 1, {scheme}: {len(flows)} flows (seed {seed})")
+
+
+def plan(p: Params) -> RunPlan:
+    phases = tuple(_phase(p, s, seed) for s in scheme_list(p) for seed in p.seed_list)
+    return RunPlan(topology=topology(p, n_hosts=p.senders + 1), phases=phases,
+                   fidelity=FidelityLimits(),
+                   info={"bottleneck_port": p.receiver, "link_bps": p.link_bps,
+                         "slowdown": p.slowdown, "t_int_s": p.t_int_s, "cycle_s": p.cycle_s,
+                         "flow_bytes": flow_count(p) * p.msg_bytes,
+                         "arrivals_s": {s: [a.start_s for a in arrivals(p, s)]
+                                        for s in p.seed_list},
+                         "reference": REFERENCE})
+
+
+# ---------------------------------------------------------------------------
+# analysis
+
+
+def _params(run_dir: Path) -> Params:
+    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
+    known = {f.name for f in dataclasses.fields(Params)}
+    return Params(**{k: v for k, v in d.items() if k in known})
+
+
+def p99(xs: list[float]) -> float:
+    """The 99th percentile, nearest rank (of a few flows: the largest)."""
+    s = sorted(xs)
+    return s[max(0, math.ceil(0.99 * len(s)) - 1)]
+
+
+def flow_fcts(data: PhaseData, flows: list[Arrival]) -> dict[str, float]:
+    """FCT (s) per flow: from when its sender could post its first message to
+    the receiver's last completion."""
+    out = {}
+    for a in flows:
+        comps = data.flow_events(a.name, "completion", role="receiver")
+        if not comps:
+            raise ValueError(f"phase {data.name}: flow {a.name} delivered nothing")
+        start = data.flow_end(a.name, "sender")["t_start_ns"] / 1e9 + a.start_s
+        out[a.name] = max(int(e["t_ns"]) for e in comps) / 1e9 - start
+    return out
+
+
+def sender_overlap_s(data: PhaseData, flows: list[Arrival]) -> float:
+    """Seconds in which some sender had two or more flows active."""
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for a in flows:
+        end = data.flow_end(a.name, "sender")
+        t0 = end["t_start_ns"] / 1e9 + a.start_s
+        spans.setdefault(a.sender, []).append((t0, float(end["t_ns"]) / 1e9))
+    total = 0.0
+    for iv in spans.values():
+        iv.sort()
+        for (_, e0), (s1, e1) in zip(iv, iv[1:], strict=False):
+            total += max(0.0, min(e0, e1) - s1)
+    return total
+
+
+def phase_result(data: PhaseData, flows: list[Arrival], size: int) -> dict[str, Any]:
+    fct = flow_fcts(data, flows)
+    res: dict[str, Any] = {}
+    for kind in ("regular", "flexible"):
+        xs = [fct[a.name] for a in flows if a.kind == kind]
+        res[kind] = {"n": len(xs), "mean_fct_s": round(statistics.fmean(xs), 4),
+                     "p99_fct_s": round(p99(xs), 4)}
+    got = sum(data.flow_end(a.name, "receiver")["bytes"] for a in flows if a.kind == "flexible")
+    res["flexible"]["delivered_fraction"] = round(got / (size * res["flexible"]["n"]), 4)
+    res["sender_overlap_s"] = round(sender_overlap_s(data, flows), 3)
+    res["fct_s"] = {k: round(v, 4) for k, v in fct.items()}
+    return res
+
+
+def analyze(run_dir: Path) -> dict[str, Any]:
+    p = _params(run_dir)
+    size = flow_count(p) * p.msg_bytes
+    per_seed: dict[str, list[dict[str, Any]]] = {}
+    for scheme in scheme_list(p):
+        per_seed[scheme] = [phase_result(load_phase(run_dir, phase_name(scheme, s)),
+                                         arrivals(p, s), size) for s in p.seed_list]
+    base = per_seed["none"]
+    w1: dict[str, Any] = {}
+    for scheme, runs in per_seed.items():
+        flat: list[dict[str, Any]] = []
+        for run, ref in zip(runs, base, strict=True):
+            row: dict[str, Any] = {"sender_overlap_s": run["sender_overlap_s"]}
+            for kind in ("regular", "flexible"):
+                for stat in ("mean", "p99"):
+                    row[f"{kind}.{stat}_fct_s"] = run[kind][f"{stat}_fct_s"]
+                    if scheme != "none":
+                        row[f"{kind}.{stat}_speedup"] = round(
+                            ref[kind][f"{stat}_fct_s"] / run[kind][f"{stat}_fct_s"], 4)
+                row[f"{kind}.n"] = run[kind]["n"]
+            row["flexible.delivered_fraction"] = run["flexible"]["delivered_fraction"]
+            flat.append(row)
+        spread = seed_spread(flat, list(flat[0]))
+        cell: dict[str, Any] = {"sender_overlap_s": spread.pop("sender_overlap_s")}
+        for k, v in spread.items():
+            kind, _, rest = k.partition(".")
+            if rest:
+                cell.setdefault(kind, {})[rest] = v
+            else:
+                cell[k] = v
+        cell["runs"] = runs
+        w1[scheme] = cell
+    return {"w1": w1, "schemes": scheme_list(p), "paper": dict(REFERENCE),
+            "paper_fct_ms": dict(REFERENCE_FCT_MS), "flow_bytes": size}
+
+
+def plot(run_dir: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    from testbed.plotting import flow_timeline
+
+    p = _params(run_dir)
+    res = analyze(run_dir)
+    outs = []
+    for scheme in scheme_list(p):
+        for seed in p.seed_list:
+            name = phase_name(scheme, seed)
+            outs.append(flow_timeline(
+                load_phase(run_dir, name), Path(run_dir) / "plots" / f"{name}.png",
+                title=f"{NAME} - workload 1, {scheme}, seed {seed} "
+                      f"({p.link_mbps:g} Mb/s = 10 Gb/s)",
+                port=p.receiver, line_rate_bps=p.link_bps, thresholds=(p.ecn_k_pkts,),
+                queue_limit=p.queue_pkts, rate_window_s=p.t_int_s / 5))
+    others = [s for s in scheme_list(p) if s != "none"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for ax, kind in zip(axes, ("regular", "flexible"), strict=True):
+        x = range(len(others))
+        for off, stat in ((-0.2, "mean"), (0.2, "p99")):
+            key = f"{stat}_speedup"
+            cells = [res["w1"][s][kind] for s in others]
+            got = [c[key] for c in cells]
+            err = [[c[key] - c.get(f"{key}_min", c[key]) for c in cells],
+                   [c.get(f"{key}_max", c[key]) - c[key] for c in cells]]
+            ax.bar([i + off for i in x], got, 0.4, yerr=err, capsize=3, label=f"{stat}")
+            ref = [(i + off, REFERENCE[f"w1.{s}.{kind}.{key}"]) for i, s in enumerate(others)
+                   if f"w1.{s}.{kind}.{key}" in REFERENCE]
+            if ref:
+                ax.plot([a for a, _ in ref], [b for _, b in ref], "k*", markersize=10,
+                        label=f"paper {stat}")
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xticks(list(x), others, rotation=30, ha="right")
+        ax.set_title(f"{kind} flows: FCT speed-up against no prioritization")
+        ax.set_ylabel("FCT(none) / FCT(scheme)")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{NAME}: workload 1, load {p.load:g}, {p.seeds} draw(s), bars min-max")
+    fig.tight_layout()
+    out = Path(run_dir) / "plots" / "speedups.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    outs.append(out)
+    return outs
