@@ -84,6 +84,16 @@ class Topology:
     # Each host's interface serialises its frames at the modelled link rate
     # with a TBF qdisc (testbed.net.shape_host), as a NIC does: needs ``network``.
     host_line_qdisc: bool = False
+    # The host agents run at real-time priority (SCHED_FIFO; senders above
+    # receivers, testbed.runner.SENDER_RT_PRIORITY) and the soft switch above them,
+    # as the NICs and the switch they stand for run beside the machine's other
+    # work: a paced sender then runs when it wakes for its next packet instead
+    # of waiting on the run queue behind the switch and the receiver, which on
+    # a 2-core machine made ReFlex's senders late for 5-14% of their packets
+    # (experiments/README.md, "reflex-cases"). Everything else (the runner,
+    # the kernel's softirq threads) shares what is left (the kernel keeps 5%
+    # of each second for it).
+    realtime: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.n_hosts <= 250:

@@ -28,8 +28,10 @@ def test_case1_head_start_follows_the_papers_budget_rule() -> None:
 def test_plan_configures_the_papers_switch_and_every_scheme() -> None:
     p = rc.Params.quick()
     plan = rc.plan(p)
+    full = rc.plan(dataclasses.replace(p, schemes=rc.Params().schemes))
     assert plan.topology.program == "switches/p4/reflex.p4"
     assert plan.topology.priority_queues == 2
+    assert plan.topology.realtime and not plan.topology.host_line_qdisc
     cmds = " | ".join(plan.network_commands())
     assert "set_queue_depth 466" in cmds and "set_ecn_threshold 65" in cmds
     # The quick profile runs the paper's network on 40 Mb/s links (the full
@@ -38,8 +40,8 @@ def test_plan_configures_the_papers_switch_and_every_scheme() -> None:
     assert p.slowdown == 250 and p.t_int_s == pytest.approx(1.25)
     assert rc.Params().slowdown == 500
     names = [ph.name for ph in plan.phases]
-    assert names[:2] == ["case1-reflex", "case2-reflex"] and len(names) == 12
-    by = {ph.name: ph for ph in plan.phases}
+    assert names[:2] == ["case1-reflex", "case2-reflex"] and len(names) == 8
+    by = {ph.name: ph for ph in full.phases}
     assert by["case1-reflex"].commands == ("set_priority_weights 3 10 90",)
     assert by["case2-absolute"].commands == ("set_priority_weights 3 strict",)
     assert by["case1-weighted-10:9"].commands == ("set_priority_weights 3 9 10",)
