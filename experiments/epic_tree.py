@@ -16,8 +16,8 @@ copies it to its ranks. ACKs are reflected by the leaf; losses are
 repaired end to end by the ranks' go-back-N (Mode-II).
 
 Phases (after a ``warmup``, one EPIC AllReduce of ``warmup_kib`` on other
-groups so that the three switches' JIT compiles first; not measured,
-outside the fidelity verdict):
+groups so that the three switches' JIT compiles and their collector
+settles first; not measured, outside the fidelity verdict):
 
 - ``epic``: AllReduce of int32 over the tree from ``min_kib`` to ``max_kib``
   (powers of 4), ``iterations`` per size, then ``barriers`` Barriers; every
@@ -129,7 +129,11 @@ class Params:
     float_kib: int = 256           # the float32 AllReduce (0: no float phase)
     barriers: int = 5
     link_mbps: float = 0.5         # every switch port and host NIC
-    warmup_kib: int = 256          # one EPIC AllReduce before measuring (0: none)
+    # One EPIC AllReduce before measuring (0: none). The three PyPy switch
+    # daemons keep compiling traces and collecting for about 20 s of EPIC
+    # traffic (stalls of 100-140 ms); 1 MiB (21 s at 0.5 Mb/s) puts them all
+    # in the warm-up. The quick profile cannot afford it and is not faithful.
+    warmup_kib: int = 1024
     nic_gbps: float = 100.0        # the paper's NIC: slowdown = nic_gbps / link_mbps
     backend: str = "pypy"          # the soft switches' data path
     seed: int = 1
