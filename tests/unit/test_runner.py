@@ -4,7 +4,10 @@ summary keys, environment checks and the run / list / plot commands."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -410,3 +413,34 @@ def test_plans_rxe_hosts_cannot_run_are_refused_before_bring_up() -> None:
     assert fabric.topology.fabric is not None
     with pytest.raises(RunError, match="leaf-spine fabric has no rxe hosts"):
         check_plan_hosts(fabric, "rxe")
+
+
+class _LocalNode:
+    """A stand-in Mininet node whose popen runs in this namespace."""
+
+    def popen(self, args: list[str], **kw: Any) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(["sleep", "30"], **kw)
+
+
+@pytest.mark.parametrize("sends, prio", [(True, "SENDER_RT_PRIORITY"),
+                                         (False, "RECEIVER_RT_PRIORITY")])
+def test_realtime_agents_run_sched_fifo_senders_above_receivers(
+        tmp_path: Path, sends: bool, prio: str) -> None:
+    from testbed import runner
+    from testbed.owned import this_process_record
+
+    a = runner._Agent("h1", _LocalNode(), tmp_path / "s.json", tmp_path / "e.jsonl",
+                      tmp_path / "log", realtime=True, sends=sends)
+    runner._start_agent(a)
+    assert a.proc is not None
+    try:
+        if os.geteuid() != 0:   # no real-time budget: said, and the run goes on
+            assert not a.realtime and a.realtime_error
+            return
+        assert a.realtime and os.sched_getscheduler(a.proc.pid) == os.SCHED_FIFO
+        assert os.sched_getparam(a.proc.pid).sched_priority == getattr(runner, prio)
+        assert runner.RECEIVER_RT_PRIORITY < runner.SENDER_RT_PRIORITY < runner.SWITCH_RT_PRIORITY
+    finally:
+        a.proc.kill()
+        a.proc.wait()
+        this_process_record().forget([a.proc.pid])
