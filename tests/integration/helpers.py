@@ -4,6 +4,7 @@ and running an experiment end to end and judging its fidelity verdict."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -15,6 +16,14 @@ import pytest
 
 TRAFFIC = str(Path(__file__).with_name("traffic.py"))
 REPO = Path(__file__).resolve().parents[2]
+
+
+def as_foreground_job() -> None:
+    """``preexec_fn`` for a child that a test interrupts as Ctrl-C would: a
+    terminal's foreground job has SIGINT at its default, but a test suite
+    started in the background by a non-interactive shell inherits it ignored
+    (and so would the child, which then never sees the Ctrl-C)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def host_run(host: Any, *args: object) -> dict[str, Any]:

@@ -6,6 +6,7 @@ there; the timing figures are judged only on a faithful run."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,14 @@ def test_quick_probing_sweep(tmp_path: Path) -> None:
     xfail_unless_faithful(s, "reflex-probing")
     # On a faithful run the budget arrives when the rule says, within the one
     # cycle a flow may wait to synchronize (plus an interval of slack), and a
-    # longer exploit phase needs more of it (Fig. 9).
+    # longer exploit phase needs more of it (Fig. 9). The rule's gain assumes
+    # the flow ran at exactly its measured fair share; with D_exploit = 1 the
+    # 9 intervals of gain it needs are exactly 3 cycles, so running 1% short
+    # costs a whole cycle (a faithful CI run: 77 ms against 55). The upper
+    # bound allows the gain to come 5% slower.
     assert s["d3"]["budget_time_ms"] > s["d1"]["budget_time_ms"]
     for exploit in (1, 3):
         calc = budget_intervals(0.9, 1, 1, exploit) * 5.0
-        assert calc - 5 <= s[f"d{exploit}"]["budget_time_ms"] <= calc + 5 * (3 + exploit)
+        cycle = 2 + exploit
+        slow = 2 + math.ceil(0.9 * exploit / 0.1 / 0.95 / cycle) * cycle
+        assert calc - 5 <= s[f"d{exploit}"]["budget_time_ms"] <= (slow + cycle + 1) * 5.0

@@ -18,7 +18,7 @@ import pytest
 
 from switches.soft.pcap import read_pcap
 
-from .helpers import assert_faithful
+from .helpers import as_foreground_job, assert_faithful
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("no_leftovers")]
 
@@ -167,7 +167,8 @@ def test_ctrl_c_stops_the_run_and_leaves_nothing(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "testbed.cli", "run", "roce-basics", "--quick", "--out", str(out),
          "-p", "single_msgs=400"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=as_foreground_job)
     try:
         events = out / "phases" / "single" / "h3.events.jsonl"
         deadline = time.monotonic() + 60

@@ -15,7 +15,7 @@ import pytest
 from switches.soft.pcap import read_pcap
 from testbed.net import P4_DIR, REPO_ROOT, leftovers, router_commands, running, star_router
 
-from .helpers import host_result, host_run, host_start, wait_for
+from .helpers import as_foreground_job, host_result, host_run, host_start, wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("no_leftovers")]
 
@@ -185,7 +185,8 @@ def test_sigint_during_a_run_leaves_nothing(tmp_path: Path) -> None:
     before = set(leftovers())
     with open(err, "w") as errf:
         proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
-                                stderr=errf, text=True, cwd=str(REPO_ROOT))
+                                stderr=errf, text=True, cwd=str(REPO_ROOT),
+                                preexec_fn=as_foreground_job)
     assert proc.stdout is not None
     try:
         line = proc.stdout.readline()
