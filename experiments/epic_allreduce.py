@@ -280,37 +280,28 @@ def analyze(run_dir: Path) -> dict[str, Any]:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    from testbed.plotting import run_plots
+    from testbed.plotting import algbw_panel, measured_beside_reference, run_plots
 
     plt, params, out = run_plots(run_dir)
     p = Params(**params)
     r = analyze(run_dir)
-    sizes_kib = [s / 1024 for s in r["sizes"]]
     labels = {"epic": "EPIC-II (in-network)", "ring": "host ring, MTU 1024",
               "ring256": "host ring, MTU 256"}
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for s in SCHEMES:
-        line, = ax.plot(sizes_kib, r["algbw"][s], marker="o", label=labels[s])
-        ax.axhline(r["model"][s] * p.link_mbps, color=line.get_color(), linestyle=":",
-                   linewidth=0.9)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (KiB)")
-    ax.set_ylabel("algorithm throughput (Mb/s)")
-    ax.set_title(f"{p.ranks} ranks, links at {p.link_mbps:g} Mb/s (dotted: ideal)")
-    ax.grid(True, alpha=0.3)
+    algbw_panel(ax, r["sizes"], r["algbw"], r["model"], {s: labels[s] for s in SCHEMES},
+                p.link_mbps, title=f"{p.ranks} ranks, links at {p.link_mbps:g} Mb/s "
+                "(dotted: ideal)")
     ax.legend()
     # measured at the largest size vs the paper at 1 GiB, both as a fraction of the link
-    meas = [r["algbw"][s][-1] / p.link_mbps for s in SCHEMES]
-    paper = [PAPER["algbw_gbps"]["1GiB"][s] / PAPER["nic_gbps"] for s in SCHEMES]
-    xs = range(len(SCHEMES))
-    bx.bar([x - 0.2 for x in xs], meas, 0.4,
-           label=f"measured, {r['sizes'][-1] // 1024} KiB")
-    bx.bar([x + 0.2 for x in xs], paper, 0.4, label="paper, 1 GiB (Tofino, 100 Gb/s)")
-    bx.set_xticks(list(xs), [labels[s] for s in SCHEMES], fontsize=8)
+    measured_beside_reference(
+        bx, [labels[s] for s in SCHEMES], [r["algbw"][s][-1] / p.link_mbps for s in SCHEMES],
+        [PAPER["algbw_gbps"]["1GiB"][s] / PAPER["nic_gbps"] for s in SCHEMES],
+        measured_label=f"measured, {r['sizes'][-1] // 1024} KiB",
+        reference_label="paper, 1 GiB (Tofino, 100 Gb/s)",
+        title="large messages: measured vs paper")
+    bx.set_xticks(range(len(SCHEMES)), [labels[s] for s in SCHEMES], fontsize=8)
     bx.set_ylabel("algorithm throughput / link rate")
-    bx.set_title("large messages: measured vs paper")
     bx.legend(fontsize=8)
-    bx.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     path = out / "allreduce_algbw.png"
     fig.savefig(path, dpi=110)

@@ -280,7 +280,7 @@ def analyze(run_dir: Path) -> dict[str, Any]:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    from testbed.plotting import run_plots
+    from testbed.plotting import measured_beside_reference, run_plots
 
     plt, params, out = run_plots(run_dir)
     p = Params(**params)
@@ -305,16 +305,14 @@ def plot(run_dir: Path) -> list[Path]:
     labels = [names[op] for op in PRIMITIVES] + ["Barrier\n(host/EPIC\nlatency)"]
     meas = [r[k] or 0.0 for k in keys]
     paper = [PAPER[k] for k in keys]
-    ys = range(len(keys))
-    bx.bar([y - 0.2 for y in ys], meas, 0.4, label="measured")
-    bx.bar([y + 0.2 for y in ys], paper, 0.4, label="paper (1 GB, Tofino)")
+    measured_beside_reference(bx, labels, meas, paper, measured_label="measured",
+                              reference_label="paper (1 GB, Tofino)",
+                              title="EPIC against the host")
     bx.axhline(1.0, color="grey", linewidth=0.8)
     bx.set_yscale("log")
-    bx.set_xticks(list(ys), labels, fontsize=7)
+    bx.set_xticks(range(len(keys)), labels, fontsize=7)
     bx.set_ylabel("EPIC / host (throughput; Barrier: latency host / EPIC)")
-    bx.set_title("EPIC against the host")
     bx.legend(fontsize=8)
-    bx.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     path = out / "primitives.png"
     fig.savefig(path, dpi=110)

@@ -353,39 +353,29 @@ def analyze(run_dir: Path) -> dict[str, Any]:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    from testbed.plotting import run_plots
+    from testbed.plotting import algbw_panel, measured_beside_reference, run_plots
 
     plt, params, out = run_plots(run_dir)
     p = Params(**params)
     r = analyze(run_dir)
-    sizes_kib = [s / 1024 for s in r["sizes"]]
     labels = {"epic": "EPIC-II over Tree-3-2", "ring": "host ring, MTU 1024",
               "ring256": "host ring, MTU 256"}
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for s in SCHEMES:
-        line, = ax.plot(sizes_kib, r["algbw"][s], marker="o", label=labels[s])
-        ax.axhline(r["model"][s] * p.link_mbps, color=line.get_color(), linestyle=":",
-                   linewidth=0.9)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (KiB)")
-    ax.set_ylabel("algorithm throughput (Mb/s)")
-    ax.set_title(f"{p.ranks} ranks on {p.leaves} leaf switches under one root, links at "
-                 f"{p.link_mbps:g} Mb/s (dotted: ideal)", fontsize=9)
-    ax.grid(True, alpha=0.3)
+    algbw_panel(ax, r["sizes"], r["algbw"], r["model"], {s: labels[s] for s in SCHEMES},
+                p.link_mbps, title=f"{p.ranks} ranks on {p.leaves} leaf switches under one "
+                f"root, links at {p.link_mbps:g} Mb/s (dotted: ideal)", title_size=9)
     ax.legend(fontsize=8)
     keys = ("model_fraction", "ratio_large", "ratio_large_256")
     names = ("EPIC / pipelined\nideal (S/B)", "EPIC / ring\nMTU 1024", "EPIC / ring\nMTU 256")
-    meas = [r[k] or 0.0 for k in keys]
-    ideal = [1.0, r["model"]["ratio_large"], r["model"]["ratio_large_256"]]
-    xs = range(len(keys))
-    bx.bar([x - 0.2 for x in xs], meas, 0.4, label=f"measured, {r['sizes'][-1] // 1024} KiB")
-    bx.bar([x + 0.2 for x in xs], ideal, 0.4,
-           label="model (paper's S/B; 2(N-1)/N with this testbed's headers)")
+    measured_beside_reference(
+        bx, names, [r[k] or 0.0 for k in keys],
+        [1.0, r["model"]["ratio_large"], r["model"]["ratio_large_256"]],
+        measured_label=f"measured, {r['sizes'][-1] // 1024} KiB",
+        reference_label="model (paper's S/B; 2(N-1)/N with this testbed's headers)",
+        title="large messages: measured against the model")
     bx.axhline(1.0, color="grey", linewidth=0.8)
-    bx.set_xticks(list(xs), names, fontsize=8)
-    bx.set_title("large messages: measured against the model")
+    bx.set_xticks(range(len(keys)), names, fontsize=8)
     bx.legend(fontsize=7)
-    bx.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     path = out / "tree_algbw.png"
     fig.savefig(path, dpi=110)

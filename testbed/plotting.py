@@ -182,3 +182,32 @@ def collective_timeline(data: PhaseData, out: Path, *, title: str) -> Path:
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
+
+
+def algbw_panel(ax: Any, sizes_bytes: Sequence[int], algbw: dict[str, Sequence[float]],
+                ideal_fraction: dict[str, float], labels: dict[str, str], link_mbps: float,
+                *, title: str, title_size: float | None = None) -> None:
+    """Algorithm throughput against message size, one line per scheme, each
+    with its ideal (a fraction of ``link_mbps``) dotted in the same colour."""
+    sizes_kib = [s / 1024 for s in sizes_bytes]
+    for s, label in labels.items():
+        line, = ax.plot(sizes_kib, algbw[s], marker="o", label=label)
+        ax.axhline(ideal_fraction[s] * link_mbps, color=line.get_color(), linestyle=":",
+                   linewidth=0.9)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (KiB)")
+    ax.set_ylabel("algorithm throughput (Mb/s)")
+    ax.set_title(title, **({} if title_size is None else {"fontsize": title_size}))
+    ax.grid(True, alpha=0.3)
+
+
+def measured_beside_reference(ax: Any, names: Sequence[str], measured: Sequence[float],
+                              reference: Sequence[float], *, measured_label: str,
+                              reference_label: str, title: str) -> None:
+    """Paired bars: each measured figure beside its reference (the paper's
+    value or a model's)."""
+    xs = range(len(names))
+    ax.bar([x - 0.2 for x in xs], measured, 0.4, label=measured_label)
+    ax.bar([x + 0.2 for x in xs], reference, 0.4, label=reference_label)
+    ax.set_title(title)
+    ax.grid(True, axis="y", alpha=0.3)
