@@ -16,10 +16,11 @@ of 4) with ``iterations`` AllReduces of int32 per size:
   to (the paper's NCCL forced to 256 B).
 
 A ``warmup`` phase first runs one EPIC AllReduce of ``warmup_kib`` on another
-group: the soft switch runs under PyPy, whose JIT needs a few thousand
-packets before the aggregation path runs at speed; until then frames wait
-tens of ms. The warm-up is recorded but is not a measurement and is outside
-the fidelity verdict (summary.json ``fidelity.warmup`` has its numbers).
+group, so that the first measured phase does not pay for the ranks' and the
+switch's first packets (and, with ``backend=pypy``, for the JIT's first
+compilations). It is recorded but is not a measurement and is outside the
+fidelity verdict (summary.json ``fidelity.warmup`` has its numbers). The
+switch runs the CPython data path (``DATA_PATH``): see there why.
 
 Every rank checks every result bit for bit. Scale: the paper's NICs run at
 100 Gb/s (``nic_gbps``); the slowdown is nic_gbps / link_mbps, so the
@@ -100,6 +101,15 @@ ENDPOINT = {"switch_ip": "10.255.0.1", "qpn": 0x100, "gid": 0, "mgid": 1, "start
 WARMUP_ENDPOINT = {"switch_ip": "10.255.0.1", "qpn": 0x200, "gid": 32, "mgid": 0x100,
                    "start_psn": 0}
 MAX_RANKS = 15      # 2N+1 groups below the warm-up's gid 32
+# The soft switches' data path in every EPIC experiment. At 0.5 Mb/s links a
+# switch forwards a few hundred to a few thousand packets a second, which
+# CPython does at a fraction of a core with no pause. PyPy's JIT went on
+# compiling traces for the first ~20 s of EPIC traffic and stopped the data
+# path for 50-150 ms at a time (PYPYLOG: 702 traces in an epic-allreduce
+# --quick run, the longest 153 ms, some 10 s in), so no quick run was
+# faithful; with CPython, epic-allreduce --quick lagged at most 6.5 ms and
+# epic-tree --quick 3 ms, both faithful (experiments/README.md, "epic-tree").
+DATA_PATH = "python"
 
 
 @dataclass(frozen=True)
@@ -111,7 +121,7 @@ class Params:
     link_mbps: float = 0.5        # every switch port and host NIC
     warmup_kib: int = 256         # one EPIC AllReduce before measuring (0: none)
     nic_gbps: float = 100.0       # the paper's NIC: slowdown = nic_gbps / link_mbps
-    backend: str = "pypy"         # the soft switch's data path
+    backend: str = DATA_PATH      # the soft switch's data path
     seed: int = 1
 
     @classmethod
@@ -195,9 +205,8 @@ def plan(p: Params) -> RunPlan:
 
 def warmup_phase(ranks: int, kib: int, seed: int, scale: dict[str, Any],
                  timeout_s: float) -> PhasePlan:
-    """One EPIC AllReduce of ``kib`` KiB on the warm-up groups (WARMUP_ENDPOINT),
-    so that the switch's JIT has compiled the aggregation path before any
-    measured phase (not measured, outside the fidelity verdict)."""
+    """One EPIC AllReduce of ``kib`` KiB on the warm-up groups (WARMUP_ENDPOINT)
+    before any measured phase (not measured, outside the fidelity verdict)."""
     t = TransportSpec(scale=scale, path_mtu=PACKET_BYTES)
     jobs = {}
     for r in range(ranks):
@@ -208,8 +217,8 @@ def warmup_phase(ranks: int, kib: int, seed: int, scale: dict[str, Any],
                                timeout_s=timeout_s)
     return PhasePlan(
         "warmup", jobs, timeout_s=timeout_s, epic_group=WARMUP_ENDPOINT, warmup=True,
-        notes=f"one EPIC AllReduce of {kib} KiB: the switch's JIT compiles "
-              "its hot paths (not measured, outside the fidelity verdict)")
+        notes=f"one EPIC AllReduce of {kib} KiB before measuring "
+              "(not measured, outside the fidelity verdict)")
 
 
 def _timeout(p: Params, scheme: str, sizes: list[int], link_bps: float) -> float:

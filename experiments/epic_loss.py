@@ -11,8 +11,8 @@ own), so every packet a rank sends crosses two lossy hops before it comes
 back as a sum: ``iterations`` AllReduces of ``size_kib`` KiB of int32, every
 result checked bit for bit. Losses are repaired end to end, by the hosts'
 go-back-N (Mode-II: the switch keeps no transport state). A ``warmup``
-phase (one lossless EPIC AllReduce, not measured) lets the switch's PyPy
-data path compile first, as in epic-allreduce. Each phase's communicator
+phase (one lossless EPIC AllReduce, not measured) comes first, as in
+epic-allreduce. Each phase's communicator
 has its own 2N+1 switch groups.
 
 The paper's model (its section 5; it tests loss only in simulation):
@@ -83,7 +83,7 @@ class Params:
     link_mbps: float = 0.5        # every switch port and host NIC
     warmup_kib: int = 64          # one lossless EPIC AllReduce before measuring (0: none)
     nic_gbps: float = 100.0       # the paper's NIC: slowdown = nic_gbps / link_mbps
-    backend: str = "pypy"         # the soft switch's data path
+    backend: str = epic_allreduce.DATA_PATH   # the soft switch's data path
     seed: int = 1
 
     @classmethod
@@ -162,8 +162,8 @@ def plan(p: Params) -> RunPlan:
         phases.append(PhasePlan(
             name, jobs, commands=loss_commands(loss), timeout_s=timeout, epic_group=ep,
             warmup=warm,
-            notes=(f"one lossless EPIC AllReduce of {kib} KiB: the switch's JIT compiles its "
-                   "hot paths (not measured)") if warm else
+            notes=f"one lossless EPIC AllReduce of {kib} KiB before measuring "
+                  "(not measured)" if warm else
                   f"{p.ranks} ranks, {its} AllReduce(s) of {kib} KiB, loss {loss:g} per hop"))
     topo = Topology(n_hosts=p.ranks, program=PROGRAM, backend=p.backend,
                     commands=(f"set_port_rate_bps {int(link_bps)}",),

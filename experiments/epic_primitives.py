@@ -19,8 +19,8 @@ sequences of N Reduces and N Broadcasts, Barrier as an announcement alone);
 Reduce and Broadcast as pipelined chains around the ring (NCCL's ring
 algorithms for them; ``hosts.commlib.schedule``), ReduceScatter and
 AllGather as rings, Barrier as an AllReduce of one element (as NCCL's). A
-``warmup`` phase (one EPIC AllReduce, not measured) lets the switch's PyPy
-data path compile first, as in epic-allreduce.
+``warmup`` phase (one EPIC AllReduce, not measured) comes first, as in
+epic-allreduce.
 
 Algorithm throughput = message bytes (the whole buffer: the input of
 Reduce, Broadcast and ReduceScatter, the output of AllGather) / completion
@@ -120,7 +120,7 @@ class Params:
     link_mbps: float = 0.5        # every switch port and host NIC
     warmup_kib: int = 256         # one EPIC AllReduce before measuring (0: none)
     nic_gbps: float = 100.0       # the paper's NIC: slowdown = nic_gbps / link_mbps
-    backend: str = "pypy"         # the soft switch's data path
+    backend: str = epic_allreduce.DATA_PATH   # the soft switch's data path
     seed: int = 1
 
     @classmethod

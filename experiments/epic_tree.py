@@ -4,7 +4,8 @@ Topology: the paper's Tree-3-2 (EPIC §3.1, Fig. 2): a root switch S0 with
 two child switches S1 and S2, ``hosts_per_leaf`` ranks on each, built as a
 leaf-spine fabric with one spine (``spine1`` = S0, ``leaf1`` = S1,
 ``leaf2`` = S2; testbed.net.LeafSpine, static routes). Every switch is a
-soft switch running the same ``switches/p4/epic.p4`` (PyPy data path), and
+soft switch running the same ``switches/p4/epic.p4`` (CPython data path,
+epic_allreduce.DATA_PATH), and
 every port and host NIC runs at ``link_mbps``. The controller's description
 of the aggregation tree (``TREE``: each switch's endpoint IP and parent;
 ranks hang on their hosts' leaves) becomes each switch's tables once the
@@ -16,8 +17,7 @@ copies it to its ranks. ACKs are reflected by the leaf; losses are
 repaired end to end by the ranks' go-back-N (Mode-II).
 
 Phases (after a ``warmup``, one EPIC AllReduce of ``warmup_kib`` on other
-groups so that the three switches' JIT compiles and their collector
-settles first; not measured, outside the fidelity verdict):
+groups; not measured, outside the fidelity verdict):
 
 - ``epic``: AllReduce of int32 over the tree from ``min_kib`` to ``max_kib``
   (powers of 4), ``iterations`` per size, then ``barriers`` Barriers; every
@@ -129,18 +129,19 @@ class Params:
     float_kib: int = 256           # the float32 AllReduce (0: no float phase)
     barriers: int = 5
     link_mbps: float = 0.5         # every switch port and host NIC
-    # One EPIC AllReduce before measuring (0: none). The three PyPy switch
-    # daemons keep compiling traces and collecting for about 20 s of EPIC
-    # traffic (stalls of 100-140 ms); 1 MiB (21 s at 0.5 Mb/s) puts them all
-    # in the warm-up. The quick profile cannot afford it and is not faithful.
-    warmup_kib: int = 1024
+    # One EPIC AllReduce before measuring (0: none). With backend=pypy the
+    # three switch daemons keep compiling traces for about 20 s of EPIC
+    # traffic (stalls of 100-140 ms), so that backend needs 1024 here (21 s
+    # at 0.5 Mb/s) to keep them out of the measured phases; the CPython data
+    # path (the default) has no such stalls.
+    warmup_kib: int = 64
     nic_gbps: float = 100.0        # the paper's NIC: slowdown = nic_gbps / link_mbps
-    backend: str = "pypy"          # the soft switches' data path
+    backend: str = epic_allreduce.DATA_PATH   # the soft switches' data path
     seed: int = 1
 
     @classmethod
     def quick(cls) -> Params:
-        return cls(max_kib=64, iterations=1, float_kib=64, barriers=3, warmup_kib=64)
+        return cls(max_kib=64, iterations=1, float_kib=64, barriers=3)
 
     def __post_init__(self) -> None:
         if not 1 <= self.leaves <= 8 or self.hosts_per_leaf < 1:
@@ -219,8 +220,8 @@ def plan(p: Params) -> RunPlan:
         phases.append(_epic_phase(
             "warmup", p, scale, ops=("all_reduce",), counts=(p.warmup_kib * 256,),
             dtype="int32", iterations=1, timeout_s=_timeout(p, "epic", [p.warmup_kib * 1024]),
-            warmup=True, notes=f"one EPIC AllReduce of {p.warmup_kib} KiB over the tree: the "
-                               "switches' JIT compiles (not measured)"))
+            warmup=True, notes=f"one EPIC AllReduce of {p.warmup_kib} KiB over the tree "
+                               "before measuring (not measured)"))
     phases.append(_epic_phase(
         "epic", p, scale, ops=ops, counts=counts, dtype="int32", iterations=p.iterations,
         timeout_s=_timeout(p, "epic", p.sizes()),

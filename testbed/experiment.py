@@ -94,6 +94,15 @@ class Topology:
     # the kernel's softirq threads) shares what is left (the kernel keeps 5%
     # of each second for it).
     realtime: bool = False
+    # The soft switches at real-time priority (SWITCH_RT_PRIORITY) even when
+    # the agents are not: they stand for hardware, and a fabric is several
+    # daemons beside the agents on two cores. Measured on symphony-ring
+    # --quick: at normal priority (nice -10) the switches lagged 500-800 us
+    # on average and up to 87 ms, their senders 14 % late; with this, 100-200
+    # us and mostly under 40 ms, 7 % late. (All agents real-time too, with
+    # ``realtime``, made that 8-25 %: many polling senders at one SCHED_FIFO
+    # priority do not yield to each other.)
+    realtime_switches: bool = True
 
     def __post_init__(self) -> None:
         if not 1 <= self.n_hosts <= 250:

@@ -1011,8 +1011,12 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
                         prog.line(f"real-time priority (SCHED_FIFO): switch {SWITCH_RT_PRIORITY}, "
                                   f"sending agents {SENDER_RT_PRIORITY}, receiving agents "
                                   f"{RECEIVER_RT_PRIORITY}")
+                    elif topo.realtime_switches:
+                        prog.line(f"real-time priority (SCHED_FIFO): switches {SWITCH_RT_PRIORITY}, "
+                                  "agents normal")
                     for n, one in switches.items():
-                        _prioritise_switch(one, opts.target, topo.realtime)
+                        _prioritise_switch(one, opts.target,
+                                           topo.realtime or topo.realtime_switches)
                         _apply_commands(one.controller(),
                                         plan.network_commands() + topo.switch_commands.get(n, ()),
                                         opts.target, topo.packet_bytes,

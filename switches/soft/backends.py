@@ -14,6 +14,7 @@ API::
     BACKENDS                          # ("python", "pypy")
     check_backend(name) -> str        # ValueError naming the choices if unknown
     interpreter(name) -> str          # executable for a data-path process
+    daemon_interpreter_args(name)     # its options for a switch daemon (PyPy's JIT)
     backend_available(name) -> bool   # is that interpreter installed?
     write_generated(module) -> str    # generated source of a compiled module as a file
     load_generated(path) -> module    # load such a file (no compiler needed)
@@ -36,6 +37,15 @@ if TYPE_CHECKING:
 
 BACKENDS = ("python", "pypy")
 PYPY_ENV = "SOFTSWITCH_PYPY"  # overrides the PyPy executable (default: pypy3 on PATH)
+# PyPy's JIT for a switch daemon: compile a loop after 131 runs (default
+# 1039), a function after 163 (1619) and a side exit after 20 failures (200).
+# With the defaults a fabric switch forwarding a few hundred packets a second
+# per path went on compiling for the first ~20 s of traffic, each compilation
+# stopping its data path for up to ~55 ms (experiments/README.md, "epic-tree";
+# symphony-ring's switches lagged up to 61 ms after a 64 KiB warm-up). Lower
+# thresholds move that into the first seconds, the experiments' warm-up phases:
+# symphony-ring --quick's measured phases then lagged at most 5-39 ms.
+PYPY_DAEMON_JIT = "threshold=131,function_threshold=163,trace_eagerness=20"
 
 
 def check_backend(name: str) -> str:
@@ -54,6 +64,11 @@ def interpreter(name: str) -> str:
         raise FileNotFoundError("backend 'pypy' needs pypy3 (apt-get install pypy3, "
                                 f"or set {PYPY_ENV})")
     return exe
+
+
+def daemon_interpreter_args(name: str) -> list[str]:
+    """Interpreter options for a switch daemon's data path of backend ``name``."""
+    return ["--jit", PYPY_DAEMON_JIT] if check_backend(name) == "pypy" else []
 
 
 def backend_available(name: str) -> bool:

@@ -41,6 +41,7 @@ command failed, 1 anything else.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -55,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from switches.soft.backends import (
     BACKENDS,
+    daemon_interpreter_args,
     install_compat,
     interpreter,
     load_generated,
@@ -475,7 +477,8 @@ def _exec_backend(args: argparse.Namespace, argv: Sequence[str]) -> None:
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    cmd = [exe, "-m", "switches.soft.daemon", *argv, "--generated", path]
+    cmd = [exe, *daemon_interpreter_args(args.backend), "-m", "switches.soft.daemon", *argv,
+           "--generated", path]
     log.info("backend %s: running the data path under %s", args.backend, exe)
     logging.shutdown()
     try:
@@ -595,6 +598,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             _write_ready(args.ready_file, {"pid": os.getpid(), "control_port": cport,
                                            "grpc_port": p4rt.port if p4rt else None,
                                            "ports": {str(n): i for n, i in specs}})
+        if hasattr(gc, "freeze"):   # CPython: full collections skip the start-up heap
+            gc.collect()            # (program, tables), a few ms of data-path stop each
+            gc.freeze()
         daemon.run()
     except StartupError as e:
         if p4rt is not None:

@@ -15,6 +15,7 @@ import pytest
 
 from switches.soft.backends import (
     BACKENDS,
+    PYPY_DAEMON_JIT,
     backend_available,
     check_backend,
     interpreter,
@@ -118,6 +119,10 @@ def test_daemon_runs_its_data_path_on_pypy(tmp_path: Path) -> None:
         info = json.loads((tmp_path / "ready").read_text())
         assert info["pid"] == proc.pid  # re-executed in place
         assert Path(f"/proc/{proc.pid}/exe").resolve().name.startswith("pypy")
+        # with the JIT thresholds that keep compilations in the first seconds
+        # (PyPy took them, or it would not have started)
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
+        assert cmdline[1:3] == [b"--jit", PYPY_DAEMON_JIT.encode()]
         client = SwitchClient(info["control_port"])
         assert "Entry has been added" in client.execute(
             "table_add MyIngress.ipv4_lpm MyIngress.set_nhop 10.0.1.1/32 => 00:00:00:00:01:01 1")

@@ -444,3 +444,30 @@ def test_realtime_agents_run_sched_fifo_senders_above_receivers(
         a.proc.kill()
         a.proc.wait()
         this_process_record().forget([a.proc.pid])
+
+
+@pytest.mark.parametrize("realtime", [True, False])
+def test_soft_switch_runs_above_the_agents(realtime: bool) -> None:
+    """The switch daemon stands for hardware: nice -10 always, and SCHED_FIFO
+    above every real-time agent when the topology asks (realtime_switches,
+    the default)."""
+    from types import SimpleNamespace
+
+    from testbed import runner
+    from testbed.experiment import Topology
+
+    assert Topology(n_hosts=2, program="switches/p4/l3_router.p4").realtime_switches
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        runner._prioritise_switch(SimpleNamespace(proc=proc), "soft", realtime)
+        if os.geteuid() != 0:   # not root: the run goes on at normal priority
+            return
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == runner.SWITCH_NICE
+        if realtime:
+            assert os.sched_getscheduler(proc.pid) == os.SCHED_FIFO
+            assert os.sched_getparam(proc.pid).sched_priority == runner.SWITCH_RT_PRIORITY
+        else:
+            assert os.sched_getscheduler(proc.pid) == os.SCHED_OTHER
+    finally:
+        proc.kill()
+        proc.wait()
