@@ -188,12 +188,10 @@ def analyze(run_dir: Path) -> dict[str, Any]:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    import matplotlib.pyplot as plt
+    from testbed.plotting import typed_run_plots
 
-    p = _params(run_dir)
+    plt, p, out_dir = typed_run_plots(run_dir, _params)
     res = analyze(run_dir)
-    out_dir = Path(run_dir) / "plots"
-    out_dir.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 4))
     xs = res["values"]
     ax.plot(xs, res["normalized_cct"], marker="o", label="Symphony / baseline (median CCT)")

@@ -50,14 +50,12 @@ baseline) and ``paper`` (REFERENCE) beside them.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyNetwork
+from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyNetwork, load_params
 from hosts.agent_spec import FlowSpec, JobSpec, TransportSpec, message_wire_bytes
 from hosts.roce.dcqcn import CONNECTX
 from testbed.claims import Claim
@@ -241,9 +239,7 @@ def plan(p: Params) -> RunPlan:
 
 
 def _params(run_dir: Path) -> Params:
-    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
-    known = {f.name for f in dataclasses.fields(Params)}
-    return Params(**{k: v for k, v in d.items() if k in known})
+    return load_params(Params, run_dir)
 
 
 def _delay_s(data: PhaseData, flow: str) -> float:
@@ -331,9 +327,9 @@ def analyze(run_dir: Path) -> dict[str, Any]:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    import matplotlib.pyplot as plt
+    from testbed.plotting import typed_run_plots
 
-    p = _params(run_dir)
+    plt, p, out_dir = typed_run_plots(run_dir, _params)
     res = analyze(run_dir)
     outs = []
     ki = next(i for i, o in enumerate(p.offset_list) if abs(o - p.key_offset) < 1e-9)
@@ -368,8 +364,7 @@ def plot(run_dir: Path) -> list[Path]:
     fig.suptitle(f"{NAME}: rate timelines ({p.link_mbps:g} Mb/s links model "
                  f"{p.nic_gbps:g} Gb/s; {p.flow_kb} KiB per flow)")
     fig.tight_layout()
-    out = Path(run_dir) / "plots" / "timelines.png"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = out_dir / "timelines.png"
     fig.savefig(out, dpi=110)
     plt.close(fig)
     outs.append(out)
@@ -386,7 +381,7 @@ def plot(run_dir: Path) -> list[Path]:
         ax.set_title(key)
         ax.legend()
     fig.tight_layout()
-    out = Path(run_dir) / "plots" / "offsets.png"
+    out = out_dir / "offsets.png"
     fig.savefig(out, dpi=110)
     plt.close(fig)
     outs.append(out)

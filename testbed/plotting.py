@@ -12,9 +12,9 @@ by kind and stage, alpha on the right axis).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import matplotlib
 
@@ -23,18 +23,33 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from testbed.timeline import PhaseData, counter_points, rate_series  # noqa: E402
 
-__all__ = ["flow_timeline", "dcqcn_panel", "collective_timeline", "run_plots"]
+__all__ = ["flow_timeline", "dcqcn_panel", "collective_timeline", "run_plots", "typed_run_plots"]
+
+
+P = TypeVar("P")
 
 
 def run_plots(run_dir: str | Path) -> tuple[Any, dict[str, Any], Path]:
     """What an experiment's ``plot`` starts from: pyplot (Agg), the run's saved
     parameters (plan.json ``params``) and its ``plots/`` directory (created)."""
+    return typed_run_plots(run_dir, _saved_params)
+
+
+def typed_run_plots(run_dir: str | Path,
+                    load_params: Callable[[Path], P]) -> tuple[Any, P, Path]:
+    """:func:`run_plots` with the parameters as ``load_params`` reads them
+    from the run directory (an experiment's ``Params``, with the defaults
+    older runs lack)."""
+    out = Path(run_dir) / "plots"
+    params = load_params(Path(run_dir))
+    out.mkdir(parents=True, exist_ok=True)
+    return plt, params, out
+
+
+def _saved_params(run_dir: Path) -> dict[str, Any]:
     import json
 
-    saved = json.loads((Path(run_dir) / "plan.json").read_text())
-    out = Path(run_dir) / "plots"
-    out.mkdir(parents=True, exist_ok=True)
-    return plt, dict(saved["params"]), out
+    return dict(json.loads((run_dir / "plan.json").read_text())["params"])
 
 
 def flow_timeline(data: PhaseData, out: Path, *, title: str, port: int | None,
