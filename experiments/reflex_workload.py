@@ -368,20 +368,16 @@ def analyze(run_dir: Path) -> dict[str, Any]:
 def plot(run_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
-    from testbed.plotting import flow_timeline
+    from testbed.plotting import phase_timelines
 
     p = _params(run_dir)
     res = analyze(run_dir)
-    outs = []
-    for scheme in scheme_list(p):
-        for seed in p.seed_list:
-            name = phase_name(scheme, seed)
-            outs.append(flow_timeline(
-                load_phase(run_dir, name), Path(run_dir) / "plots" / f"{name}.png",
-                title=f"{NAME} - workload 1, {scheme}, seed {seed} "
-                      f"({p.link_mbps:g} Mb/s = 10 Gb/s)",
-                port=p.receiver, line_rate_bps=p.link_bps, thresholds=(p.ecn_k_pkts,),
-                queue_limit=p.queue_pkts, rate_window_s=p.t_int_s / 5))
+    outs = phase_timelines(
+        run_dir, ((phase_name(scheme, seed), f"{NAME} - workload 1, {scheme}, seed {seed} "
+                                             f"({p.link_mbps:g} Mb/s = 10 Gb/s)")
+                  for scheme in scheme_list(p) for seed in p.seed_list),
+        port=p.receiver, line_rate_bps=p.link_bps, thresholds=(p.ecn_k_pkts,),
+        queue_limit=p.queue_pkts, rate_window_s=p.t_int_s / 5)
     others = [s for s in scheme_list(p) if s != "none"]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for ax, kind in zip(axes, ("regular", "flexible"), strict=True):

@@ -12,7 +12,7 @@ by kind and stage, alpha on the right axis).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,9 +21,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from testbed.timeline import PhaseData, counter_points, rate_series  # noqa: E402
+from testbed.timeline import PhaseData, counter_points, load_phase, rate_series  # noqa: E402
 
-__all__ = ["flow_timeline", "dcqcn_panel", "collective_timeline", "run_plots", "typed_run_plots"]
+__all__ = ["flow_timeline", "dcqcn_panel", "collective_timeline", "run_plots", "typed_run_plots",
+           "phase_timelines"]
 
 
 P = TypeVar("P")
@@ -128,6 +129,21 @@ def flow_timeline(data: PhaseData, out: Path, *, title: str, port: int | None,
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
+
+
+def phase_timelines(run_dir: str | Path, phases: Iterable[tuple[str, str]], *,
+                    port: int | None, line_rate_bps: float | None = None,
+                    thresholds: Sequence[float] = (), queue_limit: int | None = None,
+                    rate_window_s: float = 0.1) -> list[Path]:
+    """A :func:`flow_timeline` of each of a run's phases, all on the same
+    bottleneck (``port``, its rate, RED thresholds and queue limit):
+    ``phases`` gives each phase's name and its figure's title; the figures
+    are ``plots/<phase>.png``, returned in the order of ``phases``."""
+    return [flow_timeline(load_phase(run_dir, name), Path(run_dir) / "plots" / f"{name}.png",
+                          title=title, port=port, line_rate_bps=line_rate_bps,
+                          thresholds=thresholds, queue_limit=queue_limit,
+                          rate_window_s=rate_window_s)
+            for name, title in phases]
 
 
 # Marker per reaction-point event: cuts, then increases by stage.

@@ -1,5 +1,5 @@
 """reflex-cases: the plan follows the paper's setup and the analysis measures
-the rates while both flows are active (made-up timelines)."""
+the rates while both flows are active (made-up timelines, also plotted)."""
 
 from __future__ import annotations
 
@@ -98,10 +98,10 @@ def _write_run(run_dir: Path, p: rc.Params,
             json.dumps(e) + "\n" for e in sorted(evs, key=lambda e: e["t_ns"])))
 
 
-def test_analysis_measures_rates_over_whole_cycles_while_both_are_active(tmp_path: Path) -> None:
+def _write_two_scheme_run(run_dir: Path) -> rc.Params:
+    """ReFlex at the paper's fractions, weighted-9:1 at its weights."""
     p = dataclasses.replace(rc.Params.quick(), schemes="reflex,weighted-9:1", link_mbps=40.0)
     pay = p.payload_bps / 1e6
-    cyc = p.t_int_s * p.cycle_intervals   # 6.25 s
     # Case 1: the flexible flow alone until 11 s, then 0.5 each until the next
     # cycle (12.5 s), then four whole cycles at 0.74 / 0.26 until 37.5 s: the
     # partial cycle is left out.
@@ -113,8 +113,14 @@ def test_analysis_measures_rates_over_whole_cycles_while_both_are_active(tmp_pat
               "regular": [(2.0, 0.0), (6.0, 0.9 * pay)]}
     fixed2 = {"regular": [(2.0, pay), (6.0, 0.9 * pay), (9.0, pay)],
               "flex": [(2.0, 0.0), (6.0, 0.1 * pay)]}
-    _write_run(tmp_path, p, {"case1-reflex": case1, "case2-reflex": case2,
-                             "case1-weighted-9:1": fixed1, "case2-weighted-9:1": fixed2})
+    _write_run(run_dir, p, {"case1-reflex": case1, "case2-reflex": case2,
+                            "case1-weighted-9:1": fixed1, "case2-weighted-9:1": fixed2})
+    return p
+
+
+def test_analysis_measures_rates_over_whole_cycles_while_both_are_active(tmp_path: Path) -> None:
+    p = _write_two_scheme_run(tmp_path)
+    cyc = p.t_int_s * p.cycle_intervals   # 6.25 s
     r = rc.analyze(tmp_path)
     assert r["case1"]["regular_rate_fraction"] == pytest.approx(0.74, abs=0.005)
     assert r["case1"]["whole_cycles"] == 4 and r["case1"]["window_s"] == [12.5, 37.5]
@@ -125,6 +131,17 @@ def test_analysis_measures_rates_over_whole_cycles_while_both_are_active(tmp_pat
     assert w["case2"]["flexible_rate_fraction"] == pytest.approx(0.1, abs=0.02)
     assert r["paper"]["case1.regular_rate_fraction"] == 0.74
     assert cyc == pytest.approx(6.25)
+
+
+def test_plots_draw_every_phase_and_the_rates(tmp_path: Path) -> None:
+    _write_two_scheme_run(tmp_path)
+    paths = rc.plot(tmp_path)
+    assert [x.name for x in paths] == ["case1-reflex.png", "case2-reflex.png",
+                                       "case1-weighted-9:1.png", "case2-weighted-9:1.png",
+                                       "rates.png"]
+    for x in paths:
+        assert x.parent == tmp_path / "plots"
+        assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000
 
 
 def test_several_runs_per_phase_give_mean_and_spread() -> None:

@@ -1,6 +1,7 @@
 """reflex-probing: the paper's budget rule, the sweep's plan (regular flows at
 every part of the cycle, after the flexible flow had time for its budget) and
-the analysis of made-up timelines against hand-computed figures."""
+the analysis of made-up timelines against hand-computed figures, and the
+plots drawn from them."""
 
 from __future__ import annotations
 
@@ -118,13 +119,19 @@ def _write_run(tmp: Path, p: rpb.Params, phase: str, *, fcts: list[float], low_a
     assert pdict["name"] == phase
 
 
-def test_analysis_reports_budget_time_percentiles_and_spent_share(tmp_path: Path) -> None:
+def _write_two_seed_run(tmp: Path) -> None:
+    """D_exploit 3, two seeds: the flexible flow low after 60 intervals
+    (seed 0) and after 30, then out of budget (seed 1)."""
     p = rpb.Params(exploits="3", n_regular=5, seeds=2)
     low_at = 60 * p.t_int_s             # 60 intervals = 300 modelled ms
-    _write_run(tmp_path, p, "d3-s0", fcts=[1.1, 1.2, 2.0, 2.1, 1.15], low_at=low_at,
+    _write_run(tmp, p, "d3-s0", fcts=[1.1, 1.2, 2.0, 2.1, 1.15], low_at=low_at,
                flex_rate=0.26)
-    _write_run(tmp_path, p, "d3-s1", fcts=[1.3, 1.3, 1.3, 1.3, 1.3], low_at=low_at / 2,
+    _write_run(tmp, p, "d3-s1", fcts=[1.3, 1.3, 1.3, 1.3, 1.3], low_at=low_at / 2,
                flex_rate=0.5, budget_out=True)
+
+
+def test_analysis_reports_budget_time_percentiles_and_spent_share(tmp_path: Path) -> None:
+    _write_two_seed_run(tmp_path)
     r = rpb.analyze(tmp_path)["d3"]
     s0, s1 = r["runs"]
     assert s0["budget_time_ms"] == pytest.approx(300, abs=0.1)
@@ -148,6 +155,15 @@ def test_analysis_reports_budget_time_percentiles_and_spent_share(tmp_path: Path
     assert r["budget_time_calc_ms"] == 160.0
     assert r["spent_fraction_calc"] == pytest.approx(0.48)
     assert rpb.analyze(tmp_path)["paper"]["d3.budget_time_ms"] == 175.0
+
+
+def test_plots_draw_every_phase_and_the_figures(tmp_path: Path) -> None:
+    _write_two_seed_run(tmp_path)
+    paths = rpb.plot(tmp_path)
+    assert [x.name for x in paths] == ["d3-s0.png", "d3-s1.png", "probing.png"]
+    for x in paths:
+        assert x.parent == tmp_path / "plots"
+        assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000
 
 
 def test_low_time_counts_only_the_window() -> None:

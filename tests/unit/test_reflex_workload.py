@@ -1,5 +1,5 @@
 """reflex-workload: the Poisson workload's draw, the plan per scheme, and the
-FCT speed-ups computed from saved timelines."""
+FCT speed-ups computed from saved timelines, and their plots."""
 
 from __future__ import annotations
 
@@ -104,13 +104,19 @@ def _phase(run: Path, name: str, p: rw.Params, fct: dict[str, float]) -> None:
     (d / "h1.events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs))
 
 
-def test_speedups_are_fct_without_priority_over_fct_with_it(tmp_path: Path) -> None:
+def _write_quick_run(run: Path) -> rw.Params:
+    """The quick profile's schemes, each with its own regular and flexible FCTs."""
     p = rw.Params.quick()
-    (tmp_path / "plan.json").write_text(json.dumps(
+    (run / "plan.json").write_text(json.dumps(
         {"experiment": rw.NAME, "params": params_to_dict(p), **plan_to_dict(rw.plan(p))}))
-    _phase(tmp_path, "w1-none", p, {"regular": 2.0, "flexible": 2.0})
-    _phase(tmp_path, "w1-weighted-9:1", p, {"regular": 1.0, "flexible": 4.0})
-    _phase(tmp_path, "w1-reflex-a080", p, {"regular": 1.6, "flexible": 2.5})
+    _phase(run, "w1-none", p, {"regular": 2.0, "flexible": 2.0})
+    _phase(run, "w1-weighted-9:1", p, {"regular": 1.0, "flexible": 4.0})
+    _phase(run, "w1-reflex-a080", p, {"regular": 1.6, "flexible": 2.5})
+    return p
+
+
+def test_speedups_are_fct_without_priority_over_fct_with_it(tmp_path: Path) -> None:
+    p = _write_quick_run(tmp_path)
     r = rw.analyze(tmp_path)
     w = r["w1"]
     assert w["none"]["regular"]["mean_fct_s"] == pytest.approx(2.0, abs=1e-3)
@@ -127,6 +133,17 @@ def test_speedups_are_fct_without_priority_over_fct_with_it(tmp_path: Path) -> N
     for c in rw.CLAIMS:
         scheme, kind, stat = c.key.split(".")[1:]
         assert stat in w[scheme][kind]
+
+
+def test_plots_draw_every_phase_and_the_speedups(tmp_path: Path) -> None:
+    p = _write_quick_run(tmp_path)
+    paths = rw.plot(tmp_path)
+    assert [x.name for x in paths] == [f"{rw.phase_name(s, 0)}.png" for s in rw.scheme_list(p)
+                                       ] + ["speedups.png"]
+    assert len(paths) == 4
+    for x in paths:
+        assert x.parent == tmp_path / "plots"
+        assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000
 
 
 def test_quick_keeps_the_papers_mechanism_and_the_claims_points() -> None:

@@ -1,5 +1,5 @@
 """symphony-two-flows: the plan models the paper's prototype, and the analysis
-computes FCTs and overlap from a run's timelines."""
+computes FCTs and overlap from a run's timelines, which plot() draws."""
 
 from __future__ import annotations
 
@@ -87,7 +87,8 @@ def _write_phase(run: Path, name: str, flows: dict[str, tuple[float, int]]) -> N
     (d / "switch.jsonl").write_text("")
 
 
-def test_analysis_of_fcts_overlap_and_changes(tmp_path: Path) -> None:
+def _write_two_offset_run(tmp_path: Path) -> None:
+    """Offsets 0 and 0.5 (the key one), one seed: Symphony lets A finish earlier."""
     p = exp.Params(flow_kb=1024, offsets="0,0.5", key_offset=0.5, seeds=1)
     plan = plan_to_dict(exp.plan(p))
     plan["params"] = {"flow_kb": 1024, "offsets": "0,0.5", "key_offset": 0.5, "seeds": 1}
@@ -103,6 +104,10 @@ def test_analysis_of_fcts_overlap_and_changes(tmp_path: Path) -> None:
     _write_phase(tmp_path, "symphony-o0-s0", {"a": (3.0, 1), "b": (4.0, 9)})
     _write_phase(tmp_path, "baseline-o1-s0", {"a": (4.0, 5), "b": (3.0, 5)})
     _write_phase(tmp_path, "symphony-o1-s0", {"a": (3.5, 1), "b": (3.6, 9)})
+
+
+def test_analysis_of_fcts_overlap_and_changes(tmp_path: Path) -> None:
+    _write_two_offset_run(tmp_path)
     res = exp.analyze(tmp_path)
     assert res["standalone_fct_s"] == 2.0
     key = res["key"]
@@ -114,3 +119,12 @@ def test_analysis_of_fcts_overlap_and_changes(tmp_path: Path) -> None:
     assert res["overlap_change"] == pytest.approx(0.25, abs=1e-4)
     assert res["offsets"][0]["symphony"]["ce_b"] == 9
     assert res["paper"]["fct_a_change"] == pytest.approx(-0.1245, abs=1e-3)
+
+
+def test_plots_are_pngs(tmp_path: Path) -> None:
+    _write_two_offset_run(tmp_path)
+    paths = exp.plot(tmp_path)
+    assert [x.name for x in paths] == ["timelines.png", "offsets.png"]
+    for x in paths:
+        assert x.parent == tmp_path / "plots"
+        assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000
