@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ring_runs import write_plan, write_ring_phase
 
 from experiments import symphony_ring as exp
 from testbed.timeline import PhaseData
@@ -63,3 +64,18 @@ def test_overlap_counts_the_steps_in_flight() -> None:
     series = exp.overlap_series(data)
     assert max(o for _t, o in series) == 3            # rank 0 at step 2 while rank 1 is at 0
     assert series[-1][1] == 2
+
+
+def test_plots_of_a_made_up_run(tmp_path: Path) -> None:
+    p = exp.Params.quick()
+    write_plan(tmp_path, exp, p)
+    for i, scheme in enumerate(p.scheme_list):
+        for seed in range(p.seeds):
+            write_ring_phase(tmp_path, exp.phase_name(scheme, seed), exp.ring_order(p),
+                             iterations=p.iterations, channels=p.channels,
+                             step_s=0.2 - 0.01 * i)
+    paths = exp.plot(tmp_path)
+    assert [x.name for x in paths] == ["overlap.png", "cct_cdf.png"]
+    for x in paths:
+        assert x.parent == tmp_path / "plots"
+        assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000

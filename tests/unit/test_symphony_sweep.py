@@ -4,8 +4,12 @@ normalized CCT from the phases' collectives."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+from ring_runs import write_plan, write_ring_phase
+
+from experiments import symphony_ring as ring
 from experiments import symphony_sweep as exp
 
 
@@ -40,3 +44,22 @@ def test_imbalance_and_chunk_points() -> None:
 def test_bad_sweeps_are_refused(kw) -> None:
     with pytest.raises(ValueError):
         exp.Params(**kw)
+
+
+def test_plot_of_a_made_up_k_sweep(tmp_path: Path) -> None:
+    p = exp.Params.quick()
+    assert p.sweep == "k"
+    write_plan(tmp_path, exp, p)
+    for i, v in enumerate(p.value_list):
+        pt = p.point(v)
+        for seed in range(p.seeds):
+            # k sweeps share the first point's baseline
+            for scheme, step_s in (("baseline", 0.2), ("symphony", 0.18 + 0.01 * i)):
+                name = exp.phase_name(scheme, i, seed)
+                if not (tmp_path / "phases" / name).exists():
+                    write_ring_phase(tmp_path, name, ring.ring_order(pt),
+                                     iterations=pt.iterations, channels=pt.channels,
+                                     step_s=step_s)
+    (path,) = exp.plot(tmp_path)
+    assert path == tmp_path / "plots" / "normalized_cct.png"
+    assert path.read_bytes()[:4] == b"\x89PNG" and path.stat().st_size > 10_000

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ring_runs import write_plan, write_ring_phase
 
 from experiments import symphony_two_jobs as exp
 from testbed.timeline import PhaseData
@@ -52,3 +53,18 @@ def test_final_step_span_and_throughput_from_step_events() -> None:
     thr = exp.throughput(data, 0, 1.0)
     assert [t for t, _ in thr] == [1.0, 2.0, 3.0]
     assert thr[1][1] == pytest.approx(16.0)        # two 1 MB steps ended in [2, 3) s
+
+
+def test_plots_of_a_made_up_run(tmp_path: Path) -> None:
+    p = exp.Params.quick()
+    write_plan(tmp_path, exp, p)
+    for scheme in exp.SCHEMES:
+        for seed in range(p.seeds):
+            for job, start_s in zip(exp.JOBS, (0.0, 0.5), strict=True):
+                write_ring_phase(tmp_path, exp.phase_name(scheme, seed), exp.job_hosts(p, job),
+                                 iterations=p.iterations, channels=p.channels, start_s=start_s)
+    paths = exp.plot(tmp_path)
+    assert [x.name for x in paths] == ["throughput.png", "final_span.png"]
+    for x in paths:
+        assert x.parent == tmp_path / "plots"
+        assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000
