@@ -1,16 +1,24 @@
-"""ReFlex under a Poisson workload (§6.5, workload 1): FCT speed-ups of regular and flexible flows for alpha and r sweeps.
+"""ReFlex under Poisson workloads (§6.5, workloads 1 and 2): FCT speed-ups of regular and flexible flows for alpha and r sweeps.
 
 The ReFlex paper's §6.5: a ToR with 20 servers on 10 Gb/s links; flows
 between random pairs arrive as Poisson processes at 40% average
 utilization, half of it from regular flows, half from flexible flows of
-250 MB (8 probing cycles of line-rate volume). Workload 1: the regular
-flows are as large and arrive as often. Each scheme runs the same arrivals;
-a flow's speed-up is its FCT without prioritization over its FCT under the
-scheme, for the mean and the 99th percentile of each class (Fig. 13). The
+250 MB (8 probing cycles of line-rate volume). Each scheme runs the same
+arrivals; a flow's speed-up is its FCT without prioritization over its FCT
+under the scheme, for the mean and the 99th percentile of each class. The
 paper sweeps ReFlex's alpha (r = 1) and r (alpha = 1) and compares with no
-prioritization and weighted 9:1: 9:1 speeds regular flows up (mean 1.35x,
-p99 1.64x) and slows flexible ones (0.80x, 0.67x); ReFlex at alpha = 0.8
-gives less on both sides (regular 1.04x / 1.04x, flexible 0.91x / 0.88x).
+prioritization and weighted 9:1.
+
+- Workload 1 (Fig. 13): the regular flows are as large and arrive as
+  often. 9:1 speeds regular flows up (mean 1.35x, p99 1.64x) and slows
+  flexible ones (0.80x, 0.67x); ReFlex at alpha = 0.8 gives less on both
+  sides (regular 1.04x / 1.04x, flexible 0.91x / 0.88x).
+- Workload 2 (Fig. 15): many short regular flows, 100 kB at 5000 flows/s,
+  "similarly ... around 40%", with the flexible flows of workload 1. 9:1
+  speeds the short flows up a lot (mean 2.10x, p99 6.82x) and even the
+  flexible ones a little (1.04x, 1.04x): separating short flows from large
+  ones shortens both's queues. ReFlex at alpha = 0.8: regular 1.19x /
+  1.25x, flexible 0.99x / 0.95x.
 
 Setup: the network of reflex-cases (experiments/_reflex_net.py: 10 Gb/s
 modelled on ``link_mbps`` links, DRR 90/10, RED hard threshold 65 of 466
@@ -24,25 +32,45 @@ than there are senders (``sender_overlap_s`` records how long that
 happened: the paper's NICs then share their rate, here each QP paces at its
 own DCQCN rate).
 
+Workload 2's load: the testbed keeps the paper's stated utilization (40%,
+half from regular flows, as in workload 1) and the 100 kB size, so a
+downlink sees 100 kB flows at 0.2 x 10 Gb/s / 800 kb = 2500 flows/s of
+modelled time (slowdown times fewer on the testbed's clock). The paper's
+5000 flows/s of 100 kB carry 4 Gb/s: 40% of one 10 Gb/s link, 2% of the
+ToR's twenty; its own flexible rate (20 flows/s of 250 MB, 40 Gb/s) is 20%
+of the twenty links, so the stated 40% and the stated rate do not both hold
+for one ToR. Regular flows are messages (``w2_msg_bytes``: 100 kB rounded
+up to whole packets) over ``w2_qps`` long-lived connections per sender, as
+RDMA applications reuse connections: a flow is posted at its arrival on a
+free connection (idle longest) and waits only when every connection of its
+sender is busy (``w2.<scheme>.pool_waited`` counts those; with 4
+connections per sender at this load it is rare). Its FCT runs from its
+arrival to the receiver's completion, as the paper's from a flow's start to
+its last byte. One QP per flow would need hundreds to thousands of
+connections per phase (set up before the phase starts); the flexible flows
+are the same QPs, budgets and DSCP switching as in workload 1.
+
 Differences from the paper, besides DCQCN: the flows' size keeps its ratio
 to the probing cycle only in the full profile's direction (``flexible_cycles``:
 the paper's 8 cycles would make a run of tens of flows hours long; full 2,
 quick 0.1, half an interval: flows that short end before ReFlex has a
 fair-share estimate, so the quick profile shows the workload and the fixed
-schemes, and ReFlex there stays near no prioritization). Workload 2 (100 kB
-regular flows at 5000 flows/s) is not run: thousands of short flows per
-phase are more QPs than the hosts' agents handle at this scale.
+schemes, and ReFlex there stays near no prioritization). Workload 3
+(web-search sizes) is not run.
 
-Results (summary.json), per scheme under ``w1.<scheme>``: ``regular`` and
-``flexible`` each with ``n`` (flows), ``mean_fct_s``, ``p99_fct_s``
-(testbed seconds; the p99 of a few flows is their largest), and, except for
-``none``, ``mean_speedup`` and ``p99_speedup`` (the scheme's FCT against no
-prioritization's for the same arrivals); ``delivered_fraction`` of the
-flexible bytes. Schemes: ``none``, ``weighted-9:1``, ``reflex-a080``
-(alpha 0.8, r 1), ``reflex-r050`` (alpha 1, r 0.5), ... With several seeds
-(each a different draw of arrivals) every figure is the mean over seeds, with
-``_sd``, ``_min``, ``_max``, ``_n`` and ``_seeds``. ``paper`` holds the
-paper's values (REFERENCE).
+Results (summary.json), per scheme under ``w1.<scheme>`` and
+``w2.<scheme>``: ``regular`` and ``flexible`` each with ``n`` (flows),
+``mean_fct_s``, ``p99_fct_s`` (testbed seconds; the p99 of a few flows is
+their largest), and, except for ``none``, ``mean_speedup`` and
+``p99_speedup`` (the scheme's FCT against no prioritization's for the same
+arrivals); ``delivered_fraction`` of the flexible bytes. Workload 2 adds
+``pool_waited`` (regular flows that waited for a connection) and
+``post_late_max_s`` (the largest delay of a sender posting a flow that had a
+free connection: the agent's own lateness). Schemes: ``none``,
+``weighted-9:1``, ``reflex-a080`` (alpha 0.8, r 1), ``reflex-r050`` (alpha
+1, r 0.5), ... With several seeds (each a different draw of arrivals)
+every figure is the mean over seeds, with ``_sd``, ``_min``, ``_max``,
+``_n`` and ``_seeds``. ``paper`` holds the paper's values (REFERENCE).
 """
 
 from __future__ import annotations
@@ -77,10 +105,12 @@ RXE_UNSUPPORTED = ("ReFlex's flexible flows move a QP between priority queues by
                    "its packets' DSCP as they go; rxe sends every packet of a QP with the "
                    "traffic class set at RTR")
 HEADLINE = ("w1.weighted-9:1.regular.mean_speedup", "w1.weighted-9:1.flexible.mean_speedup",
-            "w1.reflex-a080.regular.mean_speedup", "w1.reflex-a080.flexible.mean_speedup")
+            "w1.reflex-a080.regular.mean_speedup", "w1.reflex-a080.flexible.mean_speedup",
+            "w2.weighted-9:1.regular.mean_speedup", "w2.reflex-a080.regular.mean_speedup")
 
-# The paper's values (§6.5, Fig. 13, workload 1): speed-ups against no
-# prioritization, FCT(none) / FCT(scheme), of the mean and the 99th percentile.
+# The paper's values (§6.5, Fig. 13 for workload 1, Fig. 15 for workload 2):
+# speed-ups against no prioritization, FCT(none) / FCT(scheme), of the mean
+# and the 99th percentile.
 REFERENCE: dict[str, float] = {
     "w1.weighted-9:1.regular.mean_speedup": 1.35,
     "w1.weighted-9:1.regular.p99_speedup": 1.64,
@@ -92,22 +122,37 @@ REFERENCE: dict[str, float] = {
     "w1.reflex-a080.regular.p99_speedup": 1.04,
     "w1.reflex-a080.flexible.mean_speedup": 0.91,
     "w1.reflex-a080.flexible.p99_speedup": 0.88,
+    # Workload 2: 100 kB regular flows. "Even for the flexible flows a
+    # speed-up is achieved in both the mean and 99th of around 1.04x".
+    "w2.weighted-9:1.regular.mean_speedup": 2.10,
+    "w2.weighted-9:1.regular.p99_speedup": 6.82,
+    "w2.weighted-9:1.flexible.mean_speedup": 1.04,
+    "w2.weighted-9:1.flexible.p99_speedup": 1.04,
+    "w2.reflex-a080.regular.mean_speedup": 1.19,
+    "w2.reflex-a080.regular.p99_speedup": 1.25,
+    "w2.reflex-a080.flexible.mean_speedup": 0.99,
+    "w2.reflex-a080.flexible.p99_speedup": 0.95,
 }
+# Workload 2 as the paper states it (§6.5): the regular flows' size and
+# arrival rate on its ToR (see the module docstring for the load the testbed keeps).
+PAPER_W2 = {"regular_bytes": 100_000, "regular_flows_per_s": 5000}
 # The paper's FCTs without prioritization (ms of the 10 Gb/s network), for the
 # record: they depend on its 250 MB flows, which the testbed does not run.
 REFERENCE_FCT_MS = {"none.regular.mean": 460, "none.flexible.mean": 465,
                     "none.regular.p99": 1215, "none.flexible.p99": 1227}
 
-# What the report checks against Fig. 13: the direction of every speed-up
-# (above or below 1) and its size within 10% of the paper's.
+# What the report checks against Fig. 13 (workload 1) and Fig. 15 (workload
+# 2): the direction of every speed-up (above or below 1) and its size within
+# 10% of the paper's.
 CLAIMS = tuple(
-    Claim("Fig. 13", f"workload 1, {label}: {kind} flows' {stat} FCT speed-up "
+    Claim(fig, f"workload {w}, {label}: {kind} flows' {stat} FCT speed-up "
           f"{REFERENCE[key]:.2f}x", key=key, paper=REFERENCE[key],
           per_seed=f"{key}_seeds", direction="above" if REFERENCE[key] > 1 else "below",
-          versus=1.0, rel_tol=0.10, plots=("speedups.png",))
+          versus=1.0, rel_tol=0.10, plots=(plot,))
+    for w, fig, plot in ((1, "Fig. 13", "speedups.png"), (2, "Fig. 15", "w2_speedups.png"))
     for scheme, label in (("weighted-9:1", "weighted 9:1"), ("reflex-a080", "ReFlex alpha 0.8"))
     for kind in ("regular", "flexible") for stat in ("mean", "p99")
-    for key in [f"w1.{scheme}.{kind}.{stat}_speedup"])
+    for key in [f"w{w}.{scheme}.{kind}.{stat}_speedup"])
 
 
 @dataclass(frozen=True)
@@ -124,14 +169,24 @@ class Params(ReflexNetwork):
     baselines: str = "none,weighted-9:1"
     seeds: int = 2                     # draws of the arrivals
     first_seed: int = 0
+    workloads: str = "1,2"             # which of the paper's workloads to run
+    # Workload 2: regular flows of the paper's 100 kB (rounded up to whole
+    # packets), as messages over w2_qps connections per sender; a draw has
+    # w2_flexible flexible arrivals and the regular ones until the next
+    # flexible arrival would come.
+    w2_regular_bytes: int = 100_000
+    w2_flexible: int = 4
+    w2_qps: int = 4
 
     @classmethod
     def quick(cls) -> Params:
-        # A run that shows the workload and the fixed schemes in about a
-        # minute: twelve flows of half an interval each (too short for ReFlex
-        # to have a fair-share estimate, see the module docstring).
+        # A run that shows the workloads and the fixed schemes in about two
+        # minutes: twelve flows of half an interval each (too short for ReFlex
+        # to have a fair-share estimate, see the module docstring), and for
+        # workload 2 five such flexible flows among ~150 100 kB flows (seed
+        # 0: 152 over 16.9 s).
         return cls(link_mbps=QUICK_LINK_MBPS, senders=3, flexible_cycles=0.1, flows=12,
-                   alphas="0.8", rs="", seeds=1)
+                   alphas="0.8", rs="", seeds=1, w2_flexible=5)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -157,6 +212,14 @@ class Params(ReflexNetwork):
                              "absolute, weighted-9:1, weighted-2:1, weighted-10:9")
         if self.seeds < 1 or self.first_seed < 0:
             raise ValueError("seeds must be >= 1 and first_seed >= 0")
+        try:
+            wl = self.workload_list
+        except ValueError:
+            wl = []
+        if not wl or set(wl) - {1, 2} or len(set(wl)) != len(wl):
+            raise ValueError(f"workloads {self.workloads!r}: a comma-separated subset of 1,2")
+        if self.w2_regular_bytes < 1 or self.w2_flexible < 1 or not 1 <= self.w2_qps <= 64:
+            raise ValueError("w2_regular_bytes and w2_flexible must be >= 1, w2_qps 1..64")
 
     @property
     def alpha_list(self) -> list[float]:
@@ -177,6 +240,20 @@ class Params(ReflexNetwork):
     @property
     def receiver(self) -> int:
         return self.senders + 1
+
+    @property
+    def workload_list(self) -> list[int]:
+        return [int(v) for v in self.workloads.split(",") if v.strip()]
+
+    @property
+    def w2_msg_bytes(self) -> int:
+        """A workload-2 regular flow: the paper's size in whole packets."""
+        return -(-self.w2_regular_bytes // self.path_mtu) * self.path_mtu
+
+    @property
+    def flexible_line_s(self) -> float:
+        """A flexible flow's time at line rate (testbed seconds)."""
+        return self.flexible_cycles * self.cycle_s
 
 
 def _pct(v: float) -> str:
@@ -228,47 +305,151 @@ def flow_count(p: Params) -> int:
     return messages(p, p.flexible_cycles * p.cycle_intervals)
 
 
-def phase_name(scheme: str, seed: int) -> str:
-    return f"w1-{scheme}" + (f"-s{seed}" if seed else "")
+@dataclass(frozen=True)
+class W2Draw:
+    """One draw of workload 2: the flexible flows, the short regular flows (each
+    a message of its sender's connection pool) and the window they arrive in."""
+
+    flexible: list[Arrival]
+    regular: list[Arrival]
+    window_s: float
+
+    def regular_of(self, sender: int) -> list[Arrival]:
+        """A sender's regular flows in arrival order: message i of its pool."""
+        return [a for a in self.regular if a.sender == sender]
+
+
+def w2_rates(p: Params) -> tuple[float, float]:
+    """(flexible, regular) arrivals per testbed second: each class carries its
+    share of ``load`` of the link's payload rate."""
+    flex = p.load * p.flexible_share / p.flexible_line_s
+    reg = p.load * (1 - p.flexible_share) * p.payload_bps / 8 / p.w2_msg_bytes
+    return flex, reg
+
+
+def w2_arrivals(p: Params, seed: int) -> W2Draw:
+    """Workload 2: ``w2_flexible`` Poisson arrivals of flexible flows (given
+    to the senders in turn); the window ends where the next one would arrive;
+    regular flows arrive as their own Poisson process over that window, also
+    given to the senders in turn."""
+    rng = random.Random(104729 + seed)
+    flex_rate, reg_rate = w2_rates(p)
+    t, flex = 0.0, []
+    for i in range(p.w2_flexible):
+        t += rng.expovariate(flex_rate)
+        flex.append(Arrival(f"flex{i:03d}", "flexible", round(t, 6), 1 + i % p.senders))
+    window = t + rng.expovariate(flex_rate)
+    reg: list[Arrival] = []
+    t = rng.expovariate(reg_rate)
+    while t < window:
+        reg.append(Arrival(f"reg{len(reg):05d}", "regular", round(t, 6),
+                           1 + len(reg) % p.senders))
+        t += rng.expovariate(reg_rate)
+    return W2Draw(flex, reg, round(window, 6))
+
+
+def pool_name(sender: int) -> str:
+    """The flow (connection pool) that carries a sender's regular flows."""
+    return f"regular-h{sender}"
+
+
+def phase_name(scheme: str, seed: int, workload: int = 1) -> str:
+    return f"w{workload}-{scheme}" + (f"-s{seed}" if seed else "")
+
+
+def _flow_pair(p: Params, a: Arrival, count: int, seed: int, k: int,
+               scheme: str) -> tuple[FlowSpec, FlowSpec]:
+    """(sender, receiver) of one flow of workload 1, or a flexible flow of 2."""
+    rx = p.receiver
+    rp = reflex_params(scheme)
+    fixed = SCHEMES["reflex" if rp else scheme]
+    common: dict[str, Any] = {"flow": a.name, "msg_bytes": p.msg_bytes, "count": count,
+                              "window": p.window, "seed": 700 + 1000 * seed + k}
+    extra: dict[str, Any] = {"start_delay_s": a.start_s}
+    if a.kind == "flexible":
+        extra["dscp"] = DSCP_LOW if fixed.flexible == "low" else DSCP_HIGH
+        if rp is not None:
+            extra["flexible"] = flexible_spec(p, *rp)
+    return (FlowSpec(role="sender", peer_ip=host_addr(rx).ip, **common, **extra),
+            FlowSpec(role="receiver", peer_ip=host_addr(a.sender).ip, **common))
+
+
+def _switch_line(p: Params, scheme: str) -> str:
+    return SCHEMES["reflex" if reflex_params(scheme) else scheme].switch_line(p.receiver)
 
 
 def _phase(p: Params, scheme: str, seed: int) -> PhasePlan:
     flows = arrivals(p, seed)
     count = flow_count(p)
-    rx = p.receiver
-    rp = reflex_params(scheme)
-    fixed = SCHEMES["reflex" if rp else scheme]
     per_host: dict[int, list[FlowSpec]] = {}
     for k, a in enumerate(flows):
-        common: dict[str, Any] = {"flow": a.name, "msg_bytes": p.msg_bytes, "count": count,
-                                  "window": p.window, "seed": 700 + 1000 * seed + k}
-        extra: dict[str, Any] = {"start_delay_s": a.start_s}
-        if a.kind == "flexible":
-            extra["dscp"] = DSCP_LOW if fixed.flexible == "low" else DSCP_HIGH
-            if rp is not None:
-                extra["flexible"] = flexible_spec(p, *rp)
-        per_host.setdefault(a.sender, []).append(FlowSpec(
-            role="sender", peer_ip=host_addr(rx).ip, **common, **extra))
-        per_host.setdefault(rx, []).append(FlowSpec(
-            role="receiver", peer_ip=host_addr(a.sender).ip, **common))
+        snd, rcv = _flow_pair(p, a, count, seed, k, scheme)
+        per_host.setdefault(a.sender, []).append(snd)
+        per_host.setdefault(p.receiver, []).append(rcv)
     # Every flow starved to the end of the window and then sent at line rate.
     line_s = count * p.msg_bytes * 8 / p.payload_bps
     timeout = 2 * (flows[-1].start_s + len(flows) * line_s) + 60
     return PhasePlan(phase_name(scheme, seed), host_jobs(p, per_host, timeout),
-                     commands=(fixed.switch_line(rx),), timeout_s=timeout, watch_ports=(rx,),
+                     commands=(_switch_line(p, scheme),), timeout_s=timeout,
+                     watch_ports=(p.receiver,),
                      notes=f"workload 1, {scheme}: {len(flows)} flows (seed {seed})")
 
 
+def _phase_w2(p: Params, scheme: str, seed: int) -> PhasePlan:
+    draw = w2_arrivals(p, seed)
+    count = flow_count(p)
+    rx = p.receiver
+    per_host: dict[int, list[FlowSpec]] = {}
+    for k, a in enumerate(draw.flexible):
+        snd, rcv = _flow_pair(p, a, count, seed, k, scheme)
+        per_host.setdefault(a.sender, []).append(snd)
+        per_host.setdefault(rx, []).append(rcv)
+    for s in range(1, p.senders + 1):
+        mine = draw.regular_of(s)
+        if not mine:
+            continue
+        # Regular flows stay plain RoCE at high priority under every scheme.
+        common: dict[str, Any] = {
+            "flow": pool_name(s), "msg_bytes": p.w2_msg_bytes, "count": len(mine),
+            "seed": 500 + 1000 * seed + s, "qps": p.w2_qps,
+            "arrivals_s": tuple(a.start_s for a in mine)}
+        per_host.setdefault(s, []).append(FlowSpec(role="sender", peer_ip=host_addr(rx).ip,
+                                                   dscp=DSCP_HIGH, **common))
+        per_host.setdefault(rx, []).append(FlowSpec(role="receiver",
+                                                    peer_ip=host_addr(s).ip, **common))
+    total = (len(draw.flexible) * count * p.msg_bytes + len(draw.regular) * p.w2_msg_bytes)
+    timeout = 2 * (draw.window_s + total * 8 / p.payload_bps) + 60
+    return PhasePlan(phase_name(scheme, seed, 2), host_jobs(p, per_host, timeout),
+                     commands=(_switch_line(p, scheme),), timeout_s=timeout, watch_ports=(rx,),
+                     notes=f"workload 2, {scheme}: {len(draw.flexible)} flexible and "
+                           f"{len(draw.regular)} {p.w2_msg_bytes} B regular flows over "
+                           f"{draw.window_s:.1f} s (seed {seed})")
+
+
 def plan(p: Params) -> RunPlan:
-    phases = tuple(_phase(p, s, seed) for s in scheme_list(p) for seed in p.seed_list)
+    wl = p.workload_list
+    phases = tuple([_phase(p, s, seed) for s in scheme_list(p) for seed in p.seed_list]
+                   if 1 in wl else [])
+    if 2 in wl:
+        phases += tuple(_phase_w2(p, s, seed) for s in scheme_list(p) for seed in p.seed_list)
+    info: dict[str, Any] = {
+        "bottleneck_port": p.receiver, "link_bps": p.link_bps, "slowdown": p.slowdown,
+        "t_int_s": p.t_int_s, "cycle_s": p.cycle_s, "flow_bytes": flow_count(p) * p.msg_bytes,
+        "reference": REFERENCE}
+    if 1 in wl:
+        info["arrivals_s"] = {s: [a.start_s for a in arrivals(p, s)] for s in p.seed_list}
+    if 2 in wl:
+        flex_rate, reg_rate = w2_rates(p)
+        draws = {s: w2_arrivals(p, s) for s in p.seed_list}
+        info["w2"] = {
+            "regular_bytes": p.w2_msg_bytes, "qps_per_sender": p.w2_qps,
+            "flexible_per_s": flex_rate, "regular_per_s": reg_rate,
+            "regular_per_s_modelled": reg_rate * p.slowdown, "paper": PAPER_W2,
+            "draws": {s: {"window_s": d.window_s, "regular": len(d.regular),
+                          "flexible_s": [a.start_s for a in d.flexible]}
+                      for s, d in draws.items()}}
     return RunPlan(topology=topology(p, n_hosts=p.senders + 1), phases=phases,
-                   fidelity=FidelityLimits(),
-                   info={"bottleneck_port": p.receiver, "link_bps": p.link_bps,
-                         "slowdown": p.slowdown, "t_int_s": p.t_int_s, "cycle_s": p.cycle_s,
-                         "flow_bytes": flow_count(p) * p.msg_bytes,
-                         "arrivals_s": {s: [a.start_s for a in arrivals(p, s)]
-                                        for s in p.seed_list},
-                         "reference": REFERENCE})
+                   fidelity=FidelityLimits(), info=info)
 
 
 # ---------------------------------------------------------------------------
@@ -315,13 +496,16 @@ def sender_overlap_s(data: PhaseData, flows: list[Arrival]) -> float:
     return total
 
 
+def _class_stats(res: dict[str, Any], kind: str, xs: list[float]) -> None:
+    res[kind] = {"n": len(xs), "mean_fct_s": round(statistics.fmean(xs), 4),
+                 "p99_fct_s": round(p99(xs), 4)}
+
+
 def phase_result(data: PhaseData, flows: list[Arrival], size: int) -> dict[str, Any]:
     fct = flow_fcts(data, flows)
     res: dict[str, Any] = {}
     for kind in ("regular", "flexible"):
-        xs = [fct[a.name] for a in flows if a.kind == kind]
-        res[kind] = {"n": len(xs), "mean_fct_s": round(statistics.fmean(xs), 4),
-                     "p99_fct_s": round(p99(xs), 4)}
+        _class_stats(res, kind, [fct[a.name] for a in flows if a.kind == kind])
     got = sum(data.flow_end(a.name, "receiver")["bytes"] for a in flows if a.kind == "flexible")
     res["flexible"]["delivered_fraction"] = round(got / (size * res["flexible"]["n"]), 4)
     res["sender_overlap_s"] = round(sender_overlap_s(data, flows), 3)
@@ -329,19 +513,54 @@ def phase_result(data: PhaseData, flows: list[Arrival], size: int) -> dict[str, 
     return res
 
 
-def analyze(run_dir: Path) -> dict[str, Any]:
-    p = _params(run_dir)
-    size = flow_count(p) * p.msg_bytes
-    per_seed: dict[str, list[dict[str, Any]]] = {}
-    for scheme in scheme_list(p):
-        per_seed[scheme] = [phase_result(load_phase(run_dir, phase_name(scheme, s)),
-                                         arrivals(p, s), size) for s in p.seed_list]
+def regular_fcts(data: PhaseData, draw: W2Draw) -> dict[str, float]:
+    """Workload 2: FCT (s) per regular flow, from its arrival to the
+    receiver's completion of its message (waiting for a connection included)."""
+    out: dict[str, float] = {}
+    for s in sorted({a.sender for a in draw.regular}):
+        mine = draw.regular_of(s)
+        pool = pool_name(s)
+        t0 = data.flow_end(pool, "sender")["t_start_ns"] / 1e9
+        done = {int(e["index"]): int(e["t_ns"]) / 1e9
+                for e in data.flow_events(pool, "completion", role="receiver")}
+        for i, a in enumerate(mine):
+            if i not in done:
+                raise ValueError(f"phase {data.name}: regular flow {a.name} (message {i} of "
+                                 f"{pool}) was not delivered")
+            out[a.name] = done[i] - (t0 + a.start_s)
+    return out
+
+
+def w2_phase_result(data: PhaseData, draw: W2Draw, size: int) -> dict[str, Any]:
+    flex = flow_fcts(data, draw.flexible)
+    reg = regular_fcts(data, draw)
+    res: dict[str, Any] = {}
+    _class_stats(res, "regular", list(reg.values()))
+    _class_stats(res, "flexible", list(flex.values()))
+    got = sum(data.flow_end(a.name, "receiver")["bytes"] for a in draw.flexible)
+    res["flexible"]["delivered_fraction"] = round(got / (size * len(draw.flexible)), 4)
+    res["sender_overlap_s"] = round(sender_overlap_s(data, draw.flexible), 3)
+    pools = [data.flow_end(pool_name(s), "sender")["pool"]
+             for s in sorted({a.sender for a in draw.regular})]
+    res["pool_waited"] = sum(int(x["waited"]) for x in pools)
+    res["post_late_max_s"] = round(max(float(x["post_late_max_s"]) for x in pools), 4)
+    res["fct_s"] = {k: round(v, 4) for k, v in flex.items()}
+    res["regular_fct_s"] = [round(v, 5) for v in reg.values()]
+    return res
+
+
+def speedups(per_seed: dict[str, list[dict[str, Any]]],
+             extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Per scheme: each class's FCTs and their speed-ups against ``none`` on
+    the same draw, as the mean and spread over draws (``seed_spread``), with
+    the per-draw results under ``runs``; ``extra`` keys of a run are carried
+    over the same way."""
     base = per_seed["none"]
-    w1: dict[str, Any] = {}
+    out: dict[str, Any] = {}
     for scheme, runs in per_seed.items():
         flat: list[dict[str, Any]] = []
         for run, ref in zip(runs, base, strict=True):
-            row: dict[str, Any] = {"sender_overlap_s": run["sender_overlap_s"]}
+            row: dict[str, Any] = {k: run[k] for k in ("sender_overlap_s", *extra)}
             for kind in ("regular", "flexible"):
                 for stat in ("mean", "p99"):
                     row[f"{kind}.{stat}_fct_s"] = run[kind][f"{stat}_fct_s"]
@@ -352,58 +571,109 @@ def analyze(run_dir: Path) -> dict[str, Any]:
             row["flexible.delivered_fraction"] = run["flexible"]["delivered_fraction"]
             flat.append(row)
         spread = seed_spread(flat, list(flat[0]))
-        cell: dict[str, Any] = {"sender_overlap_s": spread.pop("sender_overlap_s")}
+        cell: dict[str, Any] = {}
         for k, v in spread.items():
             kind, _, rest = k.partition(".")
-            if rest:
+            if kind in ("regular", "flexible") and rest:
                 cell.setdefault(kind, {})[rest] = v
             else:
                 cell[k] = v
         cell["runs"] = runs
-        w1[scheme] = cell
-    return {"w1": w1, "schemes": scheme_list(p), "paper": dict(REFERENCE),
-            "paper_fct_ms": dict(REFERENCE_FCT_MS), "flow_bytes": size}
+        out[scheme] = cell
+    return out
 
 
-def plot(run_dir: Path) -> list[Path]:
+def analyze(run_dir: Path) -> dict[str, Any]:
+    p = _params(run_dir)
+    size = flow_count(p) * p.msg_bytes
+    out: dict[str, Any] = {"schemes": scheme_list(p), "workloads": p.workload_list,
+                           "paper": dict(REFERENCE), "paper_fct_ms": dict(REFERENCE_FCT_MS),
+                           "flow_bytes": size}
+    if 1 in p.workload_list:
+        out["w1"] = speedups({scheme: [
+            phase_result(load_phase(run_dir, phase_name(scheme, s)), arrivals(p, s), size)
+            for s in p.seed_list] for scheme in scheme_list(p)})
+    if 2 in p.workload_list:
+        out["w2"] = speedups({scheme: [
+            w2_phase_result(load_phase(run_dir, phase_name(scheme, s, 2)), w2_arrivals(p, s),
+                            size) for s in p.seed_list] for scheme in scheme_list(p)},
+            extra=("pool_waited", "post_late_max_s"))
+        out["w2_regular_bytes"] = p.w2_msg_bytes
+        out["paper_w2"] = dict(PAPER_W2)
+    return out
+
+
+def _speedup_plot(res: dict[str, Any], p: Params, workload: int, out: Path) -> Path:
     import matplotlib.pyplot as plt
 
-    from testbed.plotting import phase_timelines
-
-    p = _params(run_dir)
-    res = analyze(run_dir)
-    outs = phase_timelines(
-        run_dir, ((phase_name(scheme, seed), f"{NAME} - workload 1, {scheme}, seed {seed} "
-                                             f"({p.link_mbps:g} Mb/s = 10 Gb/s)")
-                  for scheme in scheme_list(p) for seed in p.seed_list),
-        port=p.receiver, line_rate_bps=p.link_bps, thresholds=(p.ecn_k_pkts,),
-        queue_limit=p.queue_pkts, rate_window_s=p.t_int_s / 5)
+    key_w = f"w{workload}"
     others = [s for s in scheme_list(p) if s != "none"]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=workload == 1)
     for ax, kind in zip(axes, ("regular", "flexible"), strict=True):
         x = range(len(others))
         for off, stat in ((-0.2, "mean"), (0.2, "p99")):
             key = f"{stat}_speedup"
-            cells = [res["w1"][s][kind] for s in others]
+            cells = [res[key_w][s][kind] for s in others]
             got = [c[key] for c in cells]
             err = [[c[key] - c.get(f"{key}_min", c[key]) for c in cells],
                    [c.get(f"{key}_max", c[key]) - c[key] for c in cells]]
             ax.bar([i + off for i in x], got, 0.4, yerr=err, capsize=3, label=f"{stat}")
-            ref = [(i + off, REFERENCE[f"w1.{s}.{kind}.{key}"]) for i, s in enumerate(others)
-                   if f"w1.{s}.{kind}.{key}" in REFERENCE]
+            ref = [(i + off, REFERENCE[f"{key_w}.{s}.{kind}.{key}"])
+                   for i, s in enumerate(others) if f"{key_w}.{s}.{kind}.{key}" in REFERENCE]
             if ref:
                 ax.plot([a for a, _ in ref], [b for _, b in ref], "k*", markersize=10,
                         label=f"paper {stat}")
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xticks(list(x), others, rotation=30, ha="right")
-        ax.set_title(f"{kind} flows: FCT speed-up against no prioritization")
+        size = (f"{p.w2_msg_bytes / 1000:g} kB " if workload == 2 and kind == "regular" else "")
+        ax.set_title(f"{size}{kind} flows: FCT speed-up against no prioritization")
         ax.set_ylabel("FCT(none) / FCT(scheme)")
         ax.legend(fontsize=8)
-    fig.suptitle(f"{NAME}: workload 1, load {p.load:g}, {p.seeds} draw(s), bars min-max")
+    fig.suptitle(f"{NAME}: workload {workload}, load {p.load:g}, {p.seeds} draw(s), "
+                 "bars min-max")
     fig.tight_layout()
-    out = Path(run_dir) / "plots" / "speedups.png"
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)
-    outs.append(out)
+    return out
+
+
+def _fct_cdf_plot(res: dict[str, Any], p: Params, out: Path) -> Path:
+    """Workload 2: the regular flows' FCT distribution per scheme (all draws)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for scheme in scheme_list(p):
+        xs = sorted(v * 1e3 / p.slowdown for run in res["w2"][scheme]["runs"]
+                    for v in run["regular_fct_s"])
+        ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", label=scheme)
+    ax.set_xscale("log")
+    ax.set_xlabel("FCT (ms of the modelled 10 Gb/s network)")
+    ax.set_ylabel("fraction of regular flows")
+    ax.set_title(f"{NAME}: workload 2, {p.w2_msg_bytes / 1000:g} kB regular flows")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def plot(run_dir: Path) -> list[Path]:
+    from testbed.plotting import phase_timelines
+
+    p = _params(run_dir)
+    res = analyze(run_dir)
+    outs = phase_timelines(
+        run_dir, ((phase_name(scheme, seed, w), f"{NAME} - workload {w}, {scheme}, seed {seed} "
+                                                f"({p.link_mbps:g} Mb/s = 10 Gb/s)")
+                  for w in p.workload_list for scheme in scheme_list(p) for seed in p.seed_list),
+        port=p.receiver, line_rate_bps=p.link_bps, thresholds=(p.ecn_k_pkts,),
+        queue_limit=p.queue_pkts, rate_window_s=p.t_int_s / 5)
+    plots = Path(run_dir) / "plots"
+    if 1 in p.workload_list:
+        outs.append(_speedup_plot(res, p, 1, plots / "speedups.png"))
+    if 2 in p.workload_list:
+        outs.append(_speedup_plot(res, p, 2, plots / "w2_speedups.png"))
+        outs.append(_fct_cdf_plot(res, p, plots / "w2_fct_cdf.png"))
     return outs

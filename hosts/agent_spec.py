@@ -158,10 +158,22 @@ class FlowSpec:
     # flow ends (its next message is its last, flagged as with r < 1), for a
     # flow whose later bytes would measure nothing. "" = run to ``count``.
     stop_after: str = ""
+    # Messages that arrive on their own schedule, as an application's requests
+    # do (one per message, seconds after the start, non-decreasing; count =
+    # their number): message i is posted at its arrival on one of the flow's
+    # ``qps`` connections that has nothing outstanding (the one idle longest),
+    # or, when every connection is busy, as soon as one frees. () = the
+    # messages are posted back to back on one QP, ``window`` at a time.
+    arrivals_s: tuple[float, ...] = ()
+    qps: int = 1                    # connections of a flow with arrivals_s
 
     def __post_init__(self) -> None:
         if not self.flow or "/" in self.flow:
             raise SpecError(f"flow name {self.flow!r} must be non-empty without '/'")
+        if not isinstance(self.arrivals_s, tuple):    # JSON gives a list
+            object.__setattr__(self, "arrivals_s", tuple(self.arrivals_s))
+        if self.arrivals_s or self.qps != 1:
+            self._check_arrivals()
         if self.stop_after and (self.role != "sender" or "/" in self.stop_after
                                 or self.stop_after == self.flow):
             raise SpecError(f"flow {self.flow}: stop_after names another flow, on a sender")
@@ -183,6 +195,23 @@ class FlowSpec:
             raise SpecError(f"flow {self.flow}: rate_bps must be positive")
         if not 0 <= self.job_id <= 0xFF:
             raise SpecError(f"flow {self.flow}: job_id must fit 8 bits")
+
+    def _check_arrivals(self) -> None:
+        a = self.arrivals_s
+        if not 1 <= self.qps <= 64:
+            raise SpecError(f"flow {self.flow}: qps must be 1..64")
+        if not a:
+            raise SpecError(f"flow {self.flow}: qps > 1 needs arrivals_s (messages on "
+                            "their own schedule)")
+        if len(a) != self.count:
+            raise SpecError(f"flow {self.flow}: {len(a)} arrivals_s for count {self.count} "
+                            "messages (one arrival per message)")
+        if a[0] < 0 or any(y < x for x, y in zip(a, a[1:], strict=False)):
+            raise SpecError(f"flow {self.flow}: arrivals_s must be >= 0 and non-decreasing")
+        if self.flexible is not None or self.rate_bps is not None or self.stop_after \
+                or self.start_delay_s:
+            raise SpecError(f"flow {self.flow}: arrivals_s sets when each message is posted: "
+                            "no flexible, rate_bps, stop_after or start_delay_s with it")
 
     def _check_flexible(self) -> None:
         f = dict(self.flexible or {})

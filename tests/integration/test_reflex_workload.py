@@ -1,6 +1,8 @@
 """`testbed run reflex-workload --quick` end to end in Mininet: every flow of
-the Poisson workload completes under every scheme, and weighted 9:1 speeds
-the regular flows up at the flexible flows' cost, on a faithful run."""
+both Poisson workloads completes under every scheme (workload 2's short
+regular flows as messages over each sender's connections), and weighted 9:1
+speeds the regular flows up, at the flexible flows' cost in workload 1, on a
+faithful run."""
 
 from __future__ import annotations
 
@@ -21,18 +23,29 @@ def test_quick_workload_run(tmp_path: Path) -> None:
     assert s["ok"] is True
     p = rw.Params.quick()
     schemes = rw.scheme_list(p)
-    assert s["schemes"] == schemes
+    assert s["schemes"] == schemes and s["workloads"] == [1, 2]
+    draw = rw.w2_arrivals(p, 0)
     for scheme in schemes:
         cell = s["w1"][scheme]
         assert cell["regular"]["n"] + cell["flexible"]["n"] == p.flows
         # r = 1 everywhere in the quick profile: every byte arrives
         assert cell["flexible"]["delivered_fraction"] == 1.0
         assert len(cell["runs"][0]["fct_s"]) == p.flows
-    for name in ("speedups", *(rw.phase_name(x, 0) for x in schemes)):
+        w2 = s["w2"][scheme]
+        assert w2["regular"]["n"] == len(draw.regular) > 100
+        assert w2["flexible"]["n"] == p.w2_flexible
+        assert w2["flexible"]["delivered_fraction"] == 1.0
+        # a 100 kB flow takes its line-rate time from its arrival, at least
+        line_s = p.w2_msg_bytes * 8 / p.payload_bps
+        assert min(w2["runs"][0]["regular_fct_s"]) >= 0.95 * line_s   # less a 2-packet burst
+    names = ("speedups", "w2_speedups", "w2_fct_cdf",
+             *(rw.phase_name(x, 0, w) for x in schemes for w in (1, 2)))
+    for name in names:
         png = out / "plots" / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     xfail_unless_faithful(s, "reflex-workload")
     # What the fixed scheme does whatever the draw: the regular flows gain
-    # from the flexible ones' 10% queue, the flexible ones lose.
+    # from the flexible ones' 10% queue; in workload 1 the flexible ones lose.
     w = s["w1"]["weighted-9:1"]
     assert w["regular"]["mean_speedup"] > 1.0 > w["flexible"]["mean_speedup"], w
+    assert s["w2"]["weighted-9:1"]["regular"]["mean_speedup"] > 1.0, s["w2"]["weighted-9:1"]

@@ -3,6 +3,7 @@ FCT speed-ups computed from saved timelines, and their plots."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from pathlib import Path
@@ -40,11 +41,12 @@ def test_arrivals_load_the_downlink_to_40_percent_with_half_the_flows_flexible()
 def test_plan_runs_every_scheme_on_the_same_arrivals() -> None:
     p = rw.Params.quick()
     plan = rw.plan(p)
-    assert [ph.name for ph in plan.phases] == ["w1-none", "w1-weighted-9:1", "w1-reflex-a080"]
+    assert [ph.name for ph in plan.phases] == ["w1-none", "w1-weighted-9:1", "w1-reflex-a080",
+                                               "w2-none", "w2-weighted-9:1", "w2-reflex-a080"]
     assert plan.topology.n_hosts == p.senders + 1 and p.link_mbps == QUICK_LINK_MBPS
     rx = f"h{p.receiver}"
     by = {ph.name: ph for ph in plan.phases}
-    for ph in plan.phases:
+    for ph in plan.phases[:3]:
         recv = {f.flow for f in ph.jobs[rx].flows}
         assert len(recv) == p.flows
         senders = [f for h, j in ph.jobs.items() if h != rx for f in j.flows]
@@ -76,7 +78,8 @@ def test_sweeps_name_alpha_and_r_schemes() -> None:
 @pytest.mark.parametrize("kw, msg", [
     ({"baselines": "weighted-9:1"}, "'none'"), ({"alphas": "1.5"}, r"\[0, 1\]"),
     ({"rs": "x"}, "comma-separated"), ({"flows": 1}, "each class"),
-    ({"load": 1.0}, "load"), ({"senders": 0}, "senders")])
+    ({"load": 1.0}, "load"), ({"senders": 0}, "senders"), ({"workloads": "1,3"}, "subset"),
+    ({"workloads": ""}, "subset"), ({"w2_qps": 0}, "w2_qps")])
 def test_bad_parameters_are_refused(kw: dict[str, Any], msg: str) -> None:
     with pytest.raises(ValueError, match=msg):
         rw.Params(**kw)
@@ -105,8 +108,9 @@ def _phase(run: Path, name: str, p: rw.Params, fct: dict[str, float]) -> None:
 
 
 def _write_quick_run(run: Path) -> rw.Params:
-    """The quick profile's schemes, each with its own regular and flexible FCTs."""
-    p = rw.Params.quick()
+    """The quick profile's schemes (workload 1), each with its own regular and
+    flexible FCTs."""
+    p = dataclasses.replace(rw.Params.quick(), workloads="1")
     (run / "plan.json").write_text(json.dumps(
         {"experiment": rw.NAME, "params": params_to_dict(p), **plan_to_dict(rw.plan(p))}))
     _phase(run, "w1-none", p, {"regular": 2.0, "flexible": 2.0})
@@ -153,3 +157,146 @@ def test_quick_keeps_the_papers_mechanism_and_the_claims_points() -> None:
     assert quick.load == full.load == 0.4 and quick.flexible_share == 0.5
     schemes = set(rw.scheme_list(quick))
     assert {c.key.split(".")[1] for c in rw.CLAIMS} <= schemes
+
+
+# ---------------------------------------------------------------------------
+# workload 2
+
+
+def test_w2_regular_flows_are_100_kB_messages_carrying_half_the_40_percent() -> None:
+    p = rw.Params.quick()
+    assert p.w2_msg_bytes == 98 * 1024           # 100 kB in whole 1024-byte packets
+    flex_rate, reg_rate = rw.w2_rates(p)
+    # quick: a flexible flow is 0.1 cycle of 6.25 s at line rate, 0.625 s
+    assert flex_rate == pytest.approx(0.2 / 0.625)
+    assert reg_rate * p.w2_msg_bytes * 8 / p.payload_bps == pytest.approx(0.2)
+    # modelled time: 2500 flows/s of 100 kB fill 20% of 10 Gb/s
+    assert reg_rate * p.slowdown == pytest.approx(0.2 * 10e9 / (8 * 100352), rel=0.1)
+    long = dataclasses.replace(p, w2_flexible=300)
+    d = rw.w2_arrivals(long, 0)
+    assert len(d.flexible) == 300 and all(a.kind == "flexible" for a in d.flexible)
+    assert d.flexible[-1].start_s < d.window_s
+    assert len(d.regular) / d.window_s == pytest.approx(reg_rate, rel=0.05)
+    assert len(d.flexible) / d.window_s == pytest.approx(flex_rate, rel=0.15)
+    starts = [a.start_s for a in d.regular]
+    assert starts == sorted(starts) and starts[-1] < d.window_s
+    # both classes go to the senders in turn; a draw is a function of its seed
+    assert [a.sender for a in d.regular[:4]] == [1, 2, 3, 1]
+    assert [a.sender for a in d.flexible[:4]] == [1, 2, 3, 1]
+    assert d.regular_of(2) == d.regular[1::3]
+    assert rw.w2_arrivals(long, 0) == d and rw.w2_arrivals(long, 1) != d
+
+
+def test_w2_plan_sends_regular_flows_as_scheduled_messages_at_high_priority() -> None:
+    p = rw.Params.quick()
+    by = {ph.name: ph for ph in rw.plan(p).phases}
+    d = rw.w2_arrivals(p, 0)
+    rx = f"h{p.receiver}"
+    for name in ("w2-none", "w2-weighted-9:1", "w2-reflex-a080"):
+        ph = by[name]
+        for s in range(1, p.senders + 1):
+            (pool,) = [f for f in ph.jobs[f"h{s}"].flows if f.arrivals_s]
+            assert pool.flow == rw.pool_name(s) and pool.qps == p.w2_qps
+            assert pool.arrivals_s == tuple(a.start_s for a in d.regular_of(s))
+            assert pool.msg_bytes == p.w2_msg_bytes and pool.dscp == DSCP_HIGH
+            assert pool.flexible is None
+            (back,) = [f for f in ph.jobs[rx].flows if f.flow == pool.flow]
+            assert back.role == "receiver" and back.arrivals_s == pool.arrivals_s
+        flex = [f for j in ph.jobs.values() for f in j.flows
+                if f.role == "sender" and f.flow.startswith("flex")]
+        assert sorted(f.start_delay_s for f in flex) == [a.start_s for a in d.flexible]
+        assert all(f.count == rw.flow_count(p) for f in flex)
+    low = {name: {f.dscp for j in by[name].jobs.values() for f in j.flows
+                  if f.role == "sender" and f.flow.startswith("flex")} for name in by}
+    assert low["w2-none"] == {DSCP_HIGH} and low["w2-weighted-9:1"] == {DSCP_LOW}
+    assert by["w2-weighted-9:1"].commands == (f"set_priority_weights {p.receiver} 10 90",)
+    assert [ph.name for ph in rw.plan(dataclasses.replace(p, workloads="2")).phases] == [
+        "w2-none", "w2-weighted-9:1", "w2-reflex-a080"]
+
+
+def _w2_phase(run: Path, name: str, p: rw.Params, reg: dict[str, float],
+              flex_s: float) -> None:
+    """Events of a workload-2 phase: regular flow ``a`` completes ``reg[a.name]``
+    (default ``reg['*']``) after its arrival, every flexible flow ``flex_s``
+    after its start."""
+    d = rw.w2_arrivals(p, 0)
+    size = rw.flow_count(p) * p.msg_bytes
+    evs: list[dict[str, Any]] = [{"event": "start", "t_ns": T0, "host": "h1"}]
+    for s in range(1, p.senders + 1):
+        pool = rw.pool_name(s)
+        for i, a in enumerate(d.regular_of(s)):
+            end = T0 + int((a.start_s + reg.get(a.name, reg["*"])) * 1e9)
+            evs.append({"event": "completion", "t_ns": end, "host": "h4", "flow": pool,
+                        "role": "receiver", "index": i, "qp": i % 4})
+        evs.append({"event": "flow_end", "t_ns": T0, "host": f"h{s}", "flow": pool,
+                    "role": "sender", "t_start_ns": T0,
+                    "pool": {"qps": 4, "waited": s - 1, "wait_max_s": 0.0,
+                             "post_late_max_s": 0.001 * s}})
+    for a in d.flexible:
+        end = T0 + int((a.start_s + flex_s) * 1e9)
+        evs += [{"event": "completion", "t_ns": end, "host": "h4", "flow": a.name,
+                 "role": "receiver", "index": 0},
+                {"event": "flow_end", "t_ns": end, "host": "h4", "flow": a.name,
+                 "role": "receiver", "bytes": size, "bytes_ok": True},
+                {"event": "flow_end", "t_ns": end, "host": f"h{a.sender}", "flow": a.name,
+                 "role": "sender", "t_start_ns": T0}]
+    (run / "phases" / name).mkdir(parents=True)
+    (run / "phases" / name / "h1.events.jsonl").write_text(
+        "".join(json.dumps(e) + "\n" for e in evs))
+
+
+def test_w2_speedups_count_each_flow_from_its_arrival(tmp_path: Path) -> None:
+    p = dataclasses.replace(rw.Params.quick(), workloads="2")
+    d = rw.w2_arrivals(p, 0)
+    n = len(d.regular)
+    assert n == 152
+    (tmp_path / "plan.json").write_text(json.dumps(
+        {"experiment": rw.NAME, "params": params_to_dict(p), **plan_to_dict(rw.plan(p))}))
+    # Without priority two flows take 0.4 s, the rest 0.04 s: the p99 (the
+    # 151st of 152 by nearest rank) is a slow one; with 9:1 all take 0.02 s.
+    slow = {d.regular[3].name: 0.4, d.regular[70].name: 0.4}
+    _w2_phase(tmp_path, "w2-none", p, {"*": 0.04, **slow}, flex_s=2.0)
+    _w2_phase(tmp_path, "w2-weighted-9:1", p, {"*": 0.02}, flex_s=1.6)
+    _w2_phase(tmp_path, "w2-reflex-a080", p, {"*": 0.05}, flex_s=2.5)
+    r = rw.analyze(tmp_path)
+    assert "w1" not in r and r["workloads"] == [2]
+    w = r["w2"]
+    mean_none = (150 * 0.04 + 2 * 0.4) / 152
+    assert w["none"]["regular"]["mean_fct_s"] == pytest.approx(mean_none, abs=1e-4)
+    assert w["none"]["regular"]["p99_fct_s"] == pytest.approx(0.4)
+    assert w["none"]["regular"]["n"] == 152 and w["none"]["flexible"]["n"] == 5
+    assert w["weighted-9:1"]["regular"]["mean_speedup"] == pytest.approx(mean_none / 0.02,
+                                                                          rel=1e-3)
+    assert w["weighted-9:1"]["regular"]["p99_speedup"] == pytest.approx(20.0)
+    assert w["weighted-9:1"]["flexible"]["mean_speedup"] == pytest.approx(1.25)
+    assert w["reflex-a080"]["regular"]["p99_speedup"] == pytest.approx(0.4 / 0.05)
+    assert w["reflex-a080"]["flexible"]["p99_speedup"] == pytest.approx(0.8)
+    assert w["none"]["flexible"]["delivered_fraction"] == 1.0
+    # senders 1, 2, 3 waited 0, 1, 2 times; the worst posting delay is sender 3's
+    assert w["none"]["pool_waited"] == 3 and w["none"]["post_late_max_s"] == 0.003
+    assert len(w["none"]["runs"][0]["regular_fct_s"]) == 152
+    for c in rw.CLAIMS:
+        if c.key.startswith("w2."):
+            scheme, kind, stat = c.key.split(".")[1:]
+            assert stat in w[scheme][kind]
+    paths = rw.plot(tmp_path)
+    assert [x.name for x in paths] == [f"{rw.phase_name(s, 0, 2)}.png"
+                                       for s in rw.scheme_list(p)] + [
+        "w2_speedups.png", "w2_fct_cdf.png"]
+    for x in paths:
+        assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000
+
+
+def test_w2_a_regular_flow_never_delivered_is_named(tmp_path: Path) -> None:
+    p = dataclasses.replace(rw.Params.quick(), workloads="2")
+    d = rw.w2_arrivals(p, 0)
+    _w2_phase(tmp_path, "w2-none", p, {"*": 0.04}, flex_s=2.0)
+    f = tmp_path / "phases" / "w2-none" / "h1.events.jsonl"
+    lines = [x for x in f.read_text().splitlines()
+             if not ('"index": 5,' in x and rw.pool_name(2) in x)]
+    f.write_text("\n".join(lines) + "\n")
+    from testbed.timeline import load_phase
+
+    with pytest.raises(ValueError, match=f"{d.regular_of(2)[5].name} .message 5 of "
+                                         f"{rw.pool_name(2)}"):
+        rw.regular_fcts(load_phase(tmp_path, "w2-none"), d)
