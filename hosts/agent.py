@@ -641,7 +641,7 @@ class _MessagePool:
         self.waited = 0                      # messages that found every connection busy
         self.wait_max_ns = 0
         self.post_late_max_ns = 0            # a free connection, but the agent posted late
-        self._waiting = -1
+        self._waited_to = 0                  # messages below this index waited
         self._next_counters_ns = 0
         self._seen = {"cnps_sent": 0, "retransmits": 0, "rto": 0, "naks_rcvd": 0}
 
@@ -689,13 +689,16 @@ class _MessagePool:
             i = self.next_msg
             free = [k for k in range(len(self.qps)) if k not in self.busy]
             if not free:
-                if self._waiting != i:
-                    self._waiting = i
-                    self.waited += 1
+                # every message that has arrived by now waits (counted once)
+                j = max(i, self._waited_to)
+                while j < s.count and self.arrive_ns[j] <= now:
+                    j += 1
+                self.waited += j - max(i, self._waited_to)
+                self._waited_to = j
                 return
             k = min(free, key=lambda j: self.idle_since[j])
             lag = now - self.arrive_ns[i]
-            if self._waiting == i:
+            if i < self._waited_to:
                 self.wait_max_ns = max(self.wait_max_ns, lag)
             else:
                 self.post_late_max_ns = max(self.post_late_max_ns, lag)
