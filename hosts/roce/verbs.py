@@ -413,6 +413,12 @@ class QP:
             "ce_pkts", "paced_pkts", "pacing_late_sum_ns", "pacing_late_max_ns",
             "acked_pkts"), 0)
         self._pseudo_tx: dict[int, bytes] = {}
+        # The engine ticks a QP only when it was touched (a packet for it, a
+        # posted WR, a modify) or its own next deadline (``_wake_at``, as of
+        # its last tick) has come: a rank with tens of QPs, most idle at any
+        # moment, otherwise spent most of its CPU ticking idle ones.
+        self._touched = True
+        self._wake_at: int | None = None
         self._reset_state()
         self.engine._add_qp(self)
         ctx.provider.open_port(sport)
@@ -461,6 +467,7 @@ class QP:
 
     def modify(self, attr: QPAttr | None = None, **kw) -> None:
         """Apply the non-None fields of ``attr`` / the keywords (QPAttr field names)."""
+        self._touched = True
         cur = self.state
         vals, new = modify_request(cur, attr, kw)
         if new == QPState.RTR and "dest_ip" not in vals and self.dest_ip == "0.0.0.0":
@@ -554,6 +561,7 @@ class QP:
             self.ctx.provider.open_port(w.sport)   # held until the WQE leaves the queue
         self._sq_tail += w.npkts
         self._sq.append(w)
+        self._touched = True
         self._pump(self.engine.now_ns())
 
     def post_recv(self, wr: RecvWR) -> None:
@@ -564,6 +572,7 @@ class QP:
             raise VerbsError("post_recv in state RESET")
         self._resolve(wr.sge, Access.LOCAL_WRITE)
         self._rq.append(wr)
+        self._touched = True
 
     def _wc(self, wr_id: int, status: WCStatus, op: WCOpcode, n: int,
             imm: int | None = None) -> WC:
@@ -1013,6 +1022,7 @@ class Engine:
         if qp is None:
             st["unknown_qp_drops"] += 1
             return
+        qp._touched = True
         mv = memoryview(pkt)
         if self.ctx.check_icrc and not wire.icrc_ok_ipv4(mv):
             st["icrc_drops"] += 1
@@ -1045,12 +1055,16 @@ class Engine:
             self._on_datagram(pkt, now)
         now = prov.now_ns()
         for qp in self._qp_list:
-            qp._tick(now)
+            w = qp._wake_at
+            if qp._touched or (w is not None and now >= w):
+                qp._touched = False
+                qp._tick(now)
+                qp._wake_at = qp._next_deadline()
 
     def next_deadline(self) -> int | None:
         best = None
         for qp in self._qp_list:
-            d = qp._next_deadline()
+            d = 0 if qp._touched else qp._wake_at
             if d is not None and (best is None or d < best):
                 best = d
         return best

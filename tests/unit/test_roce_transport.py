@@ -598,3 +598,33 @@ def test_cq_wait_and_engine_run_drive_a_simulated_wire():
     before = t.wire.clock
     assert t.cb.wait(1, timeout=0.5) == []          # nothing more comes: times out
     assert t.wire.clock - before >= 500_000_000
+
+
+def test_idle_qps_are_not_ticked_while_others_work(monkeypatch):
+    """The engine ticks a QP when something happened to it or its own timer is
+    due, not on every pass: a rank's idle QPs cost nothing while one QP
+    transfers (with a loss, so go-back-N and the RTO run too)."""
+    from hosts.roce.verbs import QP
+
+    ticks: dict[int, int] = {}
+    tick = QP._tick
+
+    def counting_tick(self, now):
+        ticks[id(self)] = ticks.get(id(self), 0) + 1
+        tick(self, now)
+
+    monkeypatch.setattr(QP, "_tick", counting_tick)
+    t = Pair(size=64 * MTU)
+    t.wire.hook = drop_psns([10, 63])
+    pa, pb = t.ma.pd, t.mb.pd
+    idle = []
+    for _ in range(30):
+        qa, qb = pa.create_qp(t.ca, job_id=4), pb.create_qp(t.cb, job_id=4)
+        connect_pair(qa, qb, path_mtu=MTU)
+        idle += [qa, qb]
+    t.write()
+    wa, _ = t.run_until_wc()
+    assert wa[0].status == WCStatus.SUCCESS and bytes(t.mb.buf) == bytes(t.src)
+    assert t.qa.stats["retransmits"] >= 2
+    assert ticks[id(t.qa)] > 64 and ticks[id(t.qb)] > 10
+    assert max(ticks.get(id(q), 0) for q in idle) <= 1   # once, after connect_pair
