@@ -1,12 +1,11 @@
 """CommLib Ring AllReduce through host agents in Mininet hosts and one soft switch:
-integer sums are bit-exact on every rank."""
+integer sums are bit-exact on every rank, and the plot is drawn, whatever the
+load; a run the fidelity verdict rejects then ends as an expected failure."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,21 +14,15 @@ import pytest
 from hosts.agent import collective_input
 from hosts.agent_spec import CollectiveSpec
 
-from .helpers import assert_faithful
+from .helpers import run_experiment, xfail_unless_faithful
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("no_leftovers")]
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("ranks", [4, 8])
 def test_ring_allreduce_is_bit_exact(tmp_path: Path, ranks: int) -> None:
     out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", "ring-allreduce", "--quick",
-                        "-p", f"ranks={ranks}", "--out", str(out)],
-                       cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    s = json.loads((out / "summary.json").read_text())
+    s = run_experiment("ring-allreduce", out, f"ranks={ranks}", timeout=120)
     ar = s["allreduce"]
     assert ar["bit_exact"] is True and ar["ranks"] == ranks
     iterations = s["params"]["iterations"]
@@ -56,5 +49,7 @@ def test_ring_allreduce_is_bit_exact(tmp_path: Path, ranks: int) -> None:
              for ln in (out / "phases" / "allreduce" / f"h{h}.events.jsonl").read_text().splitlines()
              if '"step_end"' in ln]
     assert len(steps) == ranks * iterations * 2 * (ranks - 1)
-    assert_faithful(s)  # the bit-exact checks above hold either way
     assert (out / "plots" / "allreduce.png").stat().st_size > 5000
+    # No timing figure is judged here; the verdict only says whether the run
+    # measured the code or a loaded machine.
+    xfail_unless_faithful(s, f"ring-allreduce with {ranks} ranks")

@@ -8,27 +8,18 @@ expected failure after the checks that hold whatever the load."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .helpers import xfail_unless_faithful
+from .helpers import run_experiment, xfail_unless_faithful
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("no_leftovers")]
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_symphony_ring_quick(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", "symphony-ring",
-                        "--quick", "--out", str(out)], cwd=REPO, capture_output=True,
-                       text=True, timeout=900)
-    assert r.returncode == 0, r.stdout + r.stderr
-    s = json.loads((out / "summary.json").read_text())
+    s = run_experiment("symphony-ring", out, timeout=900)
     assert s["ok"] is True and s["bit_exact"] is True
     schemes = list(s["cct"])
     assert schemes == ["baseline", "symphony", "symphony_late", "pq"]

@@ -4,27 +4,18 @@ the lagging step finish first, the plots, the fidelity verdict."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .helpers import assert_faithful
+from .helpers import run_experiment, xfail_unless_faithful
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("no_leftovers")]
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_symphony_two_flows_quick(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", "symphony-two-flows",
-                        "--quick", "--out", str(out)], cwd=REPO, capture_output=True,
-                       text=True, timeout=900)
-    assert r.returncode == 0, r.stdout + r.stderr
-    s = json.loads((out / "summary.json").read_text())
+    s = run_experiment("symphony-two-flows", out, timeout=900)
     assert s["ok"] is True
     offs = s["offsets"]
     assert [o["offset_fraction"] for o in offs] == [0.0, 0.3333, 0.6667, 1.0]
@@ -40,10 +31,7 @@ def test_symphony_two_flows_quick(tmp_path: Path) -> None:
     # Known gap: on a 2-core machine this experiment's senders are often late
     # by more than a packet time at every link rate tried (5-20 Mb/s), so the
     # verdict rejects the run; its timing figures are then not judged here.
-    if not s.get("fidelity_ok"):
-        pytest.xfail("symphony-two-flows was not faithful on this machine (a known "
-                     f"gap, see experiments/README.md): {s.get('fidelity_verdict')}")
-    assert_faithful(s)
+    xfail_unless_faithful(s, "symphony-two-flows")
     # The alone phase is one flow at line rate: close to the computed FCT.
     assert s["standalone_fct_s"] == pytest.approx(s["standalone_fct_model_s"], rel=0.15)
     # Full overlap: both flows share the port for most of the run in the baseline.
