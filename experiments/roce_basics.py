@@ -384,19 +384,13 @@ def _loss_result(run_dir: Path, p: Params) -> dict[str, Any]:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    from testbed.plotting import flow_timeline
+    from testbed.plotting import phase_timelines
 
     p = _params(run_dir)
-    out = []
     titles = {"single": "single: one QP alone", "pair": "pair: two QPs sharing the bottleneck",
               "loss": f"loss: one QP, {p.loss_per_10k / 100:g}% random loss"}
-    for phase, title in titles.items():
-        if phase not in p.phase_names:
-            continue
-        data = load_phase(run_dir, phase)
-        out.append(flow_timeline(
-            data, Path(run_dir) / "plots" / f"{phase}.png",
-            title=f"{NAME} - {title} ({p.bottleneck_mbps:g} Mb/s links)",
-            port=BOTTLENECK_PORT, line_rate_bps=p.bottleneck_bps,
-            thresholds=(p.ecn_kmin, p.ecn_kmax), queue_limit=p.queue_depth))
-    return out
+    return phase_timelines(
+        run_dir, ((phase, f"{NAME} - {title} ({p.bottleneck_mbps:g} Mb/s links)")
+                  for phase, title in titles.items() if phase in p.phase_names),
+        port=BOTTLENECK_PORT, line_rate_bps=p.bottleneck_bps,
+        thresholds=(p.ecn_kmin, p.ecn_kmax), queue_limit=p.queue_depth)

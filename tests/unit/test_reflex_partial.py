@@ -1,5 +1,6 @@
 """reflex-partial: one phase per r, both flows of equal size from the common
-start; the analysis reports delivered fraction and FCTs (made-up timelines)."""
+start; the analysis reports delivered fraction and FCTs (made-up timelines,
+also plotted)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,9 @@ def test_plan_sweeps_r_with_equal_flows() -> None:
         rp.Params(r_values="zero")
 
 
-def test_analysis_reports_delivery_and_fcts(tmp_path: Path) -> None:
+def _write_two_r_run(tmp_path: Path) -> int:
+    """r = 0 and r = 1, one run each, saved without the seed parameters; the
+    flows' size."""
     p = rp.Params(r_values="0,1", flow_cycles=1.0, seeds=1)
     plan = rp.plan(p)
     saved = params_to_dict(p)
@@ -62,6 +65,11 @@ def test_analysis_reports_delivery_and_fcts(tmp_path: Path) -> None:
         evs.append({"event": "flow_end", "t_ns": T0 + 10**11, "host": "h1", "flow": "flex",
                     "role": "sender", "flexible": {"low_s": 3.0, "b_r": 0.0}})
         (d / "h3.events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs))
+    return int(size)
+
+
+def test_analysis_reports_delivery_and_fcts(tmp_path: Path) -> None:
+    size = _write_two_r_run(tmp_path)
     r = rp.analyze(tmp_path)
     assert r["r000"]["delivered_fraction"] == pytest.approx(0.65, abs=1e-3)
     assert r["r000"]["regular_fct_norm"] == pytest.approx(1.4, abs=1e-3)
@@ -69,6 +77,15 @@ def test_analysis_reports_delivery_and_fcts(tmp_path: Path) -> None:
     assert r["r000"]["skipped_bytes"] == size        # B_r = size at r = 0, all spent
     assert r["r100"]["delivered_fraction"] == 1.0 and r["r100"]["skipped_bytes"] == 0
     assert r["paper"]["r000.delivered_fraction"] == 0.65
+
+
+def test_plots_draw_every_phase_and_the_sweep(tmp_path: Path) -> None:
+    _write_two_r_run(tmp_path)
+    paths = rp.plot(tmp_path)
+    assert [x.name for x in paths] == ["r000.png", "r100.png", "partial.png"]
+    for x in paths:
+        assert x.parent == tmp_path / "plots"
+        assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000
 
 
 def test_runs_of_one_r_give_mean_and_spread() -> None:
