@@ -140,6 +140,10 @@ class Pacer:
         self._tokens = float(burst_bytes)  # may go negative after a big packet
         self._t = float(now_ns)
         self._ask: float | None = None  # when the next packet was first asked about
+        self._ask_bytes = 0
+        # The waiting packet's schedule, kept when the rate changed after the
+        # bucket already held enough for it at the old rate.
+        self._due: float | None = None
         self._late_packets = late_threshold_packets
         self.lateness = LatenessStats(self._late_threshold_s())
         self.bytes_sent = 0
@@ -162,6 +166,15 @@ class Pacer:
             raise ValueError("rate must be positive")
         if rate_bps == self._rate:
             return
+        if self._ask is not None and self._due is None:
+            # A packet that was already sendable at the old rate keeps its
+            # schedule: refilled to now, the bucket would hold enough and the
+            # schedule would fall back to when the packet was first asked
+            # about, a whole packet time early at a low rate (a DCQCN rate
+            # increase while the sender slept counted its next packet late).
+            due = self._schedule(self._ask_bytes)
+            if due <= now_ns:
+                self._due = due
         self._refill(float(now_ns))
         self._rate = float(rate_bps)
         if self.lateness.sends == 0:
@@ -179,6 +192,8 @@ class Pacer:
 
     def _schedule(self, nbytes: int) -> float:
         assert self._ask is not None
+        if self._due is not None:
+            return self._due
         # A packet larger than the bucket waits for a full bucket and then goes
         # into debt, so the long-run rate still holds.
         deficit = min(nbytes, self.burst_bytes) - self._tokens
@@ -197,6 +212,7 @@ class Pacer:
             self.set_rate(rate_bps, now_ns)
         if self._ask is None:
             self._ask = float(now_ns)
+            self._ask_bytes = nbytes
         if self._ahead():
             queued_ns = self._wire_free - now_ns
             if queued_ns * self.line_bps / 8e9 + nbytes <= self.ahead_bytes:
@@ -220,6 +236,7 @@ class Pacer:
         else:
             late = max(0.0, now - math.ceil(self._schedule(nbytes)))
         self._ask = None
+        self._due = None
         self._refill(now)
         self.lateness.record(late / 1e9)
         self._tokens -= nbytes

@@ -115,6 +115,31 @@ def test_asking_again_does_not_move_the_schedule() -> None:
     assert p.lateness.sends == 3 and p.lateness.late_sends == 1
 
 
+def test_a_rate_increase_while_waiting_keeps_the_packets_schedule() -> None:
+    # DCQCN raises the rate (1000 -> 1100 bytes per ms) while the sender
+    # sleeps until its next packet is due at the old rate: woken exactly then,
+    # the packet is on time, not late by the whole millisecond since it was
+    # first asked about.
+    p = Pacer(burst_bytes=1000, late_threshold_packets=0.5)
+    p.next_send_ns(1000, 0, 8e6)
+    p.on_sent(1000, 0, 8e6)
+    s = p.next_send_ns(1000, 0, 8e6)
+    assert s == 1_000_000
+    assert p.next_send_ns(1000, s, 8.8e6) == s
+    p.on_sent(1000, s, 8.8e6)
+    assert p.lateness.max_s == 0.0 and p.lateness.late_sends == 0
+    # Woken 0.3 ms late, it is 0.3 ms late whatever the rate did meanwhile.
+    s2 = p.next_send_ns(1000, s, 8.8e6)
+    assert s2 == s + 909_091           # the next packet at the new rate
+    p.on_sent(1000, s2 + 300_000, 9.6e6)
+    assert p.lateness.max_s == pytest.approx(3e-4)
+    # A rate change before the packet is due still moves its schedule.
+    t = s2 + 300_000
+    due = p.next_send_ns(1000, t, 9.6e6)
+    assert due == t + 833_334
+    assert p.next_send_ns(1000, t + 100_000, 4.8e6) > due
+
+
 # ---- run-ahead mode: the host's qdisc serialises at the line rate ----
 LINE = 200e6
 FRAME = 1100
