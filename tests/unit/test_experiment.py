@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plot_checks import assert_plots
 
 from experiments import ring_allreduce, roce_basics
 from hosts.agent_spec import JobSpec, message_wire_bytes
@@ -176,10 +177,7 @@ def test_roce_basics_analysis_catches_corrupt_data(tmp_path: Path) -> None:
 
 def test_roce_basics_plots_are_pngs(tmp_path: Path) -> None:
     write_roce_basics_run(tmp_path, roce_basics.Params.quick())
-    paths = roce_basics.plot(tmp_path)
-    assert [x.name for x in paths] == ["single.png", "pair.png", "loss.png"]
-    for x in paths:
-        assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000
+    assert_plots(roce_basics.plot(tmp_path), tmp_path, ["single.png", "pair.png", "loss.png"])
 
 
 # ---------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plot_checks import assert_plots
 
 from experiments import reflex_cases as rc
 from testbed.experiment import params_to_dict, plan_to_dict
@@ -136,12 +137,9 @@ def test_analysis_measures_rates_over_whole_cycles_while_both_are_active(tmp_pat
 def test_plots_draw_every_phase_and_the_rates(tmp_path: Path) -> None:
     _write_two_scheme_run(tmp_path)
     paths = rc.plot(tmp_path)
-    assert [x.name for x in paths] == ["case1-reflex.png", "case2-reflex.png",
-                                       "case1-weighted-9:1.png", "case2-weighted-9:1.png",
-                                       "rates.png"]
-    for x in paths:
-        assert x.parent == tmp_path / "plots"
-        assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000
+    assert_plots(paths, tmp_path, ["case1-reflex.png", "case2-reflex.png",
+                                   "case1-weighted-9:1.png", "case2-weighted-9:1.png",
+                                   "rates.png"])
 
 
 def test_several_runs_per_phase_give_mean_and_spread() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plot_checks import assert_plots
 
 from experiments import reflex_partial as rp
 from testbed.experiment import params_to_dict, plan_to_dict
@@ -82,10 +83,7 @@ def test_analysis_reports_delivery_and_fcts(tmp_path: Path) -> None:
 def test_plots_draw_every_phase_and_the_sweep(tmp_path: Path) -> None:
     _write_two_r_run(tmp_path)
     paths = rp.plot(tmp_path)
-    assert [x.name for x in paths] == ["r000.png", "r100.png", "partial.png"]
-    for x in paths:
-        assert x.parent == tmp_path / "plots"
-        assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000
+    assert_plots(paths, tmp_path, ["r000.png", "r100.png", "partial.png"])
 
 
 def test_runs_of_one_r_give_mean_and_spread() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plot_checks import assert_plots
 
 from experiments import reflex_probing as rpb
 from testbed.experiment import params_to_dict, plan_to_dict
@@ -160,10 +161,7 @@ def test_analysis_reports_budget_time_percentiles_and_spent_share(tmp_path: Path
 def test_plots_draw_every_phase_and_the_figures(tmp_path: Path) -> None:
     _write_two_seed_run(tmp_path)
     paths = rpb.plot(tmp_path)
-    assert [x.name for x in paths] == ["d3-s0.png", "d3-s1.png", "probing.png"]
-    for x in paths:
-        assert x.parent == tmp_path / "plots"
-        assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000
+    assert_plots(paths, tmp_path, ["d3-s0.png", "d3-s1.png", "probing.png"])
 
 
 def test_low_time_counts_only_the_window() -> None:

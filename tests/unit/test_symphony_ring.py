@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from plot_checks import assert_plots
 from ring_runs import write_plan, write_ring_phase
 
 from experiments import symphony_ring as exp
@@ -75,7 +76,4 @@ def test_plots_of_a_made_up_run(tmp_path: Path) -> None:
                              iterations=p.iterations, channels=p.channels,
                              step_s=0.2 - 0.01 * i)
     paths = exp.plot(tmp_path)
-    assert [x.name for x in paths] == ["overlap.png", "cct_cdf.png"]
-    for x in paths:
-        assert x.parent == tmp_path / "plots"
-        assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000
+    assert_plots(paths, tmp_path, ["overlap.png", "cct_cdf.png"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from plot_checks import assert_plots
 from ring_runs import write_plan, write_ring_phase
 
 from experiments import symphony_ring as ring
@@ -60,6 +61,4 @@ def test_plot_of_a_made_up_k_sweep(tmp_path: Path) -> None:
                     write_ring_phase(tmp_path, name, ring.ring_order(pt),
                                      iterations=pt.iterations, channels=pt.channels,
                                      step_s=step_s)
-    (path,) = exp.plot(tmp_path)
-    assert path == tmp_path / "plots" / "normalized_cct.png"
-    assert path.read_bytes()[:4] == b"\x89PNG" and path.stat().st_size > 10_000
+    assert_plots(exp.plot(tmp_path), tmp_path, ["normalized_cct.png"])

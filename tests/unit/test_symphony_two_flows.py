@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from plot_checks import assert_plots
 
 from experiments import symphony_two_flows as exp
 from testbed.experiment import plan_to_dict
@@ -124,7 +125,4 @@ def test_analysis_of_fcts_overlap_and_changes(tmp_path: Path) -> None:
 def test_plots_are_pngs(tmp_path: Path) -> None:
     _write_two_offset_run(tmp_path)
     paths = exp.plot(tmp_path)
-    assert [x.name for x in paths] == ["timelines.png", "offsets.png"]
-    for x in paths:
-        assert x.parent == tmp_path / "plots"
-        assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000
+    assert_plots(paths, tmp_path, ["timelines.png", "offsets.png"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from plot_checks import assert_plots
 from ring_runs import write_plan, write_ring_phase
 
 from experiments import symphony_two_jobs as exp
@@ -64,7 +65,4 @@ def test_plots_of_a_made_up_run(tmp_path: Path) -> None:
                 write_ring_phase(tmp_path, exp.phase_name(scheme, seed), exp.job_hosts(p, job),
                                  iterations=p.iterations, channels=p.channels, start_s=start_s)
     paths = exp.plot(tmp_path)
-    assert [x.name for x in paths] == ["throughput.png", "final_span.png"]
-    for x in paths:
-        assert x.parent == tmp_path / "plots"
-        assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000
+    assert_plots(paths, tmp_path, ["throughput.png", "final_span.png"])
