@@ -959,7 +959,8 @@ class _Collective:
         if self.spec.scheme == "epic":
             # one report per group QP that sent (AllReduce: the first alone)
             for i, qp in enumerate(self.comm.qps):
-                if i and not qp.stats["tx_pkts"]:
+                # the udp provider counts a QP's packets, rxe's only its work requests
+                if i and not qp.stats.get("tx_pkts", qp.stats.get("send_wrs", 0)):
                     continue
                 report = getattr(qp.pacer, "report", None)
                 state = getattr(qp.rate_controller, "state", None)

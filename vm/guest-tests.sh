@@ -4,7 +4,7 @@
 # An rxe device (rxe0) on a veth end in the initial namespace serves the
 # provider's loopback tests; the interop test makes its own. test_rxe_run.py
 # runs `testbed run roce-basics --hosts rxe --quick` and checks the DCQCN shim
-# in it.
+# in it; test_rxe_epic.py an EPIC AllReduce of three rxe ranks through epic.p4.
 set -eu
 if [ ! -e /mnt/run/command ]; then
     echo "guest-tests.sh: run it in the guest: testbed vm run -- sh vm/guest-tests.sh" >&2
@@ -20,7 +20,7 @@ echo "guest: $(uname -r), $(rdma link show | head -1)"
 status=0
 python3 -m pytest -q -rs tests/unit/test_rxe_provider.py tests/unit/test_roce_interop_frames.py \
     tests/integration/test_rxe_interop.py tests/integration/test_rxe_hosts.py \
-    tests/integration/test_rxe_run.py "$@" \
+    tests/integration/test_rxe_run.py tests/integration/test_rxe_epic.py "$@" \
     || status=$?
 rdma link delete rxe0
 ip link del p4tb-rxl0
