@@ -230,6 +230,8 @@ def plan(p: Params) -> RunPlan:
         n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
         packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
         commands=(config_command(p.symphony, p.slowdown),), fabric=fab, backend=p.backend,
+        realtime=p.realtime,
+        realtime_agents_first=p.realtime_agents_first,
         switch_commands=per_switch,
         # PQ's two queues per port; traffic of other schemes stays in queue 0
         priority_queues=2 if "pq" in p.scheme_list else 1)

@@ -208,7 +208,8 @@ def plan(p: Params) -> RunPlan:
     topo = Topology(
         n_hosts=3, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
         packet_bytes=p.frame_bytes, network=p.network(),
-        commands=(config_command(p.symphony, p.slowdown),))
+        commands=(config_command(p.symphony, p.slowdown),), realtime=p.realtime,
+        realtime_agents_first=p.realtime_agents_first)
     s = p.standalone_s
     phases = [PhasePlan("alone", _jobs(p, 255, {"b": 0.0}, 0), timeout_s=3 * s + 60,
                         watch_ports=(BOTTLENECK_PORT,), notes="B alone: the standalone FCT")]

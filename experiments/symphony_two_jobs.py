@@ -131,7 +131,9 @@ def plan(p: Params) -> RunPlan:
     topo = Topology(
         n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
         packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
-        commands=(config_command(p.symphony, p.slowdown),), fabric=fab, backend=p.backend)
+        commands=(config_command(p.symphony, p.slowdown),), fabric=fab, backend=p.backend,
+        realtime=p.realtime,
+        realtime_agents_first=p.realtime_agents_first)
     phases = [symphony_ring.warmup_phase(p)] if p.warmup_kb else []
     next_id = 0
     for seed in range(p.seeds):

@@ -76,6 +76,7 @@ from testbed.experiment import (
     ExperimentError,
     PhasePlan,
     RunPlan,
+    Topology,
     load,
     make_params,
     params_to_dict,
@@ -513,19 +514,38 @@ SENDER_RT_PRIORITY = 2
 SWITCH_RT_PRIORITY = 3
 
 
-def _prioritise_switch(sw: Any, target: str, realtime: bool = False) -> None:
+@dataclass(frozen=True)
+class RtPriorities:
+    """SCHED_FIFO priorities of a run's processes."""
+
+    switch: int
+    sender: int
+    receiver: int
+
+
+SWITCH_FIRST = RtPriorities(SWITCH_RT_PRIORITY, SENDER_RT_PRIORITY, RECEIVER_RT_PRIORITY)
+# Topology.realtime_agents_first: senders, then receivers, then the switches.
+AGENTS_FIRST = RtPriorities(switch=1, sender=3, receiver=2)
+
+
+def rt_priorities(topo: Topology) -> RtPriorities:
+    return AGENTS_FIRST if topo.realtime_agents_first else SWITCH_FIRST
+
+
+def _prioritise_switch(sw: Any, target: str, realtime: bool = False,
+                       priority: int = SWITCH_RT_PRIORITY) -> None:
     """Run the soft switch daemon at nice SWITCH_NICE: it stands for hardware,
     so the host agents and whatever else runs on the machine must not starve
     it (its processing lag is part of every run's fidelity verdict). With
-    ``realtime`` (Topology.realtime) it runs at SWITCH_RT_PRIORITY,
-    above the real-time host agents."""
+    ``realtime`` (Topology.realtime_switches) it runs at SCHED_FIFO
+    ``priority``."""
     proc = getattr(sw, "proc", None)
     if target != "soft" or proc is None:
         return
     try:
         os.setpriority(os.PRIO_PROCESS, proc.pid, SWITCH_NICE)
         if realtime:
-            os.sched_setscheduler(proc.pid, os.SCHED_FIFO, os.sched_param(SWITCH_RT_PRIORITY))
+            os.sched_setscheduler(proc.pid, os.SCHED_FIFO, os.sched_param(priority))
     except OSError:     # not root: the run goes on at normal priority
         pass
 
@@ -551,7 +571,8 @@ class _Agent:
     events_path: Path
     log_path: Path
     interpreter: str = sys.executable
-    realtime: bool = False            # run at SENDER_ or RECEIVER_RT_PRIORITY
+    realtime: bool = False            # run at the sender or receiver priority of:
+    priorities: RtPriorities = SWITCH_FIRST
     sends: bool = False
     realtime_error: str = ""
     proc: subprocess.Popen[bytes] | None = None
@@ -633,7 +654,7 @@ def _start_agent(a: _Agent) -> None:
         # and a receiver must answer (ACK, CNP) as it receives (Topology.realtime).
         try:
             os.sched_setscheduler(a.proc.pid, os.SCHED_FIFO, os.sched_param(
-                SENDER_RT_PRIORITY if a.sends else RECEIVER_RT_PRIORITY))
+                a.priorities.sender if a.sends else a.priorities.receiver))
         except OSError as e:     # not root, or no real-time budget: say so, go on
             a.realtime = False
             a.realtime_error = str(e)
@@ -790,6 +811,7 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
             raise RunError(f"phase {phase.name}: {e}") from e
         agents.append(_Agent(h, net.get(h), sp, pdir / f"{h}.events.jsonl", pdir / f"{h}.log",
                              interp, realtime=plan.topology.realtime,
+                             priorities=rt_priorities(plan.topology),
                              sends=any(f.role == "sender" for f in spec.flows)
                              or spec.collective is not None))
     agents_out[:] = agents
@@ -1007,16 +1029,17 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
                         "s " if fab else " ") + ", ".join(
                         f"{n} {one.control_port}" if fab else str(one.control_port)
                         for n, one in switches.items()) + ")")
+                    rt = rt_priorities(topo)
                     if topo.realtime:
-                        prog.line(f"real-time priority (SCHED_FIFO): switch {SWITCH_RT_PRIORITY}, "
-                                  f"sending agents {SENDER_RT_PRIORITY}, receiving agents "
-                                  f"{RECEIVER_RT_PRIORITY}")
+                        prog.line(f"real-time priority (SCHED_FIFO): switch {rt.switch}, "
+                                  f"sending agents {rt.sender}, receiving agents "
+                                  f"{rt.receiver}")
                     elif topo.realtime_switches:
-                        prog.line(f"real-time priority (SCHED_FIFO): switches {SWITCH_RT_PRIORITY}, "
+                        prog.line(f"real-time priority (SCHED_FIFO): switches {rt.switch}, "
                                   "agents normal")
                     for n, one in switches.items():
                         _prioritise_switch(one, opts.target,
-                                           topo.realtime or topo.realtime_switches)
+                                           topo.realtime or topo.realtime_switches, rt.switch)
                         _apply_commands(one.controller(),
                                         plan.network_commands() + topo.switch_commands.get(n, ()),
                                         opts.target, topo.packet_bytes,

@@ -422,15 +422,19 @@ class _LocalNode:
         return subprocess.Popen(["sleep", "30"], **kw)
 
 
-@pytest.mark.parametrize("sends, prio", [(True, "SENDER_RT_PRIORITY"),
-                                         (False, "RECEIVER_RT_PRIORITY")])
+@pytest.mark.parametrize("agents_first", [False, True])
+@pytest.mark.parametrize("sends", [True, False])
 def test_realtime_agents_run_sched_fifo_senders_above_receivers(
-        tmp_path: Path, sends: bool, prio: str) -> None:
+        tmp_path: Path, sends: bool, agents_first: bool) -> None:
     from testbed import runner
+    from testbed.experiment import Topology
     from testbed.owned import this_process_record
 
+    topo = Topology(n_hosts=2, program="switches/p4/l3_router.p4", realtime=True,
+                    realtime_agents_first=agents_first)
+    prio = runner.rt_priorities(topo)
     a = runner._Agent("h1", _LocalNode(), tmp_path / "s.json", tmp_path / "e.jsonl",
-                      tmp_path / "log", realtime=True, sends=sends)
+                      tmp_path / "log", realtime=True, priorities=prio, sends=sends)
     runner._start_agent(a)
     assert a.proc is not None
     try:
@@ -438,8 +442,11 @@ def test_realtime_agents_run_sched_fifo_senders_above_receivers(
             assert not a.realtime and a.realtime_error
             return
         assert a.realtime and os.sched_getscheduler(a.proc.pid) == os.SCHED_FIFO
-        assert os.sched_getparam(a.proc.pid).sched_priority == getattr(runner, prio)
-        assert runner.RECEIVER_RT_PRIORITY < runner.SENDER_RT_PRIORITY < runner.SWITCH_RT_PRIORITY
+        assert os.sched_getparam(a.proc.pid).sched_priority == (
+            prio.sender if sends else prio.receiver)
+        assert prio.receiver < prio.sender
+        # the switch below both agents, or above both
+        assert (prio.switch < prio.receiver) if agents_first else (prio.switch > prio.sender)
     finally:
         a.proc.kill()
         a.proc.wait()
@@ -471,3 +478,11 @@ def test_soft_switch_runs_above_the_agents(realtime: bool) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+
+def test_agents_first_needs_realtime_agents() -> None:
+    from testbed.experiment import ExperimentError, Topology
+
+    with pytest.raises(ExperimentError, match="realtime_agents_first needs realtime"):
+        Topology(n_hosts=2, program="switches/p4/l3_router.p4", realtime_agents_first=True)
