@@ -1,9 +1,10 @@
-"""EPIC Mode-II AllReduce on rdma_rxe ranks, end to end: `testbed run epic-allreduce
---hosts rxe` with three ranks through the soft switch running epic.p4. The
+"""EPIC Mode-II on rdma_rxe ranks, end to end: `testbed run epic-allreduce --hosts
+rxe` and `testbed run epic-primitives --hosts rxe` with three ranks through the
+soft switch running epic.p4. The
 switch terminates every rank's QP (it adds the ranks' packets, multicasts the
 sums rewritten to each rank's IP and QPN with a new ICRC, and reflects each
 rank's ACKs to the rank), so unmodified rxe ranks accepting its packets is
-what this checks: every result bit-exact in the EPIC phase and in both host
+what this checks: every result bit-exact in the EPIC phase and in the host
 rings, and every frame the switch sent a rank carrying the ICRC that
 scapy.contrib.roce computes (rxe drops any other). Skips where rxe hosts
 cannot run (no rdma_rxe: this machine); the guest VM runs it
@@ -47,6 +48,34 @@ def _scapy_icrc(frame: bytes) -> int:
     return int.from_bytes(bytes(pkt)[-4:], "little")
 
 
+def _run(out: Path, experiment: str, *params: str) -> dict:
+    """`testbed run EXPERIMENT --hosts rxe --pcap`; its summary."""
+    argv = [sys.executable, "-m", "testbed.cli", "run", experiment, "--hosts", "rxe",
+            "--pcap", "--out", str(out)]
+    for p in params:
+        argv += ["-p", p]
+    r = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1500)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ok"] and summary["hosts"] == "rxe"
+    return summary
+
+
+def _check_switch_frames(run: Path, min_data: int) -> None:
+    """What the switch sent each rank: at least ``min_data`` data packets and
+    some ACKs, all from the endpoint, rewritten to the rank, with a valid ICRC
+    over the IPv4 header (its identification included) as it left the switch."""
+    for port in range(1, RANKS + 1):
+        frames = [f for f in _roce_frames(run / "switch" / f"s1-eth{port}_out.pcap")
+                  if f[26:30] == SWITCH_IP]
+        data = [f for f in frames if f[42] != 0x11]     # BTH opcode: not an ACK
+        acks = [f for f in frames if f[42] == 0x11]
+        assert len(data) >= min_data and acks, port
+        assert all(f[30:34] == bytes([10, 0, port, 1]) for f in frames), port
+        bad = [f.hex() for f in frames if int.from_bytes(f[-4:], "little") != _scapy_icrc(f)]
+        assert not bad, bad[:2]
+
+
 def _roce_frames(pcap: Path) -> list[bytes]:
     """The RoCEv2 frames (IPv4, UDP to 4791) in ``pcap``."""
     out = []
@@ -66,14 +95,8 @@ def test_epic_allreduce_on_rxe_ranks_is_bit_exact_and_the_switch_icrc_valid(
     if reason is not None:
         pytest.skip(reason)
     run = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", "epic-allreduce",
-                        "--hosts", "rxe", "--pcap", "--out", str(run),
-                        "-p", f"ranks={RANKS}", "-p", "min_kib=4", "-p", "max_kib=16",
-                        "-p", "iterations=1", "-p", "warmup_kib=0"],
-                       cwd=REPO, capture_output=True, text=True, timeout=1500)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["ok"] and summary["hosts"] == "rxe"
+    summary = _run(run, "epic-allreduce", f"ranks={RANKS}", "min_kib=4", "max_kib=16",
+                   "iterations=1", "warmup_kib=0")
     assert summary["sizes"] == [4096, 16384]
     assert summary["bit_exact"]
     for scheme in ("epic", "ring", "ring256"):
@@ -81,16 +104,27 @@ def test_epic_allreduce_on_rxe_ranks_is_bit_exact_and_the_switch_icrc_valid(
         assert res["bit_exact"] and res["collectives"] == 2, scheme
         assert all(v > 0 for v in res["algbw"]), scheme
         assert res["retransmissions"] is None       # rxe counts per device, not per QP
-    # What the switch sent each rank: the results (16 KiB = 64 packets, 4 KiB =
-    # 16, an announcement each) and the rank's reflected ACKs, all from the
-    # endpoint, rewritten to the rank, with a valid ICRC over the IPv4 header
-    # (its identification included) as it left the switch.
-    for port in range(1, RANKS + 1):
-        frames = [f for f in _roce_frames(run / "switch" / f"s1-eth{port}_out.pcap")
-                  if f[26:30] == SWITCH_IP]
-        data = [f for f in frames if f[42] != 0x11]     # BTH opcode: not an ACK
-        acks = [f for f in frames if f[42] == 0x11]
-        assert len(data) >= 16 + 64 + 2 and acks, port
-        assert all(f[30:34] == bytes([10, 0, port, 1]) for f in frames), port
-        bad = [f.hex() for f in frames if int.from_bytes(f[-4:], "little") != _scapy_icrc(f)]
-        assert not bad, bad[:2]
+    # the results: 16 KiB = 64 packets, 4 KiB = 16, an announcement each
+    _check_switch_frames(run, 16 + 64 + 2)
+
+
+@pytest.mark.root
+def test_epic_primitives_on_rxe_ranks_are_bit_exact(tmp_path: Path) -> None:
+    reason = rxe_in_mininet_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    # Reduce, Broadcast, ReduceScatter, AllGather of 3 KiB (768 int32, an equal
+    # share per rank) and two Barriers: the Reduce groups (a result for the root
+    # alone, the root's ACKs to every rank) and the Broadcast groups (children's
+    # ACKs aggregated with min, their RNR NAKs passed to the root)
+    run = tmp_path / "run"
+    summary = _run(run, "epic-primitives", f"ranks={RANKS}", "size_kib=3", "iterations=1",
+                   "barriers=2", "warmup_kib=0")
+    assert summary["bit_exact"]
+    for scheme in ("epic", "ring"):
+        res = summary["schemes"][scheme]
+        assert res["bit_exact"] and res["collectives"] == 6, scheme
+        assert all(v > 0 for v in res["algbw"].values()), scheme
+    assert len(summary["schemes"]["epic"]["barrier_ms"]) == 2
+    # every rank received at least the data of the rounds it is not the root of
+    _check_switch_frames(run, 3)
