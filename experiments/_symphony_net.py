@@ -129,12 +129,16 @@ class SymphonyRing(SymphonyNetwork):
     chunk_kb: int = 1024             # per rank per step (paper: 8 MB)
     iterations: int = 3              # collectives per job and phase
     seeds: int = 3
-    # The soft switches' data path: a fabric is several switch daemons on the
-    # same cores, and PyPy's JIT forwards a packet for a third of CPython's
-    # CPU (README, "Speed").
-    backend: str = "pypy"
+    # The soft switches' data path. PyPy forwards a packet for a third of
+    # CPython's CPU (README, "Speed"), but its JIT compiles for the first
+    # seconds of traffic and stops the data path meanwhile: symphony-ring
+    # --quick with the agents first lagged 63-90 ms at most on PyPy (three
+    # runs, one with a 256 KiB warm-up) against 51-56 ms on CPython (two runs,
+    # load average about 5 from the run itself).
+    backend: str = "python"
     # One untracked AllReduce of this chunk first, outside the verdict: the
-    # PyPy switches compile their hot loops in it (0: none).
+    # ranks' and switches' first packets (and a PyPy JIT's first
+    # compilations) fall in it (0: none).
     warmup_kb: int = 64
 
     def __post_init__(self) -> None:

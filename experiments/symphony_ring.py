@@ -47,8 +47,9 @@ times longer; bytes are not scaled. A step of chunk C bytes lasts as many
 DCQCN periods (300 us rate-increase timer) as C takes at 10 Gb/s:
 ``dcqcn_periods_per_step`` records it (the paper's 8 MB chunk: ~21). The
 NICs' retransmission timer is 1 ms modelled (``rto_us``, above three full
-queues; experiments/_symphony_net.py). The switches run the PyPy data path
-(``backend``) and a ``warmup`` phase (one untracked AllReduce of
+queues; experiments/_symphony_net.py). The switches run the CPython data path
+(``backend``), the agents at real-time priority above them
+(``realtime_agents_first``), and a ``warmup`` phase (one untracked AllReduce of
 ``warmup_kb`` chunks) precedes the measured ones, outside the verdict.
 
 Results (summary.json): per scheme ``max_overlap`` (largest number of steps in
