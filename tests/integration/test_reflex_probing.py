@@ -40,10 +40,11 @@ def test_quick_probing_sweep(tmp_path: Path) -> None:
     # the flow ran at exactly its measured fair share; with D_exploit = 1 the
     # 9 intervals of gain it needs are exactly 3 cycles, so running 1% short
     # costs a whole cycle (a faithful CI run: 77 ms against 55). The upper
-    # bound allows the gain to come 5% slower.
+    # bound allows the gain to come 5% slower, and half an interval for the
+    # agents' timestamps (a faithful CI run: 192.16 ms against 190).
     assert s["d3"]["budget_time_ms"] > s["d1"]["budget_time_ms"]
     for exploit in (1, 3):
         calc = budget_intervals(0.9, 1, 1, exploit) * 5.0
         cycle = 2 + exploit
         slow = 2 + math.ceil(0.9 * exploit / 0.1 / 0.95 / cycle) * cycle
-        assert calc - 5 <= s[f"d{exploit}"]["budget_time_ms"] <= (slow + cycle + 1) * 5.0
+        assert calc - 5 <= s[f"d{exploit}"]["budget_time_ms"] <= (slow + cycle + 1.5) * 5.0
