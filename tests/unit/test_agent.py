@@ -230,15 +230,22 @@ def _events(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_sender_and_receiver_agents_move_and_verify_the_bytes(tmp_path: Path) -> None:
-    ip_a, ip_b = _loopback_ips(2)
-    common = {"flow": "f1", "msg_bytes": 16384, "count": 12, "window": 3, "seed": 9}
-    specs = [
+def _sender_receiver(ip_a: str, ip_b: str, common: dict[str, Any],
+                     **sender: Any) -> list[JobSpec]:
+    """Host a sending flow ``common`` (plus ``sender``'s fields) to host b,
+    which receives it."""
+    return [
         JobSpec(host="a", ip=ip_a, transport=_transport(),
-                flows=(FlowSpec(role="sender", peer_ip=ip_b, **common),), timeout_s=30),
+                flows=(FlowSpec(role="sender", peer_ip=ip_b, **sender, **common),), timeout_s=30),
         JobSpec(host="b", ip=ip_b, transport=_transport(),
                 flows=(FlowSpec(role="receiver", peer_ip=ip_a, **common),), timeout_s=30),
     ]
+
+
+def test_sender_and_receiver_agents_move_and_verify_the_bytes(tmp_path: Path) -> None:
+    ip_a, ip_b = _loopback_ips(2)
+    common = {"flow": "f1", "msg_bytes": 16384, "count": 12, "window": 3, "seed": 9}
+    specs = _sender_receiver(ip_a, ip_b, common)
     results = _run_agents(tmp_path, specs)
     assert [rc for rc, _ in results] == [0, 0], results
     ev_a, ev_b = _events(tmp_path / "a.jsonl"), _events(tmp_path / "b.jsonl")
@@ -273,13 +280,7 @@ def test_a_sender_with_first_psn_0_starts_its_flow_at_psn_0(tmp_path: Path) -> N
     ip_a, ip_b = _loopback_ips(2)
     common = {"flow": "step", "msg_bytes": 8192, "count": 4, "window": 2, "seed": 3,
               "job_id": 5, "step": 12}
-    specs = [
-        JobSpec(host="a", ip=ip_a, transport=_transport(),
-                flows=(FlowSpec(role="sender", peer_ip=ip_b, first_psn=0, **common),),
-                timeout_s=30),
-        JobSpec(host="b", ip=ip_b, transport=_transport(),
-                flows=(FlowSpec(role="receiver", peer_ip=ip_a, **common),), timeout_s=30),
-    ]
+    specs = _sender_receiver(ip_a, ip_b, common, first_psn=0)
     results = _run_agents(tmp_path, specs)
     assert [rc for rc, _ in results] == [0, 0], results
     start_a = next(e for e in _events(tmp_path / "a.jsonl") if e["event"] == "flow_start")
@@ -298,13 +299,7 @@ def test_a_flexible_sender_goes_low_once_it_has_budget(tmp_path: Path) -> None:
     ip_a, ip_b = _loopback_ips(2)
     common = {"flow": "flex", "msg_bytes": 32768, "count": 80, "window": 4, "seed": 3}
     flex = {"alpha": 0.5, "t_int_us": 20000, "low_dscp": 8}
-    specs = [
-        JobSpec(host="a", ip=ip_a, transport=_transport(),
-                flows=(FlowSpec(role="sender", peer_ip=ip_b, start_delay_s=0.1, flexible=flex,
-                                **common),), timeout_s=30),
-        JobSpec(host="b", ip=ip_b, transport=_transport(),
-                flows=(FlowSpec(role="receiver", peer_ip=ip_a, **common),), timeout_s=30),
-    ]
+    specs = _sender_receiver(ip_a, ip_b, common, start_delay_s=0.1, flexible=flex)
     results = _run_agents(tmp_path, specs)
     assert [rc for rc, _ in results] == [0, 0], results
     ev_a, ev_b = _events(tmp_path / "a.jsonl"), _events(tmp_path / "b.jsonl")
@@ -331,13 +326,7 @@ def test_a_flexible_flow_with_r_below_one_ends_early_with_at_least_r(tmp_path: P
     ip_a, ip_b = _loopback_ips(2)
     common = {"flow": "part", "msg_bytes": 32768, "count": 80, "window": 4, "seed": 5}
     flex = {"alpha": 2.0, "r": 0.5, "t_int_us": 20000}
-    specs = [
-        JobSpec(host="a", ip=ip_a, transport=_transport(),
-                flows=(FlowSpec(role="sender", peer_ip=ip_b, flexible=flex, **common),),
-                timeout_s=30),
-        JobSpec(host="b", ip=ip_b, transport=_transport(),
-                flows=(FlowSpec(role="receiver", peer_ip=ip_a, **common),), timeout_s=30),
-    ]
+    specs = _sender_receiver(ip_a, ip_b, common, flexible=flex)
     results = _run_agents(tmp_path, specs)
     assert [rc for rc, _ in results] == [0, 0], results
     ev_a, ev_b = _events(tmp_path / "a.jsonl"), _events(tmp_path / "b.jsonl")
@@ -476,12 +465,7 @@ def test_messages_on_a_schedule_take_a_free_connection_of_the_pool(tmp_path: Pat
     arrivals = (0.01, 0.01, 0.01, 0.01, 0.06, 0.11, 0.16, 0.21, 0.26, 0.31)
     common = {"flow": "reqs", "msg_bytes": 8192, "count": 10, "seed": 4, "qps": 2,
               "arrivals_s": arrivals}
-    specs = [
-        JobSpec(host="a", ip=ip_a, transport=_transport(),
-                flows=(FlowSpec(role="sender", peer_ip=ip_b, **common),), timeout_s=30),
-        JobSpec(host="b", ip=ip_b, transport=_transport(),
-                flows=(FlowSpec(role="receiver", peer_ip=ip_a, **common),), timeout_s=30),
-    ]
+    specs = _sender_receiver(ip_a, ip_b, common)
     results = _run_agents(tmp_path, specs)
     assert [rc for rc, _ in results] == [0, 0], results
     ev_a, ev_b = _events(tmp_path / "a.jsonl"), _events(tmp_path / "b.jsonl")
