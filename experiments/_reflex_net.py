@@ -8,6 +8,7 @@ import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hosts.agent_spec import INTERPRETERS, FlowSpec, JobSpec, TransportSpec
@@ -173,6 +174,19 @@ def topology(p: ReflexNetwork, n_hosts: int = 3) -> Topology:
             f"table_set_default MyEgress.ecn_config MyEgress.set_ecn_threshold {p.ecn_k_pkts}",
             f"table_add MyIngress.dscp_priority MyIngress.set_priority {DSCP_LOW} => {PRIO_LOW}",
         ))
+
+
+def phase_timelines(p: ReflexNetwork, run_dir: Path, phases: Iterable[tuple[str, str]],
+                    port: int = BOTTLENECK_PORT) -> list[Path]:
+    """:func:`testbed.plotting.phase_timelines` of a run's phases (name,
+    title) at the switch's ``port``: the link's rate, the RED marking
+    threshold, the queue limit, and rates over windows of a fifth of a
+    probing interval."""
+    from testbed.plotting import phase_timelines as timelines
+
+    return timelines(run_dir, phases, port=port, line_rate_bps=p.link_bps,
+                     thresholds=(p.ecn_k_pkts,), queue_limit=p.queue_pkts,
+                     rate_window_s=p.t_int_s / 5)
 
 
 def delivered(data: PhaseData, flow: str) -> list[tuple[float, float]]:

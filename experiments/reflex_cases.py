@@ -73,6 +73,7 @@ from experiments._reflex_net import (
     host_jobs,
     last_rx_s,
     messages,
+    phase_timelines,
     topology,
 )
 from hosts.agent_spec import FlowSpec, JobSpec
@@ -368,15 +369,11 @@ def analyze(run_dir: Path) -> dict[str, Any]:
 def plot(run_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
-    from testbed.plotting import phase_timelines
-
     p = _params(run_dir)
     outs = phase_timelines(
-        run_dir, ((phase_name(scheme, case, seed), f"{NAME} - case {case}, "
-                   f"{SCHEMES[scheme].description} ({p.link_mbps:g} Mb/s = 10 Gb/s)")
-                  for scheme in p.scheme_list for case in (1, 2) for seed in p.seed_list),
-        port=BOTTLENECK_PORT, line_rate_bps=p.link_bps, thresholds=(p.ecn_k_pkts,),
-        queue_limit=p.queue_pkts, rate_window_s=p.t_int_s / 5)
+        p, run_dir, ((phase_name(scheme, case, seed), f"{NAME} - case {case}, "
+                      f"{SCHEMES[scheme].description} ({p.link_mbps:g} Mb/s = 10 Gb/s)")
+                     for scheme in p.scheme_list for case in (1, 2) for seed in p.seed_list))
     summary = Path(run_dir) / "summary.json"
     res = json.loads(summary.read_text()) if summary.exists() else analyze(run_dir)
     if "schemes" not in res:

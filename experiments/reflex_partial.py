@@ -45,6 +45,7 @@ from experiments._reflex_net import (
     flexible_spec,
     host_jobs,
     messages,
+    phase_timelines,
     seed_spread,
     topology,
 )
@@ -222,15 +223,11 @@ def analyze(run_dir: Path) -> dict[str, Any]:
 def plot(run_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
-    from testbed.plotting import phase_timelines
-
     p = _params(run_dir)
     outs = phase_timelines(
-        run_dir, ((phase_name(r, seed), f"{NAME} - r = {r:g}, alpha = {p.alpha:g}, seed {seed} "
-                                        f"({p.link_mbps:g} Mb/s = 10 Gb/s)")
-                  for r in p.r_list for seed in p.seed_list),
-        port=BOTTLENECK_PORT, line_rate_bps=p.link_bps, thresholds=(p.ecn_k_pkts,),
-        queue_limit=p.queue_pkts, rate_window_s=p.t_int_s / 5)
+        p, run_dir, ((phase_name(r, seed), f"{NAME} - r = {r:g}, alpha = {p.alpha:g}, "
+                                           f"seed {seed} ({p.link_mbps:g} Mb/s = 10 Gb/s)")
+                     for r in p.r_list for seed in p.seed_list))
     res = analyze(run_dir)
     rs = p.r_list
     fig, (ax_d, ax_f) = plt.subplots(1, 2, figsize=(11, 4))

@@ -75,6 +75,7 @@ from experiments._reflex_net import (
     flexible_spec,
     host_jobs,
     messages,
+    phase_timelines,
     seed_spread,
     topology,
 )
@@ -431,15 +432,11 @@ def analyze(run_dir: Path) -> dict[str, Any]:
 def plot(run_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
-    from testbed.plotting import phase_timelines
-
     p = _params(run_dir)
     outs = phase_timelines(
-        run_dir, ((phase_name(exploit, s), f"{NAME} - D_exploit {exploit}, seed {s} "
-                                           f"({p.link_mbps:g} Mb/s = 10 Gb/s)")
-                  for exploit in p.exploit_list for s in p.seed_list),
-        port=BOTTLENECK_PORT, line_rate_bps=p.link_bps, thresholds=(p.ecn_k_pkts,),
-        queue_limit=p.queue_pkts, rate_window_s=p.t_int_s / 5)
+        p, run_dir, ((phase_name(exploit, s), f"{NAME} - D_exploit {exploit}, seed {s} "
+                                              f"({p.link_mbps:g} Mb/s = 10 Gb/s)")
+                     for exploit in p.exploit_list for s in p.seed_list))
     res = analyze(run_dir)
     es = p.exploit_list
     rows = [res[d_key(e)] for e in es]

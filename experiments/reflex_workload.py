@@ -90,6 +90,7 @@ from experiments._reflex_net import (
     flexible_spec,
     host_jobs,
     messages,
+    phase_timelines,
     seed_spread,
     topology,
 )
@@ -660,16 +661,14 @@ def _fct_cdf_plot(res: dict[str, Any], p: Params, out: Path) -> Path:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    from testbed.plotting import phase_timelines
-
     p = _params(run_dir)
     res = analyze(run_dir)
     outs = phase_timelines(
-        run_dir, ((phase_name(scheme, seed, w), f"{NAME} - workload {w}, {scheme}, seed {seed} "
-                                                f"({p.link_mbps:g} Mb/s = 10 Gb/s)")
-                  for w in p.workload_list for scheme in scheme_list(p) for seed in p.seed_list),
-        port=p.receiver, line_rate_bps=p.link_bps, thresholds=(p.ecn_k_pkts,),
-        queue_limit=p.queue_pkts, rate_window_s=p.t_int_s / 5)
+        p, run_dir, ((phase_name(scheme, seed, w), f"{NAME} - workload {w}, {scheme}, "
+                                                   f"seed {seed} ({p.link_mbps:g} Mb/s = 10 Gb/s)")
+                     for w in p.workload_list for scheme in scheme_list(p)
+                     for seed in p.seed_list),
+        port=p.receiver)
     plots = Path(run_dir) / "plots"
     if 1 in p.workload_list:
         outs.append(_speedup_plot(res, p, 1, plots / "speedups.png"))
