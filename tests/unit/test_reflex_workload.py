@@ -91,6 +91,17 @@ def test_p99_of_few_flows_is_the_largest() -> None:
     assert rw.p99([float(i) for i in range(1, 201)]) == 198.0
 
 
+def _flow_done(a: rw.Arrival, end: int, size: int) -> list[dict[str, Any]]:
+    """Flow ``a``'s one message of ``size`` bytes delivered to the receiver h4
+    at ``end`` (ns): the receiver's completion and both ends' flow_end."""
+    return [{"event": "completion", "t_ns": end, "host": "h4", "flow": a.name,
+             "role": "receiver", "index": 0},
+            {"event": "flow_end", "t_ns": end, "host": "h4", "flow": a.name,
+             "role": "receiver", "bytes": size, "bytes_ok": True},
+            {"event": "flow_end", "t_ns": end, "host": f"h{a.sender}", "flow": a.name,
+             "role": "sender", "t_start_ns": T0}]
+
+
 def _phase(run: Path, name: str, p: rw.Params, fct: dict[str, float]) -> None:
     d = run / "phases" / name
     d.mkdir(parents=True)
@@ -98,13 +109,7 @@ def _phase(run: Path, name: str, p: rw.Params, fct: dict[str, float]) -> None:
     evs: list[dict[str, Any]] = [{"event": "start", "t_ns": T0, "host": "h1"}]
     for a in rw.arrivals(p, 0):
         start = T0 + int(a.start_s * 1e9)
-        end = start + int(fct[a.kind] * 1e9)
-        evs += [{"event": "completion", "t_ns": end, "host": "h4", "flow": a.name,
-                 "role": "receiver", "index": 0},
-                {"event": "flow_end", "t_ns": end, "host": "h4", "flow": a.name,
-                 "role": "receiver", "bytes": size, "bytes_ok": True},
-                {"event": "flow_end", "t_ns": end, "host": f"h{a.sender}", "flow": a.name,
-                 "role": "sender", "t_start_ns": T0}]
+        evs += _flow_done(a, start + int(fct[a.kind] * 1e9), size)
     (d / "h1.events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs))
 
 
@@ -231,13 +236,7 @@ def _w2_phase(run: Path, name: str, p: rw.Params, reg: dict[str, float],
                     "pool": {"qps": 4, "waited": s - 1, "wait_max_s": 0.0,
                              "post_late_max_s": 0.001 * s}})
     for a in d.flexible:
-        end = T0 + int((a.start_s + flex_s) * 1e9)
-        evs += [{"event": "completion", "t_ns": end, "host": "h4", "flow": a.name,
-                 "role": "receiver", "index": 0},
-                {"event": "flow_end", "t_ns": end, "host": "h4", "flow": a.name,
-                 "role": "receiver", "bytes": size, "bytes_ok": True},
-                {"event": "flow_end", "t_ns": end, "host": f"h{a.sender}", "flow": a.name,
-                 "role": "sender", "t_start_ns": T0}]
+        evs += _flow_done(a, T0 + int((a.start_s + flex_s) * 1e9), size)
     (run / "phases" / name).mkdir(parents=True)
     (run / "phases" / name / "h1.events.jsonl").write_text(
         "".join(json.dumps(e) + "\n" for e in evs))
