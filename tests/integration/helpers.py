@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,14 +80,38 @@ def assert_faithful(summary: dict[str, Any]) -> None:
 
 
 def run_experiment(name: str, out: Path, *params: str, quick: bool = True,
-                   timeout: float = 1500) -> dict[str, Any]:
-    """``testbed run NAME [--quick] [-p PARAM ...] --out OUT`` in a fresh
-    interpreter; fails unless it succeeded, and returns its summary.json."""
+                   timeout: float = 1500, options: Sequence[str] = ()) -> dict[str, Any]:
+    """``testbed run NAME [--quick] [OPTION ...] [-p PARAM ...] --out OUT`` in
+    a fresh interpreter; fails unless it succeeded, and returns its
+    summary.json."""
     cmd = [sys.executable, "-m", "testbed.cli", "run", name, *(["--quick"] if quick else []),
-           *(a for p in params for a in ("-p", p)), "--out", str(out)]
+           *options, *(a for p in params for a in ("-p", p)), "--out", str(out)]
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stdout + r.stderr
     summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    return summary
+
+
+def skip_without_rxe_hosts() -> None:
+    """Skip the test where Mininet rdma_rxe hosts cannot run (no rdma_rxe on
+    this machine's kernel; the guest VM runs it: vm/guest-tests.sh)."""
+    from testbed.rxe_host import rxe_in_mininet_reason
+
+    reason = rxe_in_mininet_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def run_on_rxe_hosts(name: str, out: Path, *params: str, quick: bool = False,
+                     pcap: bool = False) -> dict[str, Any]:
+    """:func:`run_experiment` with rdma_rxe hosts (``--hosts rxe``; ``pcap``:
+    the switch's ports captured, ``--pcap``), after
+    :func:`skip_without_rxe_hosts`; fails unless the run succeeded on rxe
+    hosts, and returns its summary.json."""
+    skip_without_rxe_hosts()
+    summary = run_experiment(name, out, *params, quick=quick,
+                             options=("--hosts", "rxe", *(["--pcap"] if pcap else [])))
+    assert summary["ok"] and summary["hosts"] == "rxe"
     return summary
 
 

@@ -13,11 +13,9 @@ cannot run (no rdma_rxe: this machine); the guest VM runs it
 
 from __future__ import annotations
 
-import json
 import struct
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scapy.contrib import roce as scapy_roce
@@ -25,9 +23,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.packet import Raw
 from scapy.utils import RawPcapReader
 
-from testbed.rxe_host import rxe_in_mininet_reason
+from .helpers import run_on_rxe_hosts
 
-REPO = Path(__file__).resolve().parents[2]
 RANKS = 3
 SWITCH_IP = bytes([10, 255, 0, 1])      # experiments.epic_allreduce.ENDPOINT
 
@@ -48,17 +45,14 @@ def _scapy_icrc(frame: bytes) -> int:
     return int.from_bytes(bytes(pkt)[-4:], "little")
 
 
-def _run(out: Path, experiment: str, *params: str) -> dict:
-    """`testbed run EXPERIMENT --hosts rxe --pcap`; its summary."""
-    argv = [sys.executable, "-m", "testbed.cli", "run", experiment, "--hosts", "rxe",
-            "--pcap", "--out", str(out)]
-    for p in params:
-        argv += ["-p", p]
-    r = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1500)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["ok"] and summary["hosts"] == "rxe"
-    return summary
+def _check_schemes(summary: dict[str, Any], collectives: int, *schemes: str) -> None:
+    """Each scheme ran its ``collectives`` collectives, all bit-exact, each at
+    a positive algorithm bandwidth."""
+    for scheme in schemes:
+        res = summary["schemes"][scheme]
+        assert res["bit_exact"] and res["collectives"] == collectives, scheme
+        algbw = res["algbw"]    # per message size (a list) or per primitive (a dict)
+        assert all(v > 0 for v in (algbw.values() if isinstance(algbw, dict) else algbw)), scheme
 
 
 def _check_switch_frames(run: Path, min_data: int) -> None:
@@ -91,40 +85,30 @@ def _roce_frames(pcap: Path) -> list[bytes]:
 @pytest.mark.root
 def test_epic_allreduce_on_rxe_ranks_is_bit_exact_and_the_switch_icrc_valid(
         tmp_path: Path) -> None:
-    reason = rxe_in_mininet_reason()
-    if reason is not None:
-        pytest.skip(reason)
     run = tmp_path / "run"
-    summary = _run(run, "epic-allreduce", f"ranks={RANKS}", "min_kib=4", "max_kib=16",
-                   "iterations=1", "warmup_kib=0")
+    summary = run_on_rxe_hosts("epic-allreduce", run, f"ranks={RANKS}", "min_kib=4",
+                               "max_kib=16", "iterations=1", "warmup_kib=0", pcap=True)
     assert summary["sizes"] == [4096, 16384]
     assert summary["bit_exact"]
-    for scheme in ("epic", "ring", "ring256"):
-        res = summary["schemes"][scheme]
-        assert res["bit_exact"] and res["collectives"] == 2, scheme
-        assert all(v > 0 for v in res["algbw"]), scheme
-        assert res["retransmissions"] is None       # rxe counts per device, not per QP
+    schemes = ("epic", "ring", "ring256")
+    _check_schemes(summary, 2, *schemes)
+    # rxe counts retransmissions per device, not per QP
+    assert all(summary["schemes"][s]["retransmissions"] is None for s in schemes)
     # the results: 16 KiB = 64 packets, 4 KiB = 16, an announcement each
     _check_switch_frames(run, 16 + 64 + 2)
 
 
 @pytest.mark.root
 def test_epic_primitives_on_rxe_ranks_are_bit_exact(tmp_path: Path) -> None:
-    reason = rxe_in_mininet_reason()
-    if reason is not None:
-        pytest.skip(reason)
     # Reduce, Broadcast, ReduceScatter, AllGather of 3 KiB (768 int32, an equal
     # share per rank) and two Barriers: the Reduce groups (a result for the root
     # alone, the root's ACKs to every rank) and the Broadcast groups (children's
     # ACKs aggregated with min, their RNR NAKs passed to the root)
     run = tmp_path / "run"
-    summary = _run(run, "epic-primitives", f"ranks={RANKS}", "size_kib=3", "iterations=1",
-                   "barriers=2", "warmup_kib=0")
+    summary = run_on_rxe_hosts("epic-primitives", run, f"ranks={RANKS}", "size_kib=3",
+                               "iterations=1", "barriers=2", "warmup_kib=0", pcap=True)
     assert summary["bit_exact"]
-    for scheme in ("epic", "ring"):
-        res = summary["schemes"][scheme]
-        assert res["bit_exact"] and res["collectives"] == 6, scheme
-        assert all(v > 0 for v in res["algbw"].values()), scheme
+    _check_schemes(summary, 6, "epic", "ring")
     assert len(summary["schemes"]["epic"]["barrier_ms"]) == 2
     # every rank received at least the data of the rounds it is not the root of
     _check_switch_frames(run, 3)

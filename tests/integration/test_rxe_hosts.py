@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from hosts.roce import Access, RecvWR, SendWR, WCOpcode, WCStatus, WROpcode, connect_pair
-from testbed.rxe_host import rxe_device_name, rxe_in_mininet_reason
+from testbed.rxe_host import rxe_device_name
+
+from .helpers import skip_without_rxe_hosts
 
 
 def _rules() -> str:
@@ -24,9 +26,7 @@ def _rules() -> str:
 @pytest.mark.root
 def test_write_and_send_with_immediate_between_rxe_hosts_through_the_switch(
         tmp_path: Path) -> None:
-    reason = rxe_in_mininet_reason()
-    if reason is not None:
-        pytest.skip(reason)
+    skip_without_rxe_hosts()
     from hosts.roce.rxe_provider import RxeContext
     from testbed.net import running, star_router
 

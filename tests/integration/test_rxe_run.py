@@ -10,15 +10,11 @@ machine); the guest VM runs it (vm/guest-tests.sh).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from testbed.rxe_host import rxe_in_mininet_reason
-
-REPO = Path(__file__).resolve().parents[2]
+from .helpers import run_on_rxe_hosts
 
 
 def _events(run: Path, phase: str, host: str) -> list[dict]:
@@ -28,16 +24,8 @@ def _events(run: Path, phase: str, host: str) -> list[dict]:
 
 @pytest.mark.root
 def test_quick_run_on_rxe_hosts_and_the_shim_slowing_senders_on_ce(tmp_path: Path) -> None:
-    reason = rxe_in_mininet_reason()
-    if reason is not None:
-        pytest.skip(reason)
     run = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", "roce-basics", "--hosts",
-                        "rxe", "--quick", "--out", str(run)], cwd=REPO, capture_output=True,
-                       text=True, timeout=1500)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["ok"] and summary["hosts"] == "rxe"
+    summary = run_on_rxe_hosts("roce-basics", run, quick=True)
     for phase in ("single", "pair", "loss"):
         assert summary[phase]["bytes_ok"], phase
         assert (run / "plots" / f"{phase}.png").stat().st_size > 0
