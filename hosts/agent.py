@@ -57,6 +57,7 @@ import os
 import platform
 import select
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -70,7 +71,7 @@ from hosts.reflex import Cycle, FlexibleFlow, FlexibleParams
 from hosts.roce import Scale
 from hosts.roce.constants import ROCE_UDP_PORT, tag_sport
 from hosts.roce.dcqcn import DEFAULT_PRESET, Dcqcn, DcqcnParams
-from hosts.roce.pacing import DEFAULT_BURST_BYTES, Pacer
+from hosts.roce.pacing import DEFAULT_BURST_BYTES, HostLine, Pacer
 from hosts.roce.rate import FixedRate
 from hosts.roce.verbs import (
     CQ,
@@ -1044,6 +1045,9 @@ class Agent:
         self.scale = Scale(**spec.transport.scale)
         self.rdv = Path(spec.rendezvous_dir)
         self.shim: Any = None
+        self.shaper: Any = None      # udp hosts with a line qdisc: the QPs' HTB classes
+        self._host_line = (HostLine(self.scale.line_rate_bps, now_ns())
+                           if spec.transport.qdisc_ahead_packets else None)
         self.ctx: Any
         self.provider: Any
         self._device_base: dict[str, int] = {}
@@ -1156,11 +1160,32 @@ class Agent:
             return None          # tc HTB on the host's link is the rxe host's NIC
         t = self.spec.transport
         burst = int(DEFAULT_BURST_BYTES * t.pacer_burst_packets)
+        line = self.scale.line_rate_bps
+        shaped = None
+        if t.qdisc_ahead_packets:
+            # The kernel spaces this QP's frames at its DCQCN rate (its own
+            # HTB class on the host's interface, hosts/roce/shaping.py).
+            from hosts.roce.shaping import ShapingError
+
+            try:
+                shaped = self._host_shaper().new_qp_class(line)
+            except ShapingError as e:
+                raise AgentError(f"host {self.spec.host}: {e}") from e
         # Lateness counts in packet times of a full-size packet, not of the bucket.
-        return Pacer(rate_bps=self.scale.line_rate_bps, burst_bytes=burst, now_ns=now_ns(),
+        return Pacer(rate_bps=line, burst_bytes=burst, now_ns=now_ns(),
                      late_threshold_packets=t.late_threshold_packets / t.pacer_burst_packets,
-                     line_bps=self.scale.line_rate_bps,
-                     ahead_bytes=int(DEFAULT_BURST_BYTES * t.qdisc_ahead_packets))
+                     line_bps=line, ahead_bytes=int(DEFAULT_BURST_BYTES * t.qdisc_ahead_packets),
+                     shaped=shaped, host_line=self._host_line)
+
+    def _host_shaper(self) -> Any:
+        if self.shaper is None:
+            from hosts.roce.shaping import HtbShaper
+
+            t = self.spec.transport
+            self.shaper = HtbShaper(_ifname_of(self.spec.ip), self.scale.line_rate_bps,
+                                    int(DEFAULT_BURST_BYTES * t.pacer_burst_packets),
+                                    own_root=False)
+        return self.shaper
 
     def run(self) -> None:
         spec = self.spec
@@ -1266,6 +1291,8 @@ class Agent:
         try:
             if self.shim is not None:
                 self.shim.close()
+            if self.shaper is not None:
+                self.shaper.close()
         finally:
             try:
                 self.ctx.close()
@@ -1278,6 +1305,18 @@ def _link_mac(ifname: str) -> str:
         return Path(f"/sys/class/net/{ifname}/address").read_text().strip()
     except OSError as e:
         raise AgentError(f"interface {ifname}: cannot read its MAC address: {e}") from e
+
+
+def _ifname_of(ip: str) -> str:
+    """The interface holding address ``ip`` (a Mininet host's one link)."""
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        idx = [a["index"] for a in ipr.get_addr(family=socket.AF_INET, address=ip)]
+        names = [ipr.get_links(i)[0].get_attr("IFLA_IFNAME") for i in idx[:1]]
+    if not names:
+        raise AgentError(f"no interface holds {ip}")
+    return str(names[0])
 
 
 def _gateway_mac(ifname: str) -> str:

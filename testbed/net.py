@@ -95,19 +95,18 @@ def running(net: Any) -> Iterator[Any]:
                 signal.signal(signal.SIGINT, old_int)
 
 
-# The most a host's line-rate qdisc holds before it drops: far more than the
-# pacer's run-ahead (hosts/roce/pacing.py) ever puts there.
-HOST_QDISC_LIMIT_BYTES = 256 * 1024
-
-
 def shape_host(host: Any, rate_bps: float, burst_bytes: int) -> str:
-    """Serialise ``host``'s frames at ``rate_bps`` with a TBF qdisc at the root
-    of its interface, as a NIC's serialiser does: the kernel's hrtimers space
-    the frames, not the sender's wake-ups. TBF counts each frame's length from
-    the Ethernet header, as the transport and the switch do. ``burst_bytes``
-    (at least one frame of the interface's MTU, else TBF drops larger frames)
-    is how much a late timer may catch up at once. Returns the interface's
-    name; raises RuntimeError with tc's message if the qdisc did not take."""
+    """Serialise ``host``'s frames at ``rate_bps``, as a NIC's serialiser does:
+    an HTB qdisc at the root of its interface, with a class at the line rate
+    and the default class under it (hosts/roce/shaping.py). The host's agent
+    adds one class per sending QP, at the QP's DCQCN rate, so the kernel's
+    hrtimers space the frames, not the sender's wake-ups. HTB counts each
+    frame's length from the Ethernet header, as the transport and the switch
+    do. ``burst_bytes`` (at least one frame of the interface's MTU) is how
+    much a late timer may catch up at once. Returns the interface's name;
+    raises RuntimeError with tc's message if the qdisc did not take."""
+    from hosts.roce.shaping import tc_commands
+
     intf = host.defaultIntf()
     mtu_frame = int(getattr(intf, "mtu", None) or 1500) + 14
     if rate_bps <= 0:
@@ -115,12 +114,14 @@ def shape_host(host: Any, rate_bps: float, burst_bytes: int) -> str:
     if burst_bytes < mtu_frame:
         raise ValueError(f"shape_host({host.name}): burst {burst_bytes} B is smaller than "
                          f"one {mtu_frame} B frame of {intf}")
-    out = host.cmd(f"tc qdisc replace dev {intf} root tbf rate {int(round(rate_bps))}bit "
-                   f"burst {int(burst_bytes)} limit {HOST_QDISC_LIMIT_BYTES} 2>&1")
-    shown = host.cmd(f"tc qdisc show dev {intf}")
-    if "tbf" not in shown:
-        raise RuntimeError(f"shape_host({host.name}): tc could not add a TBF qdisc on "
-                           f"{intf}: {out.strip() or shown.strip()}")
+    for cmd in tc_commands(str(intf), rate_bps, int(burst_bytes)):
+        out = host.cmd(f"{cmd} 2>&1").strip()
+        if out and not out.startswith("Warning"):
+            raise RuntimeError(f"shape_host({host.name}): `{cmd}` failed: {out}")
+    shown = host.cmd(f"tc class show dev {intf}")
+    if shown.count("htb") < 2:
+        raise RuntimeError(f"shape_host({host.name}): tc could not add the HTB classes on "
+                           f"{intf}: {shown.strip()}")
     return str(intf)
 
 

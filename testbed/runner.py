@@ -1051,7 +1051,7 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
                         burst = max(HOST_QDISC_BURST_FRAMES * conv.frame_bytes, 1514)
                         for h in hosts:
                             shape_host(h, conv.link_bps, burst)
-                        prog.line(f"hosts: a TBF qdisc at {conv.link_bps / 1e6:g} Mb/s on "
+                        prog.line(f"hosts: an HTB qdisc at {conv.link_bps / 1e6:g} Mb/s on "
                                   f"each host's interface (burst {burst} B)")
                     if measured is not None and len(hosts) > 1:
                         measured["base_rtt"] = measure_base_rtt(hosts[0], hosts[-1])

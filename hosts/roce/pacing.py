@@ -19,6 +19,14 @@ sender cost the wire: how long the modelled queue stood empty while the
 packet was waiting. Below the line rate (a DCQCN cut) the token bucket paces
 as usual, one packet at a time.
 
+Shaped mode (``shaped``, a QP class of hosts/roce/shaping.py): the kernel
+spaces the QP's frames at its DCQCN rate too (an HTB class per QP whose
+rate the pacer sets as the controller's rate changes), so the run-ahead
+holds at every rate: the modelled queue drains at the QP's rate, and a cut
+applies at once to what is queued there, as in a NIC's rate limiter. The
+QPs of one host share its line (``host_line``, the NIC's serialiser): none
+runs ahead while the line already holds ``ahead_bytes`` of the host's frames.
+
 Rates in bit/s, sizes in bytes (Ethernet frame lengths, as the transport
 counts them), times in CLOCK_MONOTONIC nanoseconds.
 """
@@ -27,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from hosts.roce.constants import (
     BTH_LEN,
@@ -38,11 +46,36 @@ from hosts.roce.constants import (
     RETH_LEN,
 )
 
-__all__ = ["Pacer", "LatenessStats", "DEFAULT_BURST_BYTES"]
+__all__ = ["Pacer", "LatenessStats", "DEFAULT_BURST_BYTES", "HostLine", "ShapedClass"]
 
 # One full-size frame at the default path MTU with every header a data packet
 # can carry: the bucket holds about one packet.
 DEFAULT_BURST_BYTES = DEFAULT_PATH_MTU + BTH_LEN + RETH_LEN + IMMDT_LEN + ICRC_LEN + FRAME_OVERHEAD
+
+
+class ShapedClass(Protocol):
+    """The kernel's rate limiter of one QP (hosts.roce.shaping.QpClass)."""
+
+    skb_priority: int
+
+    def set_rate(self, rate_bps: float) -> None: ...
+
+
+class HostLine:
+    """A host's NIC serialiser as its QPs' pacers model it: when the frames
+    handed to the kernel so far will all have left at ``line_bps``."""
+
+    def __init__(self, line_bps: float, now_ns: int = 0) -> None:
+        if not line_bps > 0 or line_bps == float("inf"):
+            raise ValueError("a host line needs a finite positive rate")
+        self.line_bps = float(line_bps)
+        self.free_at = float(now_ns)
+
+    def queued_bytes(self, now: float) -> float:
+        return max(0.0, self.free_at - now) * self.line_bps / 8e9
+
+    def add(self, nbytes: int, now: float) -> None:
+        self.free_at = max(self.free_at, now) + nbytes * 8e9 / self.line_bps
 
 
 @dataclass
@@ -122,6 +155,8 @@ class Pacer:
         late_threshold_packets: float = 1.0,
         line_bps: float | None = None,
         ahead_bytes: int = 0,
+        shaped: ShapedClass | None = None,
+        host_line: HostLine | None = None,
     ) -> None:
         if rate_bps <= 0 or burst_bytes <= 0:
             raise ValueError("rate and burst must be positive")
@@ -130,9 +165,16 @@ class Pacer:
         if ahead_bytes and ahead_bytes < burst_bytes:
             raise ValueError(f"ahead_bytes ({ahead_bytes}) must hold a full bucket "
                              f"({burst_bytes} bytes)")
+        if shaped is not None and not ahead_bytes:
+            raise ValueError("a shaped pacer runs ahead: it needs ahead_bytes")
         self.line_bps = float(line_bps) if line_bps else float("inf")
         self.ahead_bytes = int(ahead_bytes)
-        self._wire_free = float(now_ns)   # when the modelled qdisc queue drains
+        self.shaped = shaped
+        self.skb_priority = shaped.skb_priority if shaped is not None else 0
+        # The host's line, and when this QP's own modelled queue drains.
+        self._line = host_line if host_line is not None else (
+            HostLine(self.line_bps, now_ns) if ahead_bytes else None)
+        self._q_free = float(now_ns)
         self.ahead_sends = 0
         self._rate = float(rate_bps)
         self.burst_bytes = int(burst_bytes)
@@ -176,6 +218,13 @@ class Pacer:
             if due <= now_ns:
                 self._due = due
         self._refill(float(now_ns))
+        if self.shaped is not None:
+            # What waits in the QP's class drains at the new rate from now on.
+            old_q = self._queue_rate()
+            self._rate = float(rate_bps)
+            if self._q_free > now_ns:
+                self._q_free = now_ns + (self._q_free - now_ns) * old_q / self._queue_rate()
+            self.shaped.set_rate(self._queue_rate())
         self._rate = float(rate_bps)
         if self.lateness.sends == 0:
             self.lateness.late_threshold_s = self._late_threshold_s()
@@ -203,7 +252,12 @@ class Pacer:
 
     def _ahead(self) -> bool:
         # (a controller back at line rate may differ from it in the last bits)
-        return self.ahead_bytes > 0 and self._rate >= self.line_bps * (1 - 1e-9)
+        return self.ahead_bytes > 0 and (self.shaped is not None
+                                         or self._rate >= self.line_bps * (1 - 1e-9))
+
+    def _queue_rate(self) -> float:
+        """The rate this QP's queue in the kernel drains at."""
+        return min(self._rate, self.line_bps) if self.shaped is not None else self.line_bps
 
     # ---- transport Pacer protocol (ns) ----
     def next_send_ns(self, nbytes: int, now_ns: int, rate_bps: float | None = None) -> int:
@@ -214,11 +268,16 @@ class Pacer:
             self._ask = float(now_ns)
             self._ask_bytes = nbytes
         if self._ahead():
-            queued_ns = self._wire_free - now_ns
-            if queued_ns * self.line_bps / 8e9 + nbytes <= self.ahead_bytes:
+            line = self._line
+            assert line is not None
+            rate = self._queue_rate()
+            own = max(0.0, self._q_free - now_ns) * rate / 8e9
+            if (own + nbytes <= self.ahead_bytes
+                    and line.queued_bytes(now_ns) + nbytes <= self.ahead_bytes):
                 return now_ns
-            # Full: come back when half of it has drained.
-            return math.ceil(self._wire_free - self.ahead_bytes * 4e9 / self.line_bps)
+            # Full: come back when the fuller of the two has drained to half.
+            return math.ceil(max(self._q_free - self.ahead_bytes * 4e9 / rate,
+                                 line.free_at - self.ahead_bytes * 4e9 / line.line_bps))
         return math.ceil(self._schedule(nbytes))
 
     def on_sent(self, nbytes: int, now_ns: int, rate_bps: float | None = None) -> None:
@@ -230,9 +289,10 @@ class Pacer:
         if self._ask is None:
             late = 0.0  # sent without asking: nothing to be late against
         elif ahead:
-            # The wire stood idle from when the queue drained (or the packet
+            # The wire stood idle from when the queues drained (or the packet
             # was first asked about, if later) until now.
-            late = max(0.0, now - max(self._ask, self._wire_free))
+            assert self._line is not None
+            late = max(0.0, now - max(self._ask, self._q_free, self._line.free_at))
         else:
             late = max(0.0, now - math.ceil(self._schedule(nbytes)))
         self._ask = None
@@ -244,14 +304,22 @@ class Pacer:
             # What waits in the qdisc is owed to the bucket, should the rate drop.
             self._tokens = max(self._tokens, -float(self.ahead_bytes))
             self.ahead_sends += 1
-        if self.line_bps != float("inf"):
-            self._wire_free = max(self._wire_free, now) + nbytes * 8e9 / self.line_bps
+        if self._line is not None:
+            self._line.add(nbytes, now)
+            self._q_free = max(self._q_free, now) + nbytes * 8e9 / self._queue_rate()
         if self.first_send_ns is None:
             self.first_send_ns = now_ns
         else:
             self._bytes_after_first += nbytes
         self.bytes_sent += nbytes
         self.last_send_ns = now_ns
+
+    def departure_ns(self) -> int:
+        """When the frames handed to the kernel so far will have left it (the
+        modelled queues in run-ahead mode; 0 without them: at once)."""
+        if self._line is None:
+            return 0
+        return math.ceil(max(self._q_free, self._line.free_at))
 
     # ---- the same in seconds ----
     def next_send_time(self, nbytes: int, now: float) -> float:
@@ -279,4 +347,6 @@ class Pacer:
             "bytes_sent": self.bytes_sent,
             "achieved_rate_bps": self.achieved_rate_bps(),
             "lateness": self.lateness.as_dict(),
+            **({"shaped": self.shaped.report()} if self.shaped is not None
+               and hasattr(self.shaped, "report") else {}),
         }

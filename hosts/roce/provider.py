@@ -28,9 +28,12 @@ class Provider(Protocol):
         ...
 
     def send(self, sport: int, dst_ip: str, dst_port: int,
-             parts: Sequence[bytes | memoryview], ecn: int, dscp: int = 0) -> bool:
+             parts: Sequence[bytes | memoryview], ecn: int, dscp: int = 0,
+             priority: int = 0) -> bool:
         """Send the concatenation of ``parts`` as one datagram with IP ECN bits
-        ``ecn`` and DSCP ``dscp``; False if it was dropped locally (socket
+        ``ecn`` and DSCP ``dscp``, and (non-zero) the kernel's packet priority
+        ``priority``, which picks the QP's HTB class on a shaped host
+        (hosts/roce/shaping.py); False if it was dropped locally (socket
         buffer full)."""
         ...
 

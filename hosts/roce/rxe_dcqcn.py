@@ -40,6 +40,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hosts.roce.constants import ECN_CE, ROCE_UDP_PORT, Opcode
+from hosts.roce.shaping import (
+    HtbShaper,
+    ShapingError,
+    htb_rate_bytes,
+    qp_class_id,
+    sport_match_keys,
+)
 from hosts.roce.wire import encode_cnp, pseudo_header
 
 __all__ = ["NotificationPoint", "ReactionPoint", "HtbShaper", "RxeDcqcnShim", "Arrival",
@@ -55,17 +62,8 @@ IP_FLAG_DF = 0x4000
 CNP_TTL = 64
 SNAP_BYTES = 128            # headers are all the shim reads
 
-# HTB layout (handles are major:minor, 0xMMMMmmmm).
-ROOT_QDISC = 0x10000        # 1:
-ROOT_CLASS = 0x10001        # 1:1, the NIC's line rate
-DEFAULT_CLASS = 0x10002     # 1:2, what no QP class claims
-FIRST_QP_MINOR = 0x10
-MAX_QP_CLASSES = 0xFFFF - FIRST_QP_MINOR
-MIN_RATE_BYTES = 16         # HTB's tables need a positive rate; 128 b/s is far below any preset's floor
-
-
-class ShimError(RuntimeError):
-    """The shim cannot set up or change the host's egress; the message names the object."""
+# The shim's errors are the shaper's: one exception class for the host's egress.
+ShimError = ShapingError
 
 
 # ---------------------------------------------------------------------------
@@ -223,32 +221,6 @@ class RateController(Protocol):
     def on_timer(self, now: int) -> None: ...
 
 
-def qp_class_id(slot: int) -> int:
-    """HTB class handle of the ``slot``-th sending QP (0-based): 1:10, 1:11, ..."""
-    if not 0 <= slot < MAX_QP_CLASSES:
-        raise ShimError(f"at most {MAX_QP_CLASSES} sending QPs per host (slot {slot})")
-    return (ROOT_QDISC & 0xFFFF0000) | (FIRST_QP_MINOR + slot)
-
-
-def htb_rate_bytes(rate_bps: float) -> int:
-    """An HTB rate (bytes/s, what the kernel's u32 field holds) for ``rate_bps``."""
-    if not rate_bps > 0:
-        raise ShimError(f"a class rate must be positive, got {rate_bps} b/s")
-    b = round(rate_bps / 8)
-    if b > 0xFFFFFFFF:
-        raise ShimError(f"{rate_bps:.4g} b/s exceeds HTB's 32-bit rate field")
-    return max(MIN_RATE_BYTES, b)
-
-
-def sport_match_keys(sport: int) -> list[str]:
-    """u32 keys (value/mask+offset from the IPv4 header, which rxe sends with no
-    options) matching UDP packets from ``sport`` to 4791."""
-    if not 0 < sport <= 0xFFFF:
-        raise ShimError(f"UDP source port {sport} out of range")
-    return [f"0x00{socket.IPPROTO_UDP:02x}0000/0x00ff0000+8",
-            f"0x{sport:04x}{ROCE_UDP_PORT:04x}/0xffffffff+20"]
-
-
 @dataclass
 class _RpQp:
     rc: RateController
@@ -310,79 +282,6 @@ class ReactionPoint:
 
 # ---------------------------------------------------------------------------
 # the host's egress
-
-
-class HtbShaper:
-    """tc HTB on ``ifname``: the root class at ``line_rate_bps`` (the NIC), a
-    default class, and per-QP classes added by :meth:`add_qp`. Everything is
-    removed by :meth:`close` (deleting the root qdisc)."""
-
-    def __init__(self, ifname: str, line_rate_bps: float, burst_bytes: int,
-                 mtu_bytes: int = 1600) -> None:
-        from pyroute2 import IPRoute
-
-        self.ifname = ifname
-        self.burst = int(burst_bytes)
-        self.mtu = int(mtu_bytes)
-        self.line = htb_rate_bytes(line_rate_bps)
-        self._ipr = IPRoute()
-        found = self._ipr.link_lookup(ifname=ifname)
-        if not found:
-            self._ipr.close()
-            raise ShimError(f"tc on {ifname}: no such interface")
-        self.index = found[0]
-        self._installed = False
-        self._do(f"root htb qdisc on {ifname}", "add", "htb", ROOT_QDISC,
-                 default=DEFAULT_CLASS & 0xFFFF)
-        self._installed = True
-        self._class("add-class", ROOT_CLASS, self.line, parent=ROOT_QDISC)
-        self._class("add-class", DEFAULT_CLASS, self.line, parent=ROOT_CLASS)
-
-    def _do(self, what: str, command: str, kind: str | None, handle: int, **kw: Any) -> None:
-        from pyroute2.netlink.exceptions import NetlinkError
-
-        try:
-            self._ipr.tc(command, kind, self.index, handle, **kw)
-        except NetlinkError as e:
-            raise ShimError(f"tc {command} {what}: {e}") from e
-
-    def _class(self, command: str, handle: int, rate_bytes: int, *, parent: int) -> None:
-        self._do(f"htb class {handle >> 16:x}:{handle & 0xFFFF:x} at {rate_bytes * 8} b/s on "
-                 f"{self.ifname}", command, "htb", handle, parent=parent, rate=rate_bytes,
-                 ceil=rate_bytes, burst=self.burst, cburst=self.burst, quantum=self.mtu,
-                 mtu=self.mtu)
-
-    def add_qp(self, class_id: int, sport: int, rate_bytes: int) -> None:
-        """A class for the QP sending from ``sport``, at ``rate_bytes``, and its filter."""
-        self._class("add-class", class_id, min(rate_bytes, self.line), parent=ROOT_CLASS)
-        self._do(f"u32 filter sport {sport} -> class {class_id & 0xFFFF:x} on {self.ifname}",
-                 "add-filter", "u32", 0, parent=ROOT_QDISC, prio=10, protocol=ETH_P_IP,
-                 target=class_id, keys=sport_match_keys(sport))
-
-    def set_rate(self, class_id: int, rate_bytes: int) -> None:
-        self._class("change-class", class_id, min(rate_bytes, self.line), parent=ROOT_CLASS)
-
-    def class_bytes(self) -> dict[int, int]:
-        """Bytes sent per class handle (the kernel's counters)."""
-        out = {}
-        for msg in self._ipr.get_classes(index=self.index):
-            st = msg.get_attr("TCA_STATS")
-            if st is not None:
-                out[msg["handle"]] = int(st["bytes"])
-        return out
-
-    def close(self) -> None:
-        from pyroute2.netlink.exceptions import NetlinkError
-
-        try:
-            if self._installed:
-                self._installed = False
-                try:
-                    self._ipr.tc("del", None, self.index, ROOT_QDISC)
-                except NetlinkError:
-                    pass        # the interface is gone already
-        finally:
-            self._ipr.close()
 
 
 class RxeDcqcnShim:

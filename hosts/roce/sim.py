@@ -257,8 +257,10 @@ class SimProvider:
             self.ports[sport] = n
 
     def send(self, sport: int, dst_ip: str, dst_port: int,
-             parts: Sequence[bytes | memoryview], ecn: int, dscp: int = 0) -> bool:
-        # The simulated wire has no switch queues: the DSCP has nothing to select.
+             parts: Sequence[bytes | memoryview], ecn: int, dscp: int = 0,
+             priority: int = 0) -> bool:
+        # The simulated wire has no switch queues and no qdisc: the DSCP and
+        # the priority have nothing to select.
         self.wire._send(self.local_ip, sport, dst_ip, dst_port, b"".join(parts), ecn)
         return True
 

@@ -38,6 +38,20 @@ SO_ATTACH_FILTER = getattr(socket, "SO_ATTACH_FILTER", 26)
 _SOL_IP = socket.IPPROTO_IP
 _TOS_CMSG = [[(_SOL_IP, IP_TOS, struct.pack("i", tos))] for tos in range(256)]
 _MAX_DATAGRAM = 65536
+# (TOS, skb priority) -> control messages: a shaped QP's data names its HTB
+# class per datagram (hosts/roce/shaping.py); the socket's own TOS is the
+# data's ECT(0), sent as a message too so that one list serves every TOS.
+_PRIO_CMSGS: dict[tuple[int, int], list[tuple[int, int, bytes]]] = {}
+
+
+def _cmsgs(tos: int, priority: int) -> list[tuple[int, int, bytes]]:
+    key = (tos, priority)
+    anc = _PRIO_CMSGS.get(key)
+    if anc is None:
+        anc = [(_SOL_IP, IP_TOS, struct.pack("i", tos)),
+               (socket.SOL_SOCKET, socket.SO_PRIORITY, struct.pack("i", priority))]
+        _PRIO_CMSGS[key] = anc
+    return anc
 
 # Classic BPF (linux/filter.h): struct sock_filter {u16 code; u8 jt; u8 jf; u32 k}.
 _BPF_LD_W_ABS = 0x20
@@ -156,12 +170,17 @@ class UdpProvider:
             s.close()
 
     def send(self, sport: int, dst_ip: str, dst_port: int,
-             parts: Sequence[bytes | memoryview], ecn: int, dscp: int = 0) -> bool:
+             parts: Sequence[bytes | memoryview], ecn: int, dscp: int = 0,
+             priority: int = 0) -> bool:
         s = self._tx[sport]
         if ecn == ECN_ECT0:
             ecn = self.data_ecn
         tos = ((dscp & 0x3F) << 2) | (ecn & ECN_MASK)
-        anc = () if tos == self.data_ecn else _TOS_CMSG[tos]
+        anc: Sequence[tuple[int, int, bytes]]
+        if priority:
+            anc = _cmsgs(tos, priority)
+        else:
+            anc = () if tos == self.data_ecn else _TOS_CMSG[tos]
         try:
             s.sendmsg(parts, anc, 0, (dst_ip, dst_port))
             return True

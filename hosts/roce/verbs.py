@@ -406,6 +406,10 @@ class QP:
         self.max_inflight = ctx.scale.max_inflight_pkts
         self.rate_controller = rate_controller or ctx.rate_controller_factory()
         self.pacer = pacer or ctx.pacer_factory()
+        # Data packets name the pacer's HTB class when the kernel shapes this
+        # QP's rate (hosts/roce/shaping.py); ACKs and CNPs never wait there.
+        self._skb_priority = int(getattr(self.pacer, "skb_priority", 0))
+        self._departure: Callable[[], int] | None = getattr(self.pacer, "departure_ns", None)
         self.stats: dict[str, int] = dict.fromkeys((
             "tx_pkts", "tx_bytes", "tx_drops", "retransmits", "rto", "naks_rcvd",
             "rnr_naks_rcvd", "acks_rcvd", "cnps_rcvd", "rx_pkts", "rx_bytes", "dup_pkts",
@@ -610,14 +614,15 @@ class QP:
         return p
 
     def _xmit(self, hdr: bytes, payload, ecn: int, sport: int | None = None,
-              dscp: int = 0) -> bool:
+              dscp: int = 0, priority: int = 0) -> bool:
         if sport is None:
             sport = self.sport
         pad = _PAD[-len(payload) & 3]
         roce_len = len(hdr) + len(payload) + len(pad) + ICRC_LEN
         crc = wire.icrc_parts(self._pseudo(roce_len, sport), hdr, payload, pad)
         ok = self.ctx.provider.send(sport, self.dest_ip, self.dest_port,
-                                    (hdr, payload, pad + _ICRC.pack(crc)), ecn, dscp)
+                                    (hdr, payload, pad + _ICRC.pack(crc)), ecn, dscp,
+                                    priority)
         if not ok:
             self.stats["tx_drops"] += 1
         return ok
@@ -714,7 +719,7 @@ class QP:
                 st["pacing_late_sum_ns"] += late
                 if late > st["pacing_late_max_ns"]:
                     st["pacing_late_max_ns"] = late
-            if not self._xmit(hdr, payload, ECN_ECT0, wsport, self.dscp):
+            if not self._xmit(hdr, payload, ECN_ECT0, wsport, self.dscp, self._skb_priority):
                 # the socket buffer is full: retry shortly rather than lose the packet
                 self._pace_at = now + _TX_RETRY_NS
                 break
@@ -729,7 +734,7 @@ class QP:
             if self._snd_nxt > self._snd_max:
                 self._snd_max = self._snd_nxt
             if self._rto_deadline is None:
-                self._rto_deadline = now + self._rto()
+                self._rto_deadline = self._sent_by(now) + self._rto()
             sent += 1
         if sent == _MAX_BURST:
             self._pace_at = now
@@ -771,7 +776,16 @@ class QP:
             self._tx_idx = 0
         self._retries = 0
         self._rnr_retries = 0
-        self._rto_deadline = now + self._rto() if self._snd_una < self._snd_max else None
+        self._rto_deadline = (self._sent_by(now) + self._rto() if self._snd_una < self._snd_max
+                              else None)
+
+    def _sent_by(self, now: int) -> int:
+        """When the packets handed over so far have left the host: a NIC's
+        retransmission timer runs from a packet's transmission, and frames a
+        shaped QP keeps queued in the kernel (hosts/roce/pacing.py, run-ahead)
+        leave up to that queue's drain time later."""
+        d = self._departure
+        return now if d is None else max(now, d())
 
     def _on_ack(self, p: wire.Packet, now: int) -> None:
         if self.state != QPState.RTS:

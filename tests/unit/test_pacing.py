@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hosts.roce.pacing import Pacer
+from hosts.roce.pacing import HostLine, Pacer
 
 
 def drive(p: Pacer, n: int, size: int, t: float = 0.0, delay=lambda i: 0.0) -> float:
@@ -217,3 +217,87 @@ def test_run_ahead_settings_are_checked() -> None:
         Pacer(LINE, burst_bytes=FRAME, ahead_bytes=4 * FRAME)
     with pytest.raises(ValueError, match="full bucket"):
         Pacer(LINE, burst_bytes=2 * FRAME, line_bps=LINE, ahead_bytes=FRAME)
+
+
+# ---- shaped mode: the kernel paces each QP at its DCQCN rate (an HTB class) ----
+class FakeClass:
+    """A QP's HTB class: records the rates the pacer gives it."""
+
+    skb_priority = 0x10010
+
+    def __init__(self) -> None:
+        self.rates: list[float] = []
+
+    def set_rate(self, rate_bps: float) -> None:
+        self.rates.append(rate_bps)
+
+
+def shaped_pacer(packets: int = 4, line: HostLine | None = None) -> tuple[Pacer, FakeClass]:
+    cls = FakeClass()
+    return Pacer(LINE, burst_bytes=FRAME, line_bps=LINE, ahead_bytes=packets * FRAME,
+                 late_threshold_packets=1.0, shaped=cls, host_line=line), cls
+
+
+def test_shaped_pacer_runs_ahead_below_the_line_rate_and_sets_the_class_rate() -> None:
+    p, cls = shaped_pacer(4)
+    assert p.skb_priority == 0x10010
+    p.set_rate(LINE / 4, 0)
+    assert cls.rates == [LINE / 4]
+    t, wakes = 0.0, 0
+    for _ in range(4000):
+        nxt = p.next_send_time(FRAME, t)
+        if nxt > t:
+            t, wakes = nxt, wakes + 1
+        p.consume(FRAME, t)
+    # The kernel spaces the frames at the QP's rate; the sender wakes once per
+    # half queue (two packets), not once per packet.
+    assert p.achieved_rate_bps() == pytest.approx(LINE / 4, rel=0.01)
+    assert wakes == pytest.approx(4000 / 2, rel=0.01)
+    assert p.lateness.late_sends == 0
+
+
+def test_a_cut_slows_what_is_queued_in_the_class_at_once() -> None:
+    p, cls = shaped_pacer(4)
+    for _ in range(4):
+        p.consume(FRAME, 0.0)                       # four line-rate packets queued
+    assert p.departure_ns() == round(4 * PKT_S * 1e9)
+    p.next_send_ns(FRAME, round(PKT_S * 1e9), LINE / 2)   # a cut after one has left
+    assert cls.rates == [LINE / 2]
+    # The three still queued now drain at half the rate: six line packet times.
+    assert p.departure_ns() == pytest.approx((PKT_S + 6 * PKT_S) * 1e9, abs=2)
+    # A rate back at the line is given to the class once, not at every call.
+    p.next_send_ns(FRAME, round(2 * PKT_S * 1e9), LINE)
+    p.next_send_ns(FRAME, round(2 * PKT_S * 1e9), LINE)
+    assert cls.rates == [LINE / 2, LINE]
+
+
+def test_the_qps_of_a_host_share_its_line() -> None:
+    line = HostLine(LINE)
+    a, _ = shaped_pacer(4, line)
+    b, _ = shaped_pacer(4, line)
+    for _ in range(2):
+        a.consume(FRAME, 0.0)
+        b.consume(FRAME, 0.0)
+    # Each QP's own queue holds two packets, but the line holds four: the
+    # host's frames leave one after another, so neither runs further ahead.
+    assert a.next_send_time(FRAME, 0.0) > 0.0 and b.next_send_time(FRAME, 0.0) > 0.0
+    assert a.departure_ns() == b.departure_ns() == round(4 * PKT_S * 1e9)
+
+
+def test_shaped_lateness_is_the_time_the_class_stood_empty() -> None:
+    p, _ = shaped_pacer(4)
+    p.set_rate(LINE / 2, 0)
+    slow = 2 * PKT_S                                # one packet time at half the rate
+    for _ in range(4):
+        p.consume(FRAME, p.next_send_time(FRAME, 0.0))
+    p.next_send_time(FRAME, 0.0)
+    # The queue empties at four half-rate packet times; the sender comes back
+    # one later.
+    p.consume(FRAME, 5 * slow)
+    assert p.lateness.last_s == pytest.approx(slow)
+    assert p.lateness.late_sends == 0               # at most one packet time: not late
+
+
+def test_a_shaped_pacer_needs_run_ahead() -> None:
+    with pytest.raises(ValueError, match="ahead_bytes"):
+        Pacer(LINE, burst_bytes=FRAME, line_bps=LINE, shaped=FakeClass())

@@ -513,11 +513,11 @@ def test_refused_datagrams_are_sent_later_not_lost():
     real_send = prov.send
     refusals = [3]
 
-    def send(sport, dst, dport, parts, ecn, dscp=0):   # the kernel's socket buffer is full
+    def send(sport, dst, dport, parts, ecn, dscp=0, priority=0):   # the socket buffer is full
         if ecn == ECN_ECT0 and refusals[0] and len(t.data_records()) == 2:
             refusals[0] -= 1
             return False
-        return real_send(sport, dst, dport, parts, ecn, dscp)
+        return real_send(sport, dst, dport, parts, ecn, dscp, priority)
     prov.send = send
     t.write()
     wa, _ = t.run_until_wc()

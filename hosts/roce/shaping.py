@@ -1,0 +1,228 @@
+"""A host's egress as a RoCE NIC's transmit side: tc HTB on the host's interface.
+
+Layout (handles major:minor): root qdisc 1:, class 1:1 at the NIC's line rate,
+1:2 the default class (ACKs, CNPs, anything no QP class claims), and one
+class per sending QP from 1:10 on, whose rate is the QP's DCQCN rate. The
+kernel's hrtimers then space each QP's frames at its rate, as a NIC's
+per-QP rate limiter does, and the sender only has to keep a few frames
+queued there (hosts/roce/pacing.py, run-ahead) instead of waking up for
+every packet.
+
+- **udp-provider hosts** (:meth:`HtbShaper.add_class`): a QP's class has the
+  floor HTB allows as its own rate and the QP's DCQCN rate as its ceiling,
+  borrowing from 1:1: the QPs of one host share the line round-robin (HTB's
+  quantum), as a NIC's arbiter does, none above its DCQCN rate. The sender
+  picks the class per datagram (an ``SO_PRIORITY`` control message holding
+  the class handle, which HTB uses directly, no filter), so control packets
+  from the same port stay in 1:2. The runner installs the root and the two
+  fixed classes (testbed.net.shape_host); an agent adds and removes its QPs'
+  classes (``own_root=False``).
+- **rxe hosts** (:meth:`HtbShaper.add_qp`): the shim owns the root, and a
+  u32 filter on the QP's UDP source port picks its class, whose rate and
+  ceiling are both the QP's DCQCN rate (hosts/roce/rxe_dcqcn.py).
+
+Netlink through pyroute2: a class change costs about 0.6 ms of CPython
+(measured), paid only when a QP's DCQCN rate changes.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from hosts.roce.constants import ROCE_UDP_PORT
+
+__all__ = ["HtbShaper", "ShapingError", "qp_class_id", "htb_rate_bytes", "ROOT_QDISC",
+           "ROOT_CLASS", "DEFAULT_CLASS", "FIRST_QP_MINOR", "MAX_QP_CLASSES", "MIN_RATE_BYTES",
+           "QUANTUM_BYTES", "sport_match_keys", "tc_commands", "QpClass"]
+
+ETH_P_IP = 0x0800
+ROOT_QDISC = 0x10000        # 1:
+ROOT_CLASS = 0x10001        # 1:1, the NIC's line rate
+DEFAULT_CLASS = 0x10002     # 1:2, what no QP class claims
+FIRST_QP_MINOR = 0x10
+MAX_QP_CLASSES = 0xFFFF - FIRST_QP_MINOR
+MIN_RATE_BYTES = 16         # HTB's tables need a positive rate; 128 b/s is far below any preset's floor
+# HTB's round-robin share per turn: one full frame of the links' 1500-byte MTU.
+QUANTUM_BYTES = 1600
+
+
+class ShapingError(RuntimeError):
+    """The host's egress cannot be set up or changed; the message names the object."""
+
+
+def qp_class_id(slot: int) -> int:
+    """HTB class handle of the ``slot``-th sending QP (0-based): 1:10, 1:11, ..."""
+    if not 0 <= slot < MAX_QP_CLASSES:
+        raise ShapingError(f"at most {MAX_QP_CLASSES} sending QPs per host (slot {slot})")
+    return (ROOT_QDISC & 0xFFFF0000) | (FIRST_QP_MINOR + slot)
+
+
+def htb_rate_bytes(rate_bps: float) -> int:
+    """An HTB rate (bytes/s, what the kernel's u32 field holds) for ``rate_bps``."""
+    if not rate_bps > 0:
+        raise ShapingError(f"a class rate must be positive, got {rate_bps} b/s")
+    b = round(rate_bps / 8)
+    if b > 0xFFFFFFFF:
+        raise ShapingError(f"{rate_bps:.4g} b/s exceeds HTB's 32-bit rate field")
+    return max(MIN_RATE_BYTES, b)
+
+
+def tc_commands(ifname: str, line_rate_bps: float, burst_bytes: int) -> list[str]:
+    """The ``tc`` commands that install the root, 1:1 and 1:2 on ``ifname``
+    (for a host the caller reaches through its shell)."""
+    line = htb_rate_bytes(line_rate_bps) * 8
+    fixed = f"burst {burst_bytes} cburst {burst_bytes} quantum {QUANTUM_BYTES}"
+    return [f"tc qdisc replace dev {ifname} root handle 1: htb default "
+            f"{DEFAULT_CLASS & 0xFFFF:x}",
+            f"tc class add dev {ifname} parent 1: classid 1:1 htb rate {line}bit "
+            f"ceil {line}bit {fixed}",
+            f"tc class add dev {ifname} parent 1:1 classid 1:{DEFAULT_CLASS & 0xFFFF:x} htb "
+            f"rate {MIN_RATE_BYTES * 8}bit ceil {line}bit {fixed}"]
+
+
+def sport_match_keys(sport: int) -> list[str]:
+    """u32 keys (value/mask+offset from the IPv4 header, which rxe sends with no
+    options) matching UDP packets from ``sport`` to 4791."""
+    if not 0 < sport <= 0xFFFF:
+        raise ShapingError(f"UDP source port {sport} out of range")
+    return [f"0x00{socket.IPPROTO_UDP:02x}0000/0x00ff0000+8",
+            f"0x{sport:04x}{ROCE_UDP_PORT:04x}/0xffffffff+20"]
+
+
+class HtbShaper:
+    """tc HTB on ``ifname``. With ``own_root`` (rxe hosts) it installs the
+    root, the line-rate class 1:1 and the default class, and :meth:`close`
+    deletes the root; without it (udp hosts) it uses the root the runner
+    installed and :meth:`close` deletes only the classes it added."""
+
+    def __init__(self, ifname: str, line_rate_bps: float, burst_bytes: int,
+                 mtu_bytes: int = QUANTUM_BYTES, *, own_root: bool = True) -> None:
+        from pyroute2 import IPRoute
+
+        self.ifname = ifname
+        self.burst = int(burst_bytes)
+        self.mtu = int(mtu_bytes)
+        self.line = htb_rate_bytes(line_rate_bps)
+        self.own_root = own_root
+        self._added: dict[int, None] = {}   # priority-picked classes
+        self._next_slot = 0
+        self._ipr = IPRoute()
+        found = self._ipr.link_lookup(ifname=ifname)
+        if not found:
+            self._ipr.close()
+            raise ShapingError(f"tc on {ifname}: no such interface")
+        self.index = found[0]
+        self._installed = False
+        if not own_root:
+            kinds = [m.get_attr("TCA_KIND") for m in self._ipr.get_qdiscs(index=self.index)
+                     if m["parent"] == 0xFFFFFFFF]
+            if kinds != ["htb"]:
+                self._ipr.close()
+                raise ShapingError(f"tc on {ifname}: the root qdisc is {kinds or 'none'}, not "
+                                   "the HTB the runner installs (Topology.host_line_qdisc)")
+            return
+        self._do(f"root htb qdisc on {ifname}", "add", "htb", ROOT_QDISC,
+                 default=DEFAULT_CLASS & 0xFFFF)
+        self._installed = True
+        self._class("add-class", ROOT_CLASS, self.line, parent=ROOT_QDISC)
+        self._class("add-class", DEFAULT_CLASS, self.line, parent=ROOT_CLASS)
+
+    def _do(self, what: str, command: str, kind: str | None, handle: int, **kw: Any) -> None:
+        from pyroute2.netlink.exceptions import NetlinkError
+
+        try:
+            self._ipr.tc(command, kind, self.index, handle, **kw)
+        except NetlinkError as e:
+            raise ShapingError(f"tc {command} {what}: {e}") from e
+
+    def _class(self, command: str, handle: int, ceil_bytes: int, *, parent: int,
+               rate_bytes: int | None = None) -> None:
+        rate = ceil_bytes if rate_bytes is None else rate_bytes
+        self._do(f"htb class {handle >> 16:x}:{handle & 0xFFFF:x} at {ceil_bytes * 8} b/s on "
+                 f"{self.ifname}", command, "htb", handle, parent=parent, rate=rate,
+                 ceil=ceil_bytes, burst=self.burst, cburst=self.burst, quantum=self.mtu,
+                 mtu=self.mtu)
+
+    def add_qp(self, class_id: int, sport: int, rate_bytes: int) -> None:
+        """A class for the rxe QP sending from ``sport``, at ``rate_bytes``, and its filter."""
+        self._class("add-class", class_id, min(rate_bytes, self.line), parent=ROOT_CLASS)
+        self._do(f"u32 filter sport {sport} -> class {class_id & 0xFFFF:x} on {self.ifname}",
+                 "add-filter", "u32", 0, parent=ROOT_QDISC, prio=10, protocol=ETH_P_IP,
+                 target=class_id, keys=sport_match_keys(sport))
+
+    def add_class(self, class_id: int, ceil_bytes: int) -> None:
+        """A QP class picked by priority: the floor as its rate, ``ceil_bytes``
+        as its ceiling, borrowing from the line. Replaces a class of the same
+        handle left by an agent that did not close."""
+        self._class("replace-class", class_id, min(ceil_bytes, self.line), parent=ROOT_CLASS,
+                    rate_bytes=MIN_RATE_BYTES)
+        self._added[class_id] = None
+
+    def new_qp_class(self, rate_bps: float) -> QpClass:
+        """The next priority-picked QP class (1:10, 1:11, ...), at ``rate_bps``."""
+        cid = qp_class_id(self._next_slot)
+        self._next_slot += 1
+        self.add_class(cid, htb_rate_bytes(rate_bps))
+        return QpClass(self, cid, rate_bps)
+
+    def set_rate(self, class_id: int, rate_bytes: int) -> None:
+        """The rate (rxe classes) or the ceiling (priority-picked classes) of a class."""
+        rate = MIN_RATE_BYTES if class_id in self._added else None
+        self._class("change-class", class_id, min(rate_bytes, self.line), parent=ROOT_CLASS,
+                    rate_bytes=rate)
+
+    def class_bytes(self) -> dict[int, int]:
+        """Bytes sent per class handle (the kernel's counters)."""
+        out = {}
+        for msg in self._ipr.get_classes(index=self.index):
+            st = msg.get_attr("TCA_STATS")
+            if st is not None:
+                out[msg["handle"]] = int(st["bytes"])
+        return out
+
+    def close(self) -> None:
+        from pyroute2.netlink.exceptions import NetlinkError
+
+        try:
+            if self._installed:
+                self._installed = False
+                try:
+                    self._ipr.tc("del", None, self.index, ROOT_QDISC)
+                except NetlinkError:
+                    pass        # the interface is gone already
+            for cid in reversed(list(self._added)):
+                try:
+                    self._ipr.tc("del-class", "htb", self.index, cid, parent=ROOT_CLASS)
+                except NetlinkError:
+                    pass        # the interface or the class is gone already
+            self._added.clear()
+        finally:
+            self._ipr.close()
+
+
+class QpClass:
+    """One QP's priority-picked class, as its pacer drives it (hosts.roce.pacing
+    ShapedClass): the kernel packet priority that selects it, and its rate."""
+
+    def __init__(self, shaper: HtbShaper, class_id: int, rate_bps: float) -> None:
+        self.shaper = shaper
+        self.class_id = class_id
+        self.skb_priority = class_id
+        self.applied_bytes = htb_rate_bytes(rate_bps)
+        self.changes = 0
+
+    def set_rate(self, rate_bps: float) -> None:
+        b = htb_rate_bytes(rate_bps)
+        if b != self.applied_bytes:
+            self.shaper.set_rate(self.class_id, b)
+            self.applied_bytes = b
+            self.changes += 1
+
+    def report(self) -> dict[str, Any]:
+        """The class, the rate it was left at, its rate changes and the bytes
+        the kernel sent through it."""
+        c = self.class_id
+        return {"class": f"{c >> 16:x}:{c & 0xFFFF:x}", "rate_bps": self.applied_bytes * 8,
+                "rate_changes": self.changes,
+                "sent_bytes": self.shaper.class_bytes().get(c, 0)}
