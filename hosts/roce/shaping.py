@@ -11,10 +11,10 @@ every packet.
 - **udp-provider hosts** (:meth:`HtbShaper.add_class`): a QP's class has the
   floor HTB allows as its own rate and the QP's DCQCN rate as its ceiling,
   borrowing from 1:1: the QPs of one host share the line round-robin (HTB's
-  quantum), as a NIC's arbiter does, none above its DCQCN rate. The sender
-  picks the class per datagram (an ``SO_PRIORITY`` control message holding
-  the class handle, which HTB uses directly, no filter), so control packets
-  from the same port stay in 1:2. The runner installs the root and the two
+  quantum), as a NIC's arbiter does, none above its DCQCN rate. A QP's data
+  leaves from a socket whose ``SO_PRIORITY`` is the class handle, which HTB
+  uses directly (no filter); its ACKs and CNPs leave from the port's plain
+  socket and stay in 1:2 (hosts/roce/udp_provider.py). The runner installs the root and the two
   fixed classes (testbed.net.shape_host); an agent adds and removes its QPs'
   classes (``own_root=False``).
 - **rxe hosts** (:meth:`HtbShaper.add_qp`): the shim owns the root, and a

@@ -38,20 +38,6 @@ SO_ATTACH_FILTER = getattr(socket, "SO_ATTACH_FILTER", 26)
 _SOL_IP = socket.IPPROTO_IP
 _TOS_CMSG = [[(_SOL_IP, IP_TOS, struct.pack("i", tos))] for tos in range(256)]
 _MAX_DATAGRAM = 65536
-# (TOS, skb priority) -> control messages: a shaped QP's data names its HTB
-# class per datagram (hosts/roce/shaping.py); the socket's own TOS is the
-# data's ECT(0), sent as a message too so that one list serves every TOS.
-_PRIO_CMSGS: dict[tuple[int, int], list[tuple[int, int, bytes]]] = {}
-
-
-def _cmsgs(tos: int, priority: int) -> list[tuple[int, int, bytes]]:
-    key = (tos, priority)
-    anc = _PRIO_CMSGS.get(key)
-    if anc is None:
-        anc = [(_SOL_IP, IP_TOS, struct.pack("i", tos)),
-               (socket.SOL_SOCKET, socket.SO_PRIORITY, struct.pack("i", priority))]
-        _PRIO_CMSGS[key] = anc
-    return anc
 
 # Classic BPF (linux/filter.h): struct sock_filter {u16 code; u8 jt; u8 jf; u32 k}.
 _BPF_LD_W_ABS = 0x20
@@ -59,7 +45,6 @@ _BPF_LDX_B_MSH = 0xB1       # X <- 4 * (pkt[k] & 0xf): the IPv4 header length
 _BPF_LD_H_IND = 0x48
 _BPF_JEQ_K = 0x15
 _BPF_RET_K = 0x06
-
 
 def roce_port_filter(local_ip: str, port: int) -> list[tuple[int, int, int, int]]:
     """BPF program for a raw IPv4 socket: accept UDP datagrams to local_ip:port."""
@@ -134,6 +119,7 @@ class UdpProvider:
         self._port_holder = udp     # keeps the port taken (no ICMP unreachable)
         self._rx = rx
         self._tx: dict[int, socket.socket] = {}
+        self._tx_prio: dict[tuple[int, int], socket.socket] = {}   # (sport, priority)
         self._refs: dict[int, int] = {}
         if timer_slack_ns is not None:
             _set_timer_slack(timer_slack_ns)
@@ -148,7 +134,12 @@ class UdpProvider:
     def open_port(self, sport: int) -> None:
         n = self._refs.get(sport, 0)
         if n == 0:
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self._tx[sport] = self._tx_socket(sport)
+        self._refs[sport] = n + 1
+
+    def _tx_socket(self, sport: int) -> socket.socket:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             s.setsockopt(_SOL_IP, IP_TOS, self.data_ecn)
@@ -156,8 +147,28 @@ class UdpProvider:
             _set_buf(s, socket.SO_SNDBUF, self._sndbuf)
             s.bind((self.local_ip, sport))
             s.setblocking(False)
-            self._tx[sport] = s
-        self._refs[sport] = n + 1
+        except BaseException:
+            s.close()
+            raise
+        return s
+
+    def _open_prio(self, sport: int, priority: int) -> socket.socket:
+        """A socket on ``sport`` whose datagrams carry the kernel packet
+        priority ``priority`` (a shaped QP's HTB class, hosts/roce/shaping.py).
+        Per socket rather than per datagram: the SO_PRIORITY control message
+        exists only in recent kernels. Priorities above 6 need CAP_NET_ADMIN."""
+        if sport not in self._tx:
+            raise KeyError(sport)
+        s = self._tx_socket(sport)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, priority)
+        except OSError as e:
+            s.close()
+            raise OSError(e.errno, f"UdpProvider({self.local_ip}): setting packet priority "
+                          f"{priority:#x} on port {sport} (a QP's HTB class) needs "
+                          f"CAP_NET_ADMIN: {e.strerror}") from e
+        self._tx_prio[(sport, priority)] = s
+        return s
 
     def close_port(self, sport: int) -> None:
         n = self._refs.get(sport, 0) - 1
@@ -168,6 +179,8 @@ class UdpProvider:
         s = self._tx.pop(sport, None)
         if s is not None:
             s.close()
+        for key in [k for k in self._tx_prio if k[0] == sport]:
+            self._tx_prio.pop(key).close()
 
     def send(self, sport: int, dst_ip: str, dst_port: int,
              parts: Sequence[bytes | memoryview], ecn: int, dscp: int = 0,
@@ -176,11 +189,9 @@ class UdpProvider:
         if ecn == ECN_ECT0:
             ecn = self.data_ecn
         tos = ((dscp & 0x3F) << 2) | (ecn & ECN_MASK)
-        anc: Sequence[tuple[int, int, bytes]]
         if priority:
-            anc = _cmsgs(tos, priority)
-        else:
-            anc = () if tos == self.data_ecn else _TOS_CMSG[tos]
+            s = self._tx_prio.get((sport, priority)) or self._open_prio(sport, priority)
+        anc = () if tos == self.data_ecn else _TOS_CMSG[tos]
         try:
             s.sendmsg(parts, anc, 0, (dst_ip, dst_port))
             return True
@@ -239,9 +250,10 @@ class UdpProvider:
         self.wake_lead_ns = min(max(lead, 0), MAX_WAKE_LEAD_NS)
 
     def close(self) -> None:
-        for s in self._tx.values():
+        for s in (*self._tx.values(), *self._tx_prio.values()):
             s.close()
         self._tx.clear()
+        self._tx_prio.clear()
         self._refs.clear()
         self._rx.close()
         self._port_holder.close()

@@ -161,3 +161,33 @@ def test_send_carries_the_dscp_beside_the_ecn_bits():
     finally:
         prov.close()
         rx.close()
+
+
+def test_a_priority_sends_from_its_own_socket_on_the_same_port():
+    """A shaped QP's data carries its HTB class as the kernel packet priority:
+    it leaves from a socket of the same source port with SO_PRIORITY set, with
+    the TOS it asked for; datagrams without a priority keep the plain socket,
+    and closing the port closes both."""
+    import socket
+
+    from hosts.roce.constants import ECN_ECT0
+
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind((LO, 0))
+    rx.setsockopt(socket.IPPROTO_IP, 13, 1)   # IP_RECVTOS
+    rx.settimeout(2)
+    prov = UdpProvider(LO, port=0)
+    prov.open_port(0xC002)
+    try:
+        assert prov.send(0xC002, LO, rx.getsockname()[1], (b"y" * 8,), ECN_ECT0, 8, 0x10010)
+        data, anc, _, src = rx.recvmsg(64, 64)
+        assert data == b"y" * 8 and src[1] == 0xC002
+        assert [c[2][0] for c in anc if c[1] in (1, 13)] == [(8 << 2) | 2]
+        s = prov._tx_prio[(0xC002, 0x10010)]
+        assert s.getsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY) == 0x10010
+        assert prov._tx[0xC002].getsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY) == 0
+        prov.close_port(0xC002)
+        assert s.fileno() == -1 and not prov._tx_prio
+    finally:
+        prov.close()
+        rx.close()
