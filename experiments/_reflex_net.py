@@ -70,11 +70,15 @@ class ReflexNetwork:
     sample_interval_us: int = 20000
     # What runs the host agents (hosts.agent_spec.INTERPRETERS).
     agent_interpreter: str = "python"
-    # > 0: every host's interface serialises at the line rate (a TBF qdisc) and
-    # the pacer keeps up to this many full-size packets queued there while
-    # DCQCN allows the line rate (hosts/roce/README.md, "Speed"); 0: the
-    # pacer alone spaces the frames.
-    host_qdisc_ahead_packets: float = 0.0
+    # > 0: every host's interface serialises at the line rate and each
+    # sending QP at its DCQCN rate (HTB, hosts/roce/shaping.py), and the
+    # pacer keeps up to this many full-size packets queued there
+    # (hosts/roce/README.md, "Speed"); 0: the pacer alone spaces the frames,
+    # one wake-up per packet. Measured with reflex-cases --quick (40 Mb/s,
+    # realtime, one run each): senders late for 5.6% of their sends with 0,
+    # 0.2% with 16 (experiments/README.md, "reflex-cases"). 16 full-size
+    # packets are 14 us of the modelled 10 Gb/s link, against T_int = 5 ms.
+    host_qdisc_ahead_packets: float = 16.0
     switch_backend: str = "python"   # the soft switch's data path: python or pypy
     # Agents and switch at real-time priority (Topology.realtime): without it
     # the senders waited on the run queue behind the switch and the receiver

@@ -59,6 +59,11 @@ class SymphonyNetwork:
     # late for 15-25 % of their packets, with the agents first 1.2 % at most.
     realtime: bool = True
     realtime_agents_first: bool = True
+    # > 0: every host's interface serialises at the line rate and each
+    # sending QP at its DCQCN rate (HTB, hosts/roce/shaping.py), and a rank
+    # keeps up to this many full-size packets queued there
+    # (hosts/roce/README.md, "Speed"); 0: the pacer alone spaces the frames.
+    host_qdisc_ahead_packets: float = 0.0
 
     def __post_init__(self) -> None:
         if self.link_mbps <= 0 or self.nic_gbps <= 0:
@@ -189,7 +194,8 @@ class SymphonyRing(SymphonyNetwork):
 
     def transport(self) -> TransportSpec:
         return TransportSpec(scale=self.transport_scale(), dcqcn={"preset": self.dcqcn_preset},
-                             path_mtu=self.path_mtu)
+                             path_mtu=self.path_mtu,
+                             qdisc_ahead_packets=self.host_qdisc_ahead_packets)
 
 
 P = TypeVar("P")

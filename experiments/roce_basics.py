@@ -139,9 +139,10 @@ class Params:
     sample_interval_us: int = 5000
     agent_interpreter: str = "python"  # what runs the host agents: python, pypy or auto
     pacer_burst_packets: float = 2.0  # host token bucket, in full-size packets
-    # Each host's interface serialises at the line rate (a TBF qdisc) and the
-    # pacer keeps up to this many packets queued there at the full line rate;
-    # 0: no qdisc, the pacer alone spaces the frames.
+    # Each host's interface serialises at the line rate and each sending QP
+    # at its DCQCN rate (HTB, hosts/roce/shaping.py), and the pacer keeps up
+    # to this many packets queued there; 0: no qdisc, the pacer alone spaces
+    # the frames.
     host_qdisc_ahead_packets: float = 0.0
     switch_backend: str = "python"   # the soft switch's data path: python or pypy
     phases: str = "single,pair,loss"  # which phases run (comma-separated, in this order)

@@ -233,6 +233,7 @@ def plan(p: Params) -> RunPlan:
         commands=(config_command(p.symphony, p.slowdown),), fabric=fab, backend=p.backend,
         realtime=p.realtime,
         realtime_agents_first=p.realtime_agents_first,
+        host_line_qdisc=p.host_qdisc_ahead_packets > 0,
         switch_commands=per_switch,
         # PQ's two queues per port; traffic of other schemes stays in queue 0
         priority_queues=2 if "pq" in p.scheme_list else 1)

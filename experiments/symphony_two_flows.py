@@ -182,7 +182,8 @@ def phase_name(scheme: str, offset_index: int, seed: int) -> str:
 def _transport(p: Params) -> TransportSpec:
     return TransportSpec(scale=p.transport_scale(),
                          dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
-                         sample_interval_us=p.sample_interval_us)
+                         sample_interval_us=p.sample_interval_us,
+                         qdisc_ahead_packets=p.host_qdisc_ahead_packets)
 
 
 def _jobs(p: Params, job_id: int, delays: dict[str, float], seed: int) -> dict[str, JobSpec]:
@@ -209,7 +210,8 @@ def plan(p: Params) -> RunPlan:
         n_hosts=3, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
         packet_bytes=p.frame_bytes, network=p.network(),
         commands=(config_command(p.symphony, p.slowdown),), realtime=p.realtime,
-        realtime_agents_first=p.realtime_agents_first)
+        realtime_agents_first=p.realtime_agents_first,
+        host_line_qdisc=p.host_qdisc_ahead_packets > 0)
     s = p.standalone_s
     phases = [PhasePlan("alone", _jobs(p, 255, {"b": 0.0}, 0), timeout_s=3 * s + 60,
                         watch_ports=(BOTTLENECK_PORT,), notes="B alone: the standalone FCT")]

@@ -133,7 +133,8 @@ def plan(p: Params) -> RunPlan:
         packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
         commands=(config_command(p.symphony, p.slowdown),), fabric=fab, backend=p.backend,
         realtime=p.realtime,
-        realtime_agents_first=p.realtime_agents_first)
+        realtime_agents_first=p.realtime_agents_first,
+        host_line_qdisc=p.host_qdisc_ahead_packets > 0)
     phases = [symphony_ring.warmup_phase(p)] if p.warmup_kb else []
     next_id = 0
     for seed in range(p.seeds):

@@ -94,9 +94,10 @@ class TransportSpec:
     # Token bucket size in full-size packets: 1 loses every late wake-up's time for
     # good; 2 lets a sender catch up one packet time of lateness (bursts <= 2 packets).
     pacer_burst_packets: float = 2.0
-    # > 0: the host's interface serialises at the line rate itself (a TBF qdisc,
-    # testbed.net.shape_host), so at the full line rate the pacer keeps up to this
-    # many full-size packets queued there (hosts/roce/pacing.py, run-ahead mode).
+    # > 0: the host's interface serialises at the line rate itself (an HTB qdisc,
+    # testbed.net.shape_host) and each sending QP at its DCQCN rate (its own HTB
+    # class, hosts/roce/shaping.py), so the pacer keeps up to this many
+    # full-size packets queued there (hosts/roce/pacing.py, run-ahead mode).
     qdisc_ahead_packets: float = 0.0
 
     def __post_init__(self) -> None:

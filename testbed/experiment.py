@@ -82,7 +82,8 @@ class Topology:
     # after the network's and ``commands``: e.g. one uplink's rate.
     switch_commands: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # Each host's interface serialises its frames at the modelled link rate
-    # with a TBF qdisc (testbed.net.shape_host), as a NIC does: needs ``network``.
+    # with an HTB qdisc (testbed.net.shape_host), as a NIC does, and its agent
+    # adds a class per sending QP at the QP's DCQCN rate: needs ``network``.
     host_line_qdisc: bool = False
     # The host agents run at real-time priority (SCHED_FIFO; senders above
     # receivers, testbed.runner.SENDER_RT_PRIORITY) and the soft switch above them,

@@ -161,7 +161,7 @@ def check_plan_hosts(plan: RunPlan, hosts: str) -> None:
                        "use --hosts udp")
     if plan.topology.host_line_qdisc:
         raise RunError("rxe hosts shape their own link (tc HTB under the DCQCN shim, "
-                       "hosts/roce/rxe_dcqcn.py): a TBF line-rate qdisc on the hosts "
+                       "hosts/roce/rxe_dcqcn.py): the runner's line-rate qdisc on the hosts "
                        "(host_line_qdisc) is for udp hosts")
 
 

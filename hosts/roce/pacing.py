@@ -9,7 +9,7 @@ schedule (a busy CPU, a slow event loop). Runs report it so a run that did not
 keep up is flagged.
 
 Run-ahead mode (``ahead_bytes`` > 0, for a host whose interface serialises
-at the line rate itself, a TBF qdisc: testbed/net.py): while the controller
+at the line rate itself, an HTB qdisc: testbed/net.py): while the controller
 allows the full line rate, the wire's spacing is the kernel's job, so the
 pacer lets the sender keep up to ``ahead_bytes`` in the qdisc, modelled as a
 queue draining at the line rate. It wakes the sender when that queue is down

@@ -32,7 +32,11 @@ def test_plan_configures_the_papers_switch_and_every_scheme() -> None:
     full = rc.plan(dataclasses.replace(p, schemes=rc.Params().schemes))
     assert plan.topology.program == "switches/p4/reflex.p4"
     assert plan.topology.priority_queues == 2
-    assert plan.topology.realtime and not plan.topology.host_line_qdisc
+    # The hosts' kernel spaces each sender's frames at its DCQCN rate, with
+    # 16 full-size packets queued ahead.
+    assert plan.topology.realtime and plan.topology.host_line_qdisc
+    assert all(j.transport.qdisc_ahead_packets == 16 for ph in plan.phases
+               for j in ph.jobs.values())
     cmds = " | ".join(plan.network_commands())
     assert "set_queue_depth 466" in cmds and "set_ecn_threshold 65" in cmds
     # The quick profile runs the paper's network on 40 Mb/s links (the full
