@@ -33,15 +33,22 @@ is its position in the step. An RC QP's PSNs run on across messages, so each
 channel and direction has ``size + 1`` QPs ("lanes"); step t uses lane
 t mod (size + 1), and a lane is reconnected with PSN 0 before its next use.
 The sender reconnects its end once its write is acknowledged. The receiver
-reconnects its end of step t's lane only when step t + 1's data arrives:
-the left neighbour posts step t + 1 after step t's write was acknowledged,
-so no retransmission of step t can follow. Until then the lane keeps its
-state and answers a retransmission of step t's tail (its final ACK was
-lost) with an ACK; a lane reconnected as soon as step t arrived would
-expect PSN 0 again, ignore the retransmission and stall the ring. Reuse is
+reconnects its end of step t's lane only when step t + k's data arrives,
+k = max(1, size - 1): the left neighbour posts step t + 1 after step t's
+write was acknowledged, so no retransmission of step t can follow. Until
+then the lane keeps its state and answers a retransmission of step t's
+tail (its final ACK was lost) with an ACK; a lane reconnected as soon as
+step t arrived would expect PSN 0 again, ignore the retransmission and
+stall the ring. Waiting k steps rather than one also lets copies of step t
+that are still in the network drain first: a switch with priority queues
+(Symphony's PQ scheme) can hold a first copy of step t's packets while
+their retransmission overtakes it and completes the step, and a copy of
+its first packet reaching a lane already reconnected to PSN 0 would start
+a stale write there (seen as an AllReduce that was not bit-exact). Reuse is
 safe: before this rank posts step t + size + 1 on a lane, it completed step
-t + size, which needs (around the ring) the right neighbour to have
-completed step t + 1, and so to have reconnected its end of step t's lane.
+t + size, which needs the right neighbour to have received step t + size
+(its write was acknowledged) and so step t + k, reconnecting its end of
+step t's lane.
 
 Progress is explicit: `start_*` returns a `CollectiveOp` whose `progress()`
 polls completions and posts what is ready (drive several ranks from one loop,
@@ -53,6 +60,7 @@ as NCCL's.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -170,9 +178,11 @@ class Communicator:
         self._arrived: dict[tuple[int, int, int], int] = {}
         self._sent: dict[tuple[int, int, int], int] = {}
         self._recv_ids = 0
-        # channel -> the left lane of the last step that arrived (reconnected
-        # when the channel's next step arrives; see the module docstring)
-        self._left_used: dict[int, int] = {}
+        # channel -> the left lanes of the last steps that arrived, oldest
+        # first; the oldest is reconnected once _reconnect_lag later steps
+        # have arrived (see the module docstring)
+        self._left_used: dict[int, deque[int]] = {}
+        self._reconnect_lag = max(1, self.lanes - 2)
         self.connected = False
         self._active: CollectiveOp | None = None
 
@@ -284,11 +294,11 @@ class Communicator:
                 imm = wc.imm_data or 0
                 self._arrived[(imm >> 16, c, imm & 0xFFFF)] = wc.timestamp_ns
                 if self.lanes > 1:
-                    # the previous step's lane can now start again at PSN 0
-                    prev = self._left_used.get(c)
-                    if prev is not None:
-                        self._connect(c, prev, "left")
-                    self._left_used[c] = lane
+                    # an earlier step's lane can now start again at PSN 0
+                    used = self._left_used.setdefault(c, deque())
+                    if len(used) >= self._reconnect_lag:
+                        self._connect(c, used.popleft(), "left")
+                    used.append(lane)
                 else:
                     self._post_recv(self.left[c][0])
             elif wc.opcode == WCOpcode.RDMA_WRITE:

@@ -397,3 +397,44 @@ def test_a_broadcast_keeps_pieces_that_landed_before_the_rank_started() -> None:
     ops = [root_op] + [c.start_broadcast(np.full(300, -1, np.int32), 0) for c in comms[1:]]
     run_all(w, ops)
     assert all(np.array_equal(o.result(), x) for o in ops)
+
+
+def test_step_psn_origin_ignores_a_copy_of_a_step_that_arrives_late() -> None:
+    """A copy of a step's first packet that reaches its receiver two and a half
+    steps later (a priority queue held it while the step completed) must find
+    the lane still in the step's state, which ignores it as a duplicate: a
+    lane already reconnected to PSN 0 would take it for the start of a new
+    write and put the stale data where the next write belongs."""
+    n = 4
+    w, comms, _ = make_ring(n, 1, comm_kw={"step_psn_origin": True})
+    firsts: list[int] = []
+    late: list[int] = []
+
+    def watch(p: wire.Packet, src: str, dst: str) -> object:
+        if dst != "10.0.0.2" or p.opcode != Opcode.RDMA_WRITE_FIRST:
+            return None
+        if plan["delay"] is None:
+            firsts.append(w.clock)
+            return None
+        if not late:
+            late.append(w.clock)
+            return (0, plan["delay"])          # the packet now and a copy later
+        return None
+
+    plan: dict[str, int | None] = {"delay": None}
+    w.hook = watch
+    rng = np.random.default_rng(5)
+    for i in range(2):
+        xs = [rng.integers(-1000, 1000, 5000, dtype=np.int64) for _ in range(n)]
+        ops = [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)]
+        run_all(w, ops)
+        expected = np.sum(xs, axis=0)
+        for o in ops:
+            assert np.array_equal(o.result(), expected), f"collective {i}"
+        if i == 0:
+            gaps = sorted(b - a for a, b in zip(firsts, firsts[1:], strict=False))
+            # (the next step's write has completed by then, the one after not)
+            plan["delay"] = int(2.5 * gaps[len(gaps) // 2])
+    assert late, "no first packet was copied"
+    copied = comms[1].left[0]
+    assert sum(q.stats["dup_pkts"] for q in copied) == 1     # the copy, ignored
