@@ -181,10 +181,32 @@ class HtbShaper:
                 out[msg["handle"]] = int(st["bytes"])
         return out
 
-    def close(self) -> None:
+    def _backlog(self) -> int:
+        """Packets still queued in the classes this shaper added."""
+        total = 0
+        for msg in self._ipr.get_classes(index=self.index):
+            if msg["handle"] in self._added:
+                st = msg.get_attr("TCA_STATS")
+                total += int(st["qlen"]) if st is not None else 0
+        return total
+
+    def close(self, drain_s: float = 1.0) -> None:
+        """Remove what this shaper added. Classes it added are deleted once
+        their queues have drained (at most ``drain_s``): deleting a class
+        drops what it holds, which the runner would count as the host's
+        drops."""
+        import time
+
         from pyroute2.netlink.exceptions import NetlinkError
 
         try:
+            if self._added and not self._installed:
+                deadline = time.monotonic() + drain_s
+                try:
+                    while self._backlog() and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                except NetlinkError:
+                    pass        # the interface is gone: nothing to wait for
             if self._installed:
                 self._installed = False
                 try:
