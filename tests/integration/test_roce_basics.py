@@ -133,9 +133,10 @@ def test_hosts_serialised_by_a_line_rate_qdisc(tmp_path: Path) -> None:
         shaped = e["pacer"]["shaped"]
         # Every byte went through the QP's own class (the last few frames may
         # still be counted as the phase ends), and DCQCN's cuts reached it.
-        assert shaped["class"].startswith("1:") and shaped["rate_changes"] >= 1, shaped
+        assert shaped["class"].startswith("1:"), shaped
+        assert shaped["rate_changes"] >= min(1, e["qp"]["cnps_rcvd"]), (shaped, e["qp"])
         assert shaped["sent_bytes"] >= 0.9 * e["qp"]["tx_bytes"], (shaped, e["qp"])
-    assert s["pair"]["cnps"] >= 1
+    assert s["pair"]["cnps"] >= 1 and max(e["pacer"]["shaped"]["rate_changes"] for e in pair) >= 1
     if s["single"]["goodput_fraction"] < 0.95:
         # Known gap (hosts/roce/README.md, "Speed"): the verdict does not see a
         # sender that lets the line-rate qdisc run dry, so a faithful run can
