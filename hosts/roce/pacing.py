@@ -218,14 +218,13 @@ class Pacer:
             if due <= now_ns:
                 self._due = due
         self._refill(float(now_ns))
+        old_q = self._queue_rate()
+        self._rate = float(rate_bps)
         if self.shaped is not None:
             # What waits in the QP's class drains at the new rate from now on.
-            old_q = self._queue_rate()
-            self._rate = float(rate_bps)
             if self._q_free > now_ns:
                 self._q_free = now_ns + (self._q_free - now_ns) * old_q / self._queue_rate()
             self.shaped.set_rate(self._queue_rate())
-        self._rate = float(rate_bps)
         if self.lateness.sends == 0:
             self.lateness.late_threshold_s = self._late_threshold_s()
 

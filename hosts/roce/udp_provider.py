@@ -157,8 +157,6 @@ class UdpProvider:
         priority ``priority`` (a shaped QP's HTB class, hosts/roce/shaping.py).
         Per socket rather than per datagram: the SO_PRIORITY control message
         exists only in recent kernels. Priorities above 6 need CAP_NET_ADMIN."""
-        if sport not in self._tx:
-            raise KeyError(sport)
         s = self._tx_socket(sport)
         try:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, priority)
