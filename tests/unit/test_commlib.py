@@ -281,6 +281,17 @@ def test_back_to_back_collectives_with_ranks_out_of_phase() -> None:
             assert np.array_equal(got, exp)
 
 
+def exact_all_reduce(w: SimWire, comms: list[Communicator], rng: np.random.Generator,
+                     what: str = "") -> None:
+    """One AllReduce of random int64 vectors on every rank; every rank's sum is exact."""
+    xs = [rng.integers(-1000, 1000, 5000, dtype=np.int64) for _ in comms]
+    ops = [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)]
+    run_all(w, ops)
+    expected = np.sum(xs, axis=0)
+    for o in ops:
+        assert np.array_equal(o.result(), expected), what
+
+
 @pytest.mark.parametrize("wire_kw", [{}, {"loss": 0.02, "seed": 3}], ids=["clean", "lossy"])
 def test_step_psn_origin_starts_every_step_at_psn_0(wire_kw) -> None:
     """With step_psn_origin, each step's write is PSN 0.. on the wire (the PSN is
@@ -289,12 +300,7 @@ def test_step_psn_origin_starts_every_step_at_psn_0(wire_kw) -> None:
     w, comms, _ = make_ring(n, 2, comm_kw={"step_psn_origin": True}, **wire_kw)
     rng = np.random.default_rng(7)
     for _ in range(3):
-        xs = [rng.integers(-1000, 1000, 5000, dtype=np.int64) for _ in range(n)]
-        ops = [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)]
-        run_all(w, ops)
-        expected = np.sum(xs, axis=0)
-        for o in ops:
-            assert np.array_equal(o.result(), expected)
+        exact_all_reduce(w, comms, rng)
     psns: dict[tuple[str, int, int], set[int]] = defaultdict(set)
     firsts = []
     for _t, ip, sport, p in data_packets(w):
@@ -339,12 +345,7 @@ def test_step_psn_origin_survives_a_lost_final_ack(n: int) -> None:
     w.hook = drop_final_ack
     rng = np.random.default_rng(11)
     for _ in range(2):
-        xs = [rng.integers(-1000, 1000, 5000, dtype=np.int64) for _ in range(n)]
-        ops = [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)]
-        run_all(w, ops)
-        expected = np.sum(xs, axis=0)
-        for o in ops:
-            assert np.array_equal(o.result(), expected)
+        exact_all_reduce(w, comms, rng)
     # every step of every channel lost its final ACK once, and was recovered
     assert len(dropped) == 2 * 2 * (n - 1) * 2 * n
     assert sum(q.stats["rto"] for c in comms for qs in c.right for q in qs) >= len(dropped)
@@ -425,12 +426,7 @@ def test_step_psn_origin_ignores_a_copy_of_a_step_that_arrives_late() -> None:
     w.hook = watch
     rng = np.random.default_rng(5)
     for i in range(2):
-        xs = [rng.integers(-1000, 1000, 5000, dtype=np.int64) for _ in range(n)]
-        ops = [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)]
-        run_all(w, ops)
-        expected = np.sum(xs, axis=0)
-        for o in ops:
-            assert np.array_equal(o.result(), expected), f"collective {i}"
+        exact_all_reduce(w, comms, rng, f"collective {i}")
         if i == 0:
             gaps = sorted(b - a for a, b in zip(firsts, firsts[1:], strict=False))
             # (the next step's write has completed by then, the one after not)

@@ -146,6 +146,18 @@ FRAME = 1100
 PKT_S = FRAME * 8 / LINE
 
 
+def drive_counting_wakes(p: Pacer, n: int) -> int:
+    """Send ``n`` frames as soon as the pacer allows; how many times the sender
+    had to wait."""
+    t, wakes = 0.0, 0
+    for _ in range(n):
+        nxt = p.next_send_time(FRAME, t)
+        if nxt > t:
+            t, wakes = nxt, wakes + 1
+        p.consume(FRAME, t)
+    return wakes
+
+
 def ahead_pacer(packets: int = 4) -> Pacer:
     return Pacer(LINE, burst_bytes=FRAME, line_bps=LINE, ahead_bytes=packets * FRAME,
                  late_threshold_packets=1.0)
@@ -165,12 +177,7 @@ def test_run_ahead_fills_the_qdisc_then_waits_until_half_has_drained() -> None:
 
 def test_run_ahead_holds_the_line_rate_and_wakes_once_per_half_queue() -> None:
     p = ahead_pacer(4)
-    t, wakes = 0.0, 0
-    for _ in range(4000):
-        nxt = p.next_send_time(FRAME, t)
-        if nxt > t:
-            t, wakes = nxt, wakes + 1
-        p.consume(FRAME, t)
+    wakes = drive_counting_wakes(p, 4000)
     assert p.achieved_rate_bps() == pytest.approx(LINE, rel=0.01)
     assert wakes == pytest.approx(4000 / 2, rel=0.01)
     assert p.lateness.late_sends == 0
@@ -243,12 +250,7 @@ def test_shaped_pacer_runs_ahead_below_the_line_rate_and_sets_the_class_rate() -
     assert p.skb_priority == 0x10010
     p.set_rate(LINE / 4, 0)
     assert cls.rates == [LINE / 4]
-    t, wakes = 0.0, 0
-    for _ in range(4000):
-        nxt = p.next_send_time(FRAME, t)
-        if nxt > t:
-            t, wakes = nxt, wakes + 1
-        p.consume(FRAME, t)
+    wakes = drive_counting_wakes(p, 4000)
     # The kernel spaces the frames at the QP's rate; the sender wakes once per
     # half queue (two packets), not once per packet.
     assert p.achieved_rate_bps() == pytest.approx(LINE / 4, rel=0.01)

@@ -139,16 +139,22 @@ def test_icrc_is_valid_on_the_real_wire():
         B.close()
 
 
-def test_send_carries_the_dscp_beside_the_ecn_bits():
-    """A per-datagram DSCP (a priority class) reaches the wire in the TOS byte."""
+def _tos_receiver():
+    """A UDP socket on loopback that reports each datagram's TOS byte."""
     import socket
-
-    from hosts.roce.constants import ECN_ECT0, ECN_NOT_ECT
 
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     rx.bind((LO, 0))
     rx.setsockopt(socket.IPPROTO_IP, 13, 1)   # IP_RECVTOS
     rx.settimeout(2)
+    return rx
+
+
+def test_send_carries_the_dscp_beside_the_ecn_bits():
+    """A per-datagram DSCP (a priority class) reaches the wire in the TOS byte."""
+    from hosts.roce.constants import ECN_ECT0, ECN_NOT_ECT
+
+    rx = _tos_receiver()
     prov = UdpProvider(LO, port=0)
     prov.open_port(0xC001)
     try:
@@ -172,10 +178,7 @@ def test_a_priority_sends_from_its_own_socket_on_the_same_port():
 
     from hosts.roce.constants import ECN_ECT0
 
-    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    rx.bind((LO, 0))
-    rx.setsockopt(socket.IPPROTO_IP, 13, 1)   # IP_RECVTOS
-    rx.settimeout(2)
+    rx = _tos_receiver()
     prov = UdpProvider(LO, port=0)
     prov.open_port(0xC002)
     try:
