@@ -129,6 +129,17 @@ class ReflexNetwork:
     def payload_bps(self) -> float:
         return self.link_bps * payload_efficiency(self.msg_bytes, self.path_mtu)
 
+    @property
+    def modelled_link(self) -> str:
+        """The modelled link's rate, for plot labels (``10 Gb/s``)."""
+        return f"{self.nic_gbps:g} Gb/s"
+
+    @property
+    def rate_label(self) -> str:
+        """The testbed's link rate and the modelled one it stands for, for plot
+        titles (``40 Mb/s = 10 Gb/s``)."""
+        return f"{self.link_mbps:g} Mb/s = {self.modelled_link}"
+
 
 def messages(p: ReflexNetwork, intervals: float) -> int:
     """Whole messages of payload the link carries in ``intervals`` at line rate."""

@@ -372,7 +372,7 @@ def plot(run_dir: Path) -> list[Path]:
     p = _params(run_dir)
     outs = phase_timelines(
         p, run_dir, ((phase_name(scheme, case, seed), f"{NAME} - case {case}, "
-                      f"{SCHEMES[scheme].description} ({p.link_mbps:g} Mb/s = 10 Gb/s)")
+                      f"{SCHEMES[scheme].description} ({p.rate_label})")
                      for scheme in p.scheme_list for case in (1, 2) for seed in p.seed_list))
     summary = Path(run_dir) / "summary.json"
     res = json.loads(summary.read_text()) if summary.exists() else analyze(run_dir)
@@ -393,7 +393,7 @@ def plot(run_dir: Path) -> list[Path]:
                label=f"measured ({p.seeds} run(s), min-max)")
         ax.bar([i + 0.2 for i in x], ref, 0.4, label="paper", alpha=0.6)
         ax.set_xticks(list(x), names, rotation=30, ha="right")
-        ax.set_ylabel("Gb/s (modelled 10 Gb/s link)")
+        ax.set_ylabel(f"Gb/s (modelled {p.modelled_link} link)")
         ax.set_title(f"case {case}: {'regular' if case == 1 else 'flexible'} flow rate "
                      "while both are active")
         ax.legend()

@@ -226,7 +226,7 @@ def plot(run_dir: Path) -> list[Path]:
     p = _params(run_dir)
     outs = phase_timelines(
         p, run_dir, ((phase_name(r, seed), f"{NAME} - r = {r:g}, alpha = {p.alpha:g}, "
-                                           f"seed {seed} ({p.link_mbps:g} Mb/s = 10 Gb/s)")
+                                           f"seed {seed} ({p.rate_label})")
                      for r in p.r_list for seed in p.seed_list))
     res = analyze(run_dir)
     rs = p.r_list

@@ -435,7 +435,7 @@ def plot(run_dir: Path) -> list[Path]:
     p = _params(run_dir)
     outs = phase_timelines(
         p, run_dir, ((phase_name(exploit, s), f"{NAME} - D_exploit {exploit}, seed {s} "
-                                              f"({p.link_mbps:g} Mb/s = 10 Gb/s)")
+                                              f"({p.rate_label})")
                      for exploit in p.exploit_list for s in p.seed_list))
     res = analyze(run_dir)
     es = p.exploit_list

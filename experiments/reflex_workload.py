@@ -649,7 +649,7 @@ def _fct_cdf_plot(res: dict[str, Any], p: Params, out: Path) -> Path:
                     for v in run["regular_fct_s"])
         ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", label=scheme)
     ax.set_xscale("log")
-    ax.set_xlabel("FCT (ms of the modelled 10 Gb/s network)")
+    ax.set_xlabel(f"FCT (ms of the modelled {p.modelled_link} network)")
     ax.set_ylabel("fraction of regular flows")
     ax.set_title(f"{NAME}: workload 2, {p.w2_msg_bytes / 1000:g} kB regular flows")
     ax.legend(fontsize=8)
@@ -665,7 +665,7 @@ def plot(run_dir: Path) -> list[Path]:
     res = analyze(run_dir)
     outs = phase_timelines(
         p, run_dir, ((phase_name(scheme, seed, w), f"{NAME} - workload {w}, {scheme}, "
-                                                   f"seed {seed} ({p.link_mbps:g} Mb/s = 10 Gb/s)")
+                                                   f"seed {seed} ({p.rate_label})")
                      for w in p.workload_list for scheme in scheme_list(p)
                      for seed in p.seed_list),
         port=p.receiver)

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from plot_checks import assert_plots
+from ring_runs import write_plan
 
 from experiments import reflex_cases as rc
-from testbed.experiment import params_to_dict, plan_to_dict
 
 T0 = 10**12
 
@@ -87,9 +87,7 @@ def _rx(flow: str, host: str, segments: list[tuple[float, float]], step: float =
 
 def _write_run(run_dir: Path, p: rc.Params,
                phases: dict[str, dict[str, list[tuple[float, float]]]]) -> None:
-    plan = rc.plan(p)
-    (run_dir / "plan.json").write_text(json.dumps(
-        {"experiment": rc.NAME, "params": params_to_dict(p), **plan_to_dict(plan)}))
+    write_plan(run_dir, rc, p)
     for name, flows in phases.items():
         d = run_dir / "phases" / name
         d.mkdir(parents=True)
@@ -103,9 +101,10 @@ def _write_run(run_dir: Path, p: rc.Params,
             json.dumps(e) + "\n" for e in sorted(evs, key=lambda e: e["t_ns"])))
 
 
-def _write_two_scheme_run(run_dir: Path) -> rc.Params:
+def _write_two_scheme_run(run_dir: Path, nic_gbps: float = 10.0) -> rc.Params:
     """ReFlex at the paper's fractions, weighted-9:1 at its weights."""
-    p = dataclasses.replace(rc.Params.quick(), schemes="reflex,weighted-9:1", link_mbps=40.0)
+    p = dataclasses.replace(rc.Params.quick(), schemes="reflex,weighted-9:1", link_mbps=40.0,
+                            nic_gbps=nic_gbps)
     pay = p.payload_bps / 1e6
     # Case 1: the flexible flow alone until 11 s, then 0.5 each until the next
     # cycle (12.5 s), then four whole cycles at 0.74 / 0.26 until 37.5 s: the
@@ -144,6 +143,32 @@ def test_plots_draw_every_phase_and_the_rates(tmp_path: Path) -> None:
     assert_plots(paths, tmp_path, ["case1-reflex.png", "case2-reflex.png",
                                    "case1-weighted-9:1.png", "case2-weighted-9:1.png",
                                    "rates.png"])
+
+
+def test_plot_labels_name_the_runs_own_link_and_modelled_rates(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib.figure
+
+    _write_two_scheme_run(tmp_path, nic_gbps=25.0)
+    titles: list[str] = []
+    ylabels: list[str] = []
+
+    def timelines(p: rc.Params, run_dir: Path, phases: Any) -> list[Path]:
+        titles.extend(title for _name, title in phases)
+        return []
+
+    save = matplotlib.figure.Figure.savefig
+
+    def savefig(fig: matplotlib.figure.Figure, *args: Any, **kw: Any) -> None:
+        ylabels.extend(ax.get_ylabel() for ax in fig.axes)
+        save(fig, *args, **kw)
+
+    monkeypatch.setattr(rc, "phase_timelines", timelines)
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    rc.plot(tmp_path)
+    assert len(titles) == 4
+    assert all(t.endswith("(40 Mb/s = 25 Gb/s)") for t in titles), titles
+    assert ylabels == ["Gb/s (modelled 25 Gb/s link)"] * 2
 
 
 def test_several_runs_per_phase_give_mean_and_spread() -> None:
