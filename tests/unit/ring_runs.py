@@ -1,11 +1,12 @@
 """Made-up phases of ring AllReduce jobs as the host agents record them (ring
 steps, collective ends, result checks, QP reports), for the tests of the
-Symphony ring experiments' analyses and plots."""
+Symphony ring experiments' analyses and plots; and any experiment's saved
+plan (``write_plan``)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -15,11 +16,15 @@ from testbed.experiment import params_to_dict, plan_to_dict
 T0 = 10**12  # CLOCK_MONOTONIC ns of the phase's start
 
 
-def write_plan(run_dir: Path, experiment: ModuleType, params: Any) -> None:
-    """The run's plan.json: the experiment's plan for ``params``."""
+def write_plan(run_dir: Path, experiment: ModuleType, params: Any,
+               omit: Collection[str] = ()) -> None:
+    """The run's plan.json: the experiment's plan for ``params`` (any
+    experiment's), saved without the parameters named in ``omit`` (as runs
+    saved before those parameters existed)."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    saved = {k: v for k, v in params_to_dict(params).items() if k not in omit}
     (run_dir / "plan.json").write_text(json.dumps(
-        {"experiment": experiment.NAME, "params": params_to_dict(params),
+        {"experiment": experiment.NAME, "params": saved,
          **plan_to_dict(experiment.plan(params))}))
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from plot_checks import assert_plots
+from ring_runs import write_plan
 
 from experiments import reflex_partial as rp
-from testbed.experiment import params_to_dict, plan_to_dict
 
 T0 = 10**12
 
@@ -47,10 +47,7 @@ def _write_two_r_run(tmp_path: Path) -> int:
     flows' size."""
     p = rp.Params(r_values="0,1", flow_cycles=1.0, seeds=1)
     plan = rp.plan(p)
-    saved = params_to_dict(p)
-    del saved["seeds"], saved["first_seed"]   # as runs saved before seeds existed
-    (tmp_path / "plan.json").write_text(json.dumps(
-        {"experiment": rp.NAME, "params": saved, **plan_to_dict(plan)}))
+    write_plan(tmp_path, rp, p, omit=("seeds", "first_seed"))   # as before seeds existed
     size = plan.info["flow_bytes"]
     line_s = plan.info["line_rate_s"]
     for key, frac, fct_flex, fct_reg in (("r000", 0.65, 1.7, 1.4), ("r100", 1.0, 2.0, 2.0)):

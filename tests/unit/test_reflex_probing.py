@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 from plot_checks import assert_plots
+from ring_runs import write_plan
 
 from experiments import reflex_probing as rpb
-from testbed.experiment import params_to_dict, plan_to_dict
+from testbed.experiment import plan_to_dict
 
 T0 = 10**12
 
@@ -115,8 +116,7 @@ def _write_run(tmp: Path, p: rpb.Params, phase: str, *, fcts: list[float], low_a
     evs.append({"event": "flow_end", "t_ns": ns(long_end + 10), "flow": "flex",
                 "role": "sender", "flexible": {"low_s": 1.0}})
     (d / "h3.events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs))
-    (tmp / "plan.json").write_text(json.dumps(
-        {"experiment": rpb.NAME, "params": params_to_dict(p), **plan_to_dict(plan)}))
+    write_plan(tmp, rpb, p)
     assert pdict["name"] == phase
 
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from plot_checks import assert_plots
+from ring_runs import write_plan
 
 from experiments import reflex_workload as rw
 from experiments._reflex_net import QUICK_LINK_MBPS
 from hosts.reflex.schemes import DSCP_HIGH, DSCP_LOW
-from testbed.experiment import params_to_dict, plan_to_dict
 
 T0 = 10**12
 # What the paper fixes (as in test_reflex_quick_profiles): the quick profile keeps it.
@@ -117,8 +117,7 @@ def _write_quick_run(run: Path) -> rw.Params:
     """The quick profile's schemes (workload 1), each with its own regular and
     flexible FCTs."""
     p = dataclasses.replace(rw.Params.quick(), workloads="1")
-    (run / "plan.json").write_text(json.dumps(
-        {"experiment": rw.NAME, "params": params_to_dict(p), **plan_to_dict(rw.plan(p))}))
+    write_plan(run, rw, p)
     _phase(run, "w1-none", p, {"regular": 2.0, "flexible": 2.0})
     _phase(run, "w1-weighted-9:1", p, {"regular": 1.0, "flexible": 4.0})
     _phase(run, "w1-reflex-a080", p, {"regular": 1.6, "flexible": 2.5})
@@ -247,8 +246,7 @@ def test_w2_speedups_count_each_flow_from_its_arrival(tmp_path: Path) -> None:
     d = rw.w2_arrivals(p, 0)
     n = len(d.regular)
     assert n == 152
-    (tmp_path / "plan.json").write_text(json.dumps(
-        {"experiment": rw.NAME, "params": params_to_dict(p), **plan_to_dict(rw.plan(p))}))
+    write_plan(tmp_path, rw, p)
     # Without priority two flows take 0.4 s, the rest 0.04 s: the p99 (the
     # 151st of 152 by nearest rank) is a slow one; with 9:1 all take 0.02 s.
     slow = {d.regular[3].name: 0.4, d.regular[70].name: 0.4}
