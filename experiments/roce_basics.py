@@ -50,7 +50,10 @@ without any congestion (about 2 at 4 Mb/s, up to 5 at 8 Mb/s), so at the
 higher rate a lone flow may see an occasional mark; its CNPs are in the
 results.
 
-Phases, run one after the other in the same network:
+Phases, run one after the other in the same network (after a ``warmup``
+phase of ``warmup_msgs`` messages per sender, both at once, if that is not 0:
+not measured and outside the fidelity verdict; it lets a PyPy switch's JIT
+compile the paths before the measured traffic):
 - ``single``: h1 -> h3, one QP alone;
 - ``pair``: h1 -> h3 and h2 -> h3 at the same time, sharing port 3;
 - ``loss``: h1 -> h3 with ``loss_per_10k`` / 10000 of the packets on every
@@ -146,6 +149,11 @@ class Params:
     host_qdisc_ahead_packets: float = 0.0
     switch_backend: str = "python"   # the soft switch's data path: python or pypy
     phases: str = "single,pair,loss"  # which phases run (comma-separated, in this order)
+    # Messages per flow of a warm-up phase before the measured ones (0: none):
+    # both senders at once, so every path the phases use is exercised; it
+    # lets a PyPy switch or PyPy agents compile their per-packet code before
+    # measuring, and is outside the fidelity verdict.
+    warmup_msgs: int = 0
 
     @classmethod
     def quick(cls) -> Params:
@@ -166,6 +174,8 @@ class Params:
             raise ValueError(f"agent_interpreter must be one of {', '.join(INTERPRETERS)}")
         if self.link_delay_us < 0:
             raise ValueError("link_delay_us must be >= 0")
+        if self.warmup_msgs < 0:
+            raise ValueError("warmup_msgs must be >= 0")
         if self.host_qdisc_ahead_packets and self.host_qdisc_ahead_packets < self.pacer_burst_packets:
             raise ValueError("host_qdisc_ahead_packets must be 0 (no qdisc) or at least "
                              "pacer_burst_packets")
@@ -259,6 +269,14 @@ def plan(p: Params) -> RunPlan:
                   notes=f"h1 -> h3, {p.loss_per_10k / 100:g}% random loss on every port"),
     )
     phases = tuple(ph for ph in every if ph.name in p.phase_names)
+    if p.warmup_msgs:
+        phases = (PhasePlan(
+            "warmup", _flow_jobs(p, [("warmup-a", 1, 3, p.warmup_msgs),
+                                     ("warmup-b", 2, 3, p.warmup_msgs)]),
+            commands=(no_loss,), timeout_s=timeout(2 * p.warmup_msgs) + 30,
+            watch_ports=(BOTTLENECK_PORT,), warmup=True,
+            notes="h1 -> h3 and h2 -> h3 before measuring (not measured, outside the "
+                  "fidelity verdict)"),) + phases
     # A lone sender offers at most the link rate: a queue deeper than Kmin
     # there (where RED may mark) was built by the emulator, not the model.
     return RunPlan(topology=topo, phases=phases,

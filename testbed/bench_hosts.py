@@ -12,7 +12,11 @@ with only one of its phases:
 - ``pair``: the ``pair`` phase, two QPs sharing the bottleneck. Faithful when
   the verdict is faithful and both receivers got the right bytes.
 
-Each trial moves about ``seconds`` of traffic at its rate. :func:`search_max_rate`
+Each trial moves about ``seconds`` of traffic at its rate. Where a PyPy JIT
+runs the switch or the agents, a trial first runs a warm-up phase of about
+``warmup_packets`` packets (both senders at once, outside the fidelity
+verdict): compiling during the measured traffic stalled the switch for up
+to 200 ms. :func:`search_max_rate`
 finds the highest faithful rate: doubling from a start rate while trials
 pass (halving while they fail), then bisecting (geometrically) between the
 highest pass and the lowest fail until they are within ``resolution``. It
@@ -34,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["search_max_rate", "judge", "Trial", "hosts_bench", "machine_info", "format_report",
-           "KINDS", "MIN_LONE_GOODPUT", "QDISC_AHEAD_PACKETS"]
+           "KINDS", "MIN_LONE_GOODPUT", "QDISC_AHEAD_PACKETS", "WARMUP_PACKETS", "warmup_msgs"]
 
 KINDS = {"lone_qp": "single", "pair": "pair"}
 MIN_LONE_GOODPUT = 0.95
@@ -45,6 +49,10 @@ PATH_MTU = 1024
 # 3.5 us in the modelled 40 Gb/s network. Measured: the lone QP's faithful
 # rate more than doubles over pacing in Python alone (README, "Speed of the hosts").
 QDISC_AHEAD_PACKETS = 16.0
+# Packets through the switch before a trial's measured phase when a JIT runs
+# it or the agents: the PyPy switch lagged 112-202 ms during a warm-up of
+# 38 400 packets and at most 11-13 ms in the phase after it (100 Mb/s).
+WARMUP_PACKETS = 30_000
 
 
 def search_max_rate(faithful: Callable[[float], bool], *, start: float, floor: float,
@@ -141,11 +149,25 @@ _FIGURES = ("single.goodput_fraction", "single.ce_marked_pkts", "single.cnps",
             "pair.max_queue_pkts", "fidelity_ok")
 
 
+def warmup_msgs(switch_backend: str, interpreter: str, packets: int | None = None) -> int:
+    """Messages per sender of a trial's warm-up phase: none unless PyPy runs
+    the switch or the agents (``auto`` may pick it); ``packets`` (default
+    WARMUP_PACKETS) in all, split over the two senders."""
+    if packets is None:
+        packets = WARMUP_PACKETS if "pypy" in (switch_backend, interpreter) or \
+            interpreter == "auto" else 0
+    if packets < 0:
+        raise ValueError("warm-up packets must be >= 0")
+    per_msg = -(-MSG_BYTES // PATH_MTU)
+    return -(-packets // (2 * per_msg))
+
+
 def run_trial(kind: str, rate_mbps: float, *, seconds: float, out_dir: Path,
               interpreter: str = "python", qdisc_ahead: float = 0.0,
-              switch_backend: str = "python",
+              switch_backend: str = "python", warmup_packets: int | None = None,
               echo: Callable[[str], None] | None = None) -> Trial:
-    """One roce-basics run of ``kind``'s phase at ``rate_mbps``."""
+    """One roce-basics run of ``kind``'s phase at ``rate_mbps`` (after a
+    warm-up phase, see :func:`warmup_msgs`)."""
     from testbed.runner import RunError, RunOptions, run
 
     if kind not in KINDS:
@@ -154,7 +176,8 @@ def run_trial(kind: str, rate_mbps: float, *, seconds: float, out_dir: Path,
     overrides = {"bottleneck_mbps": f"{rate_mbps:g}", "phases": KINDS[kind],
                  "agent_interpreter": interpreter, "msg_bytes": str(MSG_BYTES),
                  "path_mtu": str(PATH_MTU), "host_qdisc_ahead_packets": f"{qdisc_ahead:g}",
-                 "switch_backend": switch_backend}
+                 "switch_backend": switch_backend,
+                 "warmup_msgs": str(warmup_msgs(switch_backend, interpreter, warmup_packets))}
     if kind == "lone_qp":
         overrides["single_msgs"] = str(n)
     else:
@@ -203,7 +226,7 @@ def hosts_bench(kinds: tuple[str, ...] = ("lone_qp", "pair"), *, start_mbps: flo
                 floor_mbps: float = 1.0, ceiling_mbps: float = 800.0,
                 resolution: float = 0.1, seconds: float = 3.0, interpreter: str = "python",
                 qdisc_ahead: float = QDISC_AHEAD_PACKETS, switch_backend: str = "python",
-                out_dir: Path | None = None,
+                warmup_packets: int | None = None, out_dir: Path | None = None,
                 echo: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Search each kind's highest faithful rate; the report (JSON-able)."""
     for k in kinds:
@@ -218,6 +241,8 @@ def hosts_bench(kinds: tuple[str, ...] = ("lone_qp", "pair"), *, start_mbps: flo
                                            "interpreter": interpreter,
                                            "qdisc_ahead_packets": qdisc_ahead,
                                            "switch_backend": switch_backend,
+                                           "warmup_msgs_per_sender": warmup_msgs(
+                                               switch_backend, interpreter, warmup_packets),
                                            "msg_bytes": MSG_BYTES,
                                            "path_mtu": PATH_MTU}}
     trials: list[Trial] = []
@@ -225,7 +250,8 @@ def hosts_bench(kinds: tuple[str, ...] = ("lone_qp", "pair"), *, start_mbps: flo
     for kind in kinds:
         def faithful(rate: float, kind: str = kind) -> bool:
             t = run_trial(kind, rate, seconds=seconds, out_dir=out, interpreter=interpreter,
-                          qdisc_ahead=qdisc_ahead, switch_backend=switch_backend, echo=echo)
+                          qdisc_ahead=qdisc_ahead, switch_backend=switch_backend,
+                          warmup_packets=warmup_packets, echo=echo)
             trials.append(t)
             return t.faithful
 

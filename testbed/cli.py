@@ -596,13 +596,17 @@ def bench_forwarding_cmd(backends: tuple[str, ...], seconds: float, runs: int,
                    "(0: no qdisc, the pacer alone spaces the frames)")
 @click.option("--switch-backend", type=click.Choice(["python", "pypy"]), default="python",
               show_default=True, help="the soft switch's data path")
+@click.option("--warmup-packets", type=click.IntRange(min=0), default=None,
+              help="packets of a warm-up phase before each trial's measured one "
+                   "(default: 30000 when PyPy runs the switch or the agents, else 0)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="keep every trial's run directory here (default: a new /tmp directory)")
 @click.option("--json", "as_json", is_flag=True,
               help="print JSON: lone_qp_mbps, pair_mbps, every trial, the machine")
 def bench_hosts_cmd(only: str | None, start_mbps: float, ceiling_mbps: float, floor_mbps: float,
                     resolution: float, seconds: float, interpreter: str, qdisc_ahead: float,
-                    switch_backend: str, out_dir: str | None, as_json: bool) -> None:
+                    switch_backend: str, warmup_packets: int | None, out_dir: str | None,
+                    as_json: bool) -> None:
     """The highest link rate at which one QP alone, and two QPs sharing a
     bottleneck, stay faithful through one soft switch (roce-basics trials:
     64 KiB WRITEs, MTU 1024), found by a search over rates."""
@@ -618,7 +622,7 @@ def bench_hosts_cmd(only: str | None, start_mbps: float, ceiling_mbps: float, fl
     rep = hosts_bench(kinds, start_mbps=start_mbps, floor_mbps=floor_mbps,
                       ceiling_mbps=ceiling_mbps, resolution=resolution, seconds=seconds,
                       interpreter=interpreter, qdisc_ahead=qdisc_ahead,
-                      switch_backend=switch_backend,
+                      switch_backend=switch_backend, warmup_packets=warmup_packets,
                       out_dir=Path(out_dir) if out_dir else None,
                       echo=lambda line: click.echo(line, err=True))
     if as_json:

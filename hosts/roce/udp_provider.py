@@ -32,6 +32,8 @@ from hosts.roce.constants import ECN_ECT0, ECN_MASK, ROCE_UDP_PORT
 from hosts.roce.provider import Datagram
 
 IP_TOS = getattr(socket, "IP_TOS", 1)
+# Linux value; PyPy 3.9's socket module does not define it.
+SO_PRIORITY = getattr(socket, "SO_PRIORITY", 12)
 IP_MTU_DISCOVER = getattr(socket, "IP_MTU_DISCOVER", 10)
 IP_PMTUDISC_DO = getattr(socket, "IP_PMTUDISC_DO", 2)
 SO_ATTACH_FILTER = getattr(socket, "SO_ATTACH_FILTER", 26)
@@ -159,7 +161,7 @@ class UdpProvider:
         exists only in recent kernels. Priorities above 6 need CAP_NET_ADMIN."""
         s = self._tx_socket(sport)
         try:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, priority)
+            s.setsockopt(socket.SOL_SOCKET, SO_PRIORITY, priority)
         except OSError as e:
             s.close()
             raise OSError(e.errno, f"UdpProvider({self.local_ip}): setting packet priority "

@@ -82,6 +82,24 @@ def test_flow_agent_imports_under_pypy() -> None:
     assert numpy_loaded == "False"
 
 
+@pytest.mark.skipif(shutil.which("pypy3") is None, reason="pypy3 is not installed")
+def test_a_shaped_qp_sends_under_pypy() -> None:
+    """A QP paced by its HTB class sends from a socket carrying the class as
+    its packet priority; PyPy 3.9's socket module has no SO_PRIORITY, which
+    once crashed every PyPy agent on a shaped host at its first packet."""
+    code = ("import socket; from hosts.roce.udp_provider import UdpProvider, SO_PRIORITY; "
+            "p = UdpProvider('127.0.0.1', port=0); r = socket.socket(socket.AF_INET, "
+            "socket.SOCK_DGRAM); r.bind(('127.0.0.1', 0)); p.open_port(49152); "
+            "ok = p.send(49152, '127.0.0.1', r.getsockname()[1], [b'x' * 64], 0, priority=5); "
+            "s = p._tx_prio[(49152, 5)]; "
+            "print(ok, s.getsockopt(socket.SOL_SOCKET, SO_PRIORITY), len(r.recv(2048)))")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run(["pypy3", "-c", code], capture_output=True, text=True, env=env,
+                         cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "5", "64"]
+
+
 def test_warm_up_delivers_messages() -> None:
     done = warm_up(8192, 1024, packets=64, max_s=20.0)
     assert done["messages"] == 8        # 64 packets of 1024 B = 8 messages of 8 KiB

@@ -89,3 +89,34 @@ def test_roce_basics_runs_a_subset_of_its_phases() -> None:
         make_params(roce_basics, overrides={"phases": "single,single"})
     with pytest.raises(ExperimentError, match="phases must be distinct names"):
         make_params(roce_basics, overrides={"phases": "solo"})
+
+
+def test_a_warmup_phase_runs_both_senders_first_outside_the_verdict() -> None:
+    from experiments import roce_basics
+    from testbed.experiment import ExperimentError, make_params
+
+    p = make_params(roce_basics, overrides={"phases": "single", "warmup_msgs": "50"})
+    phases = roce_basics.plan(p).phases
+    assert [ph.name for ph in phases] == ["warmup", "single"]
+    warm = phases[0]
+    assert warm.warmup and not phases[1].warmup
+    senders = sorted(f.flow for spec in warm.jobs.values() for f in spec.flows
+                     if f.role == "sender")
+    assert senders == ["warmup-a", "warmup-b"]
+    assert {f.count for spec in warm.jobs.values() for f in spec.flows} == {50}
+    with pytest.raises(ExperimentError, match="warmup_msgs must be >= 0"):
+        make_params(roce_basics, overrides={"warmup_msgs": "-1"})
+
+
+def test_trials_warm_up_only_where_a_jit_runs() -> None:
+    from testbed.bench_hosts import WARMUP_PACKETS, warmup_msgs
+
+    assert warmup_msgs("python", "python") == 0
+    # 64 packets per 64 KiB message at MTU 1024, split over two senders
+    assert warmup_msgs("pypy", "python") == warmup_msgs("python", "pypy") == \
+        -(-WARMUP_PACKETS // 128)
+    assert warmup_msgs("python", "auto") > 0
+    assert warmup_msgs("python", "python", packets=1000) == 8
+    assert warmup_msgs("pypy", "pypy", packets=0) == 0
+    with pytest.raises(ValueError, match="warm-up packets"):
+        warmup_msgs("pypy", "pypy", packets=-1)
