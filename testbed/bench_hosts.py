@@ -168,7 +168,7 @@ def run_trial(kind: str, rate_mbps: float, *, seconds: float, out_dir: Path,
               echo: Callable[[str], None] | None = None) -> Trial:
     """One roce-basics run of ``kind``'s phase at ``rate_mbps`` (after a
     warm-up phase, see :func:`warmup_msgs`)."""
-    from testbed.runner import RunError, RunOptions, run
+    from testbed.runner import RunError, RunOptions, RunTerminated, run
 
     if kind not in KINDS:
         raise ValueError(f"unknown trial kind {kind!r} (choose from {', '.join(KINDS)})")
@@ -187,6 +187,8 @@ def run_trial(kind: str, rate_mbps: float, *, seconds: float, out_dir: Path,
     try:
         summary = run("roce-basics", RunOptions(out=run_dir, overrides=overrides,
                                                 echo=lambda _line: None))
+    except RunTerminated:
+        raise           # stopped by SIGTERM: not a trial's verdict, the search ends
     except RunError as e:
         summary = {"ok": False, "error": str(e)}
     ok, why = judge(kind, summary)

@@ -246,11 +246,16 @@ def _run_all(opts: Any) -> None:
     load_start = os.getloadavg()
     click.echo(f"running {len(names)} experiments{' (quick profile)' if opts.quick else ''} "
                f"into {root}: {', '.join(names)}")
+    from testbed.runner import RunTerminated
+
     try:
         runs = run_suite(names, root, opts, progress=prog)
     except KeyboardInterrupt:
         click.echo("\ninterrupted: network torn down", err=True)
         sys.exit(130)
+    except RunTerminated as e:
+        click.echo(f"\nstopped: {e}", err=True)
+        sys.exit(143)
     click.echo(format_table(runs, prog.elapsed))
     write_record(root / "suite.json", runs, prog.elapsed,
                  "testbed run all" + (" --quick" if opts.quick else ""), load_start)
@@ -339,11 +344,16 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
         load_start = os.getloadavg()
         click.echo(f"running {', '.join(to_run)} ({profile or 'quick'} profile"
                    f"{f', {repeat} runs each' if repeat > 1 else ''}) into {out_dir / 'runs'}")
+        from testbed.runner import RunTerminated
+
         try:
             done = run_suite(to_run, out_dir / "runs", opts, repeat=repeat, progress=prog)
         except KeyboardInterrupt:
             click.echo("\ninterrupted: network torn down; no report written", err=True)
             sys.exit(130)
+        except RunTerminated as e:
+            click.echo(f"\nstopped: {e}; no report written", err=True)
+            sys.exit(143)
         click.echo(format_table(done, prog.elapsed))
         write_record(out_dir / "runs" / "suite.json", done, prog.elapsed,
                      f"testbed report --profile {profile or 'quick'}", load_start)
@@ -617,14 +627,22 @@ def bench_hosts_cmd(only: str | None, start_mbps: float, ceiling_mbps: float, fl
     if resolution <= 0 or seconds <= 0:
         raise click.UsageError("--resolution and --seconds must be positive")
     from testbed.bench_hosts import format_report, hosts_bench
+    from testbed.runner import RunTerminated
 
     kinds = (only,) if only else ("lone_qp", "pair")
-    rep = hosts_bench(kinds, start_mbps=start_mbps, floor_mbps=floor_mbps,
-                      ceiling_mbps=ceiling_mbps, resolution=resolution, seconds=seconds,
-                      interpreter=interpreter, qdisc_ahead=qdisc_ahead,
-                      switch_backend=switch_backend, warmup_packets=warmup_packets,
-                      out_dir=Path(out_dir) if out_dir else None,
-                      echo=lambda line: click.echo(line, err=True))
+    try:
+        rep = hosts_bench(kinds, start_mbps=start_mbps, floor_mbps=floor_mbps,
+                          ceiling_mbps=ceiling_mbps, resolution=resolution, seconds=seconds,
+                          interpreter=interpreter, qdisc_ahead=qdisc_ahead,
+                          switch_backend=switch_backend, warmup_packets=warmup_packets,
+                          out_dir=Path(out_dir) if out_dir else None,
+                          echo=lambda line: click.echo(line, err=True))
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted: network torn down", err=True)
+        sys.exit(130)
+    except RunTerminated as e:
+        click.echo(f"\nstopped: {e}", err=True)
+        sys.exit(143)
     if as_json:
         click.echo(json.dumps(rep, indent=2))
     else:

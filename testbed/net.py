@@ -59,9 +59,11 @@ class SoftSignal(Exception):
 
 
 @contextmanager
-def _sigterm_raises() -> Iterator[None]:
+def sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises SoftSignal inside the block (in the main thread), so
+    its ``finally`` blocks tear down what it built."""
     def handler(signum: int, _frame: Any) -> None:
-        raise SoftSignal(f"signal {signum}")
+        raise SoftSignal(f"signal {signal.Signals(signum).name}")
 
     try:
         old = signal.signal(signal.SIGTERM, handler)
@@ -79,7 +81,7 @@ def running(net: Any) -> Iterator[Any]:
     """Start ``net``; stop it however the block is left (error, Ctrl-C, SIGTERM)."""
     from testbed.owned import forget_network, record_network
 
-    with _sigterm_raises():
+    with sigterm_raises():
         try:
             record_network(net)  # what exists before start (node shells, links)
             net.start()

@@ -86,7 +86,7 @@ from testbed.experiment import (
 from testbed.fidelity import evaluate_fidelity, verdict_text
 from testbed.owned import this_process_record
 
-__all__ = ["RunError", "RunOptions", "run", "check_environment", "replot", "default_out_dir",
+__all__ = ["RunError", "RunTerminated", "RunOptions", "run", "check_environment", "replot", "default_out_dir",
            "evaluate_fidelity", "software_versions", "apply_switch_command", "bps_to_pps"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -95,6 +95,11 @@ AGENT_MODULE = "hosts.agent"
 
 class RunError(RuntimeError):
     """The run could not be done or failed; the message says what and where."""
+
+
+class RunTerminated(RunError):
+    """The run was stopped by SIGTERM (its network torn down): whoever runs
+    several runs (``testbed run all``, ``testbed bench hosts``) stops too."""
 
 
 @dataclass
@@ -1160,26 +1165,6 @@ def _force_teardown(net: Any) -> list[str]:
     return done
 
 
-@contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    """SIGTERM raises (testbed.net.SoftSignal) for the whole run, bring-up
-    included, so the finally blocks tear everything down."""
-    from testbed.net import SoftSignal
-
-    def handler(signum: int, _frame: Any) -> None:
-        raise SoftSignal(f"signal {signal.Signals(signum).name}")
-
-    try:
-        old = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
 def _transport_record(plan: RunPlan) -> dict[str, Any]:
     from hosts.agent import dcqcn_params
     from hosts.roce import Scale
@@ -1243,21 +1228,21 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
                                         **plan_to_dict(plan)})
     prog = Progress(opts.echo, run_dir / "progress.log")
     prog.line(f"{mod.NAME}{' (quick)' if opts.quick else ''}: output {run_dir}")
-    from testbed.net import SoftSignal
+    from testbed.net import SoftSignal, sigterm_raises
 
     applied: list[dict[str, Any]] = []
     measured: dict[str, Any] = {}
     summary["switch_config"] = {"target": opts.target, "applied": applied}
     try:
         try:
-            with _sigterm_raises():
+            with sigterm_raises():
                 _bring_up_and_run(plan, run_dir, opts, prog, applied, measured)
         except KeyboardInterrupt:
             summary["error"] = "interrupted (Ctrl-C)"
             raise
         except SoftSignal as e:
             summary["error"] = f"terminated ({e})"
-            raise RunError(f"run terminated by {e}; network torn down") from e
+            raise RunTerminated(f"run terminated by {e}; network torn down") from e
         except RunError as e:
             summary["error"] = str(e)
             raise

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from testbed.experiment import ExperimentError
-from testbed.runner import RunError, RunOptions, run
+from testbed.runner import RunError, RunOptions, RunTerminated, run
 
 __all__ = ["SuiteRun", "SuiteProgress", "run_suite", "format_table", "write_record"]
 
@@ -100,7 +100,8 @@ def run_suite(names: list[str], root: Path, opts: RunOptions, *, repeat: int = 1
               progress: SuiteProgress | None = None,
               runner: Callable[[str, RunOptions], dict] = run) -> list[SuiteRun]:
     """Run every experiment of ``names`` ``repeat`` times, one after the other,
-    into ``root``; a failed run is recorded, not raised (KeyboardInterrupt is)."""
+    into ``root``; a failed run is recorded, not raised (Ctrl-C and SIGTERM,
+    RunTerminated, stop the suite)."""
     if repeat < 1:
         raise ValueError("repeat must be >= 1")
     jobs = [(n, k) for n in names for k in range(1, repeat + 1)]
@@ -113,6 +114,8 @@ def run_suite(names: list[str], root: Path, opts: RunOptions, *, repeat: int = 1
         t0 = time.monotonic()
         try:
             summary = runner(name, replace(opts, out=run_dir, echo=prog.line))
+        except RunTerminated:
+            raise
         except (RunError, ExperimentError) as e:
             r = SuiteRun(name, run_dir, False, time.monotonic() - t0, error=str(e))
         else:

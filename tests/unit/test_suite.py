@@ -81,3 +81,40 @@ def test_the_record_has_command_commit_machine_and_every_runs_time(tmp_path: Pat
     assert rec["machine"]["load_avg_start"] == [0.5, 1.0, 1.5]
     assert [(r["experiment"], r["ok"]) for r in rec["results"]] == [("a", True), ("b", False)]
     assert "exited with status 1" in rec["results"][1]["error"]
+
+
+def test_a_run_stopped_by_sigterm_stops_the_suite(tmp_path: Path) -> None:
+    from testbed.runner import RunTerminated
+
+    calls: list[str] = []
+
+    def runner(name: str, opts: RunOptions) -> dict[str, Any]:
+        calls.append(name)
+        if name == "b":
+            raise RunTerminated("run terminated by signal SIGTERM; network torn down")
+        return {"fidelity_ok": True, "fidelity_verdict": "faithful"}
+
+    with pytest.raises(RunTerminated, match="SIGTERM"):
+        run_suite(["a", "b", "c"], tmp_path, RunOptions(),
+                  progress=SuiteProgress(3, io.StringIO(), live=False), runner=runner)
+    assert calls == ["a", "b"]
+
+
+def test_a_trial_stopped_by_sigterm_ends_the_host_benchmark(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import testbed.runner
+    from testbed.bench_hosts import hosts_bench
+    from testbed.runner import RunTerminated
+
+    tried: list[str] = []
+
+    def fake_run(name: str, opts: RunOptions) -> dict[str, Any]:
+        tried.append(opts.overrides["bottleneck_mbps"])
+        if len(tried) == 2:
+            raise RunTerminated("run terminated by signal SIGTERM; network torn down")
+        raise RunError("the agents failed")     # a failed trial: the search goes on
+
+    monkeypatch.setattr(testbed.runner, "run", fake_run)
+    with pytest.raises(RunTerminated):
+        hosts_bench(("lone_qp",), start_mbps=8, out_dir=tmp_path)
+    assert tried == ["8", "4"]
