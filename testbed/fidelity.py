@@ -20,6 +20,12 @@ testbed.experiment.FidelityLimits):
 - ``switch_lag_mean_us``, ``switch_lag_max_us``: how long frames waited in the
   kernel before the soft switch's pipeline took them;
 - ``switch_kernel_drops``: frames the kernel dropped before the switch read them;
+- ``switch_ingress_order``: frames a switch port received with a kernel
+  receive time earlier than a frame it had read before (``rx_out_of_order``
+  of the port statistics): the kernel delivered a link's frames out of
+  order, which a wire never does, and a receiver's go-back-N pays for every
+  such overtaking with a resend (e.g. per-CPU receive backlogs overtaking
+  each other; the runner steers receive work by flow to prevent it);
 - ``switch_sampling``: the switch statistics poller ran without error and took samples;
 - ``host_pacing_late_fraction``: per sender, packets sent later than allowed;
 - ``host_tx_drops``: datagrams a host's socket refused, or its line-rate
@@ -41,7 +47,8 @@ from typing import Any
 
 from testbed.experiment import RunPlan
 
-__all__ = ["PASS", "FAIL", "NOT_MEASURED", "evaluate_fidelity", "verdict_text", "offered_load"]
+__all__ = ["PASS", "FAIL", "NOT_MEASURED", "evaluate_fidelity", "verdict_text", "offered_load",
+           "rx_out_of_order"]
 
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
 
@@ -136,6 +143,21 @@ def _ce_marks_toward(data: Any, plan: RunPlan, phase_name: str) -> dict[int, int
     return out
 
 
+def rx_out_of_order(stats: dict[str, Any]) -> int | None:
+    """Frames a switch's ports (or a fabric's pooled switches) received out
+    of order, from its statistics; None where they do not say (BMv2, a
+    switch of an older version)."""
+    if "rx_out_of_order" in stats:
+        return int(stats["rx_out_of_order"])
+    ports = stats.get("ports")
+    if not ports:
+        return None
+    vals = [p.get("rx_out_of_order") for p in ports.values()]
+    if any(v is None for v in vals):
+        return None
+    return sum(int(v) for v in vals)
+
+
 def _max_queue(data: Any, port: int) -> int | None:
     """Largest queue depth seen on ``port``: sampled depths and the P4
     watermark register, None if neither was recorded."""
@@ -159,6 +181,8 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
     lag_n = 0
     lag_max = 0.0
     kdrops = 0
+    out_of_order = 0
+    order_known = True
     poll_samples = 0
     poll_errors: list[str] = []
     senders: list[dict[str, Any]] = []
@@ -184,6 +208,11 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
                 lag_n += n
                 lag_max = max(lag_max, la.get("max", 0))
             kdrops += a.get("kernel_drops", 0) - b.get("kernel_drops", 0)
+            ooo_a, ooo_b = rx_out_of_order(a), rx_out_of_order(b)
+            if ooo_a is None:
+                order_known = False
+            else:
+                out_of_order += ooo_a - (ooo_b or 0)
         poll_samples += int(data.stats.get("poller_samples", 0) or 0)
         if data.stats.get("poller_error"):
             poll_errors.append(f"{p.name}: {data.stats['poller_error']}")
@@ -237,6 +266,17 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
                                                  lim.switch_lag_max_us)
         checks["switch_kernel_drops"] = _check(_le(kdrops, lim.kernel_drops), kdrops,
                                                lim.kernel_drops)
+        if order_known:
+            checks["switch_ingress_order"] = _check(
+                _le(out_of_order, lim.ingress_out_of_order), out_of_order,
+                lim.ingress_out_of_order,
+                why=("frames a switch port received out of order: the kernel, not the "
+                     "modelled links, reordered them") if out_of_order else "")
+        else:
+            why = "the switch did not report frames received out of order (an older run)"
+            checks["switch_ingress_order"] = _check(NOT_MEASURED, None,
+                                                    lim.ingress_out_of_order, why=why)
+            not_measured["switch_ingress_order"] = why
         if poll_errors or poll_samples == 0:
             checks["switch_sampling"] = _check(
                 FAIL, poll_samples, ">= 1 sample, no error", errors=poll_errors,
@@ -247,6 +287,7 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
         unmeasured("switch_lag_mean_us", "processing-lag statistics", lim.switch_lag_mean_us)
         unmeasured("switch_lag_max_us", "processing-lag statistics", lim.switch_lag_max_us)
         unmeasured("switch_kernel_drops", "kernel-drop statistics", lim.kernel_drops)
+        unmeasured("switch_ingress_order", "receive-order statistics", lim.ingress_out_of_order)
         unmeasured("switch_sampling", "statistics to sample", ">= 1 sample")
 
     if hosts == "rxe":

@@ -741,16 +741,24 @@ def _phase_jobs(phase: PhasePlan, pdir: Path, provider: str = "udp") -> dict[str
 def merge_switch_stats(per_switch: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The statistics of a fabric's switches as one switch's, for the fidelity
     checks: processing-lag samples pooled (count, weighted mean, maximum),
-    kernel drops summed; per-port figures stay per switch."""
+    kernel drops and frames received out of order summed; per-port figures
+    stay per switch."""
     n = sum(s.get("lag_us", {}).get("samples", 0) for s in per_switch.values())
     total = sum(s.get("lag_us", {}).get("mean", 0) * s.get("lag_us", {}).get("samples", 0)
                 for s in per_switch.values())
     if not any(per_switch.values()):
         return {}
-    return {"lag_us": {"samples": n, "mean": total / n if n else 0.0,
-                       "max": max((s.get("lag_us", {}).get("max", 0)
-                                   for s in per_switch.values()), default=0)},
-            "kernel_drops": sum(s.get("kernel_drops", 0) for s in per_switch.values())}
+    from testbed.fidelity import rx_out_of_order
+
+    merged: dict[str, Any] = {
+        "lag_us": {"samples": n, "mean": total / n if n else 0.0,
+                   "max": max((s.get("lag_us", {}).get("max", 0)
+                               for s in per_switch.values()), default=0)},
+        "kernel_drops": sum(s.get("kernel_drops", 0) for s in per_switch.values())}
+    ooo = [rx_out_of_order(s) for s in per_switch.values()]
+    if ooo and all(v is not None for v in ooo):
+        merged["rx_out_of_order"] = sum(v for v in ooo if v is not None)
+    return merged
 
 
 def poll_file(switch: str, fabric: bool) -> str:

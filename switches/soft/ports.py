@@ -63,6 +63,10 @@ class PortStats:
     # Frames the kernel dropped because the socket buffer was full: the
     # switch did not keep up with the offered load.
     kernel_drops: int = 0
+    # Frames whose kernel receive time is earlier than that of a frame read
+    # before them: the kernel delivered the link's frames out of order (a
+    # wire never does; e.g. per-CPU backlogs overtaking each other).
+    rx_out_of_order: int = 0
 
 
 class Port:
@@ -108,6 +112,7 @@ class Port:
             self.stamped = True
         except OSError:
             self.stamped = False
+        self._last_rx_ns = 0     # latest kernel receive time read (rx_out_of_order)
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -149,6 +154,7 @@ class Port:
         st = self.stats
         ignore = self.kernel_ignores_outgoing
         unpack = _TIMESPEC.unpack_from
+        last = self._last_rx_ns
         while len(frames) < limit:
             try:
                 data, anc, _flags, addr = recvmsg(MAX_FRAME, _CMSG_SPACE)
@@ -161,9 +167,14 @@ class Port:
                 if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
                     sec, nsec = unpack(raw)
                     ts = sec * 1_000_000_000 + nsec
+                    if ts < last:
+                        st.rx_out_of_order += 1
+                    else:
+                        last = ts
             st.rx_frames += 1
             st.rx_bytes += len(data)
             frames.append((ts, data))
+        self._last_rx_ns = last
         return frames
 
     def send(self, frame: bytes) -> bool:

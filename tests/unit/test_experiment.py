@@ -237,14 +237,22 @@ def _flow_events(flow: str, sender: str, receiver: str, msg_bytes: int, msgs: in
 def _switch_stats(port_drops: int = 0, qmax: int = 2, drops: dict[str, int] | None = None,
                   lag: tuple[int, int, int, int] = (100, 10, 200, 30),
                   kernel_drops: int = 0, poller_samples: int = 60,
-                  poller_error: str | None = None,
+                  poller_error: str | None = None, out_of_order: int | None = 0,
                   host_qdiscs: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
-    def snap(mean: int, samples: int, qd: int, dr: dict[str, int], kd: int) -> dict[str, Any]:
+    """``out_of_order``: frames port 1 received out of order during the
+    phase (None: a switch that does not count them)."""
+    def snap(mean: int, samples: int, qd: int, dr: dict[str, int], kd: int,
+             ooo: int | None) -> dict[str, Any]:
+        ports = {n: {"rx_frames": 100} if ooo is None else
+                 {"rx_frames": 100, "rx_out_of_order": ooo if n == "1" else 0}
+                 for n in ("1", "2", "3")}
         return {"lag_us": {"mean": mean, "samples": samples, "max": 900}, "kernel_drops": kd,
+                "ports": ports,
                 "switch": {"drops": dr, "queues": {"3": {"queues": [{"depth": 0, "drops": qd}]}}}}
 
-    return {"before": snap(lag[0], lag[1], 0, {}, 0),
-            "after": snap(lag[2], lag[3], port_drops, drops or {}, kernel_drops),
+    return {"before": snap(lag[0], lag[1], 0, {}, 0, None if out_of_order is None else 7),
+            "after": snap(lag[2], lag[3], port_drops, drops or {}, kernel_drops,
+                          None if out_of_order is None else 7 + out_of_order),
             "qdepth_max": {"3": qmax}, "poller_samples": poller_samples,
             "poller_error": poller_error,
             **({"host_qdiscs": host_qdiscs} if host_qdiscs is not None else {})}

@@ -66,6 +66,38 @@ def test_fidelity_flags_a_switch_that_did_not_keep_up(tmp_path: Path) -> None:
     assert "switch_lag_mean_us" in f["text"]
 
 
+def test_frames_a_switch_port_received_out_of_order_make_a_run_unfaithful(
+        tmp_path: Path) -> None:
+    f = _fidelity(tmp_path)
+    c = f["checks"]["switch_ingress_order"]
+    assert f["ok"] and c["status"] == "pass" and c["value"] == 0     # 7 before, 7 after
+    other = tmp_path / "other"
+    other.mkdir()
+    f = _fidelity(other, out_of_order=4)
+    assert f["failed"] == ["switch_ingress_order"]
+    assert f["checks"]["switch_ingress_order"]["value"] == 12      # 4 in each of three phases
+    assert "switch_ingress_order: 12 (limit 0)" in f["text"]
+    older = tmp_path / "older"
+    older.mkdir()
+    f = _fidelity(older, out_of_order=None)       # a switch that did not count them
+    assert f["ok"] and "switch_ingress_order" in f["not_measured"]
+    bmv2 = tmp_path / "bmv2"
+    bmv2.mkdir()
+    assert "switch_ingress_order" in _fidelity(bmv2, target="bmv2")["not_measured"]
+
+
+def test_a_fabric_pools_its_switches_frames_out_of_order() -> None:
+    from testbed.runner import merge_switch_stats
+
+    def sw(ooo: int | None) -> dict[str, Any]:
+        port = {"rx_frames": 5} if ooo is None else {"rx_frames": 5, "rx_out_of_order": ooo}
+        return {"lag_us": {"samples": 1, "mean": 1, "max": 1}, "kernel_drops": 0,
+                "ports": {"1": port, "2": dict(port)}}
+
+    assert merge_switch_stats({"leaf1": sw(1), "spine1": sw(2)})["rx_out_of_order"] == 6
+    assert "rx_out_of_order" not in merge_switch_stats({"leaf1": sw(1), "spine1": sw(None)})
+
+
 def test_frames_a_host_qdisc_dropped_make_a_run_unfaithful(tmp_path: Path) -> None:
     sent = {"sent_bytes": 10**6, "sent_pkts": 900, "overlimits": 50}
     f = _fidelity(tmp_path, host_qdiscs={"h1": {**sent, "dropped": 0},
