@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import signal
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,6 +125,65 @@ def shape_host(host: Any, rate_bps: float, burst_bytes: int) -> str:
         raise RuntimeError(f"shape_host({host.name}): tc could not add the HTB classes on "
                            f"{intf}: {shown.strip()}")
     return str(intf)
+
+
+def rps_mask(cpus: Iterable[int]) -> str:
+    """``rps_cpus``'s format for the CPU numbers ``cpus``: hex words of 32
+    CPUs, most significant first, comma-separated (``3`` for CPUs 0 and 1)."""
+    bits = 0
+    for c in cpus:
+        if c < 0:
+            raise ValueError(f"rps_mask: CPU numbers are >= 0, got {c}")
+        bits |= 1 << c
+    if not bits:
+        raise ValueError("rps_mask: no CPU")
+    words = []
+    while bits:
+        words.append(bits & 0xFFFFFFFF)
+        bits >>= 32
+    return ",".join([f"{words[-1]:x}"] + [f"{w:08x}" for w in reversed(words[:-1])])
+
+
+def keep_flows_in_order(net: Any, cpus: Iterable[int] | None = None,
+                        sysfs: Path = Path("/sys/class/net")) -> list[str]:
+    """Steer the receive work of every interface of ``net`` (switch ports and
+    hosts) by flow hash (RPS over ``cpus``, default the CPUs this process may
+    use), so a flow's frames stay in one CPU's backlog, in order, as a NIC's
+    receive queue keeps them. Without it a veth hands each frame to the
+    backlog of the CPU that sent it; a host's HTB qdisc sends from whichever
+    CPU its timer fires on, and while a real-time process holds one CPU its
+    backlog waits (ksoftirqd is not real-time), so later frames of the same
+    flow overtook earlier ones through the other CPU by up to ~30 ms, and
+    every overtaking cost a go-back-N round (experiments/README.md,
+    reflex-cases). Root-namespace nodes are written in ``sysfs``; a
+    namespaced host from its own shell, whose /sys Mininet mounted for its
+    namespace (the runner's shows only the initial namespace's interfaces).
+    Returns the interfaces set; raises RuntimeError naming the node if one
+    fails."""
+    mask = rps_mask(sorted(os.sched_getaffinity(0)) if cpus is None else cpus)
+    done: list[str] = []
+    for node in (*net.switches, *net.hosts):
+        names = [i.name for i in node.intfList() if i.name != "lo"]
+        if not names:
+            continue
+        if not getattr(node, "inNamespace", False):
+            for name in names:
+                queues = sorted((sysfs / name / "queues").glob("rx-*"))
+                if not queues:
+                    raise RuntimeError(f"keep_flows_in_order({node.name}): no receive queue "
+                                       f"of {name} under {sysfs}")
+                for q in queues:
+                    (q / "rps_cpus").write_text(mask + "\n")
+            done += names
+            continue
+        writes = " && ".join(f"for q in /sys/class/net/{n}/queues/rx-*; do "
+                             f"echo {mask} > $q/rps_cpus || exit 1; done" for n in names)
+        out = node.cmd(f"( {writes} ) 2>&1; echo rc=$?").strip()
+        if not out.endswith("rc=0"):
+            raise RuntimeError(f"keep_flows_in_order({node.name}): setting rps_cpus on "
+                               f"{', '.join(names)} failed: {out}")
+        done += names
+    return done
 
 
 def host_qdisc_stats(host: Any) -> dict[str, int]:
