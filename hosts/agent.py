@@ -246,6 +246,11 @@ class LoggedRate:
     def on_bytes_sent(self, nbytes: int, now: int) -> None:
         self.inner.on_bytes_sent(nbytes, now)
 
+    def bytes_to_increase(self) -> int | None:
+        """The inner controller's (None for one without a byte counter)."""
+        left = getattr(self.inner, "bytes_to_increase", None)
+        return left() if callable(left) else None
+
     def next_deadline(self) -> int | None:
         d: int | None = self.inner.next_deadline()
         return d
@@ -452,7 +457,10 @@ class _Flow:
                                      f"(QP counters {self.qp.stats})")
                 if self.sender and wc.opcode == WCOpcode.RDMA_WRITE:
                     self.completed += 1
-                    if self.agent.shim is not None and self.rc is not None:
+                    # rxe: the QP's HTB class counts its bytes (hosts.roce.rxe_dcqcn);
+                    # completed messages only when the class cannot be read
+                    shim = self.agent.shim
+                    if shim is not None and shim.bytes_from_completions and self.rc is not None:
                         self.rc.on_bytes_sent(self.msg_wire_bytes, wc.timestamp_ns)
                 elif not self.sender and wc.opcode == WCOpcode.RECV_RDMA_WITH_IMM:
                     self.completed += 1
@@ -1285,7 +1293,10 @@ class Agent:
                 dl = wake
             if isinstance(dl, int) and dl > now:
                 self._wait(dl)
-        self.log.emit("agent_end", ok=True, engine=engine.summary())
+        extra: dict[str, Any] = {}
+        if shim is not None:
+            extra["dcqcn_byte_counter"] = shim.byte_counter_report()
+        self.log.emit("agent_end", ok=True, engine=engine.summary(), **extra)
 
     def close(self) -> None:
         try:

@@ -378,6 +378,14 @@ class Dcqcn:
             self.stats.byte_counter_events += 1
             self._increase("bytes", self._now)
 
+    def bytes_to_increase(self) -> int | None:
+        """Bytes still to send before the byte counter's next increase event;
+        None while the counter does not run (at line rate: before the first cut
+        and once recovered), when bytes sent are not counted at all."""
+        if self._increase_due is None:
+            return None
+        return self.params.byte_counter_bytes - self._bytes
+
     def next_deadline(self) -> int | None:
         """When on_timer should next run (ns): a rate increase or a deferred cut.
         Alpha updates alone are replayed lazily."""

@@ -20,14 +20,29 @@ presets as the udp provider (hosts/roce/dcqcn.py):
   rxe holds at most a bounded number of its skbs in flight per QP, so a QP
   slowed by its class waits instead of losing packets in the qdisc.
 
-What is approximate: the byte counter of DCQCN's rate increase counts the
-wire bytes of completed messages (rxe reports no per-QP transmit bytes), so
-it fires at a message's completion rather than at the packet that crosses it.
+- **Byte counter.** rxe reports no per-QP transmit bytes, but each sending
+  QP's HTB class counts exactly the bytes that QP sent (every frame it
+  dequeued, Ethernet header to ICRC, retransmissions too, as the udp
+  provider counts them). :class:`ClassByteCounter` reads all classes in one
+  netlink dump and gives each controller its class's increase since the
+  previous read. It reads before a CNP or a due timer reaches the
+  controllers (the bytes sent before a cut never count after it), and
+  otherwise only when a QP's byte counter may have reached its next event:
+  its remaining bytes at the class's rate after the previous read, but at
+  least ``CLASS_READ_MIN_NS`` (10 ms) after it. A QP at line rate runs no
+  byte counter and costs no reads. A dump costs a few ms of emulated CPU
+  under TCG, hence the floor: with the agent's poll interval (5 ms,
+  ``hosts.agent.RXE_POLL_NS``) an event is seen at most about 15 ms after
+  the packet that crosses it, 7.5 kB at 4 Mb/s, 1.5 us of modelled time at
+  slowdown 10000 (roce-basics' quick profile), and its bytes are never lost,
+  only late. If the classes cannot be read, the agent counts the wire bytes
+  of completed messages instead (``byte_counter_report`` says which), so an
+  event then comes at a message's completion.
 
-:class:`NotificationPoint`, :class:`ReactionPoint`, :func:`cnp_frame`,
-:func:`classify_frame`, :func:`roce_filter` and :func:`htb_rate_bytes` are
-pure logic (no rxe, no root); :class:`HtbShaper` and :class:`RxeDcqcnShim`
-touch the host's interface.
+:class:`NotificationPoint`, :class:`ReactionPoint`, :class:`ClassByteCounter`,
+:func:`cnp_frame`, :func:`classify_frame`, :func:`roce_filter` and
+:func:`htb_rate_bytes` are pure logic (no rxe, no root); :class:`HtbShaper` and
+:class:`RxeDcqcnShim` touch the host's interface.
 """
 
 from __future__ import annotations
@@ -49,7 +64,8 @@ from hosts.roce.shaping import (
 )
 from hosts.roce.wire import encode_cnp, pseudo_header
 
-__all__ = ["NotificationPoint", "ReactionPoint", "HtbShaper", "RxeDcqcnShim", "Arrival",
+__all__ = ["NotificationPoint", "ReactionPoint", "ClassByteCounter", "HtbShaper", "RxeDcqcnShim",
+           "Arrival", "CLASS_READ_MIN_NS",
            "cnp_frame", "classify_frame", "roce_filter", "htb_rate_bytes", "ShimError",
            "qp_class_id", "sport_match_keys"]
 
@@ -216,6 +232,8 @@ class RateController(Protocol):
 
     def on_cnp(self, now: int) -> None: ...
 
+    def on_bytes_sent(self, nbytes: int, now: int) -> None: ...
+
     def next_deadline(self) -> int | None: ...
 
     def on_timer(self, now: int) -> None: ...
@@ -281,6 +299,111 @@ class ReactionPoint:
 
 
 # ---------------------------------------------------------------------------
+# the byte counter, from the QPs' HTB classes
+
+# The fewest nanoseconds between two reads of the class counters: one netlink
+# dump of the interface's classes, a few ms of emulated CPU under TCG.
+CLASS_READ_MIN_NS = 10_000_000
+
+
+class ClassCounters(Protocol):
+    def class_bytes(self) -> dict[int, int]: ...
+
+
+class ClassByteCounter:
+    """DCQCN's byte counter fed by the kernel: each sending QP's HTB class counts
+    exactly the bytes that QP sent (every frame, retransmissions too), so the
+    increase in its counter between two reads goes to the QP's rate controller.
+
+    Reads (one dump for all of the host's QPs) happen before a CNP or a due
+    timer reaches the controllers, so the bytes sent before a cut never count
+    after it and increase events keep their order, and otherwise only when a
+    QP's byte counter may have reached its next event: ``bytes_to_increase``
+    at the class's rate after the previous read, but no sooner than
+    ``min_interval_ns`` after it. A QP at line rate (no byte counter running)
+    costs no reads.
+
+    When the counters cannot be read (the dump fails or a QP's class is
+    missing), ``fallback`` says why and the caller counts completed messages
+    instead, from then on."""
+
+    def __init__(self, rp: ReactionPoint, counters: ClassCounters,
+                 min_interval_ns: int = CLASS_READ_MIN_NS) -> None:
+        if min_interval_ns < 0:
+            raise ValueError(f"min_interval_ns must be >= 0, got {min_interval_ns}")
+        self.rp = rp
+        self.counters = counters
+        self.min_interval_ns = min_interval_ns
+        self.fallback: str | None = None
+        self.reads = 0
+        self.bytes_fed = 0
+        self._last: dict[int, int] = {}      # class handle -> its counter at the last read
+        self._last_read_ns: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.fallback is None and bool(self.rp.qps)
+
+    def next_read_ns(self) -> int | None:
+        """When a byte-counter event may next be due (None: no QP's counter runs)."""
+        if not self.active:
+            return None
+        due = None
+        for q in self.rp.qps.values():
+            left = _bytes_to_increase(q.rc)
+            if left is None:
+                continue
+            if self._last_read_ns is None or q.class_id not in self._last:
+                return 0          # no baseline yet
+            rate = max(1, q.applied_bytes)
+            t = self._last_read_ns + max(self.min_interval_ns,
+                                         int(max(0, left) * 1_000_000_000 / rate))
+            due = t if due is None else min(due, t)
+        return due
+
+    def read_if_due(self, now_ns: int, events: bool) -> None:
+        """Read now if a CNP or a timer is about to reach a controller (``events``:
+        the bytes sent so far count before its cut or increase) or a byte-counter
+        event may be due."""
+        if not self.active:
+            return
+        due = self.next_read_ns()
+        if events or (due is not None and due <= now_ns):
+            self.read(now_ns)
+
+    def read(self, now_ns: int) -> None:
+        """Read the counters and give each QP's controller the bytes its class
+        sent since the previous read (the first read only sets the baseline)."""
+        if not self.active:
+            return
+        try:
+            counts = self.counters.class_bytes()
+        except ShapingError as e:
+            self.fallback = str(e)
+            return
+        missing = [q.class_id for q in self.rp.qps.values() if q.class_id not in counts]
+        if missing:
+            c = missing[0]
+            self.fallback = f"no counter for HTB class {c >> 16:x}:{c & 0xFFFF:x}"
+            return
+        self.reads += 1
+        self._last_read_ns = now_ns
+        for q in self.rp.qps.values():
+            now_bytes = counts[q.class_id]
+            before = self._last.get(q.class_id)
+            self._last[q.class_id] = now_bytes
+            # a counter that went back (the class was made again) restarts the count
+            if before is not None and now_bytes > before:
+                self.bytes_fed += now_bytes - before
+                q.rc.on_bytes_sent(now_bytes - before, now_ns)
+
+
+def _bytes_to_increase(rc: RateController) -> int | None:
+    left = getattr(rc, "bytes_to_increase", None)
+    return left() if callable(left) else None
+
+
+# ---------------------------------------------------------------------------
 # the host's egress
 
 
@@ -314,6 +437,7 @@ class RxeDcqcnShim:
             raise
         self.frames = 0
         self.cnp_tx_errors = 0
+        self.byte_counter = ClassByteCounter(self.rp, self.shaper)
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -329,11 +453,14 @@ class RxeDcqcnShim:
             self.rp.qps[local_qpn].applied_bytes = htb_rate_bytes(rc.rate_bps)
 
     def poll(self, now_ns: int) -> None:
-        """Read what arrived, send CNPs, run the controllers' timers, apply rates."""
-        for frame in self._drain():
-            a = classify_frame(frame)
-            if a is None or a.dst_ip != self.local_ip:
-                continue
+        """Read what arrived, send CNPs, feed the byte counters, run the
+        controllers' timers, apply rates."""
+        arrivals = [a for a in map(classify_frame, self._drain())
+                    if a is not None and a.dst_ip == self.local_ip]
+        td = self.rp.next_deadline()
+        self.byte_counter.read_if_due(now_ns, events=(td is not None and td <= now_ns) or any(
+            a.kind == "cnp" and a.dqpn in self.rp.qps for a in arrivals))
+        for a in arrivals:
             if a.kind == "ce":
                 to = self.np.on_ce(a, now_ns)
                 if to is not None:
@@ -344,8 +471,24 @@ class RxeDcqcnShim:
         for cid, b in self.rp.changed():
             self.shaper.set_rate(cid, b)
 
+    @property
+    def bytes_from_completions(self) -> bool:
+        """Whether the caller must feed the byte counters from completed messages
+        (the class counters could not be read: ``byte_counter.fallback`` says why)."""
+        return self.byte_counter.fallback is not None
+
+    def byte_counter_report(self) -> dict[str, Any]:
+        """Where DCQCN's byte counters came from: ``source`` "htb_class" or
+        "completions" (with ``fallback``, why), the class-counter reads and the
+        bytes they fed."""
+        bc = self.byte_counter
+        return {"source": "completions" if bc.fallback is not None else "htb_class",
+                "fallback": bc.fallback, "reads": bc.reads, "bytes": bc.bytes_fed}
+
     def next_deadline(self) -> int | None:
-        return self.rp.next_deadline()
+        ds = [d for d in (self.rp.next_deadline(), self.byte_counter.next_read_ns())
+              if d is not None]
+        return min(ds) if ds else None
 
     def _drain(self) -> Iterable[bytes]:
         while True:

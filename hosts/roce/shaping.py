@@ -173,12 +173,19 @@ class HtbShaper:
                     rate_bytes=rate)
 
     def class_bytes(self) -> dict[int, int]:
-        """Bytes sent per class handle (the kernel's counters)."""
+        """Bytes sent per class handle (the kernel's counters: every frame the
+        class dequeued, Ethernet header to ICRC): one netlink dump of the
+        interface's classes."""
+        from pyroute2.netlink.exceptions import NetlinkError
+
         out = {}
-        for msg in self._ipr.get_classes(index=self.index):
-            st = msg.get_attr("TCA_STATS")
-            if st is not None:
-                out[msg["handle"]] = int(st["bytes"])
+        try:
+            for msg in self._ipr.get_classes(index=self.index):
+                st = msg.get_attr("TCA_STATS")
+                if st is not None:
+                    out[msg["handle"]] = int(st["bytes"])
+        except (NetlinkError, OSError) as e:
+            raise ShapingError(f"tc class counters on {self.ifname}: {e}") from e
         return out
 
     def _backlog(self) -> int:

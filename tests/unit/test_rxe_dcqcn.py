@@ -1,5 +1,6 @@
 """The rxe hosts' DCQCN shim, its logic without rxe: frames, the packet filter,
-the notification and reaction points, the HTB class rates."""
+the notification and reaction points, the HTB class rates, the byte counter
+fed by the QPs' class counters (a fake shaper's)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from hosts.roce.dcqcn import Dcqcn, DcqcnParams
 from hosts.roce.rxe_dcqcn import (
     SNAP_BYTES,
     Arrival,
+    ClassByteCounter,
     NotificationPoint,
     ReactionPoint,
+    ShapingError,
     ShimError,
     classify_frame,
     cnp_frame,
@@ -188,6 +191,107 @@ def test_reaction_point_cuts_the_qps_class_rate_on_a_cnp_and_recovers() -> None:
     rp.on_timers(due)
     ch = rp.changed()
     assert [c for c, _ in ch] == [ca] and ch[0][1] > cut
+
+
+class FakeShaper:
+    """The class counters of an HTB shaper, as the test sets them."""
+
+    def __init__(self, counts: dict[int, int]) -> None:
+        self.counts = counts
+        self.dumps = 0
+        self.error: str | None = None
+
+    def class_bytes(self) -> dict[int, int]:
+        self.dumps += 1
+        if self.error is not None:
+            raise ShapingError(self.error)
+        return dict(self.counts)
+
+
+MS = 1_000_000
+
+
+def test_byte_counter_follows_the_qps_class_counter() -> None:
+    rp = ReactionPoint()
+    a, b = dcqcn("connectx"), dcqcn("connectx")
+    big = a.params.byte_counter_bytes
+    assert big == 32767
+    ca, cb = rp.register(0x77, 0xC001, a), rp.register(0x78, 0xC002, b)
+    rp.changed()
+    shaper = FakeShaper({ca: 1000, cb: 500, 0x10002: 99})
+    bc = ClassByteCounter(rp, shaper, min_interval_ns=10 * MS)
+    # at line rate no byte counter runs: nothing to read for
+    assert bc.next_read_ns() is None
+    bc.read_if_due(5 * MS, events=False)
+    assert shaper.dumps == 0
+    # a CNP: the bytes so far are read first (the baseline), then a's rate is cut
+    bc.read_if_due(10 * MS, events=True)
+    rp.on_cnp(Arrival("cnp", "10.0.3.1", "10.0.1.1", 0x77), 10 * MS)
+    rate = dict(rp.changed())[ca]
+    assert a.bytes_to_increase() == big and b.bytes_to_increase() is None
+    # the next read: when a's class could have sent the byte counter's bytes
+    assert bc.next_read_ns() == 10 * MS + big * 1_000_000_000 // rate
+    shaper.counts[ca] += 20_000
+    shaper.counts[cb] += 7_000                       # b is at line rate: not counted
+    bc.read(40 * MS)
+    assert a.stats.byte_counter_events == 0 and a.bytes_to_increase() == big - 20_000
+    assert b.stats.byte_counter_events == 0 and b.bytes_to_increase() is None
+    cut = a.rate_bps
+    shaper.counts[ca] += 15_000                      # crosses the counter's 32767 bytes
+    bc.read(70 * MS)
+    assert a.stats.byte_counter_events == 1 and a.rate_bps > cut
+    assert a.bytes_to_increase() == big - (35_000 - big)
+    assert bc.bytes_fed == 42_000 and bc.reads == 3
+    # nearly there: the reads stay min_interval_ns apart
+    shaper.counts[ca] += a.bytes_to_increase() - 10
+    bc.read(80 * MS)
+    assert bc.next_read_ns() == 90 * MS
+    bc.read_if_due(85 * MS, events=False)
+    assert bc.reads == 4
+    # a counter that went back (the class was made again) feeds nothing
+    shaper.counts[ca] = 5
+    bc.read(100 * MS)
+    assert a.bytes_to_increase() == 10 and bc.bytes_fed == 42_000 + 30_524
+
+
+def test_byte_counter_counts_bytes_before_a_cut_before_it() -> None:
+    """Bytes the class sent before a CNP are read before the cut, so they do
+    not count toward the recovery after it."""
+    rp = ReactionPoint()
+    a = dcqcn("connectx")
+    ca = rp.register(0x77, 0xC001, a)
+    shaper = FakeShaper({ca: 0})
+    bc = ClassByteCounter(rp, shaper)
+    bc.read(0)
+    rp.on_cnp(Arrival("cnp", "10.0.3.1", "10.0.1.1", 0x77), 1 * MS)
+    rp.changed()
+    shaper.counts[ca] = 30_000                       # sent after the first cut
+    # a second CNP, after the rate-reduce monitor period: a second cut
+    t = 1 * MS + int(a.params.rate_reduce_monitor_period_s * 1e9) + 1
+    bc.read_if_due(t, events=True)
+    rp.on_cnp(Arrival("cnp", "10.0.3.1", "10.0.1.1", 0x77), t)
+    assert a.stats.rate_cuts == 2
+    assert a.bytes_to_increase() == a.params.byte_counter_bytes
+
+
+def test_byte_counter_falls_back_when_the_classes_cannot_be_read() -> None:
+    rp = ReactionPoint()
+    a = dcqcn("connectx")
+    ca = rp.register(0x77, 0xC001, a)
+    shaper = FakeShaper({ca: 0})
+    bc = ClassByteCounter(rp, shaper)
+    bc.read(0)
+    rp.on_cnp(Arrival("cnp", "10.0.3.1", "10.0.1.1", 0x77), 1 * MS)
+    shaper.error = "tc class counters on h1-eth0: No such device"
+    bc.read(2 * MS)
+    assert bc.fallback == shaper.error and not bc.active and bc.next_read_ns() is None
+    bc.read_if_due(3 * MS, events=True)
+    assert shaper.dumps == 2                         # no more reads once fallen back
+    rp2 = ReactionPoint()
+    rp2.register(0x77, 0xC001, dcqcn("connectx"))
+    bc2 = ClassByteCounter(rp2, FakeShaper({}))
+    bc2.read(0)
+    assert bc2.fallback == "no counter for HTB class 1:10"
 
 
 def test_htb_rates_and_sport_match() -> None:
