@@ -1136,7 +1136,9 @@ class Agent:
             d = {k: now.get(k, 0) - self._device_base.get(k, 0) for k in RXE_DEVICE_COUNTERS}
             if flow.sender:
                 # The requester sends only data packets: beyond the messages' own
-                # packets, each was sent again.
+                # packets, each was sent again. rxe counts no timer expiries: rto is
+                # the retries no NAK that moved the completer started (an estimate;
+                # a NAK during a retry starts none).
                 st.update(tx_pkts=d["sent_pkts"], retransmits=max(0, d["sent_pkts"] - pkts),
                           naks_rcvd=d["rcvd_seq_err"],
                           rto=max(0, d["completer_retry_err"] - d["rcvd_seq_err"]))
