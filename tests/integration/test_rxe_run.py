@@ -2,8 +2,9 @@
 rdma_rxe hosts in Mininet, their agents on the rxe provider, and the DCQCN shim
 (hosts.roce.rxe_dcqcn). In the pair phase two senders share the switch's port
 toward one receiver, the switch marks CE, the receiver's shim sends CNPs and the
-senders' shims cut their QPs' rates (tc HTB classes); every phase delivers the
-bytes that were sent. Skips where rxe hosts cannot run (no rdma_rxe: this
+senders' shims cut their QPs' rates (tc HTB classes), feeding DCQCN's byte
+counter from those classes' counters; every phase delivers the bytes that
+were sent. Skips where rxe hosts cannot run (no rdma_rxe: this
 machine); the guest VM runs it (vm/guest-tests.sh).
 """
 
@@ -42,6 +43,10 @@ def test_quick_run_on_rxe_hosts_and_the_shim_slowing_senders_on_ce(tmp_path: Pat
         assert cnps and cuts, host
         assert min(rates) < 0.9 * line_bps, host
         assert end["cnps_rcvd"] == len(cnps)
+        # DCQCN's byte counter followed the QP's HTB class (read at each CNP at least)
+        bc = next(e for e in evs if e["event"] == "agent_end")["dcqcn_byte_counter"]
+        assert bc["source"] == "htb_class" and bc["fallback"] is None, bc
+        assert bc["reads"] >= 1 and bc["bytes"] > 0, bc
     # the receiver's shim counted the CE marks it answered
     rx = [e for e in _events(run, "pair", "h3") if e["event"] == "flow_end"]
     assert sum(e["qp"]["cnps_sent"] for e in rx) > 0
