@@ -1096,7 +1096,7 @@ class Agent:
 
     def _register_rxe_qps(self) -> None:
         """Every connected QP with the shim (CNPs for its CE marks; its rate, when it
-        has a rate controller), then the device counters' baseline."""
+        has a rate controller), then the class and device counters' baselines."""
         from hosts.roce.rxe_dcqcn import ShimError
         from hosts.roce.verbs import QPState
 
@@ -1107,6 +1107,9 @@ class Agent:
                                           qp.rate_controller)
                 except ShimError as e:
                     raise AgentError(f"rxe host {self.spec.host}: DCQCN shim: {e}") from e
+        # The class counters' baseline, taken before the traffic: the first dump
+        # also loads pyroute2's class parsers, which must not delay the first CNP.
+        self.shim.byte_counter.read(now_ns())
         from hosts.roce.rxe_provider import read_hw_counters
 
         self._device_base = read_hw_counters(self.ctx.device)
