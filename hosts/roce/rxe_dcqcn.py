@@ -31,7 +31,7 @@ presets as the udp provider (hosts/roce/dcqcn.py):
   its remaining bytes at the class's rate after the previous read, but at
   least ``CLASS_READ_MIN_NS`` (10 ms) after it. A QP at line rate runs no
   byte counter and costs no reads. A dump of a host's four classes takes
-  5 ms in the guest VM under TCG (measured), hence the floor. With the
+  5-10 ms in the guest VM under TCG (measured), hence the floor. With the
   agent's poll interval (5 ms, ``hosts.agent.RXE_POLL_NS``) an event is seen
   at most about 15 ms after the packet that crosses it, 7.5 kB at 4 Mb/s,
   1.5 us of modelled time at slowdown 10000 (roce-basics' quick profile),
@@ -306,7 +306,7 @@ class ReactionPoint:
 # the byte counter, from the QPs' HTB classes
 
 # The fewest nanoseconds between two reads of the class counters: one netlink
-# dump of the interface's classes takes 5 ms of emulated CPU under TCG.
+# dump of the interface's classes takes 5-10 ms of emulated CPU under TCG.
 CLASS_READ_MIN_NS = 10_000_000
 
 
