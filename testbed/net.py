@@ -144,45 +144,49 @@ def rps_mask(cpus: Iterable[int]) -> str:
     return ",".join([f"{words[-1]:x}"] + [f"{w:08x}" for w in reversed(words[:-1])])
 
 
-def keep_flows_in_order(net: Any, cpus: Iterable[int] | None = None,
-                        sysfs: Path = Path("/sys/class/net")) -> list[str]:
-    """Steer the receive work of every interface of ``net`` (switch ports and
-    hosts) by flow hash (RPS over ``cpus``, default the CPUs this process may
-    use), so a flow's frames stay in one CPU's backlog, in order, as a NIC's
-    receive queue keeps them. Without it a veth hands each frame to the
+def keep_links_in_order(net: Any, cpus: Iterable[int] | None = None,
+                        sysfs: Path = Path("/sys/class/net")) -> dict[str, int]:
+    """Hand every interface's received frames (switch ports and hosts) to one
+    CPU's backlog (RPS, the interfaces taking ``cpus`` in turn; default the
+    CPUs this process may use), so a link delivers its frames in the order
+    they were sent, as a wire does. Without it a veth hands each frame to the
     backlog of the CPU that sent it; a host's HTB qdisc sends from whichever
-    CPU its timer fires on, and while a real-time process holds one CPU its
-    backlog waits (ksoftirqd is not real-time), so later frames of the same
-    flow overtook earlier ones through the other CPU by up to ~30 ms, and
-    every overtaking cost a go-back-N round (experiments/README.md,
-    reflex-cases). Root-namespace nodes are written in ``sysfs``; a
-    namespaced host from its own shell, whose /sys Mininet mounted for its
-    namespace (the runner's shows only the initial namespace's interfaces).
-    Returns the interfaces set; raises RuntimeError naming the node if one
-    fails."""
-    mask = rps_mask(sorted(os.sched_getaffinity(0)) if cpus is None else cpus)
-    done: list[str] = []
+    CPU its timer fires on, and while a real-time process held one CPU its
+    backlog waited (ksoftirqd is not real-time), so later frames of a flow
+    overtook earlier ones through the other CPU by up to ~30 ms, and every
+    overtaking cost a go-back-N round (experiments/README.md, reflex-cases).
+    One CPU per interface rather than one per flow: frames of different flows
+    on one link stay in order too (the verdict's ``switch_ingress_order``).
+    Root-namespace nodes are written in ``sysfs``; a namespaced host from its
+    own shell, whose /sys Mininet mounted for its namespace (the runner's
+    shows only the initial namespace's interfaces). Returns each interface's
+    CPU; raises RuntimeError naming the node if one fails."""
+    order = sorted(os.sched_getaffinity(0)) if cpus is None else list(cpus)
+    if not order:
+        raise ValueError("keep_links_in_order: no CPU")
+    done: dict[str, int] = {}
     for node in (*net.switches, *net.hosts):
         names = [i.name for i in node.intfList() if i.name != "lo"]
         if not names:
             continue
+        cpu = {n: order[(len(done) + k) % len(order)] for k, n in enumerate(names)}
         if not getattr(node, "inNamespace", False):
             for name in names:
                 queues = sorted((sysfs / name / "queues").glob("rx-*"))
                 if not queues:
-                    raise RuntimeError(f"keep_flows_in_order({node.name}): no receive queue "
+                    raise RuntimeError(f"keep_links_in_order({node.name}): no receive queue "
                                        f"of {name} under {sysfs}")
                 for q in queues:
-                    (q / "rps_cpus").write_text(mask + "\n")
-            done += names
-            continue
-        writes = " && ".join(f"for q in /sys/class/net/{n}/queues/rx-*; do "
-                             f"echo {mask} > $q/rps_cpus || exit 1; done" for n in names)
-        out = node.cmd(f"( {writes} ) 2>&1; echo rc=$?").strip()
-        if not out.endswith("rc=0"):
-            raise RuntimeError(f"keep_flows_in_order({node.name}): setting rps_cpus on "
-                               f"{', '.join(names)} failed: {out}")
-        done += names
+                    (q / "rps_cpus").write_text(rps_mask([cpu[name]]) + "\n")
+        else:
+            writes = " && ".join(f"for q in /sys/class/net/{n}/queues/rx-*; do "
+                                 f"echo {rps_mask([cpu[n]])} > $q/rps_cpus || exit 1; done"
+                                 for n in names)
+            out = node.cmd(f"( {writes} ) 2>&1; echo rc=$?").strip()
+            if not out.endswith("rc=0"):
+                raise RuntimeError(f"keep_links_in_order({node.name}): setting rps_cpus on "
+                                   f"{', '.join(names)} failed: {out}")
+        done.update(cpu)
     return done
 
 

@@ -1066,12 +1066,12 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
                             shape_host(h, conv.link_bps, burst)
                         prog.line(f"hosts: an HTB qdisc at {conv.link_bps / 1e6:g} Mb/s on "
                                   f"each host's interface (burst {burst} B)")
-                        # The qdisc sends from any CPU: keep each flow's frames in order.
-                        from testbed.net import keep_flows_in_order
+                        # The qdisc sends from any CPU: keep each link's frames in order.
+                        from testbed.net import keep_links_in_order
 
-                        steered = keep_flows_in_order(net)
-                        prog.line(f"receive steering by flow (RPS) on {len(steered)} "
-                                  "interfaces")
+                        steered = keep_links_in_order(net)
+                        prog.line(f"receive steering (RPS): each of {len(steered)} interfaces "
+                                  f"to one CPU, so links keep their order")
                     if measured is not None and len(hosts) > 1:
                         measured["base_rtt"] = measure_base_rtt(hosts[0], hosts[-1])
                         prog.line(f"base RTT {hosts[0].name}-{hosts[-1].name}: "

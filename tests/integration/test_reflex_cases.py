@@ -27,8 +27,9 @@ def test_quick_reflex_run_matches_the_paper(tmp_path: Path) -> None:
         png = out / "plots" / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # The regular flow never changes queue: the network delivers it in order
-    # (the hosts' qdiscs send from either CPU; receive steering keeps a flow
-    # on one), so its receiver discards nothing and asks for no go-back-N.
+    # (the hosts' qdiscs send from either CPU; receive steering hands each
+    # link's frames to one), so its receiver discards nothing and asks for no
+    # go-back-N.
     for phase in ("case1-reflex", "case2-reflex"):
         ends = [json.loads(line) for line in
                 (out / "phases" / phase / "h3.events.jsonl").read_text().splitlines()

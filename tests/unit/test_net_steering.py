@@ -1,6 +1,7 @@
-"""Receive steering by flow (testbed.net.keep_flows_in_order): every switch
-port and host interface gets the same RPS mask, root-namespace nodes through
-sysfs, namespaced hosts from their own shells; failures name the node."""
+"""Receive steering (testbed.net.keep_links_in_order): every switch port and
+host interface hands its frames to one CPU's backlog, the interfaces taking
+the CPUs in turn; root-namespace nodes through sysfs, namespaced hosts from
+their own shells; failures name the node."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.net import keep_flows_in_order, rps_mask
+from testbed.net import keep_links_in_order, rps_mask
 
 
 @dataclass
@@ -59,27 +60,30 @@ def test_rps_mask_covers_the_cpus_in_words_of_32() -> None:
         rps_mask([-1])
 
 
-def test_switch_ports_and_hosts_steer_by_flow_over_the_given_cpus(tmp_path: Path) -> None:
-    sysfs = _sysfs(tmp_path, ["s1-eth1", "s1-eth2"], queues=2)
-    s1 = _Node("s1", ["lo", "s1-eth1", "s1-eth2"], inNamespace=False)
+def test_each_interface_gets_one_cpu_in_turn(tmp_path: Path) -> None:
+    sysfs = _sysfs(tmp_path, ["s1-eth1", "s1-eth2", "s1-eth3"], queues=2)
+    s1 = _Node("s1", ["lo", "s1-eth1", "s1-eth2", "s1-eth3"], inNamespace=False)
     h1 = _Node("h1", ["h1-eth0"], inNamespace=True)
-    done = keep_flows_in_order(_Net([s1], [h1]), cpus=[0, 1], sysfs=sysfs)
-    assert done == ["s1-eth1", "s1-eth2", "h1-eth0"]
-    for n in ("s1-eth1", "s1-eth2"):
-        for q in ("rx-0", "rx-1"):
-            assert (sysfs / n / "queues" / q / "rps_cpus").read_text() == "3\n"
+    h2 = _Node("h2", ["h2-eth0"], inNamespace=True)
+    done = keep_links_in_order(_Net([s1], [h1, h2]), cpus=[0, 1], sysfs=sysfs)
+    assert done == {"s1-eth1": 0, "s1-eth2": 1, "s1-eth3": 0, "h1-eth0": 1, "h2-eth0": 0}
+    for n, mask in (("s1-eth1", "1"), ("s1-eth2", "2"), ("s1-eth3", "1")):
+        for q in ("rx-0", "rx-1"):   # every receive queue of the interface
+            assert (sysfs / n / "queues" / q / "rps_cpus").read_text() == mask + "\n"
     # a namespaced host's interfaces are set from its own shell (its own /sys),
     # in a subshell, so a failure does not end the host's shell
-    [c] = h1.commands
-    assert c.startswith("( for q in /sys/class/net/h1-eth0/queues/rx-*; do ")
-    assert "echo 3 > $q/rps_cpus || exit 1; done ) 2>&1; echo rc=$?" in c
+    assert h1.commands == ["( for q in /sys/class/net/h1-eth0/queues/rx-*; do "
+                           "echo 2 > $q/rps_cpus || exit 1; done ) 2>&1; echo rc=$?"]
+    assert "echo 1 > $q/rps_cpus" in h2.commands[0]
 
 
 def test_a_node_that_cannot_be_set_is_named(tmp_path: Path) -> None:
     s1 = _Node("s1", ["s1-eth9"], inNamespace=False)
     with pytest.raises(RuntimeError, match=r"s1.*no receive queue of s1-eth9"):
-        keep_flows_in_order(_Net([s1], []), cpus=[0], sysfs=_sysfs(tmp_path, []))
+        keep_links_in_order(_Net([s1], []), cpus=[0], sysfs=_sysfs(tmp_path, []))
     h2 = _Node("h2", ["h2-eth0"], inNamespace=True,
                reply="bash: /sys/class/net/h2-eth0/queues/rx-0/rps_cpus: Permission denied\nrc=1")
     with pytest.raises(RuntimeError, match=r"h2.*h2-eth0.*Permission denied"):
-        keep_flows_in_order(_Net([], [h2]), cpus=[0], sysfs=tmp_path)
+        keep_links_in_order(_Net([], [h2]), cpus=[0], sysfs=tmp_path)
+    with pytest.raises(ValueError, match="no CPU"):
+        keep_links_in_order(_Net([], []), cpus=[])
