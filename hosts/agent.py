@@ -964,7 +964,11 @@ class _Collective:
             self._start_next()
 
     def _report(self) -> None:
-        """Per sending QP: counters, pacing lateness, DCQCN state (fidelity, CNPs)."""
+        """Per sending QP: counters, pacing lateness, DCQCN state (fidelity, CNPs);
+        on an rxe host also the device's counters over the phase (all QPs: rxe
+        counts per device)."""
+        if self.agent.shim is not None:
+            self.agent.log.emit("device_counters", counters=self.agent.rxe_device_counters())
         if self.spec.scheme == "epic":
             # one report per group QP that sent (AllReduce: the first alone)
             for i, qp in enumerate(self.comm.qps):
@@ -1150,6 +1154,15 @@ class Agent:
                           out_of_seq=d["out_of_seq_request"])
         st["device_counters"] = int(final and alone)
         return st
+
+    def rxe_device_counters(self) -> dict[str, int]:
+        """The host's rxe device counters (every one the device has) since its QPs
+        were connected: the phase's traffic of all of the host's QPs together."""
+        from hosts.roce.rxe_provider import read_hw_counters
+
+        now = read_hw_counters(self.ctx.device)
+        return {k: v - self._device_base.get(k, 0) for k, v in now.items()
+                if k != "lifespan"}     # lifespan: the counters' cache time, not a count
 
     def qp_stats(self, qp: Any) -> dict[str, int]:
         """A collective QP's counters: the udp provider's own; on rxe, the
