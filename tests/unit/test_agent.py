@@ -507,19 +507,22 @@ def test_scheduled_message_specs_are_checked() -> None:
 def test_an_epic_rank_reports_the_group_qps_that_sent_on_either_provider() -> None:
     """The end-of-collective report has one pacer_report per group QP that sent
     (the AllReduce group's always): the udp provider counts a QP's packets, an
-    rxe QP only its work requests, and neither may break the report."""
+    rxe QP only its work requests, and neither may break the report. On an rxe
+    host the device's counters over the phase come first."""
     from types import SimpleNamespace
 
     from hosts.agent import _Collective
 
     emitted: list[tuple[str, dict[str, Any]]] = []
     log = SimpleNamespace(emit=lambda ev, **kw: emitted.append((ev, kw)))
-    agent: Any = SimpleNamespace(log=log, qp_stats=lambda qp: dict(qp.stats))
     spec = CollectiveSpec(rank=0, size=2, count=64, dtype="int32", scheme="epic",
                           epic={"switch_ip": "10.255.0.1", "qpn": 0x100, "gid": 0})
-    for stats in ([{"tx_pkts": 5}, {"tx_pkts": 0}, {"tx_pkts": 3}],          # udp provider
-                  [{"send_wrs": 2, "recv_wrs": 2}, {"send_wrs": 0, "recv_wrs": 0},
-                   {"send_wrs": 1, "recv_wrs": 0}]):                        # rxe provider
+    device = {"sent_pkts": 9, "rcvd_pkts": 8}
+    for stats, shim in (([{"tx_pkts": 5}, {"tx_pkts": 0}, {"tx_pkts": 3}], None),  # udp
+                        ([{"send_wrs": 2, "recv_wrs": 2}, {"send_wrs": 0, "recv_wrs": 0},
+                          {"send_wrs": 1, "recv_wrs": 0}], SimpleNamespace())):     # rxe
+        agent: Any = SimpleNamespace(log=log, qp_stats=lambda qp: dict(qp.stats), shim=shim,
+                                     rxe_device_counters=lambda: dict(device))
         worker = object.__new__(_Collective)
         worker.agent, worker.spec = agent, spec
         worker.comm = SimpleNamespace(qps=[SimpleNamespace(stats=s, pacer=None,
@@ -527,6 +530,8 @@ def test_an_epic_rank_reports_the_group_qps_that_sent_on_either_provider() -> No
                                            for s in stats])
         emitted.clear()
         worker._report()
+        if shim is not None:
+            assert emitted.pop(0) == ("device_counters", {"counters": device})
         assert [(ev, kw["flow"]) for ev, kw in emitted] == [
             ("pacer_report", "rank0-epic"), ("pacer_report", "rank0-epic-g2")]
         assert emitted[1][1]["qp"] == stats[2]
