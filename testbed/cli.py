@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -231,6 +233,23 @@ def _check_can_run(opts: Any) -> None:
         sys.exit(1)
 
 
+@contextmanager
+def _stopped_runs_exit(after: str = "") -> Iterator[None]:
+    """Exit as a stopped command when a command of several runs is stopped:
+    Ctrl-C (130) or SIGTERM during a run (RunTerminated, 143); ``after``
+    is added to the message."""
+    from testbed.runner import RunTerminated
+
+    try:
+        yield
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted: network torn down{after}", err=True)
+        sys.exit(130)
+    except RunTerminated as e:
+        click.echo(f"\nstopped: {e}{after}", err=True)
+        sys.exit(143)
+
+
 def _run_all(opts: Any) -> None:
     from testbed.experiment import discover
     from testbed.runner import REPO_ROOT
@@ -246,16 +265,8 @@ def _run_all(opts: Any) -> None:
     load_start = os.getloadavg()
     click.echo(f"running {len(names)} experiments{' (quick profile)' if opts.quick else ''} "
                f"into {root}: {', '.join(names)}")
-    from testbed.runner import RunTerminated
-
-    try:
+    with _stopped_runs_exit():
         runs = run_suite(names, root, opts, progress=prog)
-    except KeyboardInterrupt:
-        click.echo("\ninterrupted: network torn down", err=True)
-        sys.exit(130)
-    except RunTerminated as e:
-        click.echo(f"\nstopped: {e}", err=True)
-        sys.exit(143)
     click.echo(format_table(runs, prog.elapsed))
     write_record(root / "suite.json", runs, prog.elapsed,
                  "testbed run all" + (" --quick" if opts.quick else ""), load_start)
@@ -344,16 +355,8 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
         load_start = os.getloadavg()
         click.echo(f"running {', '.join(to_run)} ({profile or 'quick'} profile"
                    f"{f', {repeat} runs each' if repeat > 1 else ''}) into {out_dir / 'runs'}")
-        from testbed.runner import RunTerminated
-
-        try:
+        with _stopped_runs_exit("; no report written"):
             done = run_suite(to_run, out_dir / "runs", opts, repeat=repeat, progress=prog)
-        except KeyboardInterrupt:
-            click.echo("\ninterrupted: network torn down; no report written", err=True)
-            sys.exit(130)
-        except RunTerminated as e:
-            click.echo(f"\nstopped: {e}; no report written", err=True)
-            sys.exit(143)
         click.echo(format_table(done, prog.elapsed))
         write_record(out_dir / "runs" / "suite.json", done, prog.elapsed,
                      f"testbed report --profile {profile or 'quick'}", load_start)
@@ -627,22 +630,15 @@ def bench_hosts_cmd(only: str | None, start_mbps: float, ceiling_mbps: float, fl
     if resolution <= 0 or seconds <= 0:
         raise click.UsageError("--resolution and --seconds must be positive")
     from testbed.bench_hosts import format_report, hosts_bench
-    from testbed.runner import RunTerminated
 
     kinds = (only,) if only else ("lone_qp", "pair")
-    try:
+    with _stopped_runs_exit():
         rep = hosts_bench(kinds, start_mbps=start_mbps, floor_mbps=floor_mbps,
                           ceiling_mbps=ceiling_mbps, resolution=resolution, seconds=seconds,
                           interpreter=interpreter, qdisc_ahead=qdisc_ahead,
                           switch_backend=switch_backend, warmup_packets=warmup_packets,
                           out_dir=Path(out_dir) if out_dir else None,
                           echo=lambda line: click.echo(line, err=True))
-    except KeyboardInterrupt:
-        click.echo("\ninterrupted: network torn down", err=True)
-        sys.exit(130)
-    except RunTerminated as e:
-        click.echo(f"\nstopped: {e}", err=True)
-        sys.exit(143)
     if as_json:
         click.echo(json.dumps(rep, indent=2))
     else:

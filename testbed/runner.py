@@ -83,7 +83,7 @@ from testbed.experiment import (
     plan_to_dict,
     repo_path,
 )
-from testbed.fidelity import evaluate_fidelity, verdict_text
+from testbed.fidelity import evaluate_fidelity, rx_out_of_order, verdict_text
 from testbed.owned import this_process_record
 
 __all__ = ["RunError", "RunTerminated", "RunOptions", "run", "check_environment", "replot", "default_out_dir",
@@ -748,8 +748,6 @@ def merge_switch_stats(per_switch: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 for s in per_switch.values())
     if not any(per_switch.values()):
         return {}
-    from testbed.fidelity import rx_out_of_order
-
     merged: dict[str, Any] = {
         "lag_us": {"samples": n, "mean": total / n if n else 0.0,
                    "max": max((s.get("lag_us", {}).get("max", 0)

@@ -60,7 +60,20 @@ def test_interpreter_missing_or_invalid(monkeypatch: pytest.MonkeyPatch) -> None
     assert JobSpec.from_json(_job("auto").to_json()).interpreter == "auto"
 
 
-@pytest.mark.skipif(shutil.which("pypy3") is None, reason="pypy3 is not installed")
+needs_pypy = pytest.mark.skipif(shutil.which("pypy3") is None, reason="pypy3 is not installed")
+
+
+def _under_pypy(code: str) -> list[str]:
+    """What ``code`` prints under pypy3 with the repository importable, split
+    into words; the run must succeed."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run(["pypy3", "-c", code], capture_output=True, text=True, env=env,
+                         cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+@needs_pypy
 def test_flow_agent_imports_under_pypy() -> None:
     """The agent, the udp provider and the warm-up load on PyPy (Python 3.9,
     no numpy), and the flow pattern is the same there as here."""
@@ -71,18 +84,14 @@ def test_flow_agent_imports_under_pypy() -> None:
             "hosts.roce.warmup; from hosts.agent_spec import FlowSpec; "
             "s = FlowSpec('f', 'sender', '10.0.0.3', 1000, 3, seed=7); "
             "print(hashlib.sha256(a.flow_pattern(s)).hexdigest(), 'numpy' in sys.modules)")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = subprocess.run(["pypy3", "-c", code], capture_output=True, text=True, env=env,
-                         cwd=REPO, timeout=120)
-    assert out.returncode == 0, out.stderr
+    digest, numpy_loaded = _under_pypy(code)
     import hashlib
 
-    digest, numpy_loaded = out.stdout.split()
     assert digest == hashlib.sha256(flow_pattern(spec)).hexdigest()
     assert numpy_loaded == "False"
 
 
-@pytest.mark.skipif(shutil.which("pypy3") is None, reason="pypy3 is not installed")
+@needs_pypy
 def test_a_shaped_qp_sends_under_pypy() -> None:
     """A QP paced by its HTB class sends from a socket carrying the class as
     its packet priority; PyPy 3.9's socket module has no SO_PRIORITY, which
@@ -93,11 +102,7 @@ def test_a_shaped_qp_sends_under_pypy() -> None:
             "ok = p.send(49152, '127.0.0.1', r.getsockname()[1], [b'x' * 64], 0, priority=5); "
             "s = p._tx_prio[(49152, 5)]; "
             "print(ok, s.getsockopt(socket.SOL_SOCKET, SO_PRIORITY), len(r.recv(2048)))")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = subprocess.run(["pypy3", "-c", code], capture_output=True, text=True, env=env,
-                         cwd=REPO, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["True", "5", "64"]
+    assert _under_pypy(code) == ["True", "5", "64"]
 
 
 def test_warm_up_delivers_messages() -> None:

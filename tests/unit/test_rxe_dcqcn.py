@@ -254,9 +254,10 @@ def test_byte_counter_follows_the_qps_class_counter() -> None:
     assert a.bytes_to_increase() == 10 and bc.bytes_fed == 42_000 + 30_524
 
 
-def test_byte_counter_counts_bytes_before_a_cut_before_it() -> None:
-    """Bytes the class sent before a CNP are read before the cut, so they do
-    not count toward the recovery after it."""
+def _one_qp_cut_at_1ms() -> tuple[ReactionPoint, Dcqcn, int, FakeShaper, ClassByteCounter]:
+    """One connectx QP whose class counter a ClassByteCounter has read at 0
+    (0 bytes), cut by a CNP at 1 ms: the reaction point, its controller, its
+    class, the fake shaper and the counter."""
     rp = ReactionPoint()
     a = dcqcn("connectx")
     ca = rp.register(0x77, 0xC001, a)
@@ -264,6 +265,13 @@ def test_byte_counter_counts_bytes_before_a_cut_before_it() -> None:
     bc = ClassByteCounter(rp, shaper)
     bc.read(0)
     rp.on_cnp(Arrival("cnp", "10.0.3.1", "10.0.1.1", 0x77), 1 * MS)
+    return rp, a, ca, shaper, bc
+
+
+def test_byte_counter_counts_bytes_before_a_cut_before_it() -> None:
+    """Bytes the class sent before a CNP are read before the cut, so they do
+    not count toward the recovery after it."""
+    rp, a, ca, shaper, bc = _one_qp_cut_at_1ms()
     rp.changed()
     shaper.counts[ca] = 30_000                       # sent after the first cut
     # a second CNP, after the rate-reduce monitor period: a second cut
@@ -275,13 +283,7 @@ def test_byte_counter_counts_bytes_before_a_cut_before_it() -> None:
 
 
 def test_byte_counter_falls_back_when_the_classes_cannot_be_read() -> None:
-    rp = ReactionPoint()
-    a = dcqcn("connectx")
-    ca = rp.register(0x77, 0xC001, a)
-    shaper = FakeShaper({ca: 0})
-    bc = ClassByteCounter(rp, shaper)
-    bc.read(0)
-    rp.on_cnp(Arrival("cnp", "10.0.3.1", "10.0.1.1", 0x77), 1 * MS)
+    _rp, _a, _ca, shaper, bc = _one_qp_cut_at_1ms()
     shaper.error = "tc class counters on h1-eth0: No such device"
     bc.read(2 * MS)
     assert bc.fallback == shaper.error and not bc.active and bc.next_read_ns() is None
