@@ -16,6 +16,10 @@ the wire (all through netlink, pyroute2):
 - accept_local on the interface (arriving packets carry a source address that
   is local here) and reverse-path filtering off (its reverse path is local).
 
+The rxe device itself is made and deleted through the kernel's RDMA netlink
+(testbed.rdma_netlink, also pyroute2), so a failure names the device and the
+netdev with the kernel's errno text.
+
 Set up in :meth:`RxeHost.config`, undone in :meth:`RxeHost.terminate` (the
 veth, its addresses, routes and rxe device go with the link; the rules, which
 name the interface, and the machine-wide rp_filter are restored here).
@@ -28,6 +32,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from mininet.log import warn
 from mininet.node import Host
 
 from switches.soft.node import offload_off_command
@@ -50,8 +55,9 @@ def rxe_device_name(host: str) -> str:
 
 
 def rxe_in_mininet_reason() -> str | None:
-    """Why Mininet rxe hosts cannot run here, or None: rdma_rxe loadable, pyverbs,
-    the rdma tool, pyroute2 and root."""
+    """Why Mininet rxe hosts cannot run here, or None: root, pyroute2 (routing and
+    the RDMA netlink), pyverbs, rdma_rxe loadable and, once it is loaded, a
+    NETLINK_RDMA socket that opens."""
     import os
 
     if os.geteuid() != 0:
@@ -64,8 +70,10 @@ def rxe_in_mininet_reason() -> str | None:
         import pyverbs  # noqa: F401
     except ImportError:
         return "pyverbs missing (apt-get install python3-pyverbs)"
-    if shutil.which("rdma") is None:
-        return "the rdma tool is missing (apt-get install iproute2)"
+    try:
+        from testbed.rdma_netlink import rdma_netlink_reason
+    except ImportError as e:        # a pyroute2 without the netlink classes used
+        return f"testbed.rdma_netlink does not import: {e}"
     if not Path("/sys/module/rdma_rxe").exists():
         modprobe = _modprobe()
         if modprobe is None:
@@ -76,7 +84,8 @@ def rxe_in_mininet_reason() -> str | None:
         if r.returncode != 0:
             return ("this kernel has no rdma_rxe module (use the guest VM: testbed vm run -- "
                     "testbed run ... --hosts rxe)")
-    return None
+        return None             # the RDMA core comes with it; its socket cannot open before
+    return rdma_netlink_reason()
 
 
 def _modprobe() -> str | None:
@@ -179,15 +188,16 @@ class RxeHost(Host):
                 raise RxeHostError(f"rxe host {self.name}: {step}: {e}") from e
 
     def _add_rxe(self, ifname: str) -> None:
+        from testbed.rdma_netlink import RdmaNetlinkError, add_rxe_link
+
         dev = rxe_device_name(self.name)
         modprobe = _modprobe()
         if not Path("/sys/module/rdma_rxe").exists() and modprobe is not None:
             subprocess.run([modprobe, "rdma_rxe"], capture_output=True)
-        r = subprocess.run(["rdma", "link", "add", dev, "type", "rxe", "netdev", ifname],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RxeHostError(f"rxe host {self.name}: rdma link add {dev} type rxe netdev "
-                               f"{ifname}: {r.stderr.strip() or r.stdout.strip()}")
+        try:
+            add_rxe_link(dev, ifname)
+        except RdmaNetlinkError as e:
+            raise RxeHostError(f"rxe host {self.name}: {e}") from e
         self.rxe_device = dev
 
     def terminate(self) -> None:
@@ -197,9 +207,16 @@ class RxeHost(Host):
             super().terminate()
 
     def _undo(self) -> None:
+        from testbed.rdma_netlink import RdmaNetlinkError, delete_link
+
         if self.rxe_device is not None:
-            # Gone already if the link was deleted first (rxe follows its netdev).
-            subprocess.run(["rdma", "link", "delete", self.rxe_device], capture_output=True)
+            # Gone already (False) if the link was deleted first: rxe follows its netdev.
+            try:
+                delete_link(self.rxe_device)
+            except RdmaNetlinkError as e:
+                # Said, not raised: Mininet's stop() terminates the hosts in a loop
+                # that an exception would cut short, leaving the others' rules behind.
+                warn(f"rxe host {self.name}: {e}\n")
             self.rxe_device = None
         if self._rules:
             from pyroute2 import IPRoute

@@ -12,7 +12,7 @@ Set-up (root, initial network namespace)::
 
     apt-get install python3-pyverbs          # rdma-core, libibverbs, the rxe provider
     modprobe rdma_rxe
-    rdma link add rxe0 type rxe netdev eth0
+    rdma link add rxe0 type rxe netdev eth0  # or: python3 -m testbed.rdma_netlink add rxe0 eth0
     ctx = RxeContext("10.0.0.1")             # or RxeContext(netdev="eth0")
 
 Device discovery finds rxe devices in /sys/class/infiniband and reads each one's GID

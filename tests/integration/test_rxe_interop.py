@@ -78,16 +78,17 @@ def rxe_device(link: dict[str, str]) -> Iterator[str]:
             shutil.which("modprobe") is None
             or _run("modprobe", "rdma_rxe", check=False).returncode != 0):
         pytest.skip("no rdma_rxe kernel module here (the guest VM has it)")
-    if shutil.which("rdma") is None:
-        pytest.skip("no rdma tool (apt-get install iproute2)")
+    from testbed.rdma_netlink import RdmaNetlinkError, add_rxe_link, delete_link
+
     dev = f"rxi{link['far'][4:]}"
-    r = _run("rdma", "link", "add", dev, "type", "rxe", "netdev", link["far"], check=False)
-    if r.returncode != 0:
-        pytest.skip(f"rdma link add failed: {r.stderr.strip()}")
+    try:
+        add_rxe_link(dev, link["far"])
+    except RdmaNetlinkError as e:
+        pytest.skip(str(e))
     try:
         yield dev
     finally:
-        _run("rdma", "link", "delete", dev, check=False)
+        delete_link(dev)
 
 
 def _far_context(kind: str, request: pytest.FixtureRequest, link: dict[str, str]) -> Any:
