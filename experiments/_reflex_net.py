@@ -30,7 +30,7 @@ QDEPTH_REGISTER = "MyEgress.qdepth_max"
 # on the shared 2-core machine (load average ~2): reflex-partial at r = 0,
 # senders late 6.6-10.7% of their sends at 40 Mb/s against 6.1-7.8% at
 # 20 Mb/s, delivered fraction 0.87 against 0.86.
-QUICK_LINK_MBPS = 40.0
+QUICK_LINK_MBPS = 80.0
 
 
 @dataclass(frozen=True)
