@@ -447,6 +447,24 @@ def test_modelled_time_never_runs_backwards() -> None:
     assert [e["deq_timedelta"] for e in eg] == [0, PKT_US]
 
 
+def test_frames_the_clock_has_passed_are_counted_per_ingress_port() -> None:
+    # A frame read after a later-stamped one (another CPU delivered it late)
+    # enters the queues at the later time: counted once its shift exceeds its
+    # own time on the ingress link, with the largest shift.
+    sw, clock = _rated_switch()
+    ctl(sw, f"set_port_rate_bps {len(FRAME) * 8 * 1_000_000 // PKT_US} 1")
+    t0 = clock.t
+    with sw.lock:
+        sw.forward_at(1, FRAME, t0 + 1000)
+        sw.forward_at(1, FRAME, t0 + 1000 - PKT_US // 2)    # within a frame time: not counted
+        sw.forward_at(1, FRAME, t0 + 700)
+        sw.forward_at(2, FRAME, t0 + 400)                   # no rate on port 2: any shift counts
+        sw.forward_at(1, FRAME, t0 + 1200)
+    stats = sw.stats()
+    assert stats["rx_behind_clock"] == {"1": 1, "2": 1}
+    assert stats["rx_behind_clock_max_us"] == {"1": 300, "2": 600}
+
+
 def test_release_until_a_past_time_keeps_later_arrivals_unqueued() -> None:
     # The data path last looked at the sockets at t0 + 100 and was then
     # descheduled until t0 + 5000; a frame arrived at t0 + 300.

@@ -162,6 +162,12 @@ class SoftSwitch:
         self.tx_bytes: Counter[int] = Counter()
         self.drops: Counter[str] = Counter()
         self.events: Counter[str] = Counter()
+        # Frames given to forward_at with an arrival time the queues' clock had
+        # already passed by more than the frame's own time on the ingress link
+        # (so they enter the queues later than the wire delivered them, and
+        # bunched), per ingress port, with the largest such shift (us).
+        self.rx_behind_clock: Counter[int] = Counter()
+        self.rx_behind_clock_max_us: dict[int, int] = {}
         self.last_error: str | None = None  # the latest per-packet exception, for tests/logs
         # port -> callable taking the frame: frames egressing that port go there
         self.port_handlers: dict[int, Callable[[bytes], None]] = {}
@@ -386,6 +392,9 @@ class SoftSwitch:
         fed in arrival order, the result does not depend on when the
         frames were read. A time earlier than one already used is taken as
         that one (time never runs backwards in the queues)."""
+        behind = self._floor - int(arrived_us)
+        if behind > 0:
+            self._note_behind(port, len(data), behind)
         self._at = self._advance_to(arrived_us)
         try:
             out = self.dequeue_ready() if self.tm.total else []
@@ -393,6 +402,17 @@ class SoftSwitch:
         finally:
             self._at = None
         return out
+
+    def _note_behind(self, port: int, length: int, behind_us: int) -> None:
+        p = self.tm.ports.get(port)
+        rate = p.rate_bps if p is not None and p.rate_bps > 0 else self.tm.default_port_bps
+        # Within a frame time the shift is the replay's own granularity; on
+        # links without a rate any shift counts.
+        if rate > 0 and behind_us * rate <= length * 8e6:
+            return
+        self.rx_behind_clock[port] += 1
+        if behind_us > self.rx_behind_clock_max_us.get(port, 0):
+            self.rx_behind_clock_max_us[port] = behind_us
 
     def release_until(self, t_us: int) -> list[tuple[int, bytes]]:
         """``dequeue_ready()`` as of ``t_us`` (the ``now_us`` base): what
@@ -434,6 +454,9 @@ class SoftSwitch:
             "tx_bytes": {str(p): n for p, n in sorted(self.tx_bytes.items())},
             "drops": dict(sorted(self.drops.items())),
             "events": dict(sorted(self.events.items())),
+            "rx_behind_clock": {str(p): n for p, n in sorted(self.rx_behind_clock.items())},
+            "rx_behind_clock_max_us": {str(p): n for p, n in
+                                       sorted(self.rx_behind_clock_max_us.items())},
             "queued": self.tm.total,
             "queues": self.tm.stats(),
         }
