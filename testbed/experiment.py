@@ -192,6 +192,10 @@ class FidelityLimits:
     switch_lag_max_us: float = 50_000.0  # worst sampled wait
     kernel_drops: int = 0                # frames the kernel dropped before the switch read them
     ingress_out_of_order: int = 0        # frames a switch port received out of order
+    # frames the switch's queues took more than a frame time after they
+    # arrived (a late CPU delivered them), as a fraction of those received:
+    # bunched like a late pacer's packets, so limited alike
+    arrivals_behind_clock_fraction: float = 0.05
     pacing_late_fraction: float = 0.05   # sends later than one packet time, per sender
     host_tx_drops: int = 0               # datagrams a host's socket refused
     # A port whose offered load is at most its rate must not queue this many

@@ -26,6 +26,13 @@ testbed.experiment.FidelityLimits):
   order, which a wire never does, and a receiver's go-back-N pays for every
   such overtaking with a resend (e.g. per-CPU receive backlogs overtaking
   each other; the runner steers receive work by flow to prevent it);
+- ``switch_arrival_timing``: the fraction of frames a soft switch's queues
+  took later than the kernel had received them, by more than the frame's own
+  time on the ingress link (``rx_behind_clock`` of the switch statistics):
+  the frame reached the switch after a later-stamped one (another CPU's
+  receive backlog delivered it late) had moved the queues' clock, so it
+  entered bunched with the frames behind it, like a late packet of a host's
+  pacer; limited as the hosts' lateness is (``arrivals_behind_clock_fraction``);
 - ``switch_sampling``: the switch statistics poller ran without error and took samples;
 - ``host_pacing_late_fraction``: per sender, packets sent later than allowed;
 - ``host_tx_drops``: datagrams a host's socket refused, or its line-rate
@@ -48,7 +55,7 @@ from typing import Any
 from testbed.experiment import RunPlan
 
 __all__ = ["PASS", "FAIL", "NOT_MEASURED", "evaluate_fidelity", "verdict_text", "offered_load",
-           "rx_out_of_order"]
+           "rx_out_of_order", "arrivals_behind_clock"]
 
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
 
@@ -143,6 +150,21 @@ def _ce_marks_toward(data: Any, plan: RunPlan, phase_name: str) -> dict[int, int
     return out
 
 
+def arrivals_behind_clock(stats: dict[str, Any]) -> tuple[int, int, int] | None:
+    """(frames taken behind the queues' clock, frames received, largest shift
+    in us) of a switch's statistics (or a fabric's pooled ones); None where
+    they do not say (BMv2, a switch of an older version)."""
+    if "rx_behind_clock" in stats:
+        return (int(stats["rx_behind_clock"]), int(stats.get("rx_frames", 0)),
+                int(stats.get("rx_behind_clock_max_us", 0)))
+    sw = stats.get("switch")
+    if not isinstance(sw, dict) or "rx_behind_clock" not in sw:
+        return None
+    return (sum(int(v) for v in sw["rx_behind_clock"].values()),
+            sum(int(v) for v in sw.get("rx", {}).values()),
+            max((int(v) for v in sw.get("rx_behind_clock_max_us", {}).values()), default=0))
+
+
 def rx_out_of_order(stats: dict[str, Any]) -> int | None:
     """Frames a switch's ports (or a fabric's pooled switches) received out
     of order, from its statistics; None where they do not say (BMv2, a
@@ -183,6 +205,8 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
     kdrops = 0
     out_of_order = 0
     order_known = True
+    behind, behind_rx, behind_max = 0, 0, 0
+    behind_known = True
     poll_samples = 0
     poll_errors: list[str] = []
     senders: list[dict[str, Any]] = []
@@ -213,6 +237,13 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
                 order_known = False
             else:
                 out_of_order += ooo_a - (ooo_b or 0)
+            bc_a, bc_b = arrivals_behind_clock(a), arrivals_behind_clock(b)
+            if bc_a is None:
+                behind_known = False
+            else:
+                behind += bc_a[0] - (bc_b[0] if bc_b else 0)
+                behind_rx += bc_a[1] - (bc_b[1] if bc_b else 0)
+                behind_max = max(behind_max, bc_a[2])   # largest over the run so far
         poll_samples += int(data.stats.get("poller_samples", 0) or 0)
         if data.stats.get("poller_error"):
             poll_errors.append(f"{p.name}: {data.stats['poller_error']}")
@@ -277,6 +308,21 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
             checks["switch_ingress_order"] = _check(NOT_MEASURED, None,
                                                     lim.ingress_out_of_order, why=why)
             not_measured["switch_ingress_order"] = why
+        if behind_known and behind_rx > 0:
+            frac = behind / behind_rx
+            checks["switch_arrival_timing"] = _check(
+                _le(frac, lim.arrivals_behind_clock_fraction), round(frac, 5),
+                lim.arrivals_behind_clock_fraction, frames=behind, received=behind_rx,
+                max_shift_us=behind_max,
+                why=("frames the switch's queues took later than they arrived (another "
+                     "CPU delivered them after later frames): they entered bunched")
+                if behind else "")
+        else:
+            why = ("the switch did not report arrival timing (an older run)" if not behind_known
+                   else "the switch received no frames")
+            checks["switch_arrival_timing"] = _check(
+                NOT_MEASURED, None, lim.arrivals_behind_clock_fraction, why=why)
+            not_measured["switch_arrival_timing"] = why
         if poll_errors or poll_samples == 0:
             checks["switch_sampling"] = _check(
                 FAIL, poll_samples, ">= 1 sample, no error", errors=poll_errors,
@@ -288,6 +334,8 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
         unmeasured("switch_lag_max_us", "processing-lag statistics", lim.switch_lag_max_us)
         unmeasured("switch_kernel_drops", "kernel-drop statistics", lim.kernel_drops)
         unmeasured("switch_ingress_order", "receive-order statistics", lim.ingress_out_of_order)
+        unmeasured("switch_arrival_timing", "arrival-timing statistics",
+                   lim.arrivals_behind_clock_fraction)
         unmeasured("switch_sampling", "statistics to sample", ">= 1 sample")
 
     if hosts == "rxe":

@@ -83,7 +83,12 @@ from testbed.experiment import (
     plan_to_dict,
     repo_path,
 )
-from testbed.fidelity import evaluate_fidelity, rx_out_of_order, verdict_text
+from testbed.fidelity import (
+    arrivals_behind_clock,
+    evaluate_fidelity,
+    rx_out_of_order,
+    verdict_text,
+)
 from testbed.owned import this_process_record
 
 __all__ = ["RunError", "RunTerminated", "RunOptions", "run", "check_environment", "replot", "default_out_dir",
@@ -741,8 +746,8 @@ def _phase_jobs(phase: PhasePlan, pdir: Path, provider: str = "udp") -> dict[str
 def merge_switch_stats(per_switch: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The statistics of a fabric's switches as one switch's, for the fidelity
     checks: processing-lag samples pooled (count, weighted mean, maximum),
-    kernel drops and frames received out of order summed; per-port figures
-    stay per switch."""
+    kernel drops, frames received out of order and frames taken behind the
+    queues' clock summed; per-port figures stay per switch."""
     n = sum(s.get("lag_us", {}).get("samples", 0) for s in per_switch.values())
     total = sum(s.get("lag_us", {}).get("mean", 0) * s.get("lag_us", {}).get("samples", 0)
                 for s in per_switch.values())
@@ -756,6 +761,12 @@ def merge_switch_stats(per_switch: dict[str, dict[str, Any]]) -> dict[str, Any]:
     ooo = [rx_out_of_order(s) for s in per_switch.values()]
     if ooo and all(v is not None for v in ooo):
         merged["rx_out_of_order"] = sum(v for v in ooo if v is not None)
+    behind = [arrivals_behind_clock(s) for s in per_switch.values()]
+    if behind and all(b is not None for b in behind):
+        known = [b for b in behind if b is not None]
+        merged["rx_behind_clock"] = sum(b[0] for b in known)
+        merged["rx_frames"] = sum(b[1] for b in known)
+        merged["rx_behind_clock_max_us"] = max(b[2] for b in known)
     return merged
 
 

@@ -238,21 +238,31 @@ def _switch_stats(port_drops: int = 0, qmax: int = 2, drops: dict[str, int] | No
                   lag: tuple[int, int, int, int] = (100, 10, 200, 30),
                   kernel_drops: int = 0, poller_samples: int = 60,
                   poller_error: str | None = None, out_of_order: int | None = 0,
+                  behind_clock: int | None = 0,
                   host_qdiscs: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
     """``out_of_order``: frames port 1 received out of order during the
-    phase (None: a switch that does not count them)."""
+    phase (None: a switch that does not count them); ``behind_clock``: frames
+    of port 1, of the phase's 1000, the queues took behind their clock (None:
+    a switch that does not count them)."""
     def snap(mean: int, samples: int, qd: int, dr: dict[str, int], kd: int,
-             ooo: int | None) -> dict[str, Any]:
+             ooo: int | None, rx: int, behind: int | None) -> dict[str, Any]:
         ports = {n: {"rx_frames": 100} if ooo is None else
                  {"rx_frames": 100, "rx_out_of_order": ooo if n == "1" else 0}
                  for n in ("1", "2", "3")}
+        sw: dict[str, Any] = {"drops": dr, "queues": {"3": {"queues": [{"depth": 0,
+                                                                          "drops": qd}]}},
+                              "rx": {"1": rx, "3": rx // 10}}
+        if behind is not None:
+            sw["rx_behind_clock"] = {"1": behind} if behind else {}
+            sw["rx_behind_clock_max_us"] = {"1": 2000} if behind else {}
         return {"lag_us": {"mean": mean, "samples": samples, "max": 900}, "kernel_drops": kd,
-                "ports": ports,
-                "switch": {"drops": dr, "queues": {"3": {"queues": [{"depth": 0, "drops": qd}]}}}}
+                "ports": ports, "switch": sw}
 
-    return {"before": snap(lag[0], lag[1], 0, {}, 0, None if out_of_order is None else 7),
+    return {"before": snap(lag[0], lag[1], 0, {}, 0, None if out_of_order is None else 7,
+                           1000, None if behind_clock is None else 5),
             "after": snap(lag[2], lag[3], port_drops, drops or {}, kernel_drops,
-                          None if out_of_order is None else 7 + out_of_order),
+                          None if out_of_order is None else 7 + out_of_order, 1909,
+                          None if behind_clock is None else 5 + behind_clock),
             "qdepth_max": {"3": qmax}, "poller_samples": poller_samples,
             "poller_error": poller_error,
             **({"host_qdiscs": host_qdiscs} if host_qdiscs is not None else {})}

@@ -86,6 +86,28 @@ def test_frames_a_switch_port_received_out_of_order_make_a_run_unfaithful(
     assert "switch_ingress_order" in _fidelity(bmv2, target="bmv2")["not_measured"]
 
 
+def test_frames_taken_behind_the_switch_clock_are_limited_like_late_sends(
+        tmp_path: Path) -> None:
+    # Each phase received 909 frames (1000 -> 1909 on port 1, 100 -> 190 on 3).
+    f = _fidelity(tmp_path, behind_clock=20)      # 20 of 999 per phase: 2%
+    c = f["checks"]["switch_arrival_timing"]
+    assert f["ok"] and c["status"] == "pass"
+    assert c["value"] == pytest.approx(20 / 999, abs=1e-5) and c["frames"] == 60
+    assert c["received"] == 2997 and c["max_shift_us"] == 2000
+    other = tmp_path / "other"
+    other.mkdir()
+    f = _fidelity(other, behind_clock=60)         # 6% of the frames: bunched like late sends
+    assert f["failed"] == ["switch_arrival_timing"]
+    assert "switch_arrival_timing: 0.06006 (limit 0.05)" in f["text"]
+    older = tmp_path / "older"
+    older.mkdir()
+    f = _fidelity(older, behind_clock=None)       # a switch that did not count them
+    assert f["ok"] and "switch_arrival_timing" in f["not_measured"]
+    bmv2 = tmp_path / "bmv2"
+    bmv2.mkdir()
+    assert "switch_arrival_timing" in _fidelity(bmv2, target="bmv2")["not_measured"]
+
+
 def test_a_fabric_pools_its_switches_frames_out_of_order() -> None:
     from testbed.runner import merge_switch_stats
 
@@ -96,6 +118,23 @@ def test_a_fabric_pools_its_switches_frames_out_of_order() -> None:
 
     assert merge_switch_stats({"leaf1": sw(1), "spine1": sw(2)})["rx_out_of_order"] == 6
     assert "rx_out_of_order" not in merge_switch_stats({"leaf1": sw(1), "spine1": sw(None)})
+
+
+def test_a_fabric_pools_its_switches_frames_behind_the_clock() -> None:
+    from testbed.fidelity import arrivals_behind_clock
+    from testbed.runner import merge_switch_stats
+
+    def sw(behind: dict[str, int] | None, max_us: int = 0) -> dict[str, Any]:
+        s: dict[str, Any] = {"rx": {"1": 100, "2": 50}}
+        if behind is not None:
+            s["rx_behind_clock"] = behind
+            s["rx_behind_clock_max_us"] = {p: max_us for p in behind}
+        return {"lag_us": {"samples": 1, "mean": 1, "max": 1}, "kernel_drops": 0, "switch": s}
+
+    merged = merge_switch_stats({"leaf1": sw({"1": 3}, 700), "spine1": sw({"2": 1, "1": 2}, 900)})
+    assert arrivals_behind_clock(merged) == (6, 300, 900)
+    assert "rx_behind_clock" not in merge_switch_stats({"leaf1": sw({"1": 3}),
+                                                        "spine1": sw(None)})
 
 
 def test_frames_a_host_qdisc_dropped_make_a_run_unfaithful(tmp_path: Path) -> None:
