@@ -192,18 +192,40 @@ def case1_head_intervals(p: Params) -> float:
     """Intervals the flexible flow must run alone so that, by the paper's rule,
     it can be low in every exploit phase while the short regular flow runs.
 
-    Alone it gains (1 - alpha) x R per interval once it has its first estimate
-    (after the first warmup + measure, plus up to one cycle to synchronize).
-    Beside the regular flow (fair share R/2, 10% at low priority) a cycle costs
-    exploit x (alpha/2 - 0.1) - (warmup + measure) x (1 - alpha)/2 of R x T_int,
-    and each exploit phase needs alpha x R/2 x exploit in hand. The short flow
-    at the paper's 0.6 x 0.9 + 0.4 x 0.5 lasts short volume / 0.74."""
+    In units of the link's volume per interval (R x T_int), with the DRR
+    shares of the reflex scheme (high 0.9, low 0.1 of the link):
+
+    - Alone it gains (1 - alpha) per interval once it has its first estimate
+      (after up to one cycle to synchronize, then warmup + measure).
+    - The regular flow, at the paper's 0.6 x 0.9 + 0.4 x 0.5 = 0.74 of the
+      link, lasts D = short volume / 0.74 cycles, and a span of D cycles
+      touches at most n = ceil(D) + 1 exploit phases, wherever it begins.
+    - The first of them costs most when the regular flow arrives as it
+      begins: the flexible flow decided it, and is charged for it, by the
+      estimate it measured alone, the whole link. That phase needs alpha x
+      exploit in hand and costs exploit x (alpha - 0.1) (2.4 at 1:1:3); the
+      warmup and measure after it are still charged at alpha of the whole
+      link while the flow gets its half: (warmup + measure) x (alpha - 0.5)
+      (0.8). Only the measure phase beside the regular flow gives the
+      fair-share estimate R/2.
+    - Every later exploit phase is priced at R/2: it needs alpha/2 x exploit
+      in hand (1.35), and a cycle costs exploit x (alpha/2 - 0.1) -
+      (warmup + measure) x (1 - alpha)/2 (0.95).
+
+    So the budget at the first exploit phase beside the regular flow is the
+    first cycle's cost, then alpha/2 x exploit in hand for the last phase and
+    a cycle's cost for each of the n - 2 between. The worst arrival phase and
+    the longest synchronization are both counted, though one head start
+    never meets both, so this bounds what every start needs."""
     a, w, m, e = p.alpha, p.warmup, p.measure, p.exploit
     cycle = p.cycle_intervals
-    short_rate = (e * 0.9 + (w + m) * 0.5) / cycle
-    n = math.ceil(p.case1_short_cycles / short_rate) + 1   # cycles to cover
-    per_cycle = e * (a / 2 - 0.1) - (w + m) * (1 - a) / 2
-    need = a / 2 * e + max(0, n - 1) * per_cycle
+    low_w, high_w = SCHEMES["reflex"].weights or (0, 1)
+    low, high = low_w / (low_w + high_w), high_w / (low_w + high_w)
+    short_rate = (e * high + (w + m) * 0.5) / cycle
+    n = math.ceil(p.case1_short_cycles / short_rate) + 1   # exploit phases to cover (>= 2)
+    first = e * (a - low) + (w + m) * (a - 0.5)           # decided and charged alone
+    per_cycle = e * (a / 2 - low) - (w + m) * (1 - a) / 2
+    need = max(a * e, first + a / 2 * e + (n - 2) * per_cycle)
     gain = max(1e-9, 1 - a)
     return need / gain + (w + m) + cycle   # + first estimate + synchronization
 

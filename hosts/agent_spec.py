@@ -40,6 +40,7 @@ __all__ = [
     "CollectiveSpec",
     "JobSpec",
     "SpecError",
+    "MAX_FLOW_BYTES",
     "message_wire_bytes",
     "agent_interpreter",
     "DTYPES",
@@ -59,6 +60,17 @@ COLLECTIVE_OPS = ("all_reduce", "reduce_scatter", "all_gather", "reduce", "broad
 INTERPRETERS = ("auto", "pypy", "python")
 PROVIDERS = ("udp", "rxe")
 AGENT_PYPY_ENV = "TESTBED_AGENT_PYPY"   # overrides the pypy3 executable
+
+
+# The most bytes one flow carries. A message's index travels in its immediate
+# data below the flag bit of a flow's last message (hosts.agent.FINAL_IMM, bit
+# 31), and the transport refuses messages of 2^31 bytes or more: below 2^31
+# bytes in total, every index and message fits at any message size. Nothing
+# else is 32-bit (PSNs and MSNs wrap by design; buffer addresses and counters
+# are Python ints). Memory is the other bound: both ends hold the whole flow
+# (the sender its data, the receiver its landing buffer), so a host needs
+# about this much per flow it sends or receives.
+MAX_FLOW_BYTES = (1 << 31) - 1
 
 
 class SpecError(ValueError):
@@ -190,8 +202,10 @@ class FlowSpec:
             raise SpecError(f"flow {self.flow}: role must be 'sender' or 'receiver'")
         if self.msg_bytes < 1 or self.count < 1 or self.window < 1:
             raise SpecError(f"flow {self.flow}: msg_bytes, count and window must be >= 1")
-        if self.msg_bytes * self.count > 1 << 30:
-            raise SpecError(f"flow {self.flow}: more than 1 GiB in total")
+        if self.msg_bytes * self.count > MAX_FLOW_BYTES:
+            raise SpecError(f"flow {self.flow}: {self.msg_bytes} x {self.count} bytes, more "
+                            f"than a flow may carry ({MAX_FLOW_BYTES} bytes: message "
+                            "indexes and lengths are 31-bit)")
         if self.rate_bps is not None and self.rate_bps <= 0:
             raise SpecError(f"flow {self.flow}: rate_bps must be positive")
         if not 0 <= self.job_id <= 0xFF:

@@ -17,8 +17,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hosts.agent import collective_bound, collective_expected, collective_input, flow_pattern
+from hosts.agent import (
+    FINAL_IMM,
+    collective_bound,
+    collective_expected,
+    collective_input,
+    flow_pattern,
+    same_bytes,
+)
 from hosts.agent_spec import (
+    MAX_FLOW_BYTES,
     CollectiveSpec,
     FlowSpec,
     JobSpec,
@@ -124,6 +132,34 @@ def test_flow_and_collective_specs_are_validated() -> None:
         JobSpec.from_dict({"host": "h1", "ip": "x", "flows": [{"flow": "f", "oops": 1}]})
     with pytest.raises(SpecError, match="not JSON"):
         JobSpec.from_json("{")
+
+
+def test_a_flow_carries_up_to_2_gib_less_one_byte() -> None:
+    # The bound is checked, not allocated: specs are plain data.
+    assert _flow(msg_bytes=65536, count=32767).total_bytes == MAX_FLOW_BYTES - 65535
+    assert _flow(msg_bytes=MAX_FLOW_BYTES, count=1).total_bytes == MAX_FLOW_BYTES
+    assert _flow(msg_bytes=1, count=MAX_FLOW_BYTES).count == MAX_FLOW_BYTES
+    with pytest.raises(SpecError, match=r"flow f: 65536 x 32768 bytes, more than a flow "
+                                        r"may carry \(2147483647 bytes"):
+        _flow(msg_bytes=65536, count=32768)
+    with pytest.raises(SpecError, match="31-bit"):
+        _flow("receiver", msg_bytes=1 << 31, count=1)
+    # Why: the last message's index (count - 1, at one byte per message) stays
+    # below the flag bit that marks a flow's last message in its immediate data.
+    assert (MAX_FLOW_BYTES - 1) & FINAL_IMM == 0
+
+
+def test_received_bytes_are_compared_a_chunk_at_a_time() -> None:
+    a = bytes(range(256)) * 40
+    b = bytearray(a)
+    assert same_bytes(b, a, len(a), chunk=1000)
+    b[-1] ^= 1                                  # in the last, partial chunk
+    assert not same_bytes(b, a, len(a), chunk=1000)
+    assert same_bytes(b, a, len(a) - 1, chunk=1000)   # beyond n: not compared
+    b[-1] ^= 1
+    b[2500] ^= 0x80                             # in a middle chunk
+    assert not same_bytes(b, a, len(a), chunk=1000)
+    assert not same_bytes(b[:100], a, 101)      # shorter than n
 
 
 def test_both_ends_derive_the_same_data() -> None:

@@ -13,17 +13,80 @@ from plot_checks import assert_plots
 from ring_runs import write_plan
 
 from experiments import reflex_cases as rc
+from hosts.agent_spec import MAX_FLOW_BYTES
+from hosts.reflex.flexible import Cycle, FlexibleFlow, FlexibleParams, Phase
 
 T0 = 10**12
 
 
 def test_case1_head_start_follows_the_papers_budget_rule() -> None:
     # Quick: the short regular flow (2 cycles of volume at 0.74 of the link)
-    # spans up to 3 cycles, plus one: 4 exploit phases. The first needs
-    # 0.9 x 0.5 x 3 = 1.35 intervals of link volume in hand, each further one
-    # 3 x (0.45 - 0.1) - 2 x 0.05 = 0.95; alone the flow gains 0.1 per
-    # interval: 42 intervals, + 2 for the first estimate + 5 to synchronize.
-    assert rc.case1_head_intervals(rc.Params.quick()) == pytest.approx(49.0)
+    # spans up to 3 cycles, plus one: 4 exploit phases. The first is decided
+    # and charged by the estimate of the flow alone (the whole link): it
+    # costs 3 x (0.9 - 0.1) = 2.4 intervals of link volume and the warmup and
+    # measure after it 2 x (0.9 - 0.5) = 0.8. The last needs 0.9 x 0.5 x 3 =
+    # 1.35 in hand, each of the two between 3 x (0.45 - 0.1) - 2 x 0.05 =
+    # 0.95: 6.45; alone the flow gains 0.1 per interval: 64.5 intervals, + 2
+    # for the first estimate + 5 to synchronize. (Pricing the first phase at
+    # the fair half too gave 49.)
+    assert rc.case1_head_intervals(rc.Params.quick()) == pytest.approx(71.5)
+    # Full: 8 cycles of volume span up to 11 cycles, plus one: 12 phases.
+    assert rc.case1_head_intervals(rc.Params()) == pytest.approx(
+        (3.2 + 1.35 + 10 * 0.95) / 0.1 + 7)
+
+
+def _low_in_every_exploit_phase(p: rc.Params, head: float, offset: float) -> bool:
+    """The paper's algorithm (hosts.reflex.flexible) on an ideal fluid link:
+    the flexible flow starts ``offset`` intervals into a cycle and has the
+    link alone for ``head`` intervals; then the regular flow (Case 1's short
+    volume) gets 0.9 of it while the flexible flow is low and half while it
+    is high. Whether the flexible flow was low throughout every exploit
+    phase the regular flow saw."""
+    t_int = 1_000_000                       # ns; the link carries 1 byte/ns
+    steps = 20                              # fluid steps per interval
+    dt = t_int // steps
+    cycle = Cycle(t_int_ns=t_int, warmup=p.warmup, measure=p.measure, exploit=p.exploit)
+    start = 10 * cycle.length_ns + round(offset * steps) * dt
+    flow = FlexibleFlow(FlexibleParams(alpha=p.alpha), cycle, start)
+    arrive = start + round(head * steps) * dt
+    left = p.case1_short_cycles * p.cycle_intervals * t_int   # the regular flow's bytes
+    delivered, t = 0.0, start
+    while left > 0:
+        low = flow.update(t, int(delivered)).low
+        if t >= arrive:
+            if cycle.phase(t) is Phase.EXPLOIT and not low:
+                return False
+            share = 0.1 if low else 0.5
+            left -= (1 - share) * dt
+        else:
+            share = 1.0                     # alone: the whole link in either queue
+        delivered += share * dt
+        t += dt
+    return True
+
+
+def test_case1_head_start_covers_the_regular_flow_on_an_ideal_link() -> None:
+    # Wherever the flexible flow starts in the cycle (and so wherever the
+    # regular flow arrives), the derived head start keeps it low in every
+    # exploit phase the regular flow sees; pricing the first of them at the
+    # fair half (49 intervals) does not.
+    p = rc.Params.quick()
+    head = rc.case1_head_intervals(p)
+    offsets = [k / 2 for k in range(2 * p.cycle_intervals)]
+    assert all(_low_in_every_exploit_phase(p, head, o) for o in offsets)
+    assert not all(_low_in_every_exploit_phase(p, 49.0, o) for o in offsets)
+
+
+def test_the_full_profiles_plan_builds_with_its_head_start() -> None:
+    # The full profile's flexible flow in Case 1 (head start, the regular
+    # flow's lifetime, one interval) carries more than 1 GiB.
+    p = rc.Params()
+    plan = rc.plan(p)
+    flex = next(f for ph in plan.phases if ph.name == "case1-reflex"
+                for j in ph.jobs.values() for f in j.flows
+                if f.flow == "flex" and f.role == "sender")
+    assert 1 << 30 < flex.total_bytes <= MAX_FLOW_BYTES
+    assert plan.info["case1_head_intervals"] == pytest.approx(147.5)
 
 
 def test_plan_configures_the_papers_switch_and_every_scheme() -> None:
@@ -58,7 +121,7 @@ def test_plan_configures_the_papers_switch_and_every_scheme() -> None:
     flex = sender("case1-reflex", "flex")
     assert flex.flexible["alpha"] == 0.9 and flex.flexible["t_int_us"] == pytest.approx(0.625e6)
     # head starts in intervals (the paper's rule), whatever the clock
-    assert sender("case1-reflex", "regular").start_delay_s == pytest.approx(49 * 0.625)
+    assert sender("case1-reflex", "regular").start_delay_s == pytest.approx(71.5 * 0.625)
     assert sender("case2-reflex", "flex").start_delay_s == pytest.approx(5 * 0.625)
     assert sender("case1-weighted-9:1", "flex").dscp == 8
     assert sender("case1-weighted-9:1", "flex").flexible is None
