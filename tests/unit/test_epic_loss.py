@@ -61,3 +61,11 @@ def test_analysis_of_a_recorded_run(tmp_path: Path) -> None:
     assert s["relative_at_1pct"] == pytest.approx(0.25, abs=1e-3)
     assert s["bit_exact"] is True and s["timeouts"] == [0, 6]
     assert s["model"][1] == pytest.approx(0.99 ** 2, abs=1e-4)
+
+
+def test_quick_runs_the_claims_loss_on_faster_links_with_the_papers_timeout() -> None:
+    q, full = ex.Params.quick(), ex.Params()
+    assert q.loss_list() == [0.0, 0.01] and q.ranks == full.ranks == 8
+    # the same modelled NIC and timeout; a timeout takes half the wall time
+    assert q.nic_gbps == full.nic_gbps == 100.0
+    assert q.link_mbps == 2 * full.link_mbps
