@@ -73,6 +73,7 @@ from hosts.roce.constants import ROCE_UDP_PORT, tag_sport
 from hosts.roce.dcqcn import DEFAULT_PRESET, Dcqcn, DcqcnParams
 from hosts.roce.pacing import DEFAULT_BURST_BYTES, HostLine, Pacer
 from hosts.roce.rate import FixedRate
+from hosts.roce.receive_lag import threshold_ns as receive_lag_threshold_ns
 from hosts.roce.verbs import (
     CQ,
     MR,
@@ -167,6 +168,28 @@ def same_bytes(a: bytes | bytearray, b: bytes | bytearray, n: int,
     va, vb = memoryview(a), memoryview(b)
     return all(va[i:min(n, i + chunk)].tobytes() == vb[i:min(n, i + chunk)].tobytes()
                for i in range(0, n, chunk))
+
+
+class _FlowEnd:
+    """A finished flow's ``flow_end`` event, logged once the phase's agents
+    are all done: its digest, and on the receiver the comparison with what
+    was sent, hash hundreds of MB, which holds the CPU for a good part of a
+    second; during the phase this agent would read no frame meanwhile (its
+    ACKs and CNPs late, hosts/roce/receive_lag.py), and a real-time agent
+    would starve the others."""
+
+    def __init__(self, log: EventLog, name: str, sender: bool, buf: bytearray,
+                 nbytes: int, expect: FlowSpec | None, event: dict[str, Any]) -> None:
+        self._args = (log, name, sender, buf, nbytes, expect, event)
+
+    def log(self) -> None:
+        log, name, sender, buf, nbytes, expect, event = self._args
+        event["sha256"] = hashlib.sha256(memoryview(buf)[:nbytes]).hexdigest()
+        if expect is not None:
+            event["bytes_ok"] = same_bytes(buf, flow_pattern(expect), nbytes)
+        log.emit("flow_end", **event)
+        if expect is not None and not event["bytes_ok"]:
+            raise AgentError(f"flow {name}: received bytes differ from what was sent")
 
 
 def collective_input(spec: CollectiveSpec, rank: int, iteration: int) -> np.ndarray:
@@ -313,6 +336,7 @@ class _Flow:
         self.agent = agent
         self.spec = spec
         self.name = spec.flow
+        self._end: _FlowEnd | None = None     # flow_end, logged after the phase
         ctx = agent.ctx
         self.pd = ctx.alloc_pd()
         self.cq: CQ = ctx.create_cq()
@@ -563,7 +587,6 @@ class _Flow:
         extra: dict[str, Any] = {}
         # A flow that ended early compares the messages it delivered.
         delivered = self.completed * self.spec.msg_bytes
-        digest = hashlib.sha256(memoryview(self.buf)[:delivered]).hexdigest()
         if self.sender:
             assert self.rc is not None
             if self.pacer is not None:     # rxe hosts have none: tc HTB paces
@@ -573,21 +596,24 @@ class _Flow:
             extra["cnps_rcvd"] = self.rc.cnps
             if self.flex is not None:
                 extra["flexible"] = {"low_s": self.flex.low_ns / 1e9, **self._flex_state()}
-        else:
-            extra["bytes_ok"] = same_bytes(self.buf, flow_pattern(self.spec), delivered)
         if self.end_count < self.spec.count:
             extra["partial"] = {"messages": self.end_count, "of": self.spec.count,
                                 "delivered_fraction": self.end_count / self.spec.count}
-        self.agent.log.emit("flow_end", t_ns=now, flow=self.name, role=self.spec.role,
-                            bytes=delivered, count=self.completed,
-                            t_start_ns=self.t_start, duration_s=(now - self.t_start) / 1e9,
-                            qp=dict(self.stats(final=True)), sha256=digest, **extra)
+        self._end = _FlowEnd(self.agent.log, self.name, self.sender, self.buf, delivered,
+                             None if self.sender else self.spec,
+                             dict(t_ns=now, flow=self.name, role=self.spec.role,
+                                  bytes=delivered, count=self.completed,
+                                  t_start_ns=self.t_start,
+                                  duration_s=(now - self.t_start) / 1e9,
+                                  qp=dict(self.stats(final=True)), **extra))
         if not self.sender and self.agent.spec.rendezvous_dir:
             d = self.agent.rdv / FINISHED_DIR   # for the senders that stop after this flow
             d.mkdir(parents=True, exist_ok=True)
             (d / self.name).write_text(str(now))
-        if not self.sender and not extra["bytes_ok"]:
-            raise AgentError(f"flow {self.name}: received bytes differ from what was sent")
+
+    def finalize(self) -> None:
+        if self._end is not None:
+            self._end.log()
 
     def progress(self) -> tuple[int, int]:
         return self.completed, self.end_count
@@ -612,6 +638,7 @@ class _MessagePool:
     ``qp`` empty: the counters are in the per-connection reports)."""
 
     def __init__(self, agent: Agent, spec: FlowSpec) -> None:
+        self._end: _FlowEnd | None = None     # flow_end, logged after the phase
         if agent.shim is not None:
             raise AgentError(f"flow {spec.flow}: messages on a schedule (arrivals_s) run on "
                              "the udp provider only")
@@ -826,15 +853,17 @@ class _MessagePool:
             extra["pool"] = {"qps": len(self.qps), "waited": self.waited,
                              "wait_max_s": self.wait_max_ns / 1e9,
                              "post_late_max_s": self.post_late_max_ns / 1e9}
-        else:
-            extra["bytes_ok"] = same_bytes(self.buf, flow_pattern(self.spec), len(self.buf))
         delivered = self.completed * self.spec.msg_bytes
-        log.emit("flow_end", t_ns=now, flow=self.name, role=self.spec.role, bytes=delivered,
-                 count=self.completed, t_start_ns=self.t_start,
-                 duration_s=(now - self.t_start) / 1e9, qp={},
-                 sha256=hashlib.sha256(self.buf).hexdigest(), **extra)
-        if not self.sender and not extra["bytes_ok"]:
-            raise AgentError(f"flow {self.name}: received bytes differ from what was sent")
+        self._end = _FlowEnd(log, self.name, self.sender, self.buf, len(self.buf),
+                             None if self.sender else self.spec,
+                             dict(t_ns=now, flow=self.name, role=self.spec.role,
+                                  bytes=delivered, count=self.completed,
+                                  t_start_ns=self.t_start,
+                                  duration_s=(now - self.t_start) / 1e9, qp={}, **extra))
+
+    def finalize(self) -> None:
+        if self._end is not None:
+            self._end.log()
 
     def progress(self) -> tuple[int, int]:
         return self.completed, self.end_count
@@ -1255,6 +1284,9 @@ class Agent:
         # Logged at the common instant (the same on every agent), with how late
         # this agent woke up for it.
         self.log.emit("start", t_ns=t0, barrier=b_size, late_ns=max(0, now_ns() - t0))
+        rx_lag = getattr(self.ctx.engine.provider, "receive_lag", None)
+        if rx_lag is not None:
+            rx_lag.reset(now_ns(), receive_lag_threshold_ns(self.ctx.scale.slowdown))
         for w in works:
             w.start(t0)
         done_barrier = _DoneBarrier(self.rdv / "done", b_rank, b_size)
@@ -1322,9 +1354,16 @@ class Agent:
                 dl = wake
             if isinstance(dl, int) and dl > now:
                 self._wait(dl)
+        # The flows' digests and byte checks, now that no agent measures.
+        for w in works:
+            fin = getattr(w, "finalize", None)
+            if fin is not None:
+                fin()
         extra: dict[str, Any] = {}
         if shim is not None:
             extra["dcqcn_byte_counter"] = shim.byte_counter_report()
+        if rx_lag is not None:
+            extra["receive_lag"] = rx_lag.as_dict(now_ns())
         self.log.emit("agent_end", ok=True, engine=engine.summary(), **extra)
 
     def close(self) -> None:

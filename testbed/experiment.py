@@ -197,6 +197,9 @@ class FidelityLimits:
     # bunched like a late pacer's packets, so limited alike
     arrivals_behind_clock_fraction: float = 0.05
     pacing_late_fraction: float = 0.05   # sends later than one packet time, per sender
+    # share of the time an agent ran with its oldest unread frame older than a
+    # feedback interval of the modelled network (hosts/roce/receive_lag.py)
+    receive_behind_fraction: float = 0.05
     host_tx_drops: int = 0               # datagrams a host's socket refused
     # A port whose offered load is at most its rate must not queue this many
     # packets (None: judge its CE marks only); see testbed.fidelity.

@@ -35,6 +35,11 @@ testbed.experiment.FidelityLimits):
   pacer; limited as the hosts' lateness is (``arrivals_behind_clock_fraction``);
 - ``switch_sampling``: the switch statistics poller ran without error and took samples;
 - ``host_pacing_late_fraction``: per sender, packets sent later than allowed;
+- ``host_receive_lag``: per agent, the share of the time it ran during which
+  its oldest unread frame had waited longer than a feedback interval of the
+  modelled network (50 us, times the slowdown; hosts/roce/receive_lag.py):
+  a NIC ACKs and sends CNPs as frames arrive, a starved agent late, which
+  delays the congestion feedback (udp hosts; rxe hosts' kernel receives);
 - ``host_tx_drops``: datagrams a host's socket refused, or its line-rate
   qdisc dropped (``Topology.host_line_qdisc``);
 - ``congestion_without_overload`` (not measured on a leaf-spine fabric): a
@@ -210,6 +215,7 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
     poll_samples = 0
     poll_errors: list[str] = []
     senders: list[dict[str, Any]] = []
+    receivers: list[dict[str, Any]] = []
     host_reports = 0
     tx_drops = 0
     overload: list[dict[str, Any]] = []
@@ -259,6 +265,7 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
             if e.get("pacer"):
                 senders.append({"phase": p.name, "host": e["host"], "flow": e.get("flow", "?"),
                                 **e["pacer"]["lateness"]})
+        receivers += _receive_lags(data.all_events("agent_end"), p.name)
         for q in (data.stats.get("host_qdiscs") or {}).values():
             tx_drops += int(q.get("dropped", 0))
         marks = _ce_marks_toward(data, plan, p.name)
@@ -355,6 +362,25 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
         checks["host_pacing_late_fraction"] = _check(
             _le(worst["late_fraction"], lim.pacing_late_fraction), worst["late_fraction"],
             lim.pacing_late_fraction, worst=worst, per_sender=senders)
+    if hosts == "rxe":
+        why = "rxe hosts: the kernel receives, no agent's socket to wait in"
+        checks["host_receive_lag"] = _check(NOT_MEASURED, None, lim.receive_behind_fraction,
+                                            why=why)
+        not_measured["host_receive_lag"] = why
+    elif not receivers:
+        why = "no agent reported its receive lag (an older run, or a provider without one)"
+        checks["host_receive_lag"] = _check(NOT_MEASURED, None, lim.receive_behind_fraction,
+                                            why=why)
+        not_measured["host_receive_lag"] = why
+    else:
+        worst_r = max(receivers, key=lambda r: r["behind_fraction"])
+        checks["host_receive_lag"] = _check(
+            _le(worst_r["behind_fraction"], lim.receive_behind_fraction),
+            worst_r["behind_fraction"], lim.receive_behind_fraction,
+            worst=worst_r, per_agent=receivers,
+            why=("an agent read its frames late for longer than the limit: its ACKs and "
+                 "CNPs (the congestion feedback) left late") if worst_r["behind_fraction"]
+            > lim.receive_behind_fraction else "")
     if host_reports == 0:
         checks["host_tx_drops"] = _check(FAIL, None, lim.host_tx_drops,
                                          why="no host reported its counters")
@@ -383,6 +409,26 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
            "failed": failed, "not_measured": not_measured, "checks": checks,
            "warmup": warmup}
     out["text"] = verdict_text(out)
+    return out
+
+
+def _receive_lags(agent_ends: list[dict[str, Any]], phase: str) -> list[dict[str, Any]]:
+    """Per agent that reported ``receive_lag``: the share of the time it ran
+    during which its oldest unread frame was older than its threshold
+    (hosts/roce/receive_lag.py: a feedback interval of the modelled network)."""
+    out = []
+    for e in agent_ends:
+        rl = e.get("receive_lag")
+        if not rl or "behind_ns" not in rl:
+            continue
+        span = rl.get("span_ns", 0)
+        out.append({"phase": phase, "host": e.get("host", "?"),
+                    "behind_fraction": round(rl["behind_ns"] / span, 5) if span > 0 else 0.0,
+                    "behind_s": round(rl["behind_ns"] / 1e9, 4),
+                    "threshold_us": round(rl.get("threshold_ns", 0) / 1e3, 1),
+                    "max_us": round(rl.get("max_ns", 0) / 1e3, 1),
+                    "mean_us": round(rl.get("mean_ns", 0) / 1e3, 1),
+                    "batches": rl.get("batches", 0), "span_s": round(span / 1e9, 3)})
     return out
 
 

@@ -268,13 +268,29 @@ def _switch_stats(port_drops: int = 0, qmax: int = 2, drops: dict[str, int] | No
             **({"host_qdiscs": host_qdiscs} if host_qdiscs is not None else {})}
 
 
+def _agent_end(host: str, t_ns: int, stall_ms: float) -> dict[str, Any]:
+    from hosts.roce.receive_lag import ReceiveLag, threshold_ns
+
+    lag = ReceiveLag()
+    lag.reset(T0, threshold_ns(10.0))     # 0.5 ms
+    stall = int(stall_ms * 1e6)
+    before = max(T0, t_ns - stall)          # prompt reads until the stall began
+    for i in range(1, 1000):
+        lag.record(20_000, T0 + i * (before - T0) // 1000)
+    lag.record(stall, t_ns)
+    return {"event": "agent_end", "t_ns": t_ns, "host": host, "ok": True,
+            "receive_lag": lag.as_dict(t_ns)}
+
+
 def write_roce_basics_run(run_dir: Path, p: Any, *, single_goodput: float = 0.99,
                           pair_rates_mbps: tuple[tuple[float, float], ...] = ((2.0, 2.0),),
                           pair_queue_max: int = 10, loss_sha_mismatch: bool = False,
                           switch_kwargs: dict[str, Any] | None = None,
                           ce_marks: dict[str, int] | None = None, single_queue_max: int = 2,
-                          target: str = "soft") -> None:
+                          target: str = "soft", receive_stall_ms: float = 1.0) -> None:
     """A run directory as testbed.runner writes it, with made-up timelines.
+    ``receive_stall_ms``: each agent read its frames within 20 us but at its
+    end left its oldest frame waiting this long (behind a 0.5 ms threshold).
     ``ce_marks``: CE-marked packets each phase's receivers count (default:
     only the congested pair phase has marks). ``target="bmv2"``: what a BMv2
     run saves (no switch samples or counters)."""
@@ -305,7 +321,8 @@ def write_roce_basics_run(run_dir: Path, p: Any, *, single_goodput: float = 0.99
         d = run_dir / "phases" / name
         d.mkdir(parents=True)
         for host, evs in by_host.items():
-            evs = [{"event": "start", "t_ns": T0, "host": host}, *evs]
+            evs = [{"event": "start", "t_ns": T0, "host": host}, *evs,
+                   _agent_end(host, max(e["t_ns"] for e in evs) + 1, receive_stall_ms)]
             (d / f"{host}.events.jsonl").write_text(
                 "".join(json.dumps(e) + "\n" for e in sorted(evs, key=lambda e: e["t_ns"])))
         qmax = {"pair": pair_queue_max, "single": single_queue_max}.get(name, 2)

@@ -557,3 +557,27 @@ def test_agents_first_needs_realtime_agents() -> None:
 
     with pytest.raises(ExperimentError, match="realtime_agents_first needs realtime"):
         Topology(n_hosts=2, program="switches/p4/l3_router.p4", realtime_agents_first=True)
+
+
+def test_an_agent_that_read_its_frames_late_makes_a_run_unfaithful(tmp_path: Path) -> None:
+    f = _fidelity(tmp_path)               # one 1 ms wait per agent and phase: 0.5 ms behind
+    c = f["checks"]["host_receive_lag"]
+    assert f["ok"] and c["status"] == "pass" and len(c["per_agent"]) == 7  # every agent
+    assert c["worst"]["threshold_us"] == 500.0 and c["worst"]["behind_s"] == 0.0005
+    # a wait as long as a tenth of the longest agent's run, beyond the threshold
+    span_s = max(a["span_s"] for a in c["per_agent"])
+    stall = {"receive_stall_ms": 0.5 + 100 * span_s}
+    stalled = tmp_path / "stalled"
+    stalled.mkdir()
+    f = _fidelity(stalled, run=stall)
+    c = f["checks"]["host_receive_lag"]
+    assert f["failed"] == ["host_receive_lag"]
+    assert c["value"] >= 0.1 and c["worst"]["max_us"] >= 100 * span_s * 1e3
+    assert "host_receive_lag: " in f["text"]
+    # rxe hosts: the kernel receives, nothing of the agents' to judge
+    rxe = tmp_path / "rxe"
+    rxe.mkdir()
+    p = roce_basics.Params.quick()
+    write_roce_basics_run(rxe, p, **stall)
+    f = evaluate_fidelity(rxe, roce_basics.plan(p), "soft", hosts="rxe")
+    assert "host_receive_lag" in f["not_measured"]
