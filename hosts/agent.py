@@ -1284,7 +1284,8 @@ class Agent:
         # Logged at the common instant (the same on every agent), with how late
         # this agent woke up for it.
         self.log.emit("start", t_ns=t0, barrier=b_size, late_ns=max(0, now_ns() - t0))
-        rx_lag = getattr(self.ctx.engine.provider, "receive_lag", None)
+        # the udp provider's (an rxe engine has no provider: the kernel receives)
+        rx_lag = getattr(getattr(self.ctx.engine, "provider", None), "receive_lag", None)
         if rx_lag is not None:
             rx_lag.reset(now_ns(), receive_lag_threshold_ns(self.ctx.scale.slowdown))
         for w in works:
