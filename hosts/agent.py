@@ -49,6 +49,7 @@ spec is invalid or unreadable; 3 the agent's parent (the runner) is gone.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import gc
 import hashlib
@@ -168,6 +169,14 @@ def same_bytes(a: bytes | bytearray, b: bytes | bytearray, n: int,
     va, vb = memoryview(a), memoryview(b)
     return all(va[i:min(n, i + chunk)].tobytes() == vb[i:min(n, i + chunk)].tobytes()
                for i in range(0, n, chunk))
+
+
+def _log_flow_ends(works: list[Any]) -> None:
+    """Log the finished flows' flow_end events (each once)."""
+    for w in works:
+        fin = getattr(w, "finalize", None)
+        if fin is not None:
+            fin()
 
 
 class _FlowEnd:
@@ -612,8 +621,9 @@ class _Flow:
             (d / self.name).write_text(str(now))
 
     def finalize(self) -> None:
-        if self._end is not None:
-            self._end.log()
+        end, self._end = self._end, None
+        if end is not None:
+            end.log()
 
     def progress(self) -> tuple[int, int]:
         return self.completed, self.end_count
@@ -862,8 +872,9 @@ class _MessagePool:
                                   duration_s=(now - self.t_start) / 1e9, qp={}, **extra))
 
     def finalize(self) -> None:
-        if self._end is not None:
-            self._end.log()
+        end, self._end = self._end, None
+        if end is not None:
+            end.log()
 
     def progress(self) -> tuple[int, int]:
         return self.completed, self.end_count
@@ -1325,6 +1336,10 @@ class Agent:
             if now >= deadline:
                 state = ", ".join(f"{getattr(w, 'name', 'collective')}: {w.progress()[0]}/"
                                   f"{w.progress()[1]}" for w in works)
+                # the flows that did finish keep their flow_end in the record
+                # (a mismatch is in its bytes_ok; the timeout is the error)
+                with contextlib.suppress(AgentError):
+                    _log_flow_ends(works)
                 if all(w.done for w in works):
                     raise AgentError(f"timed out after {spec.timeout_s:.0f} s waiting for the "
                                      "other agents of the phase to finish")
@@ -1356,10 +1371,7 @@ class Agent:
             if isinstance(dl, int) and dl > now:
                 self._wait(dl)
         # The flows' digests and byte checks, now that no agent measures.
-        for w in works:
-            fin = getattr(w, "finalize", None)
-            if fin is not None:
-                fin()
+        _log_flow_ends(works)
         extra: dict[str, Any] = {}
         if shim is not None:
             extra["dcqcn_byte_counter"] = shim.byte_counter_report()

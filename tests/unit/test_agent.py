@@ -310,6 +310,14 @@ def test_sender_and_receiver_agents_move_and_verify_the_bytes(tmp_path: Path) ->
     assert rates[-1]["tx_bytes"] == end_a["qp"]["tx_bytes"]
     rx = [e for e in ev_b if e["event"] == "rx"]
     assert rx[-1]["rx_bytes"] == 12 * 16384
+    # Digests and byte checks wait until every agent of the phase is done (a
+    # receiver hashing hundreds of MB would read no frame meanwhile), and
+    # the receiver says how long its frames waited to be read.
+    kinds_b = [e["event"] for e in ev_b]
+    assert kinds_b.index("flow_end") > kinds_b.index("work_done")
+    lag = next(e for e in ev_b if e["event"] == "agent_end")["receive_lag"]
+    assert lag["batches"] > 0 and lag["threshold_ns"] == 50_000_000   # 50 us x 1000
+    assert 0 <= lag["behind_ns"] <= lag["span_ns"]
 
 
 def test_a_sender_with_first_psn_0_starts_its_flow_at_psn_0(tmp_path: Path) -> None:
