@@ -520,6 +520,7 @@ def vm_run_cmd(timeout: float, accel: str, memory_mib: int, cpus: int, boot_log:
     testbed vm run -- pytest -q tests/unit/test_rxe_provider.py
     testbed vm run -- testbed run roce-basics --hosts rxe --quick
     """
+    from testbed.net import SoftSignal
     from testbed.vm import VMError, run_in_guest
 
     try:
@@ -533,6 +534,9 @@ def vm_run_cmd(timeout: float, accel: str, memory_mib: int, cpus: int, boot_log:
     except KeyboardInterrupt:
         click.echo("vm run: interrupted; the guest is stopped", err=True)
         sys.exit(130)
+    except SoftSignal:
+        click.echo("vm run: terminated; the guest is stopped", err=True)
+        sys.exit(143)
     boot = f", boot {res.boot_seconds:.0f} s" if res.boot_seconds is not None else ""
     click.echo(f"vm run: exit {res.exit_code} after {res.seconds:.0f} s ({res.accel}{boot})",
                err=True)

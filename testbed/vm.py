@@ -14,6 +14,7 @@ of this machine); otherwise qemu emulates the CPU (TCG), about 10x slower.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from testbed.net import REPO_ROOT
+from testbed.net import REPO_ROOT, sigterm_raises
 
 __all__ = ["CACHE_DIR_ENV", "GuestImage", "VMError", "build_image", "cache_dir", "find_image",
            "kvm_works", "recipe", "recipe_hash", "run_in_guest"]
@@ -312,6 +313,10 @@ def run_in_guest(command: Sequence[str], *, timeout: float = 1800.0, accel: str 
     elif accel not in ("kvm", "tcg"):
         raise VMError(f"vm run: accel must be auto, kvm or tcg, not {accel!r}")
     out = out or (lambda line: print(line, flush=True))
+    # SIGTERM (a CI job cancelled, kill) stops qemu and removes the run's
+    # files as Ctrl-C does: qemu has its own session and would outlive us.
+    on_term = contextlib.ExitStack()
+    on_term.enter_context(sigterm_raises())
     run_dir = Path(tempfile.mkdtemp(prefix="p4tb-vm-run-"))
     proc: subprocess.Popen[bytes] | None = None
     t0 = time.monotonic()
@@ -363,6 +368,7 @@ def run_in_guest(command: Sequence[str], *, timeout: float = 1800.0, accel: str 
             _stop(proc)
         rc_text = _read_text(run_dir / "rc")
         shutil.rmtree(run_dir, ignore_errors=True)
+        on_term.close()
     seconds = time.monotonic() - t0
     if timed_out:
         _say(log, f"vm run: stopped after {timeout:.0f} s (the time limit)")

@@ -90,6 +90,39 @@ def test_a_run_past_its_time_limit_is_stopped(fake_image, fake_qemu, tmp_path):
     assert not list(tmp_path.glob("p4tb-vm-run-*/"))
 
 
+def test_sigterm_stops_the_guest_and_removes_the_run(fake_image, fake_qemu, tmp_path):
+    import signal
+    import threading
+    import time
+
+    from testbed.net import SoftSignal
+
+    pid_file = tmp_path / "guest.pid"
+
+    def term_once_started() -> None:
+        for _ in range(200):
+            if pid_file.exists() and pid_file.read_text().strip():
+                break
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.getsignal(signal.SIGTERM)
+    threading.Thread(target=term_once_started, daemon=True).start()
+    with pytest.raises(SoftSignal):
+        _run(fake_image, ["sh", "-c", f"echo $$ > {pid_file}; sleep 30"], tmp_path)
+    guest = int(pid_file.read_text())
+    for _ in range(50):         # the guest's command went with qemu's session
+        try:
+            os.kill(guest, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the guest's command outlived the run")
+    assert not list(tmp_path.glob("p4tb-vm-run-*/"))
+    assert signal.getsignal(signal.SIGTERM) == before      # the handler was put back
+
+
 def test_a_guest_that_never_runs_the_command_is_an_error(fake_image, tmp_path, monkeypatch):
     q = tmp_path / "qemu"
     q.write_text("#!/bin/sh\necho 'Kernel panic - not syncing: VFS: Unable to mount root fs'\n")
