@@ -8,7 +8,9 @@ also stalls its senders' windows, which then release all at once).
 
 The udp provider reads the kernel's receive timestamp (``SO_TIMESTAMPNS``) of
 the first frame of every batch it reads, the oldest one waiting, which costs
-one ``recvmsg`` per batch. From those it keeps:
+one ``recvmsg`` per batch (the kernel stamps frames for every socket once
+one asks, after a short deferred step: frames before that are stamped when
+read, age 0; an agent's setup outlasts it). From those it keeps:
 
 - ``behind_ns``: how long the oldest unread frame was older than
   ``threshold_ns``. Between two reads at t0 and t1 whose second batch's
