@@ -187,18 +187,19 @@ class _FlowEnd:
     ACKs and CNPs late, hosts/roce/receive_lag.py), and a real-time agent
     would starve the others."""
 
-    def __init__(self, log: EventLog, name: str, sender: bool, buf: bytearray,
-                 nbytes: int, expect: FlowSpec | None, event: dict[str, Any]) -> None:
-        self._args = (log, name, sender, buf, nbytes, expect, event)
+    def __init__(self, log: EventLog, buf: bytearray, nbytes: int, expect: FlowSpec | None,
+                 event: dict[str, Any]) -> None:
+        self.events, self.buf, self.nbytes, self.expect, self.event = (
+            log, buf, nbytes, expect, event)
 
     def log(self) -> None:
-        log, name, sender, buf, nbytes, expect, event = self._args
-        event["sha256"] = hashlib.sha256(memoryview(buf)[:nbytes]).hexdigest()
-        if expect is not None:
-            event["bytes_ok"] = same_bytes(buf, flow_pattern(expect), nbytes)
-        log.emit("flow_end", **event)
-        if expect is not None and not event["bytes_ok"]:
-            raise AgentError(f"flow {name}: received bytes differ from what was sent")
+        event, buf, n = self.event, self.buf, self.nbytes
+        event["sha256"] = hashlib.sha256(memoryview(buf)[:n]).hexdigest()
+        if self.expect is not None:
+            event["bytes_ok"] = same_bytes(buf, flow_pattern(self.expect), n)
+        self.events.emit("flow_end", **event)
+        if self.expect is not None and not event["bytes_ok"]:
+            raise AgentError(f"flow {event['flow']}: received bytes differ from what was sent")
 
 
 def collective_input(spec: CollectiveSpec, rank: int, iteration: int) -> np.ndarray:
@@ -608,7 +609,7 @@ class _Flow:
         if self.end_count < self.spec.count:
             extra["partial"] = {"messages": self.end_count, "of": self.spec.count,
                                 "delivered_fraction": self.end_count / self.spec.count}
-        self._end = _FlowEnd(self.agent.log, self.name, self.sender, self.buf, delivered,
+        self._end = _FlowEnd(self.agent.log, self.buf, delivered,
                              None if self.sender else self.spec,
                              dict(t_ns=now, flow=self.name, role=self.spec.role,
                                   bytes=delivered, count=self.completed,
@@ -864,7 +865,7 @@ class _MessagePool:
                              "wait_max_s": self.wait_max_ns / 1e9,
                              "post_late_max_s": self.post_late_max_ns / 1e9}
         delivered = self.completed * self.spec.msg_bytes
-        self._end = _FlowEnd(log, self.name, self.sender, self.buf, len(self.buf),
+        self._end = _FlowEnd(log, self.buf, len(self.buf),
                              None if self.sender else self.spec,
                              dict(t_ns=now, flow=self.name, role=self.spec.role,
                                   bytes=delivered, count=self.completed,

@@ -59,7 +59,6 @@ class ReceiveLag:
         self.batches = 0
         self.max_ns = 0
         self.max_at_ns = 0
-        self.total_ns = 0
         self.count = [0] * _BUCKETS
         self.sum_ns = [0] * _BUCKETS
 
@@ -74,7 +73,6 @@ class ReceiveLag:
         b = age_ns.bit_length()
         self.count[b] += 1
         self.sum_ns[b] += age_ns
-        self.total_ns += age_ns
         self.batches += 1
         if age_ns > self.max_ns:
             self.max_ns = age_ns
@@ -85,7 +83,7 @@ class ReceiveLag:
                 "threshold_ns": self.threshold_ns, "behind_ns": self.behind_ns,
                 "max_ns": self.max_ns,
                 "max_at_ns": self.max_at_ns,     # when that batch was read (monotonic)
-                "mean_ns": round(self.total_ns / self.batches) if self.batches else 0,
+                "mean_ns": round(sum(self.sum_ns) / self.batches) if self.batches else 0,
                 # bit length -> [batches, sum of their ages in ns]
                 "buckets": {str(b): [c, self.sum_ns[b]] for b, c in enumerate(self.count)
                             if c}}
