@@ -40,6 +40,8 @@ Events are JSON lines ``{"event": ..., "t_ns": CLOCK_MONOTONIC ns, "host": ...}`
 - ``pacer_report`` / ``qp_report`` (collective: each sending / receiving QP's
   counters, pacing lateness and DCQCN state at the end, or when it timed out)
 - ``progress`` (done / total, every ``progress_interval_s``; the runner shows it)
+- ``profiling`` (path): the agent runs under cProfile, as ``P4TB_AGENT_PROFILE``
+  asks (see PROFILE_ENV)
 
 Exit status: 0 success; 1 the job failed (a work request failed, a timeout,
 data did not verify; the reason is on stderr and in an ``error`` event); 2 the
@@ -1464,6 +1466,27 @@ def _freeze_heap() -> None:
         freeze()
 
 
+# Set to a directory: every agent runs under cProfile and writes
+# <phase>-<host>.pstats there (``python -m pstats`` reads it). For finding
+# where an agent's time goes, not for results: the profiler costs each call
+# several times its own time, so such a run rarely keeps up with its clock.
+PROFILE_ENV = "P4TB_AGENT_PROFILE"
+
+
+def _run_profiled(agent: Agent, spec: JobSpec, log: EventLog) -> None:
+    import cProfile
+
+    out = Path(os.environ[PROFILE_ENV]) / f"{spec.phase}-{spec.host}.pstats"
+    log.emit("profiling", path=str(out))
+    prof = cProfile.Profile()
+    try:
+        prof.runcall(agent.run)
+    finally:
+        with contextlib.suppress(OSError):
+            out.parent.mkdir(parents=True, exist_ok=True)
+            prof.dump_stats(str(out))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hosts.agent",
                                  description="Run a job spec in this host; write JSONL events.")
@@ -1489,7 +1512,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         agent = Agent(spec, log)
         _freeze_heap()
-        agent.run()
+        if os.environ.get(PROFILE_ENV):
+            _run_profiled(agent, spec, log)
+        else:
+            agent.run()
         return 0
     except AgentError as e:
         return _fail(log, spec.host, str(e))

@@ -71,6 +71,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from hosts.agent_spec import JobSpec, SpecError, agent_interpreter
+from testbed.cpu_usage import CpuSampler, format_cpu
 from testbed.doctor import doctor_report
 from testbed.experiment import (
     ExperimentError,
@@ -96,6 +97,9 @@ __all__ = ["RunError", "RunTerminated", "RunOptions", "run", "check_environment"
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 AGENT_MODULE = "hosts.agent"
+# How often a phase reads its processes' CPU time (testbed.cpu_usage): a few
+# file reads per process; the shares span the first to the last reading.
+CPU_SAMPLE_S = 0.5
 
 
 class RunError(RuntimeError):
@@ -840,9 +844,17 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
     for poller in pollers:
         poller.start()
     t_start = time.monotonic()
+    cpu = CpuSampler()
+    for n, one in switches.items():
+        if one.proc is not None:
+            cpu.add(n, one.proc.pid)
     try:
         for a in agents:
             _start_agent(a)
+            if a.proc is not None:
+                cpu.add(a.host, a.proc.pid)
+        cpu.sample()
+        next_cpu = time.monotonic() + CPU_SAMPLE_S
         next_status = t_start + opts.status_interval_s
         phase_timeout_s = hang_timeout_s(phase.timeout_s, opts.hosts)
         deadline = t_start + phase_timeout_s + 10.0
@@ -876,7 +888,11 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
                     a.rc = a.proc.poll()
                     if a.rc is not None and a.rc != 0:
                         raise RunError(_failure_message(a, phase.name))
+            if time.monotonic() >= next_cpu:
+                cpu.sample()
+                next_cpu = time.monotonic() + CPU_SAMPLE_S
             if all(a.rc == 0 for a in agents):
+                cpu.sample()
                 break
             for one in switches.values():
                 if one.proc is None or one.proc.poll() is not None:
@@ -924,6 +940,7 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
         "wall_s": time.monotonic() - t_start}
     if host_qdiscs:
         stats["host_qdiscs"] = host_qdiscs
+    stats["cpu"] = cpu.result()
     if plan.topology.realtime:
         # which agents ran at real-time priority (or why one could not)
         stats["realtime_agents"] = {a.host: a.realtime or a.realtime_error for a in agents}
@@ -941,6 +958,8 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
     (pdir / "switch_stats.json").write_text(json.dumps(stats, indent=1, sort_keys=True))
     prog.line(f"phase {phase.name}: done in {stats['wall_s']:.1f} s ("
               + ", ".join(f"{a.host} ok" for a in agents) + ")")
+    if stats["cpu"]["processes"]:
+        prog.line(f"phase {phase.name}: CPU {format_cpu(stats['cpu'])}")
     return stats
 
 

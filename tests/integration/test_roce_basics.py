@@ -103,6 +103,14 @@ def test_quick_run_meets_the_acceptance_thresholds(tmp_path: Path, preset: str) 
     # Progress: one line per phase and the elapsed time.
     for name in ("single", "pair", "loss"):
         assert f"] phase {name}: done in" in r.stdout
+    # Who had the CPUs: the switch and every agent of the phase, the machine.
+    cpu = json.loads((out / "phases" / "single" / "switch_stats.json").read_text())["cpu"]
+    assert {"s1", "h1", "h3"} <= set(cpu["processes"]), cpu
+    for p in cpu["processes"].values():
+        assert 0 <= p["cpu_share"] <= cpu["cpus"] and 0 <= p["wait_share"] <= cpu["cpus"], cpu
+    assert cpu["processes"]["h1"]["cpu_share"] > 0
+    assert 0 < cpu["machine"]["busy_share"] <= 1
+    assert "] phase single: CPU s1 " in r.stdout
     assert agent_processes(out) == []
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from hosts.agent import (
     FINAL_IMM,
+    PROFILE_ENV,
     collective_bound,
     collective_expected,
     collective_input,
@@ -240,7 +241,8 @@ def _transport() -> TransportSpec:
                          dcqcn={"preset": "paper"}, sample_interval_us=2000)
 
 
-def _run_agents(tmp: Path, specs: list[JobSpec], timeout: float = 60) -> list[tuple[int, str]]:
+def _run_agents(tmp: Path, specs: list[JobSpec], timeout: float = 60,
+                env: dict[str, str] | None = None) -> list[tuple[int, str]]:
     procs = []
     for i, s in enumerate(specs):
         s = JobSpec.from_dict({**s.to_dict(), "rendezvous_dir": str(tmp / "rdv"),
@@ -249,7 +251,7 @@ def _run_agents(tmp: Path, specs: list[JobSpec], timeout: float = 60) -> list[tu
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "hosts.agent", "--spec", str(tmp / f"{s.host}.json"),
              "--events", str(tmp / f"{s.host}.jsonl")], cwd=REPO, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True))
+            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}))
     out = []
     for p in procs:
         try:
@@ -318,6 +320,26 @@ def test_sender_and_receiver_agents_move_and_verify_the_bytes(tmp_path: Path) ->
     lag = next(e for e in ev_b if e["event"] == "agent_end")["receive_lag"]
     assert lag["batches"] > 0 and lag["threshold_ns"] == 50_000_000   # 50 us x 1000
     assert 0 <= lag["behind_ns"] <= lag["span_ns"]
+
+
+def test_agents_run_under_the_profiler_when_asked(tmp_path: Path) -> None:
+    """P4TB_AGENT_PROFILE=DIR: each agent still does its job and leaves
+    DIR/<phase>-<host>.pstats, whose calls include the transport's."""
+    import pstats
+
+    ip_a, ip_b = _loopback_ips(2)
+    common = {"flow": "f1", "msg_bytes": 8192, "count": 4, "window": 2, "seed": 3}
+    out = tmp_path / "profiles"
+    results = _run_agents(tmp_path, _sender_receiver(ip_a, ip_b, common),
+                          env={PROFILE_ENV: str(out)})
+    assert [rc for rc, _ in results] == [0, 0], results
+    for host in ("a", "b"):
+        ev = _events(tmp_path / f"{host}.jsonl")
+        assert next(e for e in ev if e["event"] == "flow_end")["count"] == 4
+        path = out / f"main-{host}.pstats"
+        assert next(e for e in ev if e["event"] == "profiling")["path"] == str(path)
+        functions = {name for (_file, _line, name) in pstats.Stats(str(path)).stats}  # type: ignore[attr-defined]
+        assert "progress" in functions and "_on_datagram" in functions
 
 
 def test_a_sender_with_first_psn_0_starts_its_flow_at_psn_0(tmp_path: Path) -> None:
