@@ -250,6 +250,7 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
                 behind += bc_a[0] - (bc_b[0] if bc_b else 0)
                 behind_rx += bc_a[1] - (bc_b[1] if bc_b else 0)
                 behind_max = max(behind_max, bc_a[2])   # largest over the run so far
+        cpu = data.stats.get("cpu") or {}
         poll_samples += int(data.stats.get("poller_samples", 0) or 0)
         if data.stats.get("poller_error"):
             poll_errors.append(f"{p.name}: {data.stats['poller_error']}")
@@ -258,14 +259,15 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
             tx_drops += e.get("qp", {}).get("tx_drops", 0)
             if e.get("role") == "sender" and "pacer" in e:
                 senders.append({"phase": p.name, "host": e["host"], "flow": e["flow"],
-                                **e["pacer"]["lateness"]})
+                                **e["pacer"]["lateness"], **_cpu_of(cpu, e["host"])})
         for e in data.all_events("pacer_report") + data.all_events("qp_report"):
             host_reports += 1
             tx_drops += e.get("qp", {}).get("tx_drops", 0)
             if e.get("pacer"):
                 senders.append({"phase": p.name, "host": e["host"], "flow": e.get("flow", "?"),
-                                **e["pacer"]["lateness"]})
-        receivers += _receive_lags(data.all_events("agent_end"), p.name)
+                                **e["pacer"]["lateness"], **_cpu_of(cpu, e["host"])})
+        receivers += [{**r, **_cpu_of(cpu, r["host"])}
+                      for r in _receive_lags(data.all_events("agent_end"), p.name)]
         for q in (data.stats.get("host_qdiscs") or {}).values():
             tx_drops += int(q.get("dropped", 0))
         marks = _ce_marks_toward(data, plan, p.name)
@@ -432,6 +434,29 @@ def _receive_lags(agent_ends: list[dict[str, Any]], phase: str) -> list[dict[str
     return out
 
 
+def _cpu_of(cpu: dict[str, Any], host: str) -> dict[str, Any]:
+    """What the phase's CPU record (testbed.cpu_usage) says of ``host``: its
+    share of a CPU, the share of the time it waited for one, and how busy the
+    machine was; nothing if the phase has no record."""
+    proc = cpu.get("processes", {}).get(host)
+    if proc is None:
+        return {}
+    out = {"cpu_share": proc["cpu_share"], "cpu_wait_share": proc["wait_share"]}
+    if "machine" in cpu:
+        out["machine_busy_share"] = cpu["machine"]["busy_share"]
+    return out
+
+
+def _who(worst: dict[str, Any]) -> str:
+    """Which agent in which phase, and whether it got a CPU when it needed one."""
+    text = f"{worst.get('host', '?')} in phase {worst.get('phase', '?')}"
+    if "cpu_wait_share" in worst:
+        text += f", which waited for a CPU {worst['cpu_wait_share']:.0%} of the time"
+        if "machine_busy_share" in worst:
+            text += f" (machine {worst['machine_busy_share']:.0%} busy)"
+    return text
+
+
 def _describe(name: str, c: dict[str, Any]) -> str:
     if name == "congestion_without_overload" and c.get("cases"):
         o = c["cases"][0]
@@ -443,7 +468,10 @@ def _describe(name: str, c: dict[str, Any]) -> str:
     if c.get("value") is None:
         return f"{name}: {c.get('why', 'no data')}"
     v = c["value"]
-    return f"{name}: {f'{v:.4g}' if isinstance(v, float) else v} (limit {c['limit']})"
+    text = f"{name}: {f'{v:.4g}' if isinstance(v, float) else v} (limit {c['limit']})"
+    if name in ("host_receive_lag", "host_pacing_late_fraction") and c.get("worst"):
+        text += f": {_who(c['worst'])}"
+    return text
 
 
 def verdict_text(fid: dict[str, Any]) -> str:

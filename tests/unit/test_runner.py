@@ -574,6 +574,21 @@ def test_an_agent_that_read_its_frames_late_makes_a_run_unfaithful(tmp_path: Pat
     assert f["failed"] == ["host_receive_lag"]
     assert c["value"] >= 0.1 and c["worst"]["max_us"] >= 100 * span_s * 1e3
     assert "host_receive_lag: " in f["text"]
+    # The phase's CPU record says whether that agent got a CPU when it needed one.
+    w = c["worst"]
+    assert f"host_receive_lag: {c['value']:.4g} (limit 0.05): {w['host']} in phase " \
+        f"{w['phase']}" in f["text"] and "waited for a CPU" not in f["text"]
+    stats_path = stalled / "phases" / w["phase"] / "switch_stats.json"
+    stats = json.loads(stats_path.read_text())
+    stats["cpu"] = {"processes": {w["host"]: {"cpu_share": 0.24, "wait_share": 0.71,
+                                              "seconds": 3.0}},
+                    "machine": {"busy_share": 0.94, "softirq_share": 0.2, "seconds": 3.0},
+                    "cpus": 2}
+    stats_path.write_text(json.dumps(stats))
+    f = evaluate_fidelity(stalled, roce_basics.plan(roce_basics.Params.quick()))
+    assert f["checks"]["host_receive_lag"]["worst"]["cpu_wait_share"] == 0.71
+    assert (f"{w['host']} in phase {w['phase']}, which waited for a CPU 71% of the time "
+            "(machine 94% busy)") in f["text"]
     # rxe hosts: the kernel receives, nothing of the agents' to judge
     rxe = tmp_path / "rxe"
     rxe.mkdir()
