@@ -87,16 +87,15 @@ def agents(mbps: float, interpreter: str, settle_s: float, seconds: float) -> di
         return FlowSpec(flow="f", role=role, peer_ip=peer, msg_bytes=MSG_BYTES, count=count,
                         window=8, seed=1)
 
-    specs = [JobSpec(host="sender", ip=ips[0], transport=transport, timeout_s=120,
-                     flows=(flow("sender", ips[1]),)),
-             JobSpec(host="receiver", ip=ips[1], transport=transport, timeout_s=120,
-                     flows=(flow("receiver", ips[0]),))]
     tmp = Path(tempfile.mkdtemp(prefix="p4tb-agent-cpu-"))
+    rdv = str(tmp / "rdv")
+    specs = [JobSpec(host="sender", ip=ips[0], flows=(flow("sender", ips[1]),),
+                     transport=transport, timeout_s=120, rendezvous_dir=rdv, barrier=(0, 2)),
+             JobSpec(host="receiver", ip=ips[1], flows=(flow("receiver", ips[0]),),
+                     transport=transport, timeout_s=120, rendezvous_dir=rdv, barrier=(1, 2))]
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        for i, s in enumerate(specs):
-            s = JobSpec.from_dict({**s.to_dict(), "rendezvous_dir": str(tmp / "rdv"),
-                                   "barrier": (i, len(specs))})
+        for s in specs:
             (tmp / f"{s.host}.json").write_text(s.to_json())
             procs.append(subprocess.Popen(
                 [interpreter, "-m", "hosts.agent", "--spec", str(tmp / f"{s.host}.json"),

@@ -469,7 +469,7 @@ def _describe(name: str, c: dict[str, Any]) -> str:
         return f"{name}: {c.get('why', 'no data')}"
     v = c["value"]
     text = f"{name}: {f'{v:.4g}' if isinstance(v, float) else v} (limit {c['limit']})"
-    if name in ("host_receive_lag", "host_pacing_late_fraction") and c.get("worst"):
+    if c.get("worst"):         # a per-agent check: which agent, and its CPU
         text += f": {_who(c['worst'])}"
     return text
 

@@ -313,17 +313,17 @@ def run_in_guest(command: Sequence[str], *, timeout: float = 1800.0, accel: str 
     elif accel not in ("kvm", "tcg"):
         raise VMError(f"vm run: accel must be auto, kvm or tcg, not {accel!r}")
     out = out or (lambda line: print(line, flush=True))
-    # SIGTERM (a CI job cancelled, kill) stops qemu and removes the run's
-    # files as Ctrl-C does: qemu has its own session and would outlive us.
-    on_term = contextlib.ExitStack()
-    on_term.enter_context(sigterm_raises())
     run_dir = Path(tempfile.mkdtemp(prefix="p4tb-vm-run-"))
     proc: subprocess.Popen[bytes] | None = None
     t0 = time.monotonic()
     boot_s: float | None = None
     timed_out = False
     tail: list[str] = []
+    on_term = contextlib.ExitStack()
     try:
+        # SIGTERM (a CI job cancelled, kill) stops qemu and removes the run's
+        # files as Ctrl-C does: qemu has its own session and would outlive us.
+        on_term.enter_context(sigterm_raises())
         (run_dir / "command").write_text(shlex.join(command) + "\n")
         cmd = ["nice", "-n", "15", *qemu_command(img, accel=accel, checkout=checkout.resolve(),
                                                   run_dir=run_dir, memory_mib=memory_mib,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -40,7 +41,6 @@ def test_shares_come_from_the_first_and_last_reading(tmp_path: Path,
                (250, 0, 50, 130, 10, 0, 60, 0))
     s.sample()
     # h3 exits: its last reading stands; the machine goes on
-    import shutil
     shutil.rmtree(tmp_path / "11")
     _fake_proc(tmp_path, {}, (400, 0, 100, 200, 20, 0, 80, 0))
     s.sample()
