@@ -173,6 +173,13 @@ def same_bytes(a: bytes | bytearray, b: bytes | bytearray, n: int,
                for i in range(0, n, chunk))
 
 
+def _earliest(a: int | None, b: int | None) -> int | None:
+    """The earlier of two optional times."""
+    if a is None:
+        return b
+    return a if b is None or a <= b else b
+
+
 def _log_flow_ends(works: list[Any]) -> None:
     """Log the finished flows' flow_end events (each once)."""
     for w in works:
@@ -1226,9 +1233,9 @@ class Agent:
             return dict(qp.stats)
         return {**qp.stats, **self.shim.qp_counters(qp.qp_num)}
 
-    def _wait(self, deadline_ns: int) -> None:
+    def _wait(self, deadline_ns: int, exact: bool = True) -> None:
         if self.shim is None:
-            self.provider.wait(deadline_ns)
+            self.provider.wait(deadline_ns, exact=exact)
             return
         now = now_ns()
         until = min(deadline_ns, now + RXE_POLL_NS)
@@ -1350,29 +1357,32 @@ class Agent:
                     if isinstance(w, _Collective) and not w.done:
                         w._report()     # the QPs' counters say where a ring stalled
                 raise AgentError(f"timed out after {spec.timeout_s:.0f} s ({state})")
+            # The engine's deadline, exact if it is a paced send; the
+            # workload's own times (message posts, arrivals) are met exactly
+            # too; bookkeeping (samples, progress, the done check) may run late.
             dl = engine.next_deadline()
+            exact = engine.deadline_exact
             wake = min(next_sample, next_prog, deadline)
             if all(w.done for w in works):
                 wake = min(wake, next_done_check)
+            due: int | None = None
             for w in works:
                 if isinstance(w, _Flow) and w.sender and not w.done:
                     if w.spec.rate_bps or w.posted == 0:
-                        wake = min(wake, max(w.next_post_ns, now))
-                    nw = w.next_wake(now)
-                    if nw is not None:
-                        wake = min(wake, nw)
+                        due = _earliest(due, max(w.next_post_ns, now))
+                    due = _earliest(due, w.next_wake(now))
                 elif isinstance(w, _MessagePool):
-                    nw = w.next_wake(now)
-                    if nw is not None:
-                        wake = min(wake, nw)
+                    due = _earliest(due, w.next_wake(now))
+            if due is not None and (dl is None or due < dl):
+                dl, exact = due, True
             if shim is not None:
                 sd = shim.next_deadline()
                 if sd is not None and (dl is None or sd < dl):
                     dl = sd
             if dl is None or dl > wake:
-                dl = wake
+                dl, exact = wake, False
             if isinstance(dl, int) and dl > now:
-                self._wait(dl)
+                self._wait(dl, exact)
         # The flows' digests and byte checks, now that no agent measures.
         _log_flow_ends(works)
         extra: dict[str, Any] = {}

@@ -285,7 +285,8 @@ def _last_events(path: Path, nbytes: int = 8192) -> list[dict[str, Any]]:
 
 
 class SwitchPoller(threading.Thread):
-    """Samples ``switch_stats`` every ``interval`` s into a JSONL file."""
+    """Samples the switch (``switch_sample``, switches/soft/daemon.py) every
+    ``interval`` s into a JSONL file, each line with its time ``t_ns``."""
 
     def __init__(self, control_port: int, path: Path, interval: float) -> None:
         super().__init__(name="switch-poller", daemon=True)
@@ -298,15 +299,16 @@ class SwitchPoller(threading.Thread):
 
     def run(self) -> None:
         from switches.soft.control.client import SwitchClient
+        from switches.soft.daemon import SAMPLE_COMMAND
 
         client = SwitchClient(self.port, timeout=5.0)
         try:
             with open(self.path, "a", buffering=1) as f:
                 while not self.stop_event.is_set():
                     t0 = time.monotonic_ns()
-                    stats = json.loads(client.execute("switch_stats"))
+                    sample = json.loads(client.execute(SAMPLE_COMMAND))
                     t1 = time.monotonic_ns()
-                    f.write(json.dumps(switch_sample(stats, (t0 + t1) // 2),
+                    f.write(json.dumps({"t_ns": (t0 + t1) // 2, **sample},
                                        separators=(",", ":")) + "\n")
                     self.samples += 1
                     self.stop_event.wait(self.interval)
@@ -318,26 +320,6 @@ class SwitchPoller(threading.Thread):
     def stop(self) -> None:
         self.stop_event.set()
         self.join(timeout=5)
-
-
-def switch_sample(stats: dict[str, Any], t_ns: int) -> dict[str, Any]:
-    """The parts of ``switch_stats`` a timeline needs."""
-    sw = stats.get("switch", {})
-    queues = {}
-    qdrops = {}
-    for port, q in sw.get("queues", {}).items():
-        queues[port] = sum(x["depth"] for x in q["queues"])
-        qdrops[port] = sum(x["drops"] for x in q["queues"])
-    return {
-        "t_ns": t_ns,
-        "queues": queues,
-        "queue_drops": qdrops,
-        "tx_bytes": sw.get("tx_bytes", {}),
-        "rx_bytes": sw.get("rx_bytes", {}),
-        "drops": sw.get("drops", {}),
-        "lag_us": stats.get("lag_us", {}),
-        "kernel_drops": stats.get("kernel_drops", 0),
-    }
 
 
 # ---------------------------------------------------------------------------

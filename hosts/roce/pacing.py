@@ -186,6 +186,9 @@ class Pacer:
         # The waiting packet's schedule, kept when the rate changed after the
         # bucket already held enough for it at the old rate.
         self._due: float | None = None
+        # whether the time next_send_ns last returned must be met to the us
+        # (transport Pacer protocol, hosts/roce/rate.py)
+        self.exact = True
         self._late_packets = late_threshold_packets
         self.lateness = LatenessStats(self._late_threshold_s())
         self.bytes_sent = 0
@@ -266,7 +269,11 @@ class Pacer:
         if self._ask is None:
             self._ask = float(now_ns)
             self._ask_bytes = nbytes
-        if self._ahead():
+        ahead = self._ahead()
+        # A run-ahead refill point leaves half a queue to drain: a late wake-up
+        # costs nothing, so the host need not poll for it.
+        self.exact = not ahead
+        if ahead:
             line = self._line
             assert line is not None
             rate = self._queue_rate()

@@ -42,8 +42,10 @@ class Provider(Protocol):
         ``max_pkts``, each with its IPv4 and UDP headers as they arrived."""
         ...
 
-    def wait(self, deadline_ns: int | None) -> None:
-        """Block until a datagram may be readable or ``deadline_ns`` (None: forever)."""
+    def wait(self, deadline_ns: int | None, exact: bool = True) -> None:
+        """Block until a datagram may be readable or ``deadline_ns`` (None:
+        forever). ``exact``: the deadline is a paced send, to be met as closely
+        as the provider can; otherwise a timer that may run late."""
         ...
 
     def close(self) -> None:

@@ -41,7 +41,11 @@ class Pacer(Protocol):
     """Spaces a QP's packets according to the rate controller's rate."""
 
     def next_send_ns(self, nbytes: int, now_ns: int, rate_bps: float) -> int:
-        """Earliest time a packet of ``nbytes`` may leave; <= now_ns means now."""
+        """Earliest time a packet of ``nbytes`` may leave; <= now_ns means now.
+        A pacer may also have an attribute ``exact`` (default True): False when
+        the time it last returned is a refill point that tolerates a late
+        wake-up (run-ahead into a kernel queue), which the host then waits for
+        without polling."""
         ...
 
     def on_sent(self, nbytes: int, now_ns: int, rate_bps: float) -> None:

@@ -269,7 +269,7 @@ class SimProvider:
         q = self._inbox
         return [q.popleft() for _ in range(min(max_pkts, len(q)))]
 
-    def wait(self, deadline_ns: int | None) -> None:
+    def wait(self, deadline_ns: int | None, exact: bool = True) -> None:
         self.wire._advance(deadline_ns)
 
     def close(self) -> None:

@@ -236,13 +236,16 @@ class UdpProvider:
                 break
         return out
 
-    def wait(self, deadline_ns: int | None) -> None:
-        """Block until a datagram arrives or ``deadline_ns``. A timed sleep
-        ends ``wake_lead_ns`` early and the rest is spent polling the socket:
-        the kernel's timer wake-ups overshoot by tens of µs (about 30 on a
-        KVM guest), a packet time at a few hundred Mb/s. The lead follows the
-        90th percentile of the overshoots seen, so most paced sends leave on
-        time at the cost of a few µs of polling each."""
+    def wait(self, deadline_ns: int | None, exact: bool = True) -> None:
+        """Block until a datagram arrives or ``deadline_ns``. For an ``exact``
+        deadline (a paced send) a timed sleep ends ``wake_lead_ns`` early and
+        the rest is spent polling the socket: the kernel's timer wake-ups
+        overshoot by tens of µs (about 30 on a KVM guest), a packet time at a
+        few hundred Mb/s. The lead follows the 90th percentile of the
+        overshoots seen, so most paced sends leave on time at the cost of a
+        few µs of polling each. Any other deadline (ACK, retransmission and
+        DCQCN timers, milliseconds once scaled) is a plain sleep: polling for
+        those took a tenth of a receiver's CPU."""
         rx = self._rx
         try:
             if deadline_ns is None:
@@ -251,6 +254,9 @@ class UdpProvider:
             now = time.monotonic_ns()
             remaining = deadline_ns - now
             if remaining <= 0:
+                return
+            if not exact:
+                select.select((rx,), (), (), remaining / 1e9)
                 return
             lead = self.wake_lead_ns
             if remaining > lead:

@@ -423,6 +423,9 @@ class QP:
         # moment, otherwise spent most of its CPU ticking idle ones.
         self._touched = True
         self._wake_at: int | None = None
+        # whether _wake_at is a packet's send time that the pacer wants met to
+        # the us (the host then polls for it), not a timer that may run late
+        self._wake_exact = False
         self._reset_state()
         self.engine._add_qp(self)
         ctx.provider.open_port(sport)
@@ -970,14 +973,21 @@ class QP:
 
     def _next_deadline(self) -> int | None:
         cands = [self._ack_deadline, self.rate_controller.next_deadline()]
+        send_at = None
         if self.state == QPState.RTS:
             cands.append(self._rto_deadline)
             if self._snd_nxt < self._sq_tail and self._snd_nxt - self._snd_una < self.max_inflight:
-                cands.append(max(self._rnr_until, self._pace_at or 0))
+                send_at = max(self._rnr_until, self._pace_at or 0)
+                cands.append(send_at)
         if self._ack_now:
             cands.append(0)
         live = [c for c in cands if c is not None]
-        return min(live) if live else None
+        best = min(live) if live else None
+        # ACK, RTO, RNR and DCQCN timers are milliseconds long once scaled:
+        # waking tens of us late costs them nothing. A paced send does.
+        self._wake_exact = (best is not None and best == send_at == self._pace_at
+                            and getattr(self.pacer, "exact", True))
+        return best
 
 
 def _wc_op(op: WROpcode) -> WCOpcode:
@@ -995,6 +1005,7 @@ class Engine:
         self.qps: dict[int, QP] = {}
         self._qp_list: list[QP] = []
         self._qpn = itertools.count(0x11)
+        self.deadline_exact = False      # of the last next_deadline()
         bind = getattr(ctx.provider, "bind_engine", None)
         if bind is not None:    # the simulated wire drives all its engines on one clock
             bind(self)
@@ -1076,11 +1087,17 @@ class Engine:
                 qp._wake_at = qp._next_deadline()
 
     def next_deadline(self) -> int | None:
+        """The earliest time a QP needs a pass; ``deadline_exact`` then says
+        whether it is a paced send, to be met without the kernel's timer
+        overshoot (UdpProvider.wait polls for it), or a timer that may run late."""
         best = None
+        exact = False
         for qp in self._qp_list:
             d = 0 if qp._touched else qp._wake_at
             if d is not None and (best is None or d < best):
                 best = d
+                exact = qp._touched or qp._wake_exact
+        self.deadline_exact = exact
         return best
 
     def run(self, until: Callable[[], bool] | None = None, timeout: float | None = None) -> bool:
@@ -1097,10 +1114,11 @@ class Engine:
             if end is not None and now >= end:
                 return False
             dl = self.next_deadline()
+            exact = self.deadline_exact
             if end is not None and (dl is None or dl > end):
-                dl = end
+                dl, exact = end, False
             if dl is None or dl > now:
-                self.provider.wait(dl)
+                self.provider.wait(dl, exact=exact)
 
 
 

@@ -111,3 +111,31 @@ def test_frames_the_kernel_delivered_out_of_order_are_counted() -> None:
     assert port.stats.rx_out_of_order == 1
     port.recv_stamped(4)                # 40 is in order, 25 is behind 40 (read earlier)
     assert port.stats.rx_out_of_order == 2 and port.stats.rx_frames == 6
+
+
+def test_the_timeline_sample_agrees_with_the_full_statistics() -> None:
+    """``switch_sample``, what the runner polls 50 times a second, carries the
+    queue depths, drops and byte counters that ``switch_stats`` reports."""
+    import json
+
+    clock = FakeClock()
+    sw = SoftSwitch(prog, now_us=clock)
+    ctl = ControlPlane(sw)
+    for line in ("table_add dmac forward 0x0a0b0c0d0e0f => 4", "set_queue_depth 3 4",
+                 f"set_port_rate_bps {len(FRAME) * 8 * 1000} 4"):   # a frame per ms
+        ctl.execute(line)
+    d = SwitchDaemon(sw, [])
+    try:
+        for _ in range(5):                  # 1 leaves at once, 3 wait, 1 is dropped
+            sw.forward(2, FRAME)
+        sample = json.loads(d.execute("switch_sample"))
+        full = json.loads(d.execute("switch_stats"))
+        assert sample["queues"]["4"] == 3
+        assert sample["queue_drops"]["4"] == 1
+        assert sample["queues"]["4"] == sum(q["depth"] for q in full["switch"]["queues"]["4"]["queues"])
+        for key in ("tx_bytes", "rx_bytes", "drops"):
+            assert sample[key] == full["switch"][key], key
+        assert sample["rx_bytes"] == {"2": 5 * len(FRAME)}
+        assert sample["lag_us"] == full["lag_us"] and sample["kernel_drops"] == 0
+    finally:
+        d.close()

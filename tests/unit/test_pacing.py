@@ -175,6 +175,22 @@ def test_run_ahead_fills_the_qdisc_then_waits_until_half_has_drained() -> None:
     assert p.lateness.late_sends == 0
 
 
+def test_only_a_bucket_s_send_time_must_be_met_exactly() -> None:
+    """A run-ahead refill point tolerates a late wake-up (half the queue is
+    still draining), so the host need not poll for it; a token bucket's send
+    time, below the line rate, is a packet due on the wire."""
+    p = ahead_pacer(4)
+    t = 1.0
+    while p.next_send_time(FRAME, t) <= t:
+        p.consume(FRAME, t)
+    assert p.next_send_time(FRAME, t) > t and p.exact is False
+    p.set_rate(LINE / 2, round(t * 1e9))                # below the line: the bucket paces
+    t += 10 * PKT_S
+    assert p.next_send_time(FRAME, t) <= t
+    p.consume(FRAME, t)
+    assert p.next_send_time(FRAME, t) > t and p.exact is True
+
+
 def test_run_ahead_holds_the_line_rate_and_wakes_once_per_half_queue() -> None:
     p = ahead_pacer(4)
     wakes = drive_counting_wakes(p, 4000)

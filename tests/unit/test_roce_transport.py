@@ -628,3 +628,17 @@ def test_idle_qps_are_not_ticked_while_others_work(monkeypatch):
     assert t.qa.stats["retransmits"] >= 2
     assert ticks[id(t.qa)] > 64 and ticks[id(t.qb)] > 10
     assert max(ticks.get(id(q), 0) for q in idle) <= 1   # once, after connect_pair
+
+
+def test_only_a_paced_send_is_an_exact_deadline():
+    """The engine says which deadline must be met to the microsecond: a
+    sender's next paced packet is; a receiver's ACK coalescing timer (and
+    the RTO, RNR and DCQCN timers, milliseconds once scaled) is not, and the
+    host waits for it without polling."""
+    t = Pair(size=64 * MTU, rc_a=FixedRate(10e6))
+    t.write()
+    assert t.wire.run(lambda: t.qb.stats["rx_pkts"] >= 2, 5)
+    a, b = t.A.engine, t.B.engine
+    assert a.next_deadline() is not None and a.deadline_exact
+    assert b.next_deadline() == t.qb._ack_deadline is not None
+    assert not b.deadline_exact

@@ -194,3 +194,31 @@ def test_a_priority_sends_from_its_own_socket_on_the_same_port():
     finally:
         prov.close()
         rx.close()
+
+
+def test_only_an_exact_deadline_is_polled_for(monkeypatch):
+    """Waiting for a timer is one sleep; waiting for a paced send ends early
+    and polls the socket for the rest (the kernel's timer overshoot)."""
+    import select as select_mod
+    import time
+
+    from hosts.roce import udp_provider
+
+    calls = []
+    real = select_mod.select
+
+    def counting(r, w, x, timeout=None):
+        calls.append(timeout)
+        return real(r, w, x, timeout)
+
+    monkeypatch.setattr(udp_provider.select, "select", counting)
+    prov = UdpProvider(LO, port=0)
+    try:
+        prov.wait(time.monotonic_ns() + 2_000_000, exact=False)
+        assert len(calls) == 1 and 0 < calls[0] <= 0.002
+        calls.clear()
+        prov.wake_lead_ns = 1_000_000
+        prov.wait(time.monotonic_ns() + 2_000_000, exact=True)
+        assert calls[0] <= 0.001 and len(calls) > 1 and calls[-1] == 0
+    finally:
+        prov.close()

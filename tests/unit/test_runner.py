@@ -22,7 +22,6 @@ from testbed.runner import (
     evaluate_fidelity,
     flatten_keys,
     replot,
-    switch_sample,
 )
 
 
@@ -214,17 +213,6 @@ def test_marks_on_a_port_that_was_not_overloaded_make_a_run_unfaithful(tmp_path:
     f = _fidelity(other, run={"ce_marks": {"pair": 50}, "single_queue_max": 5})
     assert f["failed"] == ["congestion_without_overload"]
     assert [x["phase"] for x in f["checks"]["congestion_without_overload"]["cases"]] == ["single"]
-
-
-def test_switch_sample_keeps_what_timelines_need() -> None:
-    stats = {"switch": {"queues": {"3": {"queues": [{"depth": 4, "drops": 1},
-                                                    {"depth": 2, "drops": 0}]}},
-                        "tx_bytes": {"3": 1000}, "rx_bytes": {}, "drops": {"tm_full": 1}},
-             "lag_us": {"mean": 10, "max": 20, "samples": 3}, "kernel_drops": 0, "cpu_s": 1.0}
-    s = switch_sample(stats, 123)
-    assert s == {"t_ns": 123, "queues": {"3": 6}, "queue_drops": {"3": 1},
-                 "tx_bytes": {"3": 1000}, "rx_bytes": {}, "drops": {"tm_full": 1},
-                 "lag_us": {"mean": 10, "max": 20, "samples": 3}, "kernel_drops": 0}
 
 
 def test_flat_dotted_keys() -> None:
