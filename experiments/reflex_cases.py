@@ -161,8 +161,8 @@ class Params(ReflexNetwork):
         # fixed schemes' shares are set by the switch's DRR weights, so one
         # interval of the short flow shows them.
         # Every scheme runs, so that each of the paper's claims is judged
-        # (at 40 Mb/s the four fixed-scheme phases of 2:1 and 10:9 add
-        # about 30 s).
+        # (at 60 Mb/s the four fixed-scheme phases of 2:1 and 10:9 add
+        # about 16 s).
         return cls(link_mbps=QUICK_LINK_MBPS, case1_short_cycles=2.0, case2_short_cycles=4.0,
                    scheme_short_intervals=1.0, seeds=1)
 

@@ -89,6 +89,7 @@ from hosts.roce.verbs import (
     WCOpcode,
     WCStatus,
     WROpcode,
+    wait_exactly,
 )
 from hosts.roce.warmup import jit_present, warm_up
 
@@ -1361,7 +1362,7 @@ class Agent:
             # workload's own times (message posts, arrivals) are met exactly
             # too; bookkeeping (samples, progress, the done check) may run late.
             dl = engine.next_deadline()
-            exact = engine.deadline_exact
+            exact_at = engine.exact_at
             wake = min(next_sample, next_prog, deadline)
             if all(w.done for w in works):
                 wake = min(wake, next_done_check)
@@ -1373,16 +1374,14 @@ class Agent:
                     due = _earliest(due, w.next_wake(now))
                 elif isinstance(w, _MessagePool):
                     due = _earliest(due, w.next_wake(now))
-            if due is not None and (dl is None or due < dl):
-                dl, exact = due, True
+            exact_at = _earliest(exact_at, due)
+            dl = _earliest(dl, due)
             if shim is not None:
-                sd = shim.next_deadline()
-                if sd is not None and (dl is None or sd < dl):
-                    dl = sd
+                dl = _earliest(dl, shim.next_deadline())
             if dl is None or dl > wake:
-                dl, exact = wake, False
+                dl = wake
             if isinstance(dl, int) and dl > now:
-                self._wait(dl, exact)
+                self._wait(dl, wait_exactly(dl, exact_at))
         # The flows' digests and byte checks, now that no agent measures.
         _log_flow_ends(works)
         extra: dict[str, Any] = {}

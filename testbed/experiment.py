@@ -112,7 +112,7 @@ class Topology:
     # switches, four ranks of ten QPs each) was then faithful, 1.2 % of
     # sends late at most and the switches' lag 29 ms at most, where with the
     # switches first 15-25 % of sends were late. Where senders poll at a high
-    # packet rate (ReFlex at 40 Mb/s) they would starve the switch instead:
+    # packet rate (ReFlex at 40-60 Mb/s) they would starve the switch instead:
     # there the switch goes first (reflex-cases --quick: switch lag up to 119
     # ms with agents above it).
     realtime_agents_first: bool = False

@@ -423,9 +423,9 @@ class QP:
         # moment, otherwise spent most of its CPU ticking idle ones.
         self._touched = True
         self._wake_at: int | None = None
-        # whether _wake_at is a packet's send time that the pacer wants met to
-        # the us (the host then polls for it), not a timer that may run late
-        self._wake_exact = False
+        # the next packet's send time when the pacer wants it met to the us
+        # (the host then polls for it), else None: timers may run late
+        self._exact_at: int | None = None
         self._reset_state()
         self.engine._add_qp(self)
         ctx.provider.open_port(sport)
@@ -982,12 +982,26 @@ class QP:
         if self._ack_now:
             cands.append(0)
         live = [c for c in cands if c is not None]
-        best = min(live) if live else None
         # ACK, RTO, RNR and DCQCN timers are milliseconds long once scaled:
         # waking tens of us late costs them nothing. A paced send does.
-        self._wake_exact = (best is not None and best == send_at == self._pace_at
-                            and getattr(self.pacer, "exact", True))
-        return best
+        self._exact_at = (send_at if send_at is not None and send_at == self._pace_at
+                          and getattr(self.pacer, "exact", True) else None)
+        return min(live) if live else None
+
+
+# How far ahead of a wait's end an exact deadline makes the whole wait exact:
+# the most a udp provider wakes early (its MAX_WAKE_LEAD_NS). A timer's plain
+# sleep may overshoot by tens of us, which must not make a send due just after
+# it late.
+EXACT_MARGIN_NS = 200_000
+
+
+def wait_exactly(deadline_ns: int | None, exact_ns: int | None) -> bool:
+    """Whether a wait until ``deadline_ns`` must end on time (Provider.wait's
+    ``exact``): when an exact deadline ``exact_ns`` (a paced send, a message's
+    post time) comes within EXACT_MARGIN_NS of it."""
+    return (exact_ns is not None and deadline_ns is not None
+            and exact_ns <= deadline_ns + EXACT_MARGIN_NS)
 
 
 def _wc_op(op: WROpcode) -> WCOpcode:
@@ -1005,7 +1019,7 @@ class Engine:
         self.qps: dict[int, QP] = {}
         self._qp_list: list[QP] = []
         self._qpn = itertools.count(0x11)
-        self.deadline_exact = False      # of the last next_deadline()
+        self.exact_at: int | None = None     # of the last next_deadline()
         bind = getattr(ctx.provider, "bind_engine", None)
         if bind is not None:    # the simulated wire drives all its engines on one clock
             bind(self)
@@ -1087,17 +1101,23 @@ class Engine:
                 qp._wake_at = qp._next_deadline()
 
     def next_deadline(self) -> int | None:
-        """The earliest time a QP needs a pass; ``deadline_exact`` then says
-        whether it is a paced send, to be met without the kernel's timer
-        overshoot (UdpProvider.wait polls for it), or a timer that may run late."""
+        """The earliest time a QP needs a pass. ``exact_at`` is then the
+        earliest paced send, a time to meet without the kernel's timer
+        overshoot (see :func:`wait_exactly`), or None; every other deadline is
+        a timer that may run late."""
         best = None
-        exact = False
+        exact = None
         for qp in self._qp_list:
-            d = 0 if qp._touched else qp._wake_at
+            if qp._touched:
+                best = exact = 0
+                continue
+            d = qp._wake_at
             if d is not None and (best is None or d < best):
                 best = d
-                exact = qp._touched or qp._wake_exact
-        self.deadline_exact = exact
+            e = qp._exact_at
+            if e is not None and (exact is None or e < exact):
+                exact = e
+        self.exact_at = exact
         return best
 
     def run(self, until: Callable[[], bool] | None = None, timeout: float | None = None) -> bool:
@@ -1114,11 +1134,10 @@ class Engine:
             if end is not None and now >= end:
                 return False
             dl = self.next_deadline()
-            exact = self.deadline_exact
             if end is not None and (dl is None or dl > end):
-                dl, exact = end, False
+                dl = end
             if dl is None or dl > now:
-                self.provider.wait(dl, exact=exact)
+                self.provider.wait(dl, exact=wait_exactly(dl, self.exact_at))
 
 
 

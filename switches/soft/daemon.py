@@ -600,6 +600,29 @@ def _write_ready(path: str, info: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+# With P4TB_SWITCH_PROFILE=DIR in its environment the data path runs under
+# cProfile and writes DIR/switch-<pid>.pstats when it stops (``python -m
+# pstats`` reads it): for finding where the switch's time goes, not for
+# results, since the profiler costs each call several times its own time.
+PROFILE_ENV = "P4TB_SWITCH_PROFILE"
+
+
+def _run_profiled(daemon: SwitchDaemon, out_dir: Path) -> None:
+    import cProfile
+
+    prof = cProfile.Profile()
+    try:
+        prof.runcall(daemon.run)
+    finally:
+        out = out_dir / f"switch-{os.getpid()}.pstats"
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            prof.dump_stats(str(out))
+            log.info("profile of the data path: %s", out)
+        except OSError as e:
+            log.error("could not write the profile %s: %s", out, e)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_arg_parser().parse_args(argv)
@@ -657,7 +680,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hasattr(gc, "freeze"):   # CPython: full collections skip the start-up heap
             gc.collect()            # (program, tables), a few ms of data-path stop each
             gc.freeze()
-        daemon.run()
+        if os.environ.get(PROFILE_ENV):
+            _run_profiled(daemon, Path(os.environ[PROFILE_ENV]))
+        else:
+            daemon.run()
     except StartupError as e:
         if p4rt is not None:
             p4rt.stop()

@@ -134,3 +134,27 @@ def test_daemon_runs_its_data_path_on_pypy(tmp_path: Path) -> None:
         proc.communicate(timeout=30)
     assert proc.returncode == 0
     assert "backend pypy" in (tmp_path / "log").read_text()
+
+
+def test_daemon_profiles_its_data_path_when_asked(tmp_path: Path) -> None:
+    """P4TB_SWITCH_PROFILE=DIR: the data path runs under cProfile and the
+    profile is in DIR when the switch stops."""
+    import pstats
+
+    from switches.soft.daemon import PROFILE_ENV
+
+    prof_dir = tmp_path / "prof"
+    proc = _daemon(tmp_path, env={PROFILE_ENV: str(prof_dir)})
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "ready").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "daemon not ready"
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    out = prof_dir / f"switch-{proc.pid}.pstats"
+    funcs = {f[2] for f in pstats.Stats(str(out)).stats}   # type: ignore[attr-defined]
+    assert "run" in funcs

@@ -102,10 +102,10 @@ def test_plan_configures_the_papers_switch_and_every_scheme() -> None:
                for j in ph.jobs.values())
     cmds = " | ".join(plan.network_commands())
     assert "set_queue_depth 466" in cmds and "set_ecn_threshold 65" in cmds
-    # The quick profile runs the paper's network on 40 Mb/s links (the full
-    # profile's clock, at 20 Mb/s, is twice as slow).
-    assert "set_port_rate_bps 40000000" in cmds and "set_priority 8 => 0" in cmds
-    assert p.slowdown == 250 and p.t_int_s == pytest.approx(1.25)
+    # The quick profile runs the paper's network on 60 Mb/s links (the full
+    # profile's clock, at 20 Mb/s, is three times as slow).
+    assert "set_port_rate_bps 60000000" in cmds and "set_priority 8 => 0" in cmds
+    assert p.slowdown == pytest.approx(10_000 / 60) and p.t_int_s == pytest.approx(0.005e4 / 60)
     assert rc.Params().slowdown == 500
     names = [ph.name for ph in plan.phases]
     # the quick profile runs every scheme: each of the paper's claims is judged
@@ -121,10 +121,10 @@ def test_plan_configures_the_papers_switch_and_every_scheme() -> None:
                     if f.flow == flow and f.role == "sender")
 
     flex = sender("case1-reflex", "flex")
-    assert flex.flexible["alpha"] == 0.9 and flex.flexible["t_int_us"] == pytest.approx(1.25e6)
+    assert flex.flexible["alpha"] == 0.9 and flex.flexible["t_int_us"] == pytest.approx(p.t_int_s * 1e6)
     # head starts in intervals (the paper's rule), whatever the clock
-    assert sender("case1-reflex", "regular").start_delay_s == pytest.approx(71.5 * 1.25)
-    assert sender("case2-reflex", "flex").start_delay_s == pytest.approx(5 * 1.25)
+    assert sender("case1-reflex", "regular").start_delay_s == pytest.approx(71.5 * p.t_int_s)
+    assert sender("case2-reflex", "flex").start_delay_s == pytest.approx(5 * p.t_int_s)
     assert sender("case1-weighted-9:1", "flex").dscp == 8
     assert sender("case1-weighted-9:1", "flex").flexible is None
     assert sender("case1-none", "flex").dscp == 0

@@ -169,8 +169,8 @@ def test_w2_regular_flows_are_100_kB_messages_carrying_half_the_40_percent() -> 
     p = rw.Params.quick()
     assert p.w2_msg_bytes == 98 * 1024           # 100 kB in whole 1024-byte packets
     flex_rate, reg_rate = rw.w2_rates(p)
-    # quick: a flexible flow is 0.1 cycle of 6.25 s at line rate, 0.625 s
-    assert flex_rate == pytest.approx(0.2 / 0.625)
+    # quick: a flexible flow is 0.1 cycle of 4.17 s (60 Mb/s) at line rate
+    assert flex_rate == pytest.approx(0.2 / (0.1 * 5 * 0.005 * 10_000 / 60))
     assert reg_rate * p.w2_msg_bytes * 8 / p.payload_bps == pytest.approx(0.2)
     # modelled time: 2500 flows/s of 100 kB fill 20% of 10 Gb/s
     assert reg_rate * p.slowdown == pytest.approx(0.2 * 10e9 / (8 * 100352), rel=0.1)

@@ -22,6 +22,7 @@ from hosts.roce import (
 )
 from hosts.roce import wire as W
 from hosts.roce.constants import ECN_ECT0, ECN_NOT_ECT, OPS_DATA, Opcode
+from hosts.roce.verbs import EXACT_MARGIN_NS, wait_exactly
 
 A_IP, B_IP = "10.0.0.1", "10.0.0.2"
 MTU = 1024
@@ -639,6 +640,12 @@ def test_only_a_paced_send_is_an_exact_deadline():
     t.write()
     assert t.wire.run(lambda: t.qb.stats["rx_pkts"] >= 2, 5)
     a, b = t.A.engine, t.B.engine
-    assert a.next_deadline() is not None and a.deadline_exact
-    assert b.next_deadline() == t.qb._ack_deadline is not None
-    assert not b.deadline_exact
+    dl = a.next_deadline()
+    assert dl is not None and a.exact_at == dl and wait_exactly(dl, a.exact_at)
+    dl = b.next_deadline()
+    assert dl == t.qb._ack_deadline is not None
+    assert b.exact_at is None and not wait_exactly(dl, b.exact_at)
+    # a timer just before a paced send: waited for exactly, so that a late
+    # wake-up for the timer does not make the send late
+    assert wait_exactly(dl, dl + EXACT_MARGIN_NS)
+    assert not wait_exactly(dl, dl + EXACT_MARGIN_NS + 1)

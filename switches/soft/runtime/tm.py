@@ -323,9 +323,10 @@ class TrafficManager:
         if self.unpaced:
             return self.pop_unpaced()
         now = float(self.now_us())
+        busy = self._busy
         while True:
             best = None
-            for port, p in self.ports.items():
+            for port, p in busy.items():     # (a switch's idle ports: no call)
                 sel = self._select(p, now)
                 if sel is not None:
                     prio, t = sel
