@@ -855,6 +855,9 @@ class RxeEngine:
         self.ctx = ctx
         self.now_ns = time.monotonic_ns
         self.stats: dict[str, int] = {}
+        # no paced send of its own to meet (hosts.roce.verbs.Engine.exact_at):
+        # the kernel sends, tc paces
+        self.exact_at: int | None = None
 
     def progress(self) -> None:
         for cq in self.ctx._cqs:

@@ -543,3 +543,15 @@ def test_epic_collectives_use_only_what_the_rxe_provider_offers(fake):
     assert np.array_equal(op.result(), 2 * x)
     sends = [c for c in fake.calls if c[0] == "send" and c[1] == qpn]
     assert len(sends) == 6
+
+
+def test_the_rxe_engine_answers_what_the_agent_loop_asks_of_every_engine():
+    """An agent waits on its engine's next deadline and, to know whether to
+    poll for it, the earliest paced send (hosts.roce.verbs.Engine): rxe has
+    neither, the kernel sends and tc paces."""
+    from hosts.roce.verbs import Engine
+
+    eng = R.RxeEngine(object())       # (the context is only kept)
+    for attr in ("next_deadline", "progress", "run", "summary"):
+        assert callable(getattr(eng, attr)) and callable(getattr(Engine, attr)), attr
+    assert eng.next_deadline() is None and eng.exact_at is None
