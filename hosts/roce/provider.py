@@ -12,6 +12,12 @@ from typing import Protocol, Union
 # PyPy, Python 3.9, where `X | Y` of types does not exist.)
 Datagram = Union[bytes, bytearray, memoryview]  # noqa: UP007
 
+# The most a provider's ``wait`` ends early to poll for an exact deadline.
+# A wait for a timer that ends within this of an exact deadline is exact too
+# (hosts.roce.verbs.wait_exactly): the timer's plain sleep may overshoot by
+# tens of us, which must not make the send due just after it late.
+MAX_WAKE_LEAD_NS = 200_000
+
 
 class Provider(Protocol):
     local_ip: str

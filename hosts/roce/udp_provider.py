@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 
 from hosts.roce.constants import ECN_ECT0, ECN_MASK, ROCE_UDP_PORT
-from hosts.roce.provider import Datagram
+from hosts.roce.provider import MAX_WAKE_LEAD_NS, Datagram
 from hosts.roce.receive_lag import ReceiveLag
 
 IP_TOS = getattr(socket, "IP_TOS", 1)
@@ -67,10 +67,10 @@ def roce_port_filter(local_ip: str, port: int) -> list[tuple[int, int, int, int]
 
 
 _DROP_ALL = [(_BPF_RET_K, 0, 0, 0)]
-# Early wake-up (see UdpProvider.wait): where the lead starts, its bound (the
-# most a wait polls), and its steps for tracking the 90th percentile.
+# Early wake-up (see UdpProvider.wait): where the lead starts and its steps
+# for tracking the 90th percentile; its bound (the most a wait polls) is
+# hosts.roce.provider.MAX_WAKE_LEAD_NS.
 INITIAL_WAKE_LEAD_NS = 30_000
-MAX_WAKE_LEAD_NS = 200_000
 _LEAD_STEP_UP_NS = 900
 _LEAD_STEP_DOWN_NS = 100
 

@@ -54,7 +54,7 @@ from hosts.roce.constants import (
     tag_sport,
 )
 from hosts.roce.dcqcn import DcqcnParams
-from hosts.roce.provider import Provider
+from hosts.roce.provider import MAX_WAKE_LEAD_NS, Provider
 from hosts.roce.rate import FixedRate, GapPacer, Pacer, RateController
 from hosts.roce.scale import Scale
 
@@ -989,19 +989,12 @@ class QP:
         return min(live) if live else None
 
 
-# How far ahead of a wait's end an exact deadline makes the whole wait exact:
-# the most a udp provider wakes early (its MAX_WAKE_LEAD_NS). A timer's plain
-# sleep may overshoot by tens of us, which must not make a send due just after
-# it late.
-EXACT_MARGIN_NS = 200_000
-
-
 def wait_exactly(deadline_ns: int | None, exact_ns: int | None) -> bool:
     """Whether a wait until ``deadline_ns`` must end on time (Provider.wait's
     ``exact``): when an exact deadline ``exact_ns`` (a paced send, a message's
-    post time) comes within EXACT_MARGIN_NS of it."""
+    post time) comes within MAX_WAKE_LEAD_NS of it."""
     return (exact_ns is not None and deadline_ns is not None
-            and exact_ns <= deadline_ns + EXACT_MARGIN_NS)
+            and exact_ns <= deadline_ns + MAX_WAKE_LEAD_NS)
 
 
 def _wc_op(op: WROpcode) -> WCOpcode:

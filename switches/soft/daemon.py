@@ -204,19 +204,14 @@ class SwitchDaemon:
     def stats(self) -> dict[str, Any]:
         with self.switch.lock:
             sw = self.switch.stats()
-        for p in self.ports.values():
-            p.update_kernel_drops()
+        kernel_drops = self._kernel_drops()
         return {
             "switch": _jsonable(sw),
             "ports": {
                 str(n): {"ifname": p.ifname, **vars(p.stats)} for n, p in sorted(self.ports.items())
             },
-            "lag_us": {
-                "max": self.lag_max_us,
-                "mean": round(self.lag_sum_us / self.lag_samples) if self.lag_samples else 0,
-                "samples": self.lag_samples,
-            },
-            "kernel_drops": sum(p.stats.kernel_drops for p in self.ports.values()),
+            "lag_us": self._lag_us(),
+            "kernel_drops": kernel_drops,
             "ingress_bunched": {str(k): v for k, v in sorted(self.ingress_bunched.items())},
             "ingress_min_gap_ns": {str(k): v for k, v in sorted(self.ingress_min_gap_ns.items())},
             "rx_errors": self.rx_errors,
@@ -241,13 +236,20 @@ class SwitchDaemon:
                 "tx_bytes": {str(n): b for n, b in sw.tx_bytes.items()},
                 "rx_bytes": {str(n): b for n, b in sw.rx_bytes.items()},
                 "drops": dict(sw.drops)}
-        for port in self.ports.values():
-            port.update_kernel_drops()
-        out["lag_us"] = {"max": self.lag_max_us, "samples": self.lag_samples,
-                         "mean": round(self.lag_sum_us / self.lag_samples)
-                         if self.lag_samples else 0}
-        out["kernel_drops"] = sum(port.stats.kernel_drops for port in self.ports.values())
+        out["kernel_drops"] = self._kernel_drops()
+        out["lag_us"] = self._lag_us()
         return out
+
+    def _lag_us(self) -> dict[str, int]:
+        return {"max": self.lag_max_us, "samples": self.lag_samples,
+                "mean": round(self.lag_sum_us / self.lag_samples) if self.lag_samples else 0}
+
+    def _kernel_drops(self) -> int:
+        """Frames the kernel dropped on all ports so far (each read resets the
+        kernel's count, so it is added to the port's)."""
+        for p in self.ports.values():
+            p.update_kernel_drops()
+        return sum(p.stats.kernel_drops for p in self.ports.values())
 
     def start_control(self, port: int) -> int:
         self.server = ControlServer(self.execute, port=port, log=log)

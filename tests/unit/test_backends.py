@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,6 +98,17 @@ def _daemon(tmp_path: Path, *extra: str, env: dict[str, str] | None = None
                             stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
 
 
+def _ready(proc: subprocess.Popen[str], tmp_path: Path) -> dict[str, Any]:
+    """The daemon's ready file, once it has written it (within a minute)."""
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "ready").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "daemon not ready"
+        time.sleep(0.05)
+    info: dict[str, Any] = json.loads((tmp_path / "ready").read_text())
+    return info
+
+
 def test_daemon_exits_2_when_the_backend_cannot_run(tmp_path: Path) -> None:
     proc = _daemon(tmp_path, "--backend", "pypy",
                    env={"SOFTSWITCH_PYPY": str(tmp_path / "no-such-pypy")})
@@ -111,12 +123,7 @@ def test_daemon_runs_its_data_path_on_pypy(tmp_path: Path) -> None:
 
     proc = _daemon(tmp_path, "--backend", "pypy")
     try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "ready").exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "daemon not ready"
-            time.sleep(0.05)
-        info = json.loads((tmp_path / "ready").read_text())
+        info = _ready(proc, tmp_path)
         assert info["pid"] == proc.pid  # re-executed in place
         assert Path(f"/proc/{proc.pid}/exe").resolve().name.startswith("pypy")
         # with the JIT thresholds that keep compilations in the first seconds
@@ -146,11 +153,7 @@ def test_daemon_profiles_its_data_path_when_asked(tmp_path: Path) -> None:
     prof_dir = tmp_path / "prof"
     proc = _daemon(tmp_path, env={PROFILE_ENV: str(prof_dir)})
     try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "ready").exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "daemon not ready"
-            time.sleep(0.05)
+        _ready(proc, tmp_path)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)

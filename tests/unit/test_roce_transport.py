@@ -22,7 +22,8 @@ from hosts.roce import (
 )
 from hosts.roce import wire as W
 from hosts.roce.constants import ECN_ECT0, ECN_NOT_ECT, OPS_DATA, Opcode
-from hosts.roce.verbs import EXACT_MARGIN_NS, wait_exactly
+from hosts.roce.provider import MAX_WAKE_LEAD_NS
+from hosts.roce.verbs import wait_exactly
 
 A_IP, B_IP = "10.0.0.1", "10.0.0.2"
 MTU = 1024
@@ -647,5 +648,5 @@ def test_only_a_paced_send_is_an_exact_deadline():
     assert b.exact_at is None and not wait_exactly(dl, b.exact_at)
     # a timer just before a paced send: waited for exactly, so that a late
     # wake-up for the timer does not make the send late
-    assert wait_exactly(dl, dl + EXACT_MARGIN_NS)
-    assert not wait_exactly(dl, dl + EXACT_MARGIN_NS + 1)
+    assert wait_exactly(dl, dl + MAX_WAKE_LEAD_NS)
+    assert not wait_exactly(dl, dl + MAX_WAKE_LEAD_NS + 1)
