@@ -12,7 +12,11 @@ by kind and stage, alpha on the right axis).
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -124,7 +128,9 @@ def flow_timeline(data: PhaseData, out: Path, *, title: str, port: int | None,
                   ha="center")
     dcqcn_panel(ax_d, data, t0, colors)
     ax_d.set_xlabel("time since start (s)")
-    fig.tight_layout()
+    # fixed margins: the panels and labels are always the same, and
+    # tight_layout would measure every tick label again (a third of the time)
+    fig.subplots_adjust(left=0.09, right=0.93, bottom=0.05, top=0.97, hspace=0.2)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     plt.close(fig)
@@ -134,16 +140,33 @@ def flow_timeline(data: PhaseData, out: Path, *, title: str, port: int | None,
 def phase_timelines(run_dir: str | Path, phases: Iterable[tuple[str, str]], *,
                     port: int | None, line_rate_bps: float | None = None,
                     thresholds: Sequence[float] = (), queue_limit: int | None = None,
-                    rate_window_s: float = 0.1) -> list[Path]:
+                    rate_window_s: float = 0.1, workers: int | None = None) -> list[Path]:
     """A :func:`flow_timeline` of each of a run's phases, all on the same
     bottleneck (``port``, its rate, RED thresholds and queue limit):
     ``phases`` gives each phase's name and its figure's title; the figures
-    are ``plots/<phase>.png``, returned in the order of ``phases``."""
-    return [flow_timeline(load_phase(run_dir, name), Path(run_dir) / "plots" / f"{name}.png",
-                          title=title, port=port, line_rate_bps=line_rate_bps,
-                          thresholds=thresholds, queue_limit=queue_limit,
-                          rate_window_s=rate_window_s)
-            for name, title in phases]
+    are ``plots/<phase>.png``, returned in the order of ``phases``.
+
+    The figures are drawn by ``workers`` processes (default: one per CPU):
+    the run is over, its network down, and a dozen figures take a few
+    seconds each on one core."""
+    jobs = [(str(run_dir), name, title, port, line_rate_bps, tuple(thresholds), queue_limit,
+             rate_window_s) for name, title in phases]
+    n = min(len(jobs), workers or os.cpu_count() or 1)
+    # fork copies this process with matplotlib loaded (no second start-up),
+    # safe only while no other thread could hold a lock at the fork
+    if n > 1 and threading.active_count() == 1 and "fork" in mp.get_all_start_methods():
+        with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork")) as ex:
+            return list(ex.map(_draw_phase, jobs))
+    return [_draw_phase(job) for job in jobs]
+
+
+def _draw_phase(job: tuple[str, str, str, int | None, float | None, tuple[float, ...],
+                           int | None, float]) -> Path:
+    run_dir, name, title, port, line_rate_bps, thresholds, queue_limit, rate_window_s = job
+    return flow_timeline(load_phase(run_dir, name), Path(run_dir) / "plots" / f"{name}.png",
+                         title=title, port=port, line_rate_bps=line_rate_bps,
+                         thresholds=thresholds, queue_limit=queue_limit,
+                         rate_window_s=rate_window_s)
 
 
 # Marker per reaction-point event: cuts, then increases by stage.

@@ -62,20 +62,45 @@ class PhaseData:
     stats: dict[str, Any] = field(default_factory=dict)
     plan: dict[str, Any] = field(default_factory=dict)
 
+    # events by kind, then by flow, each in time order: built on first use,
+    # again whenever ``events`` changed (a figure asks per flow and kind, and
+    # scanning a long phase's events each time cost seconds per figure)
+    _index_of: tuple[tuple[str, int, int], ...] = field(default=(), init=False, repr=False,
+                                                        compare=False)
+    _by_kind: dict[Any, list[dict[str, Any]]] = field(default_factory=dict, init=False,
+                                                      repr=False, compare=False)
+    _by_flow: dict[Any, dict[Any, list[dict[str, Any]]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+
+    def _kinds(self) -> dict[Any, list[dict[str, Any]]]:
+        key = tuple((h, id(es), len(es)) for h, es in self.events.items())
+        if key != self._index_of:
+            by_kind: dict[Any, list[dict[str, Any]]] = {}
+            for es in self.events.values():
+                for e in es:
+                    by_kind.setdefault(e.get("event"), []).append(e)
+            for evs in by_kind.values():
+                evs.sort(key=lambda e: e["t_ns"])
+            self._index_of, self._by_kind, self._by_flow = key, by_kind, {}
+        return self._by_kind
+
     def all_events(self, kind: str | None = None) -> list[dict[str, Any]]:
-        evs = [e for es in self.events.values() for e in es
-               if kind is None or e.get("event") == kind]
-        return sorted(evs, key=lambda e: e["t_ns"])
+        if kind is None:
+            evs = [e for es in self.events.values() for e in es]
+            return sorted(evs, key=lambda e: e["t_ns"])
+        return list(self._kinds().get(kind, ()))
 
     def flow_events(self, flow: str, kind: str, role: str | None = None) -> list[dict[str, Any]]:
-        out = []
-        for e in self.all_events(kind):
-            if e.get("flow") != flow:
-                continue
-            if role is not None and e.get("role", role) != role:
-                continue
-            out.append(e)
-        return out
+        kinds = self._kinds()
+        flows = self._by_flow.get(kind)
+        if flows is None:
+            flows = self._by_flow[kind] = {}
+            for e in kinds.get(kind, ()):
+                flows.setdefault(e.get("flow"), []).append(e)
+        evs = flows.get(flow, [])
+        if role is None:
+            return list(evs)
+        return [e for e in evs if e.get("role", role) == role]
 
     def flow_end(self, flow: str, role: str) -> dict[str, Any]:
         for e in self.all_events("flow_end"):

@@ -19,12 +19,13 @@ import pytest
 
 from hosts.agent import (
     FINAL_IMM,
+    FLOW_PATTERN_PERIOD,
     PROFILE_ENV,
     collective_bound,
     collective_expected,
     collective_input,
     flow_pattern,
-    same_bytes,
+    matches_pattern,
 )
 from hosts.agent_spec import (
     MAX_FLOW_BYTES,
@@ -150,17 +151,36 @@ def test_a_flow_carries_up_to_2_gib_less_one_byte() -> None:
     assert (MAX_FLOW_BYTES - 1) & FINAL_IMM == 0
 
 
-def test_received_bytes_are_compared_a_chunk_at_a_time() -> None:
-    a = bytes(range(256)) * 40
-    b = bytearray(a)
-    assert same_bytes(b, a, len(a), chunk=1000)
-    b[-1] ^= 1                                  # in the last, partial chunk
-    assert not same_bytes(b, a, len(a), chunk=1000)
-    assert same_bytes(b, a, len(a) - 1, chunk=1000)   # beyond n: not compared
+def test_received_bytes_are_checked_against_the_pattern() -> None:
+    spec = _flow(msg_bytes=4096, count=3)
+    b = flow_pattern(spec)
+    assert matches_pattern(b, spec, len(b))
     b[-1] ^= 1
-    b[2500] ^= 0x80                             # in a middle chunk
-    assert not same_bytes(b, a, len(a), chunk=1000)
-    assert not same_bytes(b[:100], a, 101)      # shorter than n
+    assert not matches_pattern(b, spec, len(b))
+    assert matches_pattern(b, spec, len(b) - 1)    # beyond n: not compared
+    b[-1] ^= 1
+    b[2500] ^= 0x80
+    assert not matches_pattern(b, spec, len(b))
+    assert not matches_pattern(b[:100], spec, 101)  # shorter than n
+    assert not matches_pattern(flow_pattern(_flow(seed=6)), spec, len(b))
+
+
+def test_a_long_flow_repeats_its_pattern_with_a_prime_period() -> None:
+    """A flow longer than a period: SHAKE-128 of the seed, repeated; a packet
+    moved by whole packets or by part of one does not match."""
+    import hashlib
+
+    spec = _flow(msg_bytes=65536, count=300)       # 19.7 MB, 1.17 periods
+    b = flow_pattern(spec)
+    p = FLOW_PATTERN_PERIOD
+    assert len(b) == spec.total_bytes
+    assert bytes(b[:p]) == hashlib.shake_128(b"flow-pattern/%d" % spec.seed).digest(p)
+    assert b[p:] == b[:len(b) - p]
+    assert matches_pattern(b, spec, len(b))
+    for shift in (1024, 4096, 65536, 1):              # where the second period starts
+        c = bytearray(b)
+        c[p:p + 1024] = b[p + shift:p + shift + 1024]
+        assert not matches_pattern(c, spec, len(c)), shift
 
 
 def test_both_ends_derive_the_same_data() -> None:
