@@ -71,6 +71,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from hosts.agent_spec import JobSpec, SpecError, agent_interpreter
+from testbed.agent_launcher import AgentLauncher, LaunchedAgent, LauncherError
 from testbed.cpu_usage import CpuSampler, format_cpu
 from testbed.doctor import doctor_report
 from testbed.experiment import (
@@ -571,7 +572,7 @@ class _Agent:
     priorities: RtPriorities = SWITCH_FIRST
     sends: bool = False
     realtime_error: str = ""
-    proc: subprocess.Popen[bytes] | None = None
+    proc: subprocess.Popen[bytes] | LaunchedAgent | None = None
     rc: int | None = None
     events_pos: int = 0
     kinds: set[str] = field(default_factory=set)
@@ -637,12 +638,21 @@ def _agent_env() -> dict[str, str]:
     return env
 
 
-def _start_agent(a: _Agent) -> None:
-    with open(a.log_path, "ab") as logf:
-        a.proc = a.node.popen([a.interpreter, "-m", AGENT_MODULE, "--spec", str(a.spec_path),
-                               "--events", str(a.events_path)],
-                              stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                              cwd=str(REPO_ROOT), env=_agent_env())
+def _start_agent(a: _Agent, launcher: AgentLauncher | None = None) -> None:
+    """Start ``a``: forked by its host's launcher when it has one and the agent
+    runs on this interpreter, else as a new process of its interpreter."""
+    args = ["--spec", str(a.spec_path), "--events", str(a.events_path)]
+    if launcher is not None and a.interpreter == sys.executable:
+        try:
+            a.proc = launcher.spawn(args, a.log_path)
+        except LauncherError as e:
+            raise RunError(str(e)) from e
+    else:
+        with open(a.log_path, "ab") as logf:
+            a.proc = a.node.popen([a.interpreter, "-m", AGENT_MODULE, *args],
+                                  stdin=subprocess.DEVNULL, stdout=logf,
+                                  stderr=subprocess.STDOUT, cwd=str(REPO_ROOT),
+                                  env=_agent_env())
     this_process_record().add_process(a.proc.pid, f"host agent {a.host}")
     if a.realtime:
         # An agent stands for a NIC: a paced sender that wakes for its next
@@ -772,7 +782,8 @@ _QDISC_COUNTERS = ("sent_bytes", "sent_pkts", "dropped", "overlimits")
 
 def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
                switches: dict[str, Any], prog: Progress, opts: RunOptions,
-               agents_out: list[_Agent], applied: list[dict[str, Any]]) -> dict[str, Any]:
+               agents_out: list[_Agent], applied: list[dict[str, Any]],
+               launchers: dict[str, AgentLauncher] | None = None) -> dict[str, Any]:
     pdir = run_dir / "phases" / phase.name
     pdir.mkdir(parents=True, exist_ok=True)
     prog.line(f"phase {phase.name}: {len(phase.jobs)} agent(s)"
@@ -832,7 +843,7 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
             cpu.add(n, one.proc.pid)
     try:
         for a in agents:
-            _start_agent(a)
+            _start_agent(a, (launchers or {}).get(a.host))
             if a.proc is not None:
                 cpu.add(a.host, a.proc.pid)
         cpu.sample()
@@ -1043,6 +1054,7 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
     except TargetUnavailable as e:
         raise RunError(str(e)) from e
     agents: list[_Agent] = []
+    launchers: dict[str, AgentLauncher] = {}
     failure: BaseException | None = None
     try:
         with _teardown_watchdog():
@@ -1052,6 +1064,13 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
                         "s " if fab else " ") + ", ".join(
                         f"{n} {one.control_port}" if fab else str(one.control_port)
                         for n, one in switches.items()) + ")")
+                    if opts.hosts == "udp":
+                        # they import the agent while the switches are configured
+                        (run_dir / "agents").mkdir(exist_ok=True)
+                        for h in hosts:
+                            launchers[h.name] = AgentLauncher(
+                                h, run_dir / "agents" / f"{h.name}-launcher.log",
+                                _agent_env(), REPO_ROOT, run=str(run_dir))
                     rt = rt_priorities(topo)
                     if topo.realtime:
                         prog.line(f"real-time priority (SCHED_FIFO): switch {rt.switch}, "
@@ -1088,12 +1107,14 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
                                   f"{measured['base_rtt']['min_ms']} ms (ping, minimum)")
                     for phase in plan.phases:
                         _run_phase(phase, plan, run_dir, net, switches, prog, opts, agents,
-                                   applied)
+                                   applied, launchers)
                 except BaseException as e:
                     failure = e
                     raise
                 finally:
                     _stop_agents(agents)
+                    for launcher in launchers.values():
+                        launcher.close()
                     signal.setitimer(signal.ITIMER_REAL, opts.teardown_timeout_s)
     except _TeardownTimeout:
         # Mininet waits forever on a node shell that died under it (e.g. another

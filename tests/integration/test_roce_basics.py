@@ -31,8 +31,9 @@ def run_cli(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str
 
 
 def agent_processes(run_dir: Path) -> list[str]:
-    """Host agents of the run in ``run_dir`` still running (other people's
-    agents on this machine are none of this test's business)."""
+    """Host agents, and agent launchers, of the run in ``run_dir`` still
+    running (other people's agents on this machine are none of this test's
+    business); a forked agent has its launcher's command line."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -41,7 +42,8 @@ def agent_processes(run_dir: Path) -> list[str]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"hosts.agent" in argv[:4] and any(str(run_dir).encode() in a for a in argv):
+        if ({b"hosts.agent", b"hosts.agent_launcher"} & set(argv[:4])
+                and any(str(run_dir).encode() in a for a in argv)):
             found.append(f"{entry.name}: {b' '.join(argv).decode(errors='replace')}")
     return found
 
