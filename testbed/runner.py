@@ -98,6 +98,9 @@ __all__ = ["RunError", "RunTerminated", "RunOptions", "run", "check_environment"
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 AGENT_MODULE = "hosts.agent"
+# Set to 0: start every agent as a new interpreter, not forked by its host's
+# launcher (hosts/agent_launcher.py), e.g. to compare the two.
+LAUNCHER_ENV = "P4TB_AGENT_LAUNCHER"
 # How often a phase reads its processes' CPU time (testbed.cpu_usage): a few
 # file reads per process; the shares span the first to the last reading.
 CPU_SAMPLE_S = 0.5
@@ -654,7 +657,14 @@ def _start_agent(a: _Agent, launcher: AgentLauncher | None = None) -> None:
                                   stderr=subprocess.STDOUT, cwd=str(REPO_ROOT),
                                   env=_agent_env())
     this_process_record().add_process(a.proc.pid, f"host agent {a.host}")
-    if a.realtime:
+
+
+def _make_realtime(a: _Agent) -> None:
+    """Put a started agent at its real-time priority, if it asks for one.
+    Called once every agent of the phase is started: a real-time agent
+    setting up (hundreds of MB of buffers) would otherwise hold a CPU
+    from the runner before it starts the next one."""
+    if a.realtime and a.proc is not None:
         # An agent stands for a NIC: a paced sender that wakes for its next
         # packet must run then, not after another process ends its time slice,
         # and a receiver must answer (ACK, CNP) as it receives (Topology.realtime).
@@ -846,6 +856,8 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
             _start_agent(a, (launchers or {}).get(a.host))
             if a.proc is not None:
                 cpu.add(a.host, a.proc.pid)
+        for a in agents:
+            _make_realtime(a)
         cpu.sample()
         next_cpu = time.monotonic() + CPU_SAMPLE_S
         next_status = t_start + opts.status_interval_s
@@ -1064,7 +1076,7 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
                         "s " if fab else " ") + ", ".join(
                         f"{n} {one.control_port}" if fab else str(one.control_port)
                         for n, one in switches.items()) + ")")
-                    if opts.hosts == "udp":
+                    if opts.hosts == "udp" and os.environ.get(LAUNCHER_ENV, "1") != "0":
                         # they import the agent while the switches are configured
                         (run_dir / "agents").mkdir(exist_ok=True)
                         for h in hosts:

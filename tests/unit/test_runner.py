@@ -497,6 +497,9 @@ def test_realtime_agents_run_sched_fifo_senders_above_receivers(
     runner._start_agent(a)
     assert a.proc is not None
     try:
+        # started at normal priority; real-time once the phase's agents all are
+        assert os.sched_getscheduler(a.proc.pid) == os.SCHED_OTHER
+        runner._make_realtime(a)
         if os.geteuid() != 0:   # no real-time budget: said, and the run goes on
             assert not a.realtime and a.realtime_error
             return
