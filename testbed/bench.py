@@ -141,6 +141,9 @@ def forwarding_run(seconds: float = 5.0, program: str | Path = DEFAULT_PROGRAM,
         "lag_us_max": after["lag_us"]["max"],
         "lag_us_mean": after["lag_us"]["mean"],
     })
+    # the switch's log is kept only when the run failed (an exception above)
+    shutil.rmtree(log_dir, ignore_errors=True)
+    del result["log_dir"]
     return result
 
 

@@ -252,3 +252,17 @@ def test_link_delay_shows_in_the_round_trip(tmp_path: Path) -> None:
         assert sw.stats()["switch"]["queues"]["1"]["delay_us"] == 10_000  # both links folded
     assert rtt["min_ms"] is not None, "no ping reply"
     assert 20.0 <= rtt["min_ms"] < 35.0, rtt
+
+
+def test_forwarding_benchmark_measures_and_leaves_no_log_dir(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from testbed.bench import forwarding_run
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))     # where its switch log would go
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    r = forwarding_run(seconds=1.0, tool="python", warmup=0.2)
+    assert r["packets"] > 0 and r["mbps"] > 0 and r["cpu_s_per_mpkt"]
+    assert "log_dir" not in r
+    assert list(tmp_path.iterdir()) == []
