@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import gc
 import io
 import json
@@ -47,7 +46,6 @@ import hosts.roce.udp_provider  # noqa: F401  (what every agent on these hosts l
 STOP_GRACE_S = 3.0
 # held back across a fork, so that the child never runs the launcher's handlers
 _FORK_BLOCKED = {signal.SIGTERM, signal.SIGINT, signal.SIGCHLD}
-PR_SET_PDEATHSIG = 1
 
 
 def _status(code: int) -> int:
@@ -212,9 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                                  description="Fork host agents on request (JSON lines on stdin).")
     ap.add_argument("--run", default="", help="the run this launcher serves (a label)")
     ap.parse_args(argv)
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() == 1:
+    if not agent._die_with_parent():    # the agent's own: PDEATHSIG, exact timers
         return 3                     # the runner is already gone
     _preload_collectives()
     threads = len(os.listdir("/proc/self/task"))
