@@ -22,7 +22,16 @@ Variants (``variant``; one per run, the fabric's routing differs):
   onto other paths (the paper's seeds);
 - ``imbalance``: static, balanced routes plus one hop (leaf1's uplink to
   spine1) slowed to link / ``imbalance`` (the paper's 1.13x traffic skew on a
-  single hop).
+  single hop);
+- ``congestion``: static, balanced routes plus light background traffic
+  over one hop (the paper's "Congestion (Transient)", Fig. 2). One extra
+  host per leaf, outside the job: the last host of leaf1 sends the last
+  host of leaf2 plain RoCE messages (job id 0, which no switch tracks) of
+  ``background_kb`` in Poisson arrivals at ``background_load`` of a link's
+  rate on average, the same draw for every scheme of a seed. The paper does
+  not give the traffic's size or load; these are the testbed's choice,
+  a tenth of a link in bursts shorter than a step. Its static route shares
+  one leaf-to-spine hop with one ring flow (``background_hop`` says which).
 
 Schemes per seed, one phase each (``schemes``):
 
@@ -37,8 +46,6 @@ Schemes per seed, one phase each (``schemes``):
   the job's data of steps at or behind the slowest step in the high queue,
   the others in the low one (include/symphony_pq.p4; two queues per port),
   RED on each queue, no Symphony marking.
-
-Not built: the "light background traffic" scenario.
 
 Scale: every link and NIC runs at ``link_mbps``; the modelled NICs are the
 paper's 10 Gb/s, so the slowdown is nic_gbps / link_mbps and every timer
@@ -61,7 +68,11 @@ rate), ``cct_change`` (Symphony's median against the baseline's),
 the baseline's),
 ``cct_change_vs_pq`` (Symphony's against PQ's), ``overlap_series`` (seed
 0: time, steps in flight), ``late_start_s`` (per seed: when Symphony was
-switched on, s after the first step) and ``bit_exact``. ``paper``
+switched on, s after the first step), ``ce_marked_packets`` (the job's
+QPs', per scheme), ``background`` (variant congestion: its hosts, hop,
+load, messages per seed, and seed 0's ``bursts`` per scheme: each message's
+[posted, delivered], s since the first step, shaded in overlap.png) and
+``bit_exact``. ``paper``
 (REFERENCE) holds the paper's figures for the keys; CLAIMS are what the
 report judges.
 """
@@ -70,18 +81,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyRing, load_params
-from hosts.agent_spec import CollectiveSpec, JobSpec
+from hosts.agent_spec import CollectiveSpec, FlowSpec, JobSpec
 from hosts.roce.dcqcn import CONNECTX
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.modelled import full_frame_bytes
-from testbed.net import host_addr
+from testbed.net import LeafSpine, host_addr
 from testbed.symphony import config_command, job_commands, pq_job_commands
 from testbed.timeline import PhaseData, load_phase
 
@@ -90,7 +102,8 @@ RXE_UNSUPPORTED = ("Symphony's switch reads each packet's step from its UDP sour
                    "which rxe fixes per QP at RTR, and the job id from BTH byte 4, which "
                    "rxe always sends as 0")
 SCHEMES = ("baseline", "symphony", "symphony_late", "pq")
-VARIANTS = ("ecmp", "imbalance")
+VARIANTS = ("ecmp", "imbalance", "congestion")
+BACKGROUND_FLOW = "background"
 HEADLINE = ("cct.baseline.median", "cct.symphony.median", "cct_change", "cct_change_vs_pq",
             "max_overlap.baseline.mean", "max_overlap.symphony.mean", "theoretical_cct")
 
@@ -98,7 +111,8 @@ HEADLINE = ("cct.baseline.median", "cct.symphony.median", "cct_change", "cct_cha
 # Fig. 4b: maximum step overlap over 50 runs, Baseline (ECMP) 24-35, Symphony
 # 3-6; Fig. 5: Symphony's median CCT about 22% below the Baseline's (and 19%
 # below PQ's); Fig. 2: the Baseline's CCT 60% above the theoretical one, the
-# 1.13x imbalance's 7% above it.
+# 1.13x imbalance's 7% above it, and Fig. 2a: under either light perturbation
+# (the imbalance, or light background traffic) the overlap reaches 10 steps.
 REFERENCE: dict[str, Any] = {
     "max_overlap.baseline": [24, 35],
     "max_overlap.symphony": [3, 6],
@@ -108,6 +122,8 @@ REFERENCE: dict[str, Any] = {
     "cct_change_vs_pq": -0.19,
     "cct_over_theoretical.baseline_ecmp": 1.60,
     "cct_over_theoretical.imbalance_1.13": 1.07,
+    "cct_over_theoretical.congestion_transient": 1.07,
+    "max_overlap.light_perturbation": 10,
     # Fig. 4a: Symphony switched on 500 ms into the session, after about 10
     # steps of overlap had built up, keeps it from growing further.
     "symphony_late.start_ms": 500,
@@ -139,6 +155,12 @@ class Params(SymphonyRing):
     imbalance: float = 1.13          # variant imbalance: the slowed hop's load / capacity
     schemes: str = ",".join(SCHEMES)  # which schemes run (comma-separated)
     late_start: float = 0.33         # symphony_late: switched on after this part of the phase
+    # variant congestion: the background traffic's mean offered load (a part
+    # of a link's rate) and message size; its arrivals cover this many times
+    # the phase's line-rate duration (the baseline's CCT runs above it)
+    background_load: float = 0.1
+    background_kb: int = 64
+    background_span: float = 1.25
 
     @classmethod
     def quick(cls) -> Params:
@@ -156,6 +178,11 @@ class Params(SymphonyRing):
                              f"{', '.join(SCHEMES[1:])}, comma-separated")
         if not 0 < self.late_start < 1:
             raise ValueError(f"late_start {self.late_start}: a part of the phase, in (0, 1)")
+        if not 0 < self.background_load < 1:
+            raise ValueError(f"background_load {self.background_load}: a part of a link's "
+                             "rate, in (0, 1)")
+        if not 1 <= self.background_kb <= 16384 or self.background_span <= 0:
+            raise ValueError("background_kb must be 1..16384 and background_span positive")
         if self.seeds * len(self.scheme_list) > 250:
             raise ValueError("at most 250 phases (one job id each)")
 
@@ -166,6 +193,17 @@ class Params(SymphonyRing):
     @property
     def ecmp(self) -> bool:
         return self.variant == "ecmp"
+
+    @property
+    def background(self) -> bool:
+        return self.variant == "congestion"
+
+    @property
+    def fabric(self) -> LeafSpine:
+        """The job's hosts, plus one background host per leaf (variant congestion)."""
+        return LeafSpine(leaves=self.leaves, spines=self.spines,
+                         hosts_per_leaf=self.hosts_per_leaf + (1 if self.background else 0),
+                         ecmp=self.ecmp)
 
     @property
     def steps_per_phase(self) -> int:
@@ -182,10 +220,54 @@ class Params(SymphonyRing):
 
 
 def ring_order(p: Params) -> list[int]:
-    """Hosts by rank: alternating leaves, so every ring hop crosses a spine."""
+    """Hosts by rank: alternating leaves, so every ring hop crosses a spine
+    (the first ``p.hosts_per_leaf`` hosts of each leaf; a background host
+    comes after them)."""
     f = p.fabric
     return [(leaf - 1) * f.hosts_per_leaf + j + 1
-            for j in range(f.hosts_per_leaf) for leaf in range(1, f.leaves + 1)]
+            for j in range(p.hosts_per_leaf) for leaf in range(1, f.leaves + 1)]
+
+
+def background_hosts(p: Params) -> tuple[int, int]:
+    """(sender, receiver) of the background traffic: leaf1's and leaf2's
+    last host."""
+    per = p.fabric.hosts_per_leaf
+    return per, 2 * per
+
+
+def background_hop(p: Params) -> str:
+    """The leaf-to-spine hop the background traffic's static route takes."""
+    return f"leaf1->spine{p.fabric.static_spine(background_hosts(p)[1])}"
+
+
+def background_arrivals(p: Params, seed: int) -> tuple[float, ...]:
+    """When each background message is posted (s after the start): Poisson
+    arrivals at ``background_load`` of a link's rate over ``background_span``
+    times the phase's line-rate duration; one draw per seed."""
+    rate = p.background_load * p.link_bps / (p.background_kb * 1024 * 8)
+    end = p.background_span * p.theoretical_cct_s * p.iterations
+    rng = random.Random(7919 * (seed + 1))
+    out: list[float] = []
+    t = rng.expovariate(rate)
+    while t < end:
+        out.append(round(t, 6))
+        t += rng.expovariate(rate)
+    return tuple(out)
+
+
+def _background_jobs(p: Params, seed: int, timeout_s: float) -> dict[str, JobSpec]:
+    arrivals = background_arrivals(p, seed)
+    if not arrivals:
+        return {}
+    src, dst = (host_addr(i) for i in background_hosts(p))
+    common: dict[str, Any] = {"flow": BACKGROUND_FLOW, "msg_bytes": p.background_kb * 1024,
+                              "count": len(arrivals), "arrivals_s": arrivals,
+                              "seed": 100 + seed}
+    t = p.transport()
+    return {src.name: JobSpec(host=src.name, ip=src.ip, transport=t, timeout_s=timeout_s,
+                              flows=(FlowSpec(role="sender", peer_ip=dst.ip, **common),)),
+            dst.name: JobSpec(host=dst.name, ip=dst.ip, transport=t, timeout_s=timeout_s,
+                              flows=(FlowSpec(role="receiver", peer_ip=src.ip, **common),))}
 
 
 def phase_name(scheme: str, seed: int) -> str:
@@ -214,8 +296,9 @@ def warmup_phase(p: SymphonyRing) -> PhasePlan:
     fabric, job id 0 (no switch tracks it): the switches' JIT compiles
     their hot loops before anything is measured; outside the verdict."""
     fields = {f.name: getattr(p, f.name) for f in dataclasses.fields(SymphonyRing)}
+    variant = p.variant if isinstance(p, Params) else "ecmp" if p.ecmp else "imbalance"
     w = Params(**dict(fields, chunk_kb=p.warmup_kb, iterations=1, seeds=1, schemes="baseline",
-                      variant="ecmp" if p.ecmp else "imbalance"))
+                      variant=variant))
     return PhasePlan("warmup", _jobs(w, 0, 0), warmup=True,
                      timeout_s=4 * w.theoretical_cct_s + 90,
                      notes=f"warm-up: one AllReduce of {p.warmup_kb} KiB chunks, not measured")
@@ -252,9 +335,17 @@ def plan(p: Params) -> RunPlan:
                 how = f" (Symphony from {p.late_start_s:.1f} s)"
             elif scheme == "pq":
                 commands, how = tuple(pq_job_commands(job)), " (strict priority for lagging steps)"
+            timeout = 4 * p.theoretical_cct_s * p.iterations + 90
+            jobs = _jobs(p, job, seed)
+            if p.background:
+                bg = _background_jobs(p, seed, timeout)
+                jobs.update(bg)
+                if bg:
+                    how += (f"; background: {len(background_arrivals(p, seed))} x "
+                            f"{p.background_kb} KiB over {background_hop(p)}")
             phases.append(PhasePlan(
-                phase_name(scheme, seed), _jobs(p, job, seed), commands=commands,
-                late_commands=late, timeout_s=4 * p.theoretical_cct_s * p.iterations + 90,
+                phase_name(scheme, seed), jobs, commands=commands,
+                late_commands=late, timeout_s=timeout,
                 notes=f"{scheme}: {p.ranks} ranks x {p.channels} rings, {p.iterations} x "
                       f"AllReduce of {p.chunk_kb} KiB chunks; job id {job}" + how))
     return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
@@ -264,7 +355,15 @@ def plan(p: Params) -> RunPlan:
                          "late_start_s": p.late_start_s,
                          "dcqcn_periods_per_step": p.dcqcn_periods_per_step,
                          "symphony": p.symphony.switch_values(p.slowdown),
+                         **({"background": _background_info(p)} if p.background else {}),
                          "reference": REFERENCE})
+
+
+def _background_info(p: Params) -> dict[str, Any]:
+    src, dst = background_hosts(p)
+    return {"from": host_addr(src).name, "to": host_addr(dst).name, "hop": background_hop(p),
+            "load": p.background_load, "msg_kb": p.background_kb,
+            "messages": [len(background_arrivals(p, s)) for s in range(p.seeds)]}
 
 
 # ---------------------------------------------------------------------------
@@ -290,25 +389,44 @@ def late_start_s(run_dir: Path, data: PhaseData) -> float | None:
 def overlap_series(data: PhaseData) -> list[tuple[float, int]]:
     """(s since the first step started, steps in flight) at every step start
     and end: the spread between the newest and the oldest step any of the
-    job's flows (rank, channel) is in, plus one (1 = lockstep)."""
+    job's flows (rank, channel) is in, plus one (1 = lockstep). Steps are
+    counted across the phase's collectives (a rank's ``step`` starts again
+    at 0 in each collective, ``seq``): a rank in the next collective's first
+    step is one step ahead of a rank in this one's last, not 2(N-1) - 1."""
     evs = sorted(data.all_events("step_start") + data.all_events("step_end"),
                  key=lambda e: (e["t_ns"], e["event"] == "step_start"))
     if not evs:
         raise ValueError(f"phase {data.name}: no ring steps recorded")
+    order = {k: i for i, k in enumerate(sorted({(e.get("seq", 0), e["step"]) for e in evs}))}
     t0 = evs[0]["t_ns"]
     current: dict[tuple[int, int], int] = {}
     out = []
     for e in evs:
         key = (e["rank"], e["channel"])
+        step = order[(e.get("seq", 0), e["step"])]
         if e["event"] == "step_start":
-            current[key] = e["step"]
-        elif current.get(key) == e["step"]:
+            current[key] = step
+        elif current.get(key) == step:
             del current[key]
         if current:
             out.append(((e["t_ns"] - t0) / 1e9, max(current.values()) - min(current.values()) + 1))
         else:
             out.append(((e["t_ns"] - t0) / 1e9, 0))
     return out
+
+
+def background_bursts(data: PhaseData, arrivals: tuple[float, ...]) -> list[list[float]]:
+    """[posted, delivered] of each background message, s since the phase's
+    first step started: posted at its planned arrival after the agents'
+    start, delivered at the receiver's completion."""
+    done = data.flow_events(BACKGROUND_FLOW, "completion", role="receiver")
+    steps = [e["t_ns"] for e in data.all_events("step_start")]
+    if not done or not steps:
+        return []
+    start, t0 = data.start_ns(), min(steps)
+    return sorted([round((start + arrivals[e["index"]] * 1e9 - t0) / 1e9, 4),
+                   round((e["t_ns"] - t0) / 1e9, 4)]
+                  for e in done if 0 <= e["index"] < len(arrivals))
 
 
 def collective_times(data: PhaseData) -> list[float]:
@@ -336,6 +454,7 @@ def analyze(run_dir: Path) -> dict[str, Any]:
     bit_exact = True
     marks: dict[str, int] = {}
     late: list[float | None] = []
+    bursts: dict[str, list[list[float]]] = {}
     for scheme in p.scheme_list:
         ccts: list[float] = []
         maxes: list[int] = []
@@ -353,8 +472,11 @@ def analyze(run_dir: Path) -> dict[str, Any]:
             maxes.append(max(o for _t, o in ser))
             if seed == 0:
                 series[scheme] = [[round(t, 4), o] for t, o in ser]
+                if p.background:
+                    bursts[scheme] = background_bursts(data, background_arrivals(p, 0))
             marks[scheme] = marks.get(scheme, 0) + sum(
-                e["qp"].get("ce_pkts", 0) for e in data.all_events("qp_report"))
+                e["qp"].get("ce_pkts", 0) for e in data.all_events("qp_report")
+                if not str(e.get("flow", "")).startswith(BACKGROUND_FLOW))
             if scheme == "symphony_late":
                 t = late_start_s(run_dir, data)
                 late.append(round(t, 3) if t is not None else None)
@@ -386,6 +508,7 @@ def analyze(run_dir: Path) -> dict[str, Any]:
         "late_start_s": late,
         "overlap_series": series,
         "ce_marked_packets": marks,
+        "background": dict(_background_info(p), bursts=bursts) if p.background else None,
         "bit_exact": bit_exact,
         "dcqcn_periods_per_step": round(p.dcqcn_periods_per_step, 2),
         "paper": dict(REFERENCE),
@@ -406,6 +529,10 @@ def plot(run_dir: Path) -> list[Path]:
         if scheme == "symphony_late" and res.get("late_start_s") and res["late_start_s"][0]:
             ax.axvline(res["late_start_s"][0], linestyle="--", color=line.get_color(),
                        label="Symphony switched on (late start)")
+    bg = res.get("background", {}).get("bursts", {}).get(p.scheme_list[0], [])
+    for i, (a, b) in enumerate(bg):
+        ax.axvspan(a, b, color="gray", alpha=0.2,
+                   label=f"background message ({p.scheme_list[0]})" if i == 0 else None)
     ax.set_xlabel("s since the first step (testbed clock)")
     ax.set_ylabel("steps in flight")
     ax.set_title(f"{NAME} ({p.variant}): degree of step overlap, seed 0 (Fig. 4a)")

@@ -67,6 +67,20 @@ def test_overlap_counts_the_steps_in_flight() -> None:
     assert series[-1][1] == 2
 
 
+def test_overlap_counts_steps_across_collectives() -> None:
+    """A rank in the next collective's first step (its ``step`` is 0 again)
+    is one step ahead of a rank in this collective's last step, not behind."""
+    def ev(kind: str, rank: int, seq: int, step: int, t: int) -> dict:
+        return {"event": kind, "rank": rank, "channel": 0, "seq": seq, "step": step, "t_ns": t}
+    evs = []
+    for rank, t in ((0, 0), (1, 5)):
+        for k, (seq, step) in enumerate([(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]):
+            evs += [ev("step_start", rank, seq, step, t + 10 * k),
+                    ev("step_end", rank, seq, step, t + 10 * k + 9)]
+    series = exp.overlap_series(PhaseData(name="x", dir=Path("."), events={"h1": evs}))
+    assert max(o for _t, o in series) == 2            # never more than one step apart
+
+
 def test_plots_of_a_made_up_run(tmp_path: Path) -> None:
     p = exp.Params.quick()
     write_plan(tmp_path, exp, p)
@@ -77,3 +91,41 @@ def test_plots_of_a_made_up_run(tmp_path: Path) -> None:
                              step_s=0.2 - 0.01 * i)
     paths = exp.plot(tmp_path)
     assert_plots(paths, tmp_path, ["overlap.png", "cct_cdf.png"])
+
+
+def test_congestion_variant_adds_background_hosts_and_traffic() -> None:
+    p = exp.Params(variant="congestion", hosts_per_leaf=2, chunk_kb=256, iterations=2,
+                   seeds=2, schemes="baseline,symphony", background_load=0.2)
+    plan = exp.plan(p)
+    fab = plan.topology.fabric
+    assert fab is not None and not fab.ecmp and fab.hosts_per_leaf == 3
+    assert plan.topology.n_hosts == 6
+    assert exp.ring_order(p) == [1, 4, 2, 5]           # h3 and h6 are not ranks
+    assert exp.background_hosts(p) == (3, 6)
+    # static routes: h6 is reached over spine2, which also carries h1 -> h4
+    assert exp.background_hop(p) == "leaf1->spine2" == f"leaf1->spine{fab.static_spine(4)}"
+    assert not plan.topology.switch_commands            # no slowed hop
+    warm = plan.phases[0]
+    assert warm.warmup and sorted(warm.jobs) == ["h1", "h2", "h4", "h5"]
+    for seed in range(2):
+        arr = exp.background_arrivals(p, seed)
+        for scheme in ("baseline", "symphony"):
+            jobs = {ph.name: ph for ph in plan.phases}[exp.phase_name(scheme, seed)].jobs
+            snd, rcv = jobs["h3"].flows[0], jobs["h6"].flows[0]
+            assert (snd.role, rcv.role) == ("sender", "receiver")
+            assert snd.peer_ip == jobs["h6"].ip and snd.job_id == 0   # untracked
+            assert snd.arrivals_s == rcv.arrivals_s == arr   # same draw for every scheme
+            assert jobs["h3"].collective is None and jobs["h1"].collective is not None
+    # the draw's mean load is background_load of a link, over the span
+    span = p.background_span * p.theoretical_cct_s * p.iterations
+    many = [len(exp.background_arrivals(p, s)) for s in range(200)]
+    mean_load = sum(many) / len(many) * p.background_kb * 1024 * 8 / (span * p.link_bps)
+    assert mean_load == pytest.approx(0.2, rel=0.05)
+    assert plan.info["background"]["hop"] == "leaf1->spine2"
+
+
+@pytest.mark.parametrize("kw", [{"background_load": 0.0}, {"background_load": 1.0},
+                                {"background_kb": 0}, {"background_span": 0}])
+def test_bad_background_params_are_refused(kw) -> None:
+    with pytest.raises(ValueError):
+        exp.Params(variant="congestion", **kw)
