@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments import epic_allreduce
-from experiments.epic_allreduce import frame_bytes, ideal_algbw_fraction
+from experiments.epic_allreduce import frame_bytes, ideal_algbw_fraction, retransmissions
 from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec
 from hosts.commlib.epic import ELEMS, PACKET_BYTES
 from testbed.claims import Claim
@@ -61,9 +61,9 @@ from testbed.net import LeafSpine, host_addr
 from testbed.timeline import load_phase
 
 NAME = "epic-tree"
-RXE_UNSUPPORTED = ("the Tree-3-2 is a leaf-spine fabric, and a fabric has no rxe hosts: "
-                   "rdma_rxe works only in the initial network namespace, where rxe hosts "
-                   "are routed per interface around one switch (testbed/rxe_host.py)")
+# rxe: unmodified rdma_rxe ranks, each in the initial namespace on its own
+# link to its leaf (testbed.rxe_host), as in epic-allreduce --hosts rxe
+HOST_PROVIDERS = ("udp", "rxe")
 PROGRAM = "switches/p4/epic.p4"
 SCHEMES = ("epic", "ring", "ring256")
 HEADLINE = ("ratio_large", "ratio_large_256", "model_fraction", "barrier_ratio", "bit_exact",
@@ -289,7 +289,7 @@ def _phase(run_dir: Path, name: str, p: Params, seq: list[str]) -> dict[str, Any
                    for i in ends if len(ends[i]) == p.ranks},
         "barrier_ms": [(max(ends[i]) - max(starts[i])) / 1e6 for i, op in enumerate(seq)
                        if op == "barrier" and len(ends.get(i, ())) == p.ranks],
-        "retransmissions": sum(e["qp"]["retransmits"] for e in reports),
+        "retransmissions": retransmissions(reports),
     }
 
 

@@ -264,32 +264,48 @@ def star_router(
     sw = net.addSwitch("s1", program=str(program), log_dir=log_dir, pcap=pcap,
                        priority_queues=priority_queues, cli_commands=cmds,
                        ready_timeout=ready_timeout, **switch_params)
-    if host_provider not in ("udp", "rxe"):
-        raise ValueError(f"host_provider must be udp or rxe, not {host_provider!r}")
+    _check_host_provider(host_provider)
     hosts = []
     for a in addrs:
-        if host_provider == "rxe":
-            from testbed.rxe_host import RxeHost
-
-            h = net.addHost(a.name, cls=RxeHost, ip=f"{a.ip}/32", mac=a.mac,
-                            gateway=(a.gateway_ip, a.gateway_mac))
-        else:
-            h = net.addHost(a.name, ip=f"{a.ip}/24", mac=a.mac,
-                            defaultRoute=f"via {a.gateway_ip}")
+        h = _add_host(net, a, host_provider)
         net.addLink(h, sw, port2=a.port, **link_opts)
         hosts.append(h)
+    _build(net, hosts, addrs, host_provider)
+    return net, sw, hosts, addrs
+
+
+def _check_host_provider(host_provider: str) -> None:
+    if host_provider not in ("udp", "rxe"):
+        raise ValueError(f"host_provider must be udp or rxe, not {host_provider!r}")
+
+
+def _add_host(net: Any, a: HostAddr, host_provider: str) -> Any:
+    """Host ``a``: a namespaced Mininet host (udp), or an rxe host in the
+    initial namespace (testbed.rxe_host.RxeHost: a /32 on its own link and
+    policy routing through its gateway)."""
+    if host_provider == "rxe":
+        from testbed.rxe_host import RxeHost
+
+        return net.addHost(a.name, cls=RxeHost, ip=f"{a.ip}/32", mac=a.mac,
+                           gateway=(a.gateway_ip, a.gateway_mac))
+    return net.addHost(a.name, ip=f"{a.ip}/24", mac=a.mac, defaultRoute=f"via {a.gateway_ip}")
+
+
+def _build(net: Any, hosts: list[Any], addrs: list[HostAddr], host_provider: str) -> None:
+    """Build ``net``, record what it made (testbed.owned) and give each
+    namespaced host a permanent neighbour entry for its gateway (an rxe host
+    sets its own in RxeHost.config)."""
     net.build()
     from testbed.owned import record_network
 
     record_network(net)
+    if host_provider == "rxe":
+        return
     from testbed.netlink import set_permanent_neighbour
 
     for h, a in zip(hosts, addrs, strict=True):
-        if host_provider == "rxe":
-            continue            # RxeHost.config sets its gateway's entry
         set_permanent_neighbour(a.gateway_ip, a.gateway_mac, str(h.defaultIntf()),
                                 netns_pid=h.pid)
-    return net, sw, hosts, addrs
 
 
 # ---------------------------------------------------------------------------
@@ -433,18 +449,23 @@ def leaf_spine(
     ready_timeout: float = 120.0,
     backend: str = "python",
     target: str = "soft",
+    host_provider: str = "udp",
     **switch_params: Any,
 ) -> tuple[Any, dict[str, Any], list[Any], list[HostAddr]]:
     """(net, switches by name, hosts, addresses) of ``fabric``; not started.
     Every switch runs ``program`` (an L3 program; with ``fabric.ecmp`` one
     that defines L3_ECMP, such as symphony.p4) with the fabric's routes, then
-    ``extra_commands``. Links have no delay."""
+    ``extra_commands``. Links have no delay. ``host_provider`` as in
+    :func:`star_router`: rxe hosts sit in the initial namespace, each on its
+    own link to its leaf, so the fabric's links between switches carry no
+    addresses and touch no host's routing."""
     from mininet.link import Link
     from mininet.net import Mininet
 
     from switches.soft.node import P4Host
     from testbed.targets import switch_class
 
+    _check_host_provider(host_provider)
     cls = switch_class(target)
     if target == "soft":
         switch_params["backend"] = backend
@@ -460,22 +481,14 @@ def leaf_spine(
     addrs = fabric.addrs()
     hosts = []
     for i, a in enumerate(addrs, start=1):
-        h = net.addHost(a.name, ip=f"{a.ip}/24", mac=a.mac, defaultRoute=f"via {a.gateway_ip}")
+        h = _add_host(net, a, host_provider)
         net.addLink(h, switches[f"leaf{fabric.leaf_of(i)}"], port2=a.port)
         hosts.append(h)
     for li in range(1, fabric.leaves + 1):
         for sp in range(1, fabric.spines + 1):
             net.addLink(switches[f"leaf{li}"], switches[f"spine{sp}"],
                         port1=fabric.uplink_port(sp), port2=li)
-    net.build()
-    from testbed.owned import record_network
-
-    record_network(net)
-    from testbed.netlink import set_permanent_neighbour
-
-    for h, a in zip(hosts, addrs, strict=True):
-        set_permanent_neighbour(a.gateway_ip, a.gateway_mac, str(h.defaultIntf()),
-                                netns_pid=h.pid)
+    _build(net, hosts, addrs, host_provider)
     return net, switches, hosts, addrs
 
 

@@ -173,10 +173,6 @@ def check_plan_hosts(plan: RunPlan, hosts: str) -> None:
     """Raise RunError where the plan asks of the hosts what ``hosts`` cannot do."""
     if hosts != "rxe":
         return
-    if plan.topology.fabric is not None:
-        raise RunError("a leaf-spine fabric has no rxe hosts yet: rxe hosts share the initial "
-                       "namespace, routed per interface around one switch (testbed.rxe_host); "
-                       "use --hosts udp")
     if plan.topology.host_line_qdisc:
         raise RunError("rxe hosts shape their own link (tc HTB under the DCQCN shim, "
                        "hosts/roce/rxe_dcqcn.py): the runner's line-rate qdisc on the hosts "
@@ -1053,10 +1049,11 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
         delay_us = topo.network.convert(plan.path_mtu()).link_delay_us
     backend = topo.backend if opts.target == "soft" else "python"
     try:
-        if fab is not None:            # udp hosts only (check_plan_hosts)
+        if fab is not None:
             net, switches, hosts, _addrs = leaf_spine(
                 fab, repo_path(topo.program), log_dir=run_dir / "switch", pcap=opts.pcap,
-                target=opts.target, backend=backend, priority_queues=topo.priority_queues)
+                target=opts.target, backend=backend, priority_queues=topo.priority_queues,
+                host_provider=opts.hosts)
         else:
             net, sw, hosts, _addrs = star_router(
                 topo.n_hosts, repo_path(topo.program), log_dir=run_dir / "switch",

@@ -1,6 +1,7 @@
 """EPIC Mode-II on rdma_rxe ranks, end to end: `testbed run epic-allreduce --hosts
 rxe` and `testbed run epic-primitives --hosts rxe` with three ranks through the
-soft switch running epic.p4. The
+soft switch running epic.p4, and `testbed run epic-tree --hosts rxe` with four
+ranks under three switches (a leaf-spine of rxe hosts). The
 switch terminates every rank's QP (it adds the ranks' packets, multicasts the
 sums rewritten to each rank's IP and QPN with a new ICRC, and reflects each
 rank's ACKs to the rank), so unmodified rxe ranks accepting its packets is
@@ -131,3 +132,27 @@ def test_epic_primitives_on_rxe_ranks_are_bit_exact(tmp_path: Path) -> None:
     assert len(summary["schemes"]["epic"]["barrier_ms"]) == 2
     # every rank received at least the data of the rounds it is not the root of
     _check_switch_frames(run, 3)
+
+
+@pytest.mark.root
+def test_epic_tree_on_rxe_ranks_is_bit_exact(tmp_path: Path) -> None:
+    # The Tree-3-2 of epic-tree: four rxe ranks, two on each leaf switch, the
+    # leaves' partial sums added at the root; rxe hosts on a leaf-spine sit in
+    # the initial namespace, each on its own link to its leaf
+    run = tmp_path / "run"
+    summary = run_on_rxe_hosts("epic-tree", run, "min_kib=4", "max_kib=4", "iterations=1",
+                               "float_kib=0", "barriers=1", "warmup_kib=0", pcap=True)
+    assert summary["ranks"] == 4 and summary["bit_exact"]
+    _check_schemes(summary, 2, "epic", "ring", "ring256")     # an AllReduce and a Barrier
+    assert all(summary["schemes"][s]["retransmissions"] is None
+               for s in ("epic", "ring", "ring256"))
+    # what each leaf sent its ranks: the root's sums copied down (4 KiB = 16
+    # packets) and reflected ACKs, every frame with the ICRC scapy computes
+    for leaf in (1, 2):
+        for port in (1, 2):
+            frames = _roce_frames(run / "switch" / f"leaf{leaf}-eth{port}_out.pcap")
+            data = [f for f in frames if f[42] != 0x11]
+            assert len(data) >= 16 and len(data) < len(frames), (leaf, port)
+            bad = [f.hex() for f in frames
+                   if int.from_bytes(f[-4:], "little") != _scapy_icrc(f)]
+            assert not bad, bad[:2]

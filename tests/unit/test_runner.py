@@ -470,8 +470,7 @@ def test_plans_rxe_hosts_cannot_run_are_refused_before_bring_up() -> None:
     check_plan_hosts(roce_basics.plan(roce_basics.Params.quick()), "rxe")
     fabric = symphony_ring.plan(symphony_ring.Params.quick())
     assert fabric.topology.fabric is not None
-    with pytest.raises(RunError, match="leaf-spine fabric has no rxe hosts"):
-        check_plan_hosts(fabric, "rxe")
+    check_plan_hosts(fabric, "rxe")       # rxe hosts on a leaf-spine: each on its leaf
 
 
 class _LocalNode:
