@@ -129,3 +129,18 @@ def test_congestion_variant_adds_background_hosts_and_traffic() -> None:
 def test_bad_background_params_are_refused(kw) -> None:
     with pytest.raises(ValueError):
         exp.Params(variant="congestion", **kw)
+
+
+def test_background_bursts_run_from_arrival_to_delivery() -> None:
+    """A background message spans its planned arrival (after the agents'
+    start) to the receiver's completion, in s since the first ring step."""
+    s = 1_000_000_000
+    data = PhaseData(name="x", dir=Path("."), events={
+        "h1": [{"event": "start", "t_ns": 10 * s},
+               {"event": "step_start", "rank": 0, "channel": 0, "step": 0, "t_ns": 10 * s + s // 10}],
+        "h6": [{"event": "start", "t_ns": 10 * s},
+               {"event": "completion", "flow": exp.BACKGROUND_FLOW, "role": "receiver",
+                "index": 1, "t_ns": 13 * s},
+               {"event": "completion", "flow": exp.BACKGROUND_FLOW, "role": "receiver",
+                "index": 0, "t_ns": 11 * s}]})
+    assert exp.background_bursts(data, (0.5, 2.5)) == [[0.4, 0.9], [2.4, 2.9]]
