@@ -255,8 +255,9 @@ def background_arrivals(p: Params, seed: int) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _background_jobs(p: Params, seed: int, timeout_s: float) -> dict[str, JobSpec]:
-    arrivals = background_arrivals(p, seed)
+def _background_jobs(p: Params, arrivals: tuple[float, ...], seed: int,
+                     timeout_s: float) -> dict[str, JobSpec]:
+    """The background sender's and receiver's agents for one seed's draw."""
     if not arrivals:
         return {}
     src, dst = (host_addr(i) for i in background_hosts(p))
@@ -322,7 +323,13 @@ def plan(p: Params) -> RunPlan:
         priority_queues=2 if "pq" in p.scheme_list else 1)
     phases = [warmup_phase(p)] if p.warmup_kb else []
     job = 0
+    timeout = 4 * p.theoretical_cct_s * p.iterations + 90
     for seed in range(p.seeds):
+        # one draw per seed: every scheme of the seed meets the same traffic
+        arrivals = background_arrivals(p, seed) if p.background else ()
+        background = _background_jobs(p, arrivals, seed, timeout)
+        bg_note = (f"; background: {len(arrivals)} x {p.background_kb} KiB over "
+                   f"{background_hop(p)}" if background else "")
         for scheme in p.scheme_list:
             job += 1
             commands: tuple[str, ...] = ()
@@ -335,19 +342,11 @@ def plan(p: Params) -> RunPlan:
                 how = f" (Symphony from {p.late_start_s:.1f} s)"
             elif scheme == "pq":
                 commands, how = tuple(pq_job_commands(job)), " (strict priority for lagging steps)"
-            timeout = 4 * p.theoretical_cct_s * p.iterations + 90
-            jobs = _jobs(p, job, seed)
-            if p.background:
-                bg = _background_jobs(p, seed, timeout)
-                jobs.update(bg)
-                if bg:
-                    how += (f"; background: {len(background_arrivals(p, seed))} x "
-                            f"{p.background_kb} KiB over {background_hop(p)}")
             phases.append(PhasePlan(
-                phase_name(scheme, seed), jobs, commands=commands,
-                late_commands=late, timeout_s=timeout,
+                phase_name(scheme, seed), {**_jobs(p, job, seed), **background},
+                commands=commands, late_commands=late, timeout_s=timeout,
                 notes=f"{scheme}: {p.ranks} ranks x {p.channels} rings, {p.iterations} x "
-                      f"AllReduce of {p.chunk_kb} KiB chunks; job id {job}" + how))
+                      f"AllReduce of {p.chunk_kb} KiB chunks; job id {job}" + how + bg_note))
     return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
                    info={"variant": p.variant, "ring_order": ring_order(p),
                          "slowdown": p.slowdown, "link_bps": p.link_bps,

@@ -91,7 +91,7 @@ def forwarding_run(seconds: float = 5.0, program: str | Path = DEFAULT_PROGRAM,
     log_dir = tempfile.mkdtemp(prefix="bench-softswitch-")
     net, sw, (h1, h2), (_a1, a2) = star_router(2, program, log_dir=log_dir, backend=backend)
     result: dict[str, Any] = {"backend": backend, "program": program.name, "seconds": seconds,
-                              "tool": tool, "log_dir": log_dir}
+                              "tool": tool}
     with running(net):
         ping = h1.cmd(f"ping -c 1 -W 2 {a2.ip}")
         if " 0% packet loss" not in ping:
@@ -143,7 +143,6 @@ def forwarding_run(seconds: float = 5.0, program: str | Path = DEFAULT_PROGRAM,
     })
     # the switch's log is kept only when the run failed (an exception above)
     shutil.rmtree(log_dir, ignore_errors=True)
-    del result["log_dir"]
     return result
 
 
