@@ -100,14 +100,13 @@ class Params:
 
     @classmethod
     def quick(cls) -> Params:
-        # 1 Mb/s links (slowdown 100 000): a retransmission timeout, the
-        # paper's 100 us, is then 10 s of wall time instead of 20 s, and the
+        # 2 Mb/s links (slowdown 50 000): a retransmission timeout, the
+        # paper's 100 us, is then 5 s of wall time instead of 20 s, and the
         # 1% phase's few timeouts set the run's length (0:31 to 2:13 of
-        # `testbed run all --quick` at 0.5 Mb/s). Measured at c03fdf6 on the
-        # quick profile: faithful at 0.5, 1 and 2 Mb/s (switch lag mean 220 us
-        # at 1 Mb/s, 441 us at 2), relative_at_1pct 0.031-0.057, 0.032 and
-        # 0.032: timeouts cost the same modelled time at every rate.
-        return cls(size_kib=64, iterations=1, losses="0,0.01", link_mbps=1.0)
+        # `testbed run all --quick` at 0.5 Mb/s, 0:07 to 0:47 at 1 Mb/s).
+        # Faithful at 0.5, 1 and 2 Mb/s (experiments/README.md, "Measured
+        # (epic-loss)"): timeouts cost the same modelled time at every rate.
+        return cls(size_kib=64, iterations=1, losses="0,0.01", link_mbps=2.0)
 
     def __post_init__(self) -> None:
         try:
