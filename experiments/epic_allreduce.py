@@ -257,8 +257,10 @@ def _scheme_results(run_dir: Path, scheme: str, p: Params) -> dict[str, Any]:
 
 
 def retransmissions(reports: list[dict[str, Any]]) -> int | None:
-    """Packets the ranks' QPs resent, from their ``pacer_report`` events; None on
-    rxe hosts, which count packets per device, not per QP."""
+    """Packets the ranks' QPs resent, from their ``pacer_report`` events (on rxe
+    hosts, the count each rank's DCQCN shim takes from the wire:
+    hosts.roce.rxe_dcqcn.WireCounts); None for runs saved before rxe ranks
+    counted them."""
     if not all("retransmits" in e["qp"] for e in reports):
         return None
     return sum(e["qp"]["retransmits"] for e in reports)

@@ -47,19 +47,12 @@ from testbed.net import host_addr
 from testbed.timeline import load_phase
 
 NAME = "epic-loss"
-# Why not on rxe hosts (experiments/README.md, "epic-loss on rxe hosts", has the
-# details and what it would take): each rank's host has one busy QP in a
-# measured phase, so its device's counters are that QP's, but they do not
-# count what the keys count.
-RXE_UNSUPPORTED = ("its keys retransmissions and timeouts are per-QP counts that rxe's "
-                   "device counters cannot give, although each rank's host has one busy QP "
-                   "in a phase: sent_pkts also counts the ACKs and NAKs that QP sends for "
-                   "the sums it receives (no counter tells them apart), and rxe counts no "
-                   "retransmission timeouts (completer_retry_err counts retries started by "
-                   "a timeout or a NAK, but none for a NAK while a retry runs); and rxe's ACK "
-                   "timeout is 4.096 us x 2^t, so the repairs' 100 us x slowdown (20 s at "
-                   "0.5 Mb/s links) would become 34 s; EPIC's AllReduce itself runs on rxe "
-                   "ranks (epic-allreduce --hosts rxe)")
+# On rxe hosts the keys retransmissions and timeouts come from each rank's
+# DCQCN shim, which counts its QPs' requests and NAKs on the wire (rxe counts
+# per device, and no timer expiries: experiments/README.md, "epic-loss on rxe
+# hosts"); rxe's ACK timeout is 4.096 us x 2^t, the first such value at or
+# above the paper's 100 us x slowdown.
+HOST_PROVIDERS = ("udp", "rxe")
 PROGRAM = "switches/p4/epic.p4"
 SWITCH_IP = "10.255.0.1"
 HEADLINE = ("relative_at_1pct", "bit_exact")

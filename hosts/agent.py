@@ -1184,7 +1184,11 @@ class Agent:
                 ifname=ifname, local_ip=spec.ip, local_mac=_link_mac(ifname),
                 gateway_mac=_gateway_mac(ifname), line_rate_bps=self.scale.line_rate_bps,
                 cnp_interval_ns=cnp_interval_ns(spec, self.scale),
-                burst_bytes=int(DEFAULT_BURST_BYTES * t.pacer_burst_packets))
+                burst_bytes=int(DEFAULT_BURST_BYTES * t.pacer_burst_packets),
+                # a collective's rank has a QP per group or ring neighbour, which
+                # rxe's per-device counters cannot tell apart: count per QP on the wire
+                count_wire=spec.collective is not None,
+                nak_window_ns=rxe_ack_timeout_ns(self.scale, t.path_mtu) // 2)
         except ShimError as e:
             self.ctx.close()
             raise AgentError(f"rxe host {spec.host}: DCQCN shim: {e}") from e
@@ -1257,8 +1261,9 @@ class Agent:
 
     def qp_stats(self, qp: Any) -> dict[str, int]:
         """A collective QP's counters: the udp provider's own; on rxe, the
-        provider's work-request counts and the shim's CE, CNP counts (rxe counts
-        packets per device only: a collective's QPs have no packet counters)."""
+        provider's work-request counts, the shim's CE and CNP counts, and its
+        counts from the wire (retransmits, naks_rcvd, rto: rxe counts packets per
+        device only; hosts.roce.rxe_dcqcn.WireCounts)."""
         if self.shim is None:
             return dict(qp.stats)
         return {**qp.stats, **self.shim.qp_counters(qp.qp_num)}

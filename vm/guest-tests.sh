@@ -6,8 +6,8 @@
 # made through the kernel's RDMA netlink (testbed.rdma_netlink, which the rxe
 # hosts use too; test_rdma_netlink_rxe.py checks it). test_rxe_run.py
 # runs `testbed run roce-basics --hosts rxe --quick` and checks the DCQCN shim
-# in it; test_rxe_epic.py EPIC over three rxe ranks through epic.p4 and over
-# four under epic-tree's three switches.
+# in it; test_rxe_epic.py EPIC over three rxe ranks through epic.p4 (with
+# loss too) and over four under epic-tree's three switches.
 set -eu
 if [ ! -e /mnt/run/command ]; then
     echo "guest-tests.sh: run it in the guest: testbed vm run -- sh vm/guest-tests.sh" >&2

@@ -43,8 +43,19 @@ presets as the udp provider (hosts/roce/dcqcn.py):
   (``byte_counter_report`` says which), so an event then comes at a
   message's completion.
 
+- **Per-QP packet counts from the wire** (``count_wire``). rxe counts
+  retransmissions, NAKs and retries per device, and no counter counts timer
+  expiries, so a host with several busy QPs (an EPIC rank) cannot tell which
+  QP lost what. With ``count_wire`` the filter passes every RoCEv2 frame,
+  arriving and leaving, and :class:`WireCounts` counts per QP what the udp
+  provider counts in ``hosts.roce.verbs``: ``retransmits`` (requests sent
+  with a PSN below the highest sent), ``naks_rcvd`` (PSN-sequence NAKs that
+  arrived) and ``rto`` (go-backs that no NAK for their PSN preceded: the
+  retransmission timer's). Every frame of the host then goes through Python.
+
 :class:`NotificationPoint`, :class:`ReactionPoint`, :class:`ClassByteCounter`,
-:func:`cnp_frame`, :func:`classify_frame`, :func:`roce_filter` and
+:class:`WireCounts`, :class:`HostWireCounter`, :func:`cnp_frame`, :func:`classify_frame`, :func:`parse_bth`,
+:func:`roce_filter` and
 :func:`htb_rate_bytes` are pure logic (no rxe, no root); :class:`HtbShaper` and
 :class:`RxeDcqcnShim` touch the host's interface.
 """
@@ -54,11 +65,22 @@ from __future__ import annotations
 import ctypes
 import socket
 import struct
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hosts.roce.constants import ECN_CE, ROCE_UDP_PORT, Opcode
+from hosts.roce.constants import (
+    AETH_KIND_MASK,
+    AETH_KIND_NAK,
+    AETH_KIND_RNR,
+    AETH_SYNDROME_NAK_PSN_SEQ,
+    ECN_CE,
+    OPS_DATA,
+    PSN_MASK,
+    ROCE_UDP_PORT,
+    Opcode,
+)
 from hosts.roce.shaping import (
     HtbShaper,
     ShapingError,
@@ -69,7 +91,7 @@ from hosts.roce.shaping import (
 from hosts.roce.wire import encode_cnp, pseudo_header
 
 __all__ = ["NotificationPoint", "ReactionPoint", "ClassByteCounter", "HtbShaper", "RxeDcqcnShim",
-           "Arrival", "CLASS_READ_MIN_NS",
+           "Arrival", "Bth", "WireCounts", "HostWireCounter", "parse_bth", "CLASS_READ_MIN_NS",
            "cnp_frame", "classify_frame", "roce_filter", "htb_rate_bytes", "ShimError",
            "qp_class_id", "sport_match_keys"]
 
@@ -81,6 +103,21 @@ SO_ATTACH_FILTER = 26
 IP_FLAG_DF = 0x4000
 CNP_TTL = 64
 SNAP_BYTES = 128            # headers are all the shim reads
+WIRE_RCVBUF = 8 << 20       # the socket's buffer when it counts every frame
+
+SO_TIMESTAMPNS = 35         # SCM_TIMESTAMPNS: struct timespec, CLOCK_REALTIME
+_TIMESPEC = struct.Struct("qq")
+_TS_CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
+
+
+def _kernel_time_ns(anc: list[tuple[int, int, bytes]]) -> int:
+    """A frame's kernel time from recvmsg's ancillary data (now if it has none)."""
+    for level, kind, raw in anc:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(raw)
+            return sec * 1_000_000_000 + nsec
+    return time.time_ns()
+
 
 # The shim's errors are the shaper's: one exception class for the host's egress.
 ShimError = ShapingError
@@ -126,6 +163,144 @@ def classify_frame(frame: bytes | bytearray | memoryview) -> Arrival | None:
     return None
 
 
+@dataclass(frozen=True)
+class Bth:
+    """What :class:`WireCounts` needs of a RoCEv2 frame's headers."""
+
+    src_ip: str
+    dst_ip: str
+    opcode: int
+    dqpn: int
+    psn: int
+    syndrome: int | None      # the AETH's, for an ACK; else None
+
+
+def parse_bth(frame: bytes | bytearray | memoryview) -> Bth | None:
+    """The BTH (and an ACK's AETH syndrome) of a RoCEv2 frame, or None (anything
+    else, or truncated)."""
+    n = len(frame)
+    if n < ETH_HLEN + 20 or struct.unpack_from("!H", frame, 12)[0] != ETH_P_IP:
+        return None
+    ver_ihl = frame[ETH_HLEN]
+    ihl = (ver_ihl & 0x0F) * 4
+    if ver_ihl >> 4 != 4 or ihl < 20 or frame[ETH_HLEN + 9] != socket.IPPROTO_UDP:
+        return None
+    if struct.unpack_from("!H", frame, ETH_HLEN + 6)[0] & 0x1FFF:
+        return None
+    bth = ETH_HLEN + ihl + 8
+    if n < bth + 12 or struct.unpack_from("!H", frame, bth - 6)[0] != ROCE_UDP_PORT:
+        return None
+    opcode = frame[bth]
+    syndrome = None
+    if opcode == Opcode.ACK:
+        if n < bth + 13:
+            return None
+        syndrome = frame[bth + 12]
+    return Bth(socket.inet_ntoa(bytes(frame[ETH_HLEN + 12: ETH_HLEN + 16])),
+               socket.inet_ntoa(bytes(frame[ETH_HLEN + 16: ETH_HLEN + 20])), opcode,
+               struct.unpack_from("!I", frame, bth + 4)[0] & 0xFFFFFF,
+               struct.unpack_from("!I", frame, bth + 8)[0] & PSN_MASK, syndrome)
+
+
+def _signed24(d: int) -> int:
+    d &= PSN_MASK
+    return d - (1 << 24) if d >= 1 << 23 else d
+
+
+@dataclass
+class WireCounts:
+    """One QP's requester counts, from the frames it sent and the ACKs it got, as
+    the udp provider counts them (hosts.roce.verbs): ``retransmits``, data packets
+    sent with a PSN below the highest sent so far; ``naks_rcvd``, PSN-sequence
+    NAKs received; ``rto``, go-backs (a request with a PSN below the one that
+    would follow the last) that no NAK explains: the retransmission timer's, on
+    a go-back-N requester.
+
+    A NAK (sequence or RNR) naming an already sent PSN q explains one go-back to
+    a PSN at or above q (an ACK taken after the NAK moves the requester's
+    restart past q) that comes within ``nak_window_ns`` of it; every NAK at or
+    below a go-back's PSN is used up by it. A requester acts on a NAK at once,
+    while its timer fires a whole timeout after its last progress, so half the
+    timeout tells them apart; a NAK whose go-back the wire cannot show (the
+    requester was already resending past it) then explains nothing later. A
+    request beyond the one that follows (an ACK moved the requester past what it
+    was resending) is a skip, not a go-back. PSNs are compared in serial-number
+    arithmetic, so the 2^24 wrap is no go-back. Times are any one clock's
+    nanoseconds: the frames' arrival and departure times."""
+
+    nak_window_ns: int
+    tx_pkts: int = 0
+    retransmits: int = 0
+    naks_rcvd: int = 0
+    rto: int = 0
+    nak_gobacks: int = 0
+    _snd_max: int | None = None        # one past the highest PSN sent
+    _next: int | None = None           # the PSN that follows the last one sent
+    _naked: dict[int, int] = field(default_factory=dict)  # NAKed PSN -> when, not yet used
+
+    def on_request(self, psn: int, t_ns: int) -> None:
+        self.tx_pkts += 1
+        if self._snd_max is None or self._next is None:
+            self._snd_max = self._next = (psn + 1) & PSN_MASK
+            return
+        if _signed24(psn - self._snd_max) < 0:
+            self.retransmits += 1
+            if _signed24(psn - self._next) < 0:     # a go-back: by a NAK, or by the timer
+                used = [q for q in self._naked if _signed24(q - psn) <= 0]
+                if any(t_ns - self._naked[q] <= self.nak_window_ns for q in used):
+                    self.nak_gobacks += 1
+                else:
+                    self.rto += 1
+                for q in used:
+                    del self._naked[q]
+        else:
+            self._snd_max = (psn + 1) & PSN_MASK
+        self._next = (psn + 1) & PSN_MASK
+
+    def on_ack(self, psn: int, syndrome: int, t_ns: int) -> None:
+        kind = syndrome & AETH_KIND_MASK
+        if syndrome == AETH_SYNDROME_NAK_PSN_SEQ:
+            self.naks_rcvd += 1
+        if (kind in (AETH_KIND_NAK, AETH_KIND_RNR) and self._snd_max is not None
+                and _signed24(psn - self._snd_max) < 0):
+            self._naked[psn] = t_ns
+
+    def counters(self) -> dict[str, int]:
+        return {"retransmits": self.retransmits, "naks_rcvd": self.naks_rcvd, "rto": self.rto,
+                "wire_tx_pkts": self.tx_pkts}
+
+
+class HostWireCounter:
+    """A host's :class:`WireCounts`, one per registered QP: the host's requests are
+    told apart by the peer they go to (its address and QPN), the ACKs and NAKs
+    it receives by their destination QPN."""
+
+    def __init__(self, local_ip: str, nak_window_ns: int) -> None:
+        self.local_ip = local_ip
+        self.nak_window_ns = nak_window_ns
+        self.qps: dict[int, WireCounts] = {}
+        self._by_peer: dict[tuple[str, int], int] = {}
+
+    def register(self, local_qpn: int, remote_ip: str, remote_qpn: int) -> None:
+        self.qps[local_qpn] = WireCounts(self.nak_window_ns)
+        self._by_peer[(remote_ip, remote_qpn)] = local_qpn
+
+    def on_frame(self, frame: bytes | bytearray | memoryview, outgoing: bool, t_ns: int) -> None:
+        """A frame the host sent (``outgoing``) or received at ``t_ns``."""
+        b = parse_bth(frame)
+        if b is None:
+            return
+        if outgoing:
+            if b.opcode in OPS_DATA and b.src_ip == self.local_ip:
+                qpn = self._by_peer.get((b.dst_ip, b.dqpn))
+                if qpn is not None:
+                    self.qps[qpn].on_request(b.psn, t_ns)
+        elif b.syndrome is not None and b.dst_ip == self.local_ip:
+            w = self.qps.get(b.dqpn)
+            if w is not None:
+                w.on_ack(b.psn, b.syndrome, t_ns)
+
+
 def _mac(text: str) -> bytes:
     b = bytes.fromhex(text.replace(":", ""))
     if len(b) != 6:
@@ -161,20 +336,25 @@ _LD_H_IND, _LD_B_IND, _ALU_AND_K = 0x48, 0x50, 0x54
 _JEQ_K, _JSET_K, _RET_K = 0x15, 0x45, 0x06
 
 
-def roce_filter() -> list[tuple[int, int, int, int]]:
+def roce_filter(every_roce_frame: bool = False) -> list[tuple[int, int, int, int]]:
     """Classic BPF (code, jt, jf, k) passing an Ethernet frame with IPv4, UDP to
     4791, not a later fragment, and either ECN CE in the TOS byte or BTH opcode
-    CNP; ``SNAP_BYTES`` of it (the headers)."""
+    CNP (with ``every_roce_frame``: any BTH); ``SNAP_BYTES`` of it (the headers)."""
     acc, rej = "accept", "reject"
     prog: list[tuple[int, Any, Any, int]] = [
         (_LD_H_ABS, 0, 0, 12), (_JEQ_K, 0, rej, ETH_P_IP),
         (_LD_B_ABS, 0, 0, ETH_HLEN + 9), (_JEQ_K, 0, rej, socket.IPPROTO_UDP),
         (_LD_H_ABS, 0, 0, ETH_HLEN + 6), (_JSET_K, rej, 0, 0x1FFF),
         (_LDX_B_MSH, 0, 0, ETH_HLEN),                       # X = IP header length
-        (_LD_H_IND, 0, 0, ETH_HLEN + 2), (_JEQ_K, 0, rej, ROCE_UDP_PORT),
-        (_LD_B_ABS, 0, 0, ETH_HLEN + 1), (_ALU_AND_K, 0, 0, 3), (_JEQ_K, acc, 0, ECN_CE),
-        (_LD_B_IND, 0, 0, ETH_HLEN + 8), (_JEQ_K, acc, rej, int(Opcode.CNP)),
     ]
+    if every_roce_frame:
+        prog += [(_LD_H_IND, 0, 0, ETH_HLEN + 2), (_JEQ_K, acc, rej, ROCE_UDP_PORT)]
+    else:
+        prog += [
+            (_LD_H_IND, 0, 0, ETH_HLEN + 2), (_JEQ_K, 0, rej, ROCE_UDP_PORT),
+            (_LD_B_ABS, 0, 0, ETH_HLEN + 1), (_ALU_AND_K, 0, 0, 3), (_JEQ_K, acc, 0, ECN_CE),
+            (_LD_B_IND, 0, 0, ETH_HLEN + 8), (_JEQ_K, acc, rej, int(Opcode.CNP)),
+        ]
     labels = {acc: len(prog), rej: len(prog) + 1}
     prog += [(_RET_K, 0, 0, SNAP_BYTES), (_RET_K, 0, 0, 0)]
     out = []
@@ -417,19 +597,34 @@ class RxeDcqcnShim:
     (:meth:`register_qp`), then call :meth:`poll` often and :meth:`close` at the end."""
 
     def __init__(self, *, ifname: str, local_ip: str, local_mac: str, gateway_mac: str,
-                 line_rate_bps: float, cnp_interval_ns: int, burst_bytes: int) -> None:
+                 line_rate_bps: float, cnp_interval_ns: int, burst_bytes: int,
+                 count_wire: bool = False, nak_window_ns: int = 0) -> None:
         self.ifname, self.local_ip = ifname, local_ip
         self.local_mac, self.gateway_mac = local_mac, gateway_mac
         self.np = NotificationPoint(cnp_interval_ns)
         self.rp = ReactionPoint()
+        self.wire = HostWireCounter(local_ip, nak_window_ns) if count_wire else None
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         try:
-            prog = roce_filter()
+            prog = roce_filter(every_roce_frame=count_wire)
             # struct sock_fprog {len; filter *}: the kernel copies the program.
             code = ctypes.create_string_buffer(
                 b"".join(struct.pack("HBBI", *ins) for ins in prog))
             self.sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER,
                                  struct.pack("HL", len(prog), ctypes.addressof(code)))
+            if count_wire:
+                # every frame of the host queues here between two polls, and an
+                # agent under TCG sometimes stops for 0.1-0.3 s: a lost frame
+                # would be a miscount
+                for opt, force in ((socket.SO_RCVBUF, 33),):
+                    self.sock.setsockopt(socket.SOL_SOCKET, opt, WIRE_RCVBUF)
+                    try:
+                        self.sock.setsockopt(socket.SOL_SOCKET, force, WIRE_RCVBUF)
+                    except OSError:
+                        pass
+                # each frame's kernel time: a NAK's go-back is told from the
+                # timer's by how soon it follows, whenever the agent polls
+                self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             self.sock.bind((ifname, 0))
             self.sock.setblocking(False)
             self.shaper = HtbShaper(ifname, line_rate_bps, burst_bytes)
@@ -451,6 +646,8 @@ class RxeDcqcnShim:
         """A connected QP: its CE-marked arrivals make CNPs to (remote_ip, remote_qpn);
         with a rate controller, its sends from ``sport`` run at the controller's rate."""
         self.np.register(local_qpn, remote_ip, remote_qpn)
+        if self.wire is not None:
+            self.wire.register(local_qpn, remote_ip, remote_qpn)
         if rc is not None:
             cid = self.rp.register(local_qpn, sport, rc)
             self.shaper.add_qp(cid, sport, htb_rate_bytes(rc.rate_bps))
@@ -495,13 +692,20 @@ class RxeDcqcnShim:
         return min(ds) if ds else None
 
     def _drain(self) -> Iterable[bytes]:
+        wire = self.wire
         while True:
             try:
-                data, addr = self.sock.recvfrom(SNAP_BYTES)
+                if wire is None:
+                    data, addr = self.sock.recvfrom(SNAP_BYTES)
+                else:
+                    data, anc, _flags, addr = self.sock.recvmsg(SNAP_BYTES, _TS_CMSG_SPACE)
             except BlockingIOError:
                 return
-            if addr[2] == PACKET_OUTGOING:
-                continue        # this host's own CNPs
+            outgoing = addr[2] == PACKET_OUTGOING
+            if wire is not None:
+                wire.on_frame(data, outgoing, _kernel_time_ns(anc))
+            if outgoing:
+                continue        # this host's own frames (its CNPs, or any with count_wire)
             self.frames += 1
             yield data
 
@@ -514,11 +718,17 @@ class RxeDcqcnShim:
             self.cnp_tx_errors += 1
 
     def qp_counters(self, local_qpn: int) -> dict[str, int]:
-        """ce_pkts and cnps_sent (notification point), cnps_rcvd (reaction point)."""
+        """ce_pkts and cnps_sent (notification point), cnps_rcvd (reaction point);
+        with ``count_wire`` also the QP's WireCounts (retransmits, naks_rcvd, rto,
+        wire_tx_pkts)."""
         n = self.np.qps.get(local_qpn)
         r = self.rp.qps.get(local_qpn)
-        return {"ce_pkts": n.ce_pkts if n else 0, "cnps_sent": n.cnps_sent if n else 0,
-                "cnps_rcvd": r.cnps if r else 0}
+        out = {"ce_pkts": n.ce_pkts if n else 0, "cnps_sent": n.cnps_sent if n else 0,
+               "cnps_rcvd": r.cnps if r else 0}
+        w = self.wire.qps.get(local_qpn) if self.wire is not None else None
+        if w is not None:
+            out.update(w.counters())
+        return out
 
     def close(self) -> None:
         try:

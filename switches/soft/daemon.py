@@ -404,7 +404,8 @@ class SwitchDaemon:
             for ts, number, frame in frames:
                 pin = pcaps_in.get(number)
                 if pin is not None:
-                    pin.write(frame)
+                    # stamped when it arrived, not when the pipeline got to it
+                    pin.write(frame, ts / 1e9 if ts else None)
                 try:
                     if ts:
                         out = sw.forward_at(number, frame, (ts - wall_minus_mono) // 1000)

@@ -123,3 +123,53 @@ def xfail_unless_faithful(summary: dict[str, Any], name: str) -> None:
     if not summary.get("fidelity_ok"):
         pytest.xfail(f"{name} was not faithful on this machine (see experiments/README.md): "
                      f"{summary.get('fidelity_verdict', summary.get('fidelity'))}")
+
+
+def wire_counts_at_switch(run: Path, port_ifname: str, host_ip: str,
+                          nak_window_ns: int) -> dict[str, int]:
+    """A host's requester counts (hosts.roce.rxe_dcqcn.WireCounts, summed over its
+    QPs) from the switch's capture of the port it hangs on (``--pcap``): what
+    the port received from the host is what the host sent, what it sent the host
+    is what the host received, each at its time there. A NAK counts for the QP
+    that sent last, which is exact for hosts with one busy QP at a time (a rank
+    in epic-loss)."""
+    from hosts.roce.constants import OPS_DATA
+    from hosts.roce.rxe_dcqcn import WireCounts, parse_bth
+    from switches.soft.pcap import read_pcap
+
+    frames = [(ts, f, True) for ts, f in read_pcap(run / "switch" / f"{port_ifname}_in.pcap")]
+    frames += [(ts, f, False) for ts, f in read_pcap(run / "switch" / f"{port_ifname}_out.pcap")]
+    frames.sort(key=lambda x: x[0])
+    qps: dict[tuple[str, int], WireCounts] = {}
+    last: WireCounts | None = None
+    for ts, frame, sent in frames:
+        t_ns = round(ts * 1e9)
+        b = parse_bth(frame)
+        if b is None:
+            continue
+        if sent and b.opcode in OPS_DATA and b.src_ip == host_ip:
+            last = qps.setdefault((b.dst_ip, b.dqpn), WireCounts(nak_window_ns))
+            last.on_request(b.psn, t_ns)
+        elif not sent and b.syndrome is not None and b.dst_ip == host_ip and last is not None:
+            last.on_ack(b.psn, b.syndrome, t_ns)
+    total = {"retransmits": 0, "naks_rcvd": 0, "rto": 0, "wire_tx_pkts": 0}
+    for w in qps.values():
+        for k, v in w.counters().items():
+            total[k] += v
+    return total
+
+
+def qp_counts(run: Path, host: str, keys: Sequence[str]) -> dict[str, int]:
+    """The ``keys`` of a host's QP counters (its agents' ``pacer_report`` events),
+    summed over every phase of the run."""
+    total = dict.fromkeys(keys, 0)
+    for phase in (run / "phases").iterdir():
+        path = phase / f"{host}.events.jsonl"
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            e = json.loads(line)
+            if e["event"] == "pacer_report":
+                for k in keys:
+                    total[k] += e["qp"][k]
+    return total

@@ -1,7 +1,8 @@
 """EPIC Mode-II on rdma_rxe ranks, end to end: `testbed run epic-allreduce --hosts
 rxe` and `testbed run epic-primitives --hosts rxe` with three ranks through the
-soft switch running epic.p4, and `testbed run epic-tree --hosts rxe` with four
-ranks under three switches (a leaf-spine of rxe hosts). The
+soft switch running epic.p4, `testbed run epic-tree --hosts rxe` with four
+ranks under three switches (a leaf-spine of rxe hosts), and `testbed run
+epic-loss --hosts rxe` with three ranks under loss. The
 switch terminates every rank's QP (it adds the ranks' packets, multicasts the
 sums rewritten to each rank's IP and QPN with a new ICRC, and reflects each
 rank's ACKs to the rank), so unmodified rxe ranks accepting its packets is
@@ -25,7 +26,10 @@ from scapy.layers.inet import IP, UDP
 from scapy.packet import Raw
 from scapy.utils import RawPcapReader
 
-from .helpers import run_on_rxe_hosts
+from hosts.agent import rxe_ack_timeout_ns
+from hosts.roce.scale import Scale
+
+from .helpers import qp_counts, run_on_rxe_hosts, wire_counts_at_switch
 
 RANKS = 3
 SWITCH_IP = bytes([10, 255, 0, 1])      # experiments.epic_allreduce.ENDPOINT
@@ -72,6 +76,22 @@ def _check_switch_frames(run: Path, min_data: int) -> None:
         assert not bad, bad[:2]
 
 
+def _check_wire_counts(run: Path, summary: dict[str, Any], ranks: int = RANKS) -> dict[str, int]:
+    """Each rank's shim counted its QPs' retransmissions, NAKs and timeouts from
+    its interface (hosts.roce.rxe_dcqcn.WireCounts) as the switch's capture of
+    the rank's port counts them; returns the counts summed over the ranks."""
+    t = summary["transport"]
+    window = rxe_ack_timeout_ns(Scale(**{k: t["scale"][k] for k in ("slowdown", "nic_rate_bps")}),
+                                t["path_mtu"]) // 2
+    total = {"retransmits": 0, "naks_rcvd": 0, "rto": 0}
+    for r in range(1, ranks + 1):
+        shim = qp_counts(run, f"h{r}", (*total, "wire_tx_pkts"))
+        assert shim == wire_counts_at_switch(run, f"s1-eth{r}", f"10.0.{r}.1", window), r
+        for k in total:
+            total[k] += shim[k]
+    return total
+
+
 def _check_device_counts_acks(run: Path) -> None:
     """A rank's device counters over the EPIC phase count the ACKs its QP sent for
     the sums among its sent packets: sent_pkts is more than the data the rank
@@ -111,8 +131,10 @@ def test_epic_allreduce_on_rxe_ranks_is_bit_exact_and_the_switch_icrc_valid(
     assert summary["bit_exact"]
     schemes = ("epic", "ring", "ring256")
     _check_schemes(summary, 2, *schemes)
-    # rxe counts retransmissions per device, not per QP
-    assert all(summary["schemes"][s]["retransmissions"] is None for s in schemes)
+    # rxe counts retransmissions per device; each rank's shim counts them per QP
+    # from the wire, as the switch's capture does
+    counts = _check_wire_counts(run, summary)
+    assert sum(summary["schemes"][s]["retransmissions"] for s in schemes) == counts["retransmits"]
     # the results: 16 KiB = 64 packets, 4 KiB = 16, an announcement each
     _check_switch_frames(run, 16 + 64 + 2)
     _check_device_counts_acks(run)
@@ -144,7 +166,7 @@ def test_epic_tree_on_rxe_ranks_is_bit_exact(tmp_path: Path) -> None:
                                "float_kib=0", "barriers=1", "warmup_kib=0", pcap=True)
     assert summary["ranks"] == 4 and summary["bit_exact"]
     _check_schemes(summary, 2, "epic", "ring", "ring256")     # an AllReduce and a Barrier
-    assert all(summary["schemes"][s]["retransmissions"] is None
+    assert all(isinstance(summary["schemes"][s]["retransmissions"], int)
                for s in ("epic", "ring", "ring256"))
     # what each leaf sent its ranks: the root's sums copied down (4 KiB = 16
     # packets) and reflected ACKs, every frame with the ICRC scapy computes
@@ -156,3 +178,19 @@ def test_epic_tree_on_rxe_ranks_is_bit_exact(tmp_path: Path) -> None:
             bad = [f.hex() for f in frames
                    if int.from_bytes(f[-4:], "little") != _scapy_icrc(f)]
             assert not bad, bad[:2]
+
+
+@pytest.mark.root
+def test_epic_loss_on_rxe_ranks_counts_the_repairs_per_qp(tmp_path: Path) -> None:
+    # Three rxe ranks under 5% loss per hop: go-back-N (rxe's) repairs every
+    # loss, and each rank's shim counts its QP's retransmissions, NAKs and
+    # timeouts on the wire as the udp provider would (rxe counts per device)
+    run = tmp_path / "run"
+    summary = run_on_rxe_hosts("epic-loss", run, f"ranks={RANKS}", "size_kib=8",
+                               "iterations=1", "losses=0,0.05", "link_mbps=2",
+                               "warmup_kib=0", pcap=True)
+    assert summary["bit_exact"] and summary["bit_exact_per_loss"] == [True, True]
+    assert summary["retransmissions"][0] == 0 and summary["retransmissions"][1] > 0
+    counts = _check_wire_counts(run, summary)
+    assert sum(summary["retransmissions"]) == counts["retransmits"]
+    assert sum(summary["timeouts"]) == counts["rto"]
