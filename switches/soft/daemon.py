@@ -449,10 +449,14 @@ class SwitchDaemon:
             if port is None:
                 self.tx_no_port += 1
                 continue
-            port.send(frame)
             pout = self.pcaps_out.get(port_no)
-            if pout is not None:
-                pout.write(frame)
+            if pout is None:
+                port.send(frame)
+                continue
+            # stamped before it leaves: whatever answers it comes later
+            sent = time.time()
+            port.send(frame)
+            pout.write(frame, sent)
 
     def close(self) -> None:
         if self.server is not None:

@@ -81,8 +81,10 @@ def _check_wire_counts(run: Path, summary: dict[str, Any], ranks: int = RANKS) -
     its interface (hosts.roce.rxe_dcqcn.WireCounts) as the switch's capture of
     the rank's port counts them; returns the counts summed over the ranks."""
     t = summary["transport"]
-    window = rxe_ack_timeout_ns(Scale(**{k: t["scale"][k] for k in ("slowdown", "nic_rate_bps")}),
-                                t["path_mtu"]) // 2
+    # the shims' window (half the ACK timeout), the least of the run's transports
+    window = min(rxe_ack_timeout_ns(Scale(slowdown=s["scale"]["slowdown"],
+                                          nic_rate_bps=s["scale"]["nic_rate_bps"]),
+                                    s["path_mtu"]) for s in t.get("per_spec", [t])) // 2
     total = {"retransmits": 0, "naks_rcvd": 0, "rto": 0}
     for r in range(1, ranks + 1):
         shim = qp_counts(run, f"h{r}", (*total, "wire_tx_pkts"))
