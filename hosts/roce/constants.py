@@ -76,6 +76,14 @@ BTH_DEFAULT_PKEY = 0xFFFF
 BTH_TVER = 0
 PSN_BITS = 24
 PSN_MASK = (1 << PSN_BITS) - 1
+
+
+def psn_delta(d: int) -> int:
+    """A difference of two PSNs in serial-number arithmetic: -2^23 .. 2^23 - 1."""
+    d &= PSN_MASK
+    return d - (1 << PSN_BITS) if d >= 1 << (PSN_BITS - 1) else d
+
+
 QPN_MASK = 0xFFFFFF
 # CNP (RoCEv2 annex): BTH byte 4 has BECN set; a CNP therefore carries no job id.
 CNP_BTH_BYTE4 = 0x40

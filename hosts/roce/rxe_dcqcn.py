@@ -50,12 +50,14 @@ presets as the udp provider (hosts/roce/dcqcn.py):
   arriving and leaving, and :class:`WireCounts` counts per QP what the udp
   provider counts in ``hosts.roce.verbs``: ``retransmits`` (requests sent
   with a PSN below the highest sent), ``naks_rcvd`` (PSN-sequence NAKs that
-  arrived) and ``rto`` (go-backs that no NAK for their PSN preceded: the
-  retransmission timer's). Every frame of the host then goes through Python.
+  arrived) and ``rto`` (go-backs that no NAK explains: the retransmission
+  timer's). Every frame of the host then goes through Python, with its
+  kernel time (a NAK's go-back follows it at once, the timer's a timeout
+  after the last progress).
 
 :class:`NotificationPoint`, :class:`ReactionPoint`, :class:`ClassByteCounter`,
-:class:`WireCounts`, :class:`HostWireCounter`, :func:`cnp_frame`, :func:`classify_frame`, :func:`parse_bth`,
-:func:`roce_filter` and
+:class:`WireCounts`, :class:`HostWireCounter`, :func:`cnp_frame`,
+:func:`classify_frame`, :func:`parse_bth`, :func:`roce_filter` and
 :func:`htb_rate_bytes` are pure logic (no rxe, no root); :class:`HtbShaper` and
 :class:`RxeDcqcnShim` touch the host's interface.
 """
@@ -80,6 +82,7 @@ from hosts.roce.constants import (
     PSN_MASK,
     ROCE_UDP_PORT,
     Opcode,
+    psn_delta,
 )
 from hosts.roce.shaping import (
     HtbShaper,
@@ -202,11 +205,6 @@ def parse_bth(frame: bytes | bytearray | memoryview) -> Bth | None:
                struct.unpack_from("!I", frame, bth + 8)[0] & PSN_MASK, syndrome)
 
 
-def _signed24(d: int) -> int:
-    d &= PSN_MASK
-    return d - (1 << 24) if d >= 1 << 23 else d
-
-
 @dataclass
 class WireCounts:
     """One QP's requester counts, from the frames it sent and the ACKs it got, as
@@ -243,10 +241,10 @@ class WireCounts:
         if self._snd_max is None or self._next is None:
             self._snd_max = self._next = (psn + 1) & PSN_MASK
             return
-        if _signed24(psn - self._snd_max) < 0:
+        if psn_delta(psn - self._snd_max) < 0:
             self.retransmits += 1
-            if _signed24(psn - self._next) < 0:     # a go-back: by a NAK, or by the timer
-                used = [q for q in self._naked if _signed24(q - psn) <= 0]
+            if psn_delta(psn - self._next) < 0:     # a go-back: by a NAK, or by the timer
+                used = [q for q in self._naked if psn_delta(q - psn) <= 0]
                 if any(t_ns - self._naked[q] <= self.nak_window_ns for q in used):
                     self.nak_gobacks += 1
                 else:
@@ -262,7 +260,7 @@ class WireCounts:
         if syndrome == AETH_SYNDROME_NAK_PSN_SEQ:
             self.naks_rcvd += 1
         if (kind in (AETH_KIND_NAK, AETH_KIND_RNR) and self._snd_max is not None
-                and _signed24(psn - self._snd_max) < 0):
+                and psn_delta(psn - self._snd_max) < 0):
             self._naked[psn] = t_ns
 
     def counters(self) -> dict[str, int]:

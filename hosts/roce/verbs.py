@@ -51,6 +51,7 @@ from hosts.roce.constants import (
     ROCE_UDP_PORT,
     UDP_HDR_LEN,
     Opcode,
+    psn_delta,
     tag_sport,
 )
 from hosts.roce.dcqcn import DcqcnParams
@@ -58,7 +59,6 @@ from hosts.roce.provider import MAX_WAKE_LEAD_NS, Provider
 from hosts.roce.rate import FixedRate, GapPacer, Pacer, RateController
 from hosts.roce.scale import Scale
 
-_HALF = 1 << 23
 _ICRC = wire.ICRC
 _BTH = wire.BTH
 _RETH = wire.RETH
@@ -68,11 +68,6 @@ _PAD = (b"", b"\x00", b"\x00\x00", b"\x00\x00\x00")
 _MAX_BURST = 64          # packets one QP sends per engine pass (fairness between QPs)
 _RECV_BATCH = 64
 _TX_RETRY_NS = 200_000   # wait after the kernel refused a datagram (full socket buffer)
-
-
-def _signed24(d: int) -> int:
-    d &= PSN_MASK
-    return d - (1 << 24) if d >= _HALF else d
 
 
 class QPState(IntEnum):
@@ -753,7 +748,7 @@ class QP:
     # -- requester: ACK / NAK / CNP -------------------------------------------
     def _acked_through(self, psn: int) -> int | None:
         """Unbounded sequence number of ACKed PSN ``psn``, or None if out of range."""
-        s = self._snd_una + _signed24(psn - self._snd_una)
+        s = self._snd_una + psn_delta(psn - self._snd_una)
         if s < self._snd_una - 1 or s >= self._snd_max:
             return None
         return s
@@ -852,7 +847,7 @@ class QP:
             if last is None or now - last >= self.ctx.cnp_interval_ns:
                 self._last_cnp_ns = now
                 self._send_cnp()
-        d = _signed24(p.psn - self._epsn)
+        d = psn_delta(p.psn - self._epsn)
         if d < 0:
             st["dup_pkts"] += 1
             self._ack_now = True
