@@ -78,10 +78,14 @@ PSN_BITS = 24
 PSN_MASK = (1 << PSN_BITS) - 1
 
 
+_PSN_SPAN = 1 << PSN_BITS
+_PSN_HALF = 1 << (PSN_BITS - 1)
+
+
 def psn_delta(d: int) -> int:
     """A difference of two PSNs in serial-number arithmetic: -2^23 .. 2^23 - 1."""
     d &= PSN_MASK
-    return d - (1 << PSN_BITS) if d >= 1 << (PSN_BITS - 1) else d
+    return d - _PSN_SPAN if d >= _PSN_HALF else d
 
 
 QPN_MASK = 0xFFFFFF
