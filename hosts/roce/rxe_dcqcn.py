@@ -57,14 +57,13 @@ presets as the udp provider (hosts/roce/dcqcn.py):
 
 :class:`NotificationPoint`, :class:`ReactionPoint`, :class:`ClassByteCounter`,
 :class:`WireCounts`, :class:`HostWireCounter`, :func:`cnp_frame`,
-:func:`classify_frame`, :func:`parse_bth`, :func:`roce_filter` and
+:func:`classify_frame`, :func:`parse_bth`, :func:`arrival_of`, :func:`roce_filter` and
 :func:`htb_rate_bytes` are pure logic (no rxe, no root); :class:`HtbShaper` and
 :class:`RxeDcqcnShim` touch the host's interface.
 """
 
 from __future__ import annotations
 
-import ctypes
 import socket
 import struct
 import time
@@ -91,10 +90,18 @@ from hosts.roce.shaping import (
     qp_class_id,
     sport_match_keys,
 )
+from hosts.roce.sockets import (
+    SO_TIMESTAMPNS,
+    TIMESTAMP_CMSG_SPACE,
+    attach_filter,
+    kernel_time_ns,
+    set_buffer,
+)
 from hosts.roce.wire import encode_cnp, pseudo_header
 
 __all__ = ["NotificationPoint", "ReactionPoint", "ClassByteCounter", "HtbShaper", "RxeDcqcnShim",
-           "Arrival", "Bth", "WireCounts", "HostWireCounter", "parse_bth", "CLASS_READ_MIN_NS",
+           "Arrival", "Bth", "WireCounts", "HostWireCounter", "parse_bth", "arrival_of",
+           "CLASS_READ_MIN_NS",
            "cnp_frame", "classify_frame", "roce_filter", "htb_rate_bytes", "ShimError",
            "qp_class_id", "sport_match_keys"]
 
@@ -102,24 +109,10 @@ ETH_P_IP = 0x0800
 ETH_P_ALL = 0x0003
 ETH_HLEN = 14
 PACKET_OUTGOING = 4
-SO_ATTACH_FILTER = 26
 IP_FLAG_DF = 0x4000
 CNP_TTL = 64
 SNAP_BYTES = 128            # headers are all the shim reads
 WIRE_RCVBUF = 8 << 20       # the socket's buffer when it counts every frame
-
-SO_TIMESTAMPNS = 35         # SCM_TIMESTAMPNS: struct timespec, CLOCK_REALTIME
-_TIMESPEC = struct.Struct("qq")
-_TS_CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
-
-
-def _kernel_time_ns(anc: list[tuple[int, int, bytes]]) -> int:
-    """A frame's kernel time from recvmsg's ancillary data (now if it has none)."""
-    for level, kind, raw in anc:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
-            sec, nsec = _TIMESPEC.unpack_from(raw)
-            return sec * 1_000_000_000 + nsec
-    return time.time_ns()
 
 
 # The shim's errors are the shaper's: one exception class for the host's egress.
@@ -140,47 +133,22 @@ class Arrival:
     dqpn: int
 
 
-def classify_frame(frame: bytes | bytearray | memoryview) -> Arrival | None:
-    """What an Ethernet frame is to the shim: a CE-marked RoCEv2 packet, a CNP, or
-    None (anything else, or truncated)."""
-    n = len(frame)
-    if n < ETH_HLEN + 20 or struct.unpack_from("!H", frame, 12)[0] != ETH_P_IP:
-        return None
-    ver_ihl, tos = frame[ETH_HLEN], frame[ETH_HLEN + 1]
-    ihl = (ver_ihl & 0x0F) * 4
-    if ver_ihl >> 4 != 4 or ihl < 20 or frame[ETH_HLEN + 9] != socket.IPPROTO_UDP:
-        return None
-    if struct.unpack_from("!H", frame, ETH_HLEN + 6)[0] & 0x1FFF:
-        return None         # a later fragment: no UDP header
-    udp = ETH_HLEN + ihl
-    if n < udp + 8 + 12 or struct.unpack_from("!H", frame, udp + 2)[0] != ROCE_UDP_PORT:
-        return None
-    src = socket.inet_ntoa(bytes(frame[ETH_HLEN + 12: ETH_HLEN + 16]))
-    dst = socket.inet_ntoa(bytes(frame[ETH_HLEN + 16: ETH_HLEN + 20]))
-    opcode = frame[udp + 8]
-    dqpn = struct.unpack_from("!I", frame, udp + 12)[0] & 0xFFFFFF
-    if opcode == Opcode.CNP:
-        return Arrival("cnp", src, dst, dqpn)
-    if tos & 3 == ECN_CE:
-        return Arrival("ce", src, dst, dqpn)
-    return None
-
-
 @dataclass(frozen=True)
 class Bth:
     """What :class:`WireCounts` needs of a RoCEv2 frame's headers."""
 
     src_ip: str
     dst_ip: str
+    tos: int
     opcode: int
     dqpn: int
     psn: int
-    syndrome: int | None      # the AETH's, for an ACK; else None
+    syndrome: int | None      # the AETH's, for an ACK (None if cut off); else None
 
 
 def parse_bth(frame: bytes | bytearray | memoryview) -> Bth | None:
-    """The BTH (and an ACK's AETH syndrome) of a RoCEv2 frame, or None (anything
-    else, or truncated)."""
+    """The IPv4 addresses and TOS, the BTH and an ACK's AETH syndrome of a RoCEv2
+    frame, or None (anything else, or cut off before the end of the BTH)."""
     n = len(frame)
     if n < ETH_HLEN + 20 or struct.unpack_from("!H", frame, 12)[0] != ETH_P_IP:
         return None
@@ -189,20 +157,33 @@ def parse_bth(frame: bytes | bytearray | memoryview) -> Bth | None:
     if ver_ihl >> 4 != 4 or ihl < 20 or frame[ETH_HLEN + 9] != socket.IPPROTO_UDP:
         return None
     if struct.unpack_from("!H", frame, ETH_HLEN + 6)[0] & 0x1FFF:
-        return None
+        return None         # a later fragment: no UDP header
     bth = ETH_HLEN + ihl + 8
     if n < bth + 12 or struct.unpack_from("!H", frame, bth - 6)[0] != ROCE_UDP_PORT:
         return None
     opcode = frame[bth]
-    syndrome = None
-    if opcode == Opcode.ACK:
-        if n < bth + 13:
-            return None
-        syndrome = frame[bth + 12]
+    syndrome = frame[bth + 12] if opcode == Opcode.ACK and n > bth + 12 else None
     return Bth(socket.inet_ntoa(bytes(frame[ETH_HLEN + 12: ETH_HLEN + 16])),
-               socket.inet_ntoa(bytes(frame[ETH_HLEN + 16: ETH_HLEN + 20])), opcode,
-               struct.unpack_from("!I", frame, bth + 4)[0] & 0xFFFFFF,
+               socket.inet_ntoa(bytes(frame[ETH_HLEN + 16: ETH_HLEN + 20])), frame[ETH_HLEN + 1],
+               opcode, struct.unpack_from("!I", frame, bth + 4)[0] & 0xFFFFFF,
                struct.unpack_from("!I", frame, bth + 8)[0] & PSN_MASK, syndrome)
+
+
+def arrival_of(b: Bth) -> Arrival | None:
+    """What a parsed RoCEv2 frame is to the shim: a CNP, a CE-marked packet, or
+    None."""
+    if b.opcode == Opcode.CNP:
+        return Arrival("cnp", b.src_ip, b.dst_ip, b.dqpn)
+    if b.tos & 3 == ECN_CE:
+        return Arrival("ce", b.src_ip, b.dst_ip, b.dqpn)
+    return None
+
+
+def classify_frame(frame: bytes | bytearray | memoryview) -> Arrival | None:
+    """What an Ethernet frame is to the shim: a CE-marked RoCEv2 packet, a CNP, or
+    None (anything else, or truncated)."""
+    b = parse_bth(frame)
+    return None if b is None else arrival_of(b)
 
 
 @dataclass
@@ -286,8 +267,11 @@ class HostWireCounter:
     def on_frame(self, frame: bytes | bytearray | memoryview, outgoing: bool, t_ns: int) -> None:
         """A frame the host sent (``outgoing``) or received at ``t_ns``."""
         b = parse_bth(frame)
-        if b is None:
-            return
+        if b is not None:
+            self.on_bth(b, outgoing, t_ns)
+
+    def on_bth(self, b: Bth, outgoing: bool, t_ns: int) -> None:
+        """:meth:`on_frame` for a frame already parsed."""
         if outgoing:
             if b.opcode in OPS_DATA and b.src_ip == self.local_ip:
                 qpn = self._by_peer.get((b.dst_ip, b.dqpn))
@@ -604,22 +588,12 @@ class RxeDcqcnShim:
         self.wire = HostWireCounter(local_ip, nak_window_ns) if count_wire else None
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         try:
-            prog = roce_filter(every_roce_frame=count_wire)
-            # struct sock_fprog {len; filter *}: the kernel copies the program.
-            code = ctypes.create_string_buffer(
-                b"".join(struct.pack("HBBI", *ins) for ins in prog))
-            self.sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER,
-                                 struct.pack("HL", len(prog), ctypes.addressof(code)))
+            attach_filter(self.sock, roce_filter(every_roce_frame=count_wire))
             if count_wire:
                 # every frame of the host queues here between two polls, and an
                 # agent under TCG sometimes stops for 0.1-0.3 s: a lost frame
                 # would be a miscount
-                for opt, force in ((socket.SO_RCVBUF, 33),):
-                    self.sock.setsockopt(socket.SOL_SOCKET, opt, WIRE_RCVBUF)
-                    try:
-                        self.sock.setsockopt(socket.SOL_SOCKET, force, WIRE_RCVBUF)
-                    except OSError:
-                        pass
+                set_buffer(self.sock, socket.SO_RCVBUF, WIRE_RCVBUF)
                 # each frame's kernel time: a NAK's go-back is told from the
                 # timer's by how soon it follows, whenever the agent polls
                 self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
@@ -654,7 +628,7 @@ class RxeDcqcnShim:
     def poll(self, now_ns: int) -> None:
         """Read what arrived, send CNPs, feed the byte counters, run the
         controllers' timers, apply rates."""
-        arrivals = [a for a in map(classify_frame, self._drain())
+        arrivals = [a for a in map(arrival_of, self._drain())
                     if a is not None and a.dst_ip == self.local_ip]
         td = self.rp.next_deadline()
         self.byte_counter.read_if_due(now_ns, events=(td is not None and td <= now_ns) or any(
@@ -689,23 +663,31 @@ class RxeDcqcnShim:
               if d is not None]
         return min(ds) if ds else None
 
-    def _drain(self) -> Iterable[bytes]:
+    def _drain(self) -> Iterable[Bth]:
+        """The RoCEv2 frames that arrived, each parsed once (with ``count_wire``
+        the host's own frames go to the wire counts too)."""
         wire = self.wire
         while True:
             try:
                 if wire is None:
                     data, addr = self.sock.recvfrom(SNAP_BYTES)
                 else:
-                    data, anc, _flags, addr = self.sock.recvmsg(SNAP_BYTES, _TS_CMSG_SPACE)
+                    data, anc, _flags, addr = self.sock.recvmsg(SNAP_BYTES, TIMESTAMP_CMSG_SPACE)
             except BlockingIOError:
                 return
             outgoing = addr[2] == PACKET_OUTGOING
+            if not outgoing:
+                self.frames += 1
+            elif wire is None:
+                continue        # this host's own CNPs
+            b = parse_bth(data)
+            if b is None:
+                continue
             if wire is not None:
-                wire.on_frame(data, outgoing, _kernel_time_ns(anc))
-            if outgoing:
-                continue        # this host's own frames (its CNPs, or any with count_wire)
-            self.frames += 1
-            yield data
+                t = kernel_time_ns(anc)
+                wire.on_bth(b, outgoing, time.time_ns() if t is None else t)
+            if not outgoing:
+                yield b
 
     def _send_cnp(self, remote_ip: str, remote_qpn: int) -> None:
         frame = cnp_frame(src_mac=self.local_mac, dst_mac=self.gateway_mac, src_ip=self.local_ip,

@@ -20,7 +20,6 @@ kernel's second delivery). Needs CAP_NET_RAW (root; Mininet hosts are).
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import select
 import socket
@@ -31,16 +30,19 @@ from collections.abc import Sequence
 from hosts.roce.constants import ECN_ECT0, ECN_MASK, ROCE_UDP_PORT
 from hosts.roce.provider import MAX_WAKE_LEAD_NS, Datagram
 from hosts.roce.receive_lag import ReceiveLag
+from hosts.roce.sockets import (
+    SO_TIMESTAMPNS,
+    TIMESTAMP_CMSG_SPACE,
+    attach_filter,
+    kernel_time_ns,
+    set_buffer,
+)
 
 IP_TOS = getattr(socket, "IP_TOS", 1)
 # Linux value; PyPy 3.9's socket module does not define it.
 SO_PRIORITY = getattr(socket, "SO_PRIORITY", 12)
 IP_MTU_DISCOVER = getattr(socket, "IP_MTU_DISCOVER", 10)
 IP_PMTUDISC_DO = getattr(socket, "IP_PMTUDISC_DO", 2)
-SO_ATTACH_FILTER = getattr(socket, "SO_ATTACH_FILTER", 26)
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-_TIMESPEC = struct.Struct("qq")     # struct timespec on 64-bit Linux
-_TS_CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
 _SOL_IP = socket.IPPROTO_IP
 _TOS_CMSG = [[(_SOL_IP, IP_TOS, struct.pack("i", tos))] for tos in range(256)]
 _MAX_DATAGRAM = 65536
@@ -73,13 +75,6 @@ _DROP_ALL = [(_BPF_RET_K, 0, 0, 0)]
 INITIAL_WAKE_LEAD_NS = 30_000
 _LEAD_STEP_UP_NS = 900
 _LEAD_STEP_DOWN_NS = 100
-
-
-def attach_filter(sock: socket.socket, program: list[tuple[int, int, int, int]]) -> None:
-    """SO_ATTACH_FILTER with a classic BPF program (the kernel copies it)."""
-    code = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *ins) for ins in program))
-    fprog = struct.pack("HL", len(program), ctypes.addressof(code))   # struct sock_fprog
-    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
 
 
 class UdpProvider:
@@ -118,7 +113,7 @@ class UdpProvider:
             udp.bind((local_ip, port))
             self.port = udp.getsockname()[1]
             attach_filter(rx, roce_port_filter(local_ip, self.port))
-            _set_buf(rx, socket.SO_RCVBUF, rcvbuf)
+            set_buffer(rx, socket.SO_RCVBUF, rcvbuf)
             # each frame's kernel receive time (CLOCK_REALTIME), for receive_lag
             rx.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             rx.setblocking(False)
@@ -154,7 +149,7 @@ class UdpProvider:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             s.setsockopt(_SOL_IP, IP_TOS, self.data_ecn)
             s.setsockopt(_SOL_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
-            _set_buf(s, socket.SO_SNDBUF, self._sndbuf)
+            set_buffer(s, socket.SO_SNDBUF, self._sndbuf)
             s.bind((self.local_ip, sport))
             s.setblocking(False)
         except BaseException:
@@ -219,15 +214,13 @@ class UdpProvider:
         # The first frame, the oldest waiting, with its kernel receive time;
         # the rest without (a recvmsg costs several us more in CPython).
         try:
-            data, anc, _flags, _addr = self._rx.recvmsg(_MAX_DATAGRAM, _TS_CMSG_SPACE)
+            data, anc, _flags, _addr = self._rx.recvmsg(_MAX_DATAGRAM, TIMESTAMP_CMSG_SPACE)
         except (BlockingIOError, InterruptedError):
             return out
         out.append(data)
-        for level, kind, raw in anc:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
-                sec, nsec = _TIMESPEC.unpack_from(raw)
-                self.receive_lag.record(time.time_ns() - (sec * 1_000_000_000 + nsec),
-                                        time.monotonic_ns())
+        arrived = kernel_time_ns(anc)
+        if arrived is not None:
+            self.receive_lag.record(time.time_ns() - arrived, time.monotonic_ns())
         recv = self._rx.recv
         for _ in range(max_pkts - 1):
             try:
@@ -285,14 +278,6 @@ class UdpProvider:
         self._refs.clear()
         self._rx.close()
         self._port_holder.close()
-
-
-def _set_buf(s: socket.socket, opt: int, size: int) -> None:
-    force = {socket.SO_RCVBUF: 33, socket.SO_SNDBUF: 32}[opt]   # SO_*BUFFORCE (root)
-    try:
-        s.setsockopt(socket.SOL_SOCKET, force, size)
-    except OSError:
-        s.setsockopt(socket.SOL_SOCKET, opt, size)
 
 
 def _set_timer_slack(ns: int) -> None:

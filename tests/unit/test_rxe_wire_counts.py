@@ -39,9 +39,9 @@ def ack(psn: int, syndrome: int, *, dqpn: int = 0x11, src: str = SWITCH,
 
 def test_parse_bth_reads_scapys_frames() -> None:
     assert parse_bth(request(0xABCDEF, dqpn=0x123456)) == Bth(
-        RANK, SWITCH, 0x0A, 0x123456, 0xABCDEF, None)
+        RANK, SWITCH, ECN_ECT0, 0x0A, 0x123456, 0xABCDEF, None)
     assert parse_bth(ack(42, AETH_SYNDROME_NAK_PSN_SEQ)) == Bth(
-        SWITCH, RANK, 0x11, 0x11, 42, AETH_SYNDROME_NAK_PSN_SEQ)
+        SWITCH, RANK, 0, 0x11, 0x11, 42, AETH_SYNDROME_NAK_PSN_SEQ)
     # the socket's snap (the headers) is enough
     assert parse_bth(request(5)[:SNAP_BYTES]) == parse_bth(request(5))
     assert parse_bth(request(5)[:50]) is None                       # truncated
