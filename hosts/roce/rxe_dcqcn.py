@@ -197,11 +197,13 @@ class WireCounts:
 
     A NAK (sequence or RNR) naming an already sent PSN q explains one go-back to
     a PSN at or above q (an ACK taken after the NAK moves the requester's
-    restart past q) that comes within ``nak_window_ns`` of it; every NAK at or
-    below a go-back's PSN is used up by it. A requester acts on a NAK at once,
-    while its timer fires a whole timeout after its last progress, so half the
-    timeout tells them apart; a NAK whose go-back the wire cannot show (the
-    requester was already resending past it) then explains nothing later. A
+    restart past q) that comes within ``nak_window_ns`` of it. A go-back to p
+    uses up every NAK below p, and one NAK naming p: a requester rewinds on each
+    NAK, so two NAKs of one PSN that both reach it before its first resend is
+    seen make two go-backs. A requester acts on a NAK at once, while its timer
+    fires a whole timeout after its last progress, so half the timeout tells
+    them apart; a NAK whose go-back the wire cannot show (the requester was
+    already resending past it) then explains nothing later. A
     request beyond the one that follows (an ACK moved the requester past what it
     was resending) is a skip, not a go-back. PSNs are compared in serial-number
     arithmetic, so the 2^24 wrap is no go-back. Times are any one clock's
@@ -215,7 +217,8 @@ class WireCounts:
     nak_gobacks: int = 0
     _snd_max: int | None = None        # one past the highest PSN sent
     _next: int | None = None           # the PSN that follows the last one sent
-    _naked: dict[int, int] = field(default_factory=dict)  # NAKed PSN -> when, not yet used
+    # NAKed PSN -> when each NAK of it came, oldest first, not yet used
+    _naked: dict[int, list[int]] = field(default_factory=dict)
 
     def on_request(self, psn: int, t_ns: int) -> None:
         self.tx_pkts += 1
@@ -225,13 +228,18 @@ class WireCounts:
         if psn_delta(psn - self._snd_max) < 0:
             self.retransmits += 1
             if psn_delta(psn - self._next) < 0:     # a go-back: by a NAK, or by the timer
+                self._forget_naks_before(t_ns - self.nak_window_ns)
                 used = [q for q in self._naked if psn_delta(q - psn) <= 0]
-                if any(t_ns - self._naked[q] <= self.nak_window_ns for q in used):
+                if used:
                     self.nak_gobacks += 1
                 else:
                     self.rto += 1
                 for q in used:
-                    del self._naked[q]
+                    times = self._naked[q]
+                    if q == psn and len(times) > 1:
+                        times.pop(0)
+                    else:
+                        del self._naked[q]
         else:
             self._snd_max = (psn + 1) & PSN_MASK
         self._next = (psn + 1) & PSN_MASK
@@ -242,7 +250,16 @@ class WireCounts:
             self.naks_rcvd += 1
         if (kind in (AETH_KIND_NAK, AETH_KIND_RNR) and self._snd_max is not None
                 and psn_delta(psn - self._snd_max) < 0):
-            self._naked[psn] = t_ns
+            self._naked.setdefault(psn, []).append(t_ns)
+
+    def _forget_naks_before(self, t_ns: int) -> None:
+        """NAKs that came before ``t_ns`` explain no go-back any more."""
+        for q in list(self._naked):
+            times = [t for t in self._naked[q] if t >= t_ns]
+            if times:
+                self._naked[q] = times
+            else:
+                del self._naked[q]
 
     def counters(self) -> dict[str, int]:
         return {"retransmits": self.retransmits, "naks_rcvd": self.naks_rcvd, "rto": self.rto,

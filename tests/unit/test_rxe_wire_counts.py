@@ -111,6 +111,21 @@ def test_a_burst_of_naks_makes_a_go_back_each() -> None:
     assert (w.retransmits, w.naks_rcvd, w.nak_gobacks, w.rto) == (8, 3, 2, 0)
 
 
+def test_two_naks_of_one_psn_before_the_first_resend_make_two_go_backs() -> None:
+    # Seen at the switch: NAK 5 twice, then the requester's go-back to 5; it
+    # took the second NAK after that resend and went back to 5 once more.
+    w = WireCounts(WINDOW)
+    t = sends(w, range(10), 0)
+    w.on_ack(5, AETH_SYNDROME_NAK_PSN_SEQ, t)
+    w.on_ack(5, AETH_SYNDROME_NAK_PSN_SEQ, t + 500)
+    t = sends(w, [5, 6], t + 1000)
+    sends(w, range(5, 10), t)
+    assert (w.retransmits, w.naks_rcvd, w.nak_gobacks, w.rto) == (7, 2, 2, 0)
+    # neither NAK is left to explain a third go-back
+    sends(w, [5], t + 10_000)
+    assert (w.nak_gobacks, w.rto) == (2, 1)
+
+
 def test_a_skip_forward_is_no_go_back_and_the_wrap_is_none_either() -> None:
     w = WireCounts(WINDOW)
     t = sends(w, range(0xFFFFFC, 0xFFFFFC + 8), 0)     # across 2^24
