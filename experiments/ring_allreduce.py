@@ -31,7 +31,7 @@ from testbed.net import host_addr
 from testbed.timeline import load_phase
 
 NAME = "ring-allreduce"
-HOST_PROVIDERS = ("udp", "rxe")   # rxe: one sending QP per rank and channel (port)
+HOST_PROVIDERS = ("udp", "rxe")   # rxe: one sending QP per rank and channel
 PROGRAM = "switches/p4/l3_ecn.p4"
 HEADLINE = ("allreduce.bit_exact", "allreduce.ranks", "allreduce.iterations", "allreduce.mean_s",
             "allreduce.busbw_mbps")

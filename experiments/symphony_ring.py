@@ -94,13 +94,20 @@ from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.modelled import full_frame_bytes
 from testbed.net import LeafSpine, host_addr
-from testbed.symphony import config_command, job_commands, pq_job_commands
+from testbed.symphony import (
+    config_command,
+    job_commands,
+    pq_job_commands,
+    source_job_commands,
+)
 from testbed.timeline import PhaseData, load_phase
 
 NAME = "symphony-ring"
-RXE_UNSUPPORTED = ("Symphony's switch reads each packet's step from its UDP source port, "
-                   "which rxe fixes per QP at RTR, and the job id from BTH byte 4, which "
-                   "rxe always sends as 0")
+# rxe: a ring's lanes are connected with their next step's tag (rxe fixes a
+# QP's UDP source port at RTR, hosts.commlib.communicator); rxe sends no job id,
+# so the switch writes the job of the packet's source
+# (testbed.symphony.source_job_commands)
+HOST_PROVIDERS = ("udp", "rxe")
 SCHEMES = ("baseline", "symphony", "symphony_late", "pq")
 VARIANTS = ("ecmp", "imbalance", "congestion")
 BACKGROUND_FLOW = "background"
@@ -342,9 +349,11 @@ def plan(p: Params) -> RunPlan:
                 how = f" (Symphony from {p.late_start_s:.1f} s)"
             elif scheme == "pq":
                 commands, how = tuple(pq_job_commands(job)), " (strict priority for lagging steps)"
+            jobs = {**_jobs(p, job, seed), **background}
             phases.append(PhasePlan(
-                phase_name(scheme, seed), {**_jobs(p, job, seed), **background},
-                commands=commands, late_commands=late, timeout_s=timeout,
+                phase_name(scheme, seed), jobs,
+                commands=(*commands, *source_job_commands(jobs)), late_commands=late,
+                timeout_s=timeout,
                 notes=f"{scheme}: {p.ranks} ranks x {p.channels} rings, {p.iterations} x "
                       f"AllReduce of {p.chunk_kb} KiB chunks; job id {job}" + how + bg_note))
     return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),

@@ -35,11 +35,11 @@ from experiments import symphony_ring as ring
 from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyRing, load_params
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.modelled import full_frame_bytes
-from testbed.symphony import config_command, job_commands
+from testbed.symphony import config_command, job_commands, source_job_commands
 from testbed.timeline import load_phase
 
 NAME = "symphony-sweep"
-RXE_UNSUPPORTED = ring.RXE_UNSUPPORTED
+HOST_PROVIDERS = ring.HOST_PROVIDERS
 SWEEPS = ("k", "imbalance", "chunk")
 DEFAULT_VALUES = {"k": "0.0001,0.001,0.01,0.1", "imbalance": "1.1,1.3,1.5,1.7",
                   "chunk": "128,256,512,1024"}
@@ -132,8 +132,10 @@ def plan(p: Params) -> RunPlan:
                 if scheme == "symphony":
                     sym = dataclasses.replace(p.symphony, k=v) if p.sweep == "k" else p.symphony
                     cmds = (config_command(sym, p.slowdown), *job_commands(job))
+                jobs = ring._jobs(pt, job, seed)
                 phases.append(PhasePlan(
-                    phase_name(scheme, i, seed), ring._jobs(pt, job, seed), commands=cmds,
+                    phase_name(scheme, i, seed), jobs,
+                    commands=(*cmds, *source_job_commands(jobs)),
                     switch_commands=per_switch,
                     timeout_s=4 * pt.theoretical_cct_s * pt.iterations + 90,
                     notes=f"{scheme} at {p.sweep} = {v:g}: {pt.ranks} ranks x {pt.channels} "

@@ -61,13 +61,14 @@ from hosts.roce.dcqcn import CONNECTX
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.net import host_addr
-from testbed.symphony import config_command, job_commands
+from testbed.symphony import config_command, job_commands, source_job_commands
 from testbed.timeline import PhaseData, counter_points, load_phase, rate_series
 
 NAME = "symphony-two-flows"
-RXE_UNSUPPORTED = ("Symphony's switch reads each packet's step from its UDP source port, "
-                   "which rxe fixes per QP at RTR, and the job id from BTH byte 4, which "
-                   "rxe always sends as 0")
+# rxe: each flow's QP carries its step in the UDP source port from RTR on (its
+# flow label, kernel >= 5.17); rxe sends no job id, so the switch writes the job
+# of the packet's source (testbed.symphony.source_job_commands)
+HOST_PROVIDERS = ("udp", "rxe")
 BOTTLENECK_PORT = 3
 SCHEMES = ("baseline", "symphony")
 HEADLINE = ("fct_a_change", "fct_b_change", "overlap_change", "standalone_fct_s")
@@ -213,7 +214,9 @@ def plan(p: Params) -> RunPlan:
         realtime_agents_first=p.realtime_agents_first,
         host_line_qdisc=p.host_qdisc_ahead_packets > 0)
     s = p.standalone_s
-    phases = [PhasePlan("alone", _jobs(p, 255, {"b": 0.0}, 0), timeout_s=3 * s + 60,
+    alone = _jobs(p, 255, {"b": 0.0}, 0)
+    phases = [PhasePlan("alone", alone, commands=tuple(source_job_commands(alone)),
+                        timeout_s=3 * s + 60,
                         watch_ports=(BOTTLENECK_PORT,), notes="B alone: the standalone FCT")]
     job = 0
     for seed in range(p.seeds):
@@ -221,9 +224,11 @@ def plan(p: Params) -> RunPlan:
             for scheme in SCHEMES:
                 job += 1
                 delays = {"b": 0.0, "a": off * s}
+                jobs = _jobs(p, job, delays, seed)
                 phases.append(PhasePlan(
-                    phase_name(scheme, i, seed), _jobs(p, job, delays, seed),
-                    commands=tuple(job_commands(job)) if scheme == "symphony" else (),
+                    phase_name(scheme, i, seed), jobs,
+                    commands=(*(job_commands(job) if scheme == "symphony" else ()),
+                              *source_job_commands(jobs)),
                     timeout_s=3 * (delays["a"] + 2 * s) + 60, watch_ports=(BOTTLENECK_PORT,),
                     notes=f"{scheme}: B (step {p.step_a + 1}) at 0, A (step {p.step_a}) "
                           f"{off:.3f} x S later; job id {job}"

@@ -42,11 +42,11 @@ from hosts.agent_spec import CollectiveSpec, JobSpec
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.modelled import full_frame_bytes
 from testbed.net import host_addr
-from testbed.symphony import config_command, job_commands
+from testbed.symphony import config_command, job_commands, source_job_commands
 from testbed.timeline import PhaseData, load_phase
 
 NAME = "symphony-two-jobs"
-RXE_UNSUPPORTED = symphony_ring.RXE_UNSUPPORTED
+HOST_PROVIDERS = symphony_ring.HOST_PROVIDERS
 SCHEMES = ("baseline", "symphony")
 JOBS = ("a", "b")
 HEADLINE = ("span_change.a", "span_change.b", "final_step_span.baseline.a.mean",
@@ -145,8 +145,9 @@ def plan(p: Params) -> RunPlan:
                 ids[job] = next_id
             cmds = (tuple(c for job in JOBS for c in job_commands(ids[job]))
                     if scheme == "symphony" else ())
+            jobs = _jobs(p, ids, seed)
             phases.append(PhasePlan(
-                phase_name(scheme, seed), _jobs(p, ids, seed), commands=cmds,
+                phase_name(scheme, seed), jobs, commands=(*cmds, *source_job_commands(jobs)),
                 timeout_s=6 * p.job_wire_s + p.delay_b_s + 90,
                 notes=f"{scheme}: jobs a (id {ids['a']}) and b (id {ids['b']}, "
                       f"{p.delay_b_s:.1f} s later), {p.ranks} ranks x {p.channels} rings, "

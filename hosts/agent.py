@@ -1192,6 +1192,7 @@ class Agent:
         except ShimError as e:
             self.ctx.close()
             raise AgentError(f"rxe host {spec.host}: DCQCN shim: {e}") from e
+        self.ctx.on_qp_reset = self.shim.qp_restarted
 
     def _register_rxe_qps(self) -> None:
         """Every connected QP with the shim (CNPs for its CE marks; its rate, when it
@@ -1202,7 +1203,7 @@ class Agent:
         for qp in list(self.ctx._qps.values()):
             if qp.state in (QPState.RTR, QPState.RTS):
                 try:
-                    self.shim.register_qp(qp.qp_num, qp.dest_ip, qp.dest_qp_num, qp.sport,
+                    self.shim.register_qp(qp.qp_num, qp.dest_ip, qp.dest_qp_num,
                                           qp.rate_controller)
                 except ShimError as e:
                     raise AgentError(f"rxe host {self.spec.host}: DCQCN shim: {e}") from e

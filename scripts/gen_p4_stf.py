@@ -98,6 +98,9 @@ def roce(l4: bytes, payload: bytes) -> bytes:
     return l4 + payload + ICRC_STANDIN
 
 
+BTH_OFFSET = 14 + 20 + 8    # Ethernet, IPv4 without options, UDP
+
+
 def tagged_sport(step: int) -> int:
     return 0xC000 | (step & 0x3FFF)
 
@@ -432,6 +435,46 @@ def symphony_window_cases() -> list[Case]:
     ]
 
 
+def symphony_source_setup() -> list[str]:
+    return symphony_setup() + [
+        "add MyIngress.job_of_source.by_source hdr.ipv4.srcAddr:0x0a000001 "
+        f"MyIngress.job_of_source.set_job(job_id:{SYMPHONY_JOB})"]
+
+
+def from_host(step: int, psn: int, *, src: str, job: int = 0, op: int = OP_WRITE_MIDDLE) -> bytes:
+    """``tagged`` sent from ``src`` (an rdma_rxe host sends job id 0)."""
+    p = Ether(tagged(step, psn, op=op, job=job))
+    p[IP].src = src
+    p[IP].chksum = None
+    return bytes(p)
+
+
+def job_written(comment: str, pkt: bytes, job: int, **kw) -> Case:
+    """``pkt`` routed with ``job`` written in BTH byte 4."""
+    out = bytearray(pkt)
+    out[BTH_OFFSET + 4] = job
+    port, routed_out = routed(bytes(out), **kw)
+    return Case(comment, pkt, port, routed_out)
+
+
+def symphony_source_cases() -> list[Case]:
+    host, other = "10.0.0.1", "10.0.0.2"
+    return [
+        job_written("job 0 from a host of job 7: the switch writes 7; step 3 psn 20 -> "
+                    "step_min 3; not marked", from_host(3, 20, src=host), SYMPHONY_JOB),
+        job_written("job 0 from the host: step 4 psn 40, ahead of job 7's step_min -> "
+                    "job 7 written and marked", from_host(4, 40, src=host), SYMPHONY_JOB, ecn=3),
+        job_written("its ACK (job 0) gets the job id too", from_host(2, 20, src=host, op=OP_ACK),
+                    SYMPHONY_JOB),
+        fwd("job 0 from a host with no job: untagged, left alone; not marked",
+            from_host(4, 40, src=other)),
+        fwd("job 9 from the host of job 7: a packet's own id wins (9, untracked); not marked",
+            from_host(4, 40, src=host, job=9)),
+        marked("job 7 from another host: tracked as always -> marked",
+               from_host(4, 40, src=other, job=SYMPHONY_JOB)),
+    ]
+
+
 # ECMP (symphony.p4 defines L3_ECMP): destinations in 10.1.0.0/16 have, on
 # top of their static route (10.0.0.0/8 -> port 1), an ecmp entry naming a
 # group of two next hops; the member is crc16 of the 5-tuple modulo 2.
@@ -580,6 +623,12 @@ psn_rec is reset before each packet and an outpacing packet sees psn_rec 0.
 symphony.p4 with RED marking every ECT packet (Kmin = Kmax = 0): the Symphony
 mark is OR-ed with the RED mark, which it never clears.
 """, symphony_setup(red="kmin:0, kmax:0, pmax:100"), symphony_red_cases()),
+        StfFile("symphony.source.stf", """
+symphony.p4 for hosts that send no job id (rdma_rxe: BTH byte 4 is 0): the
+switch writes the job of the packet's source address (MyIngress.job_of_source)
+into untagged packets, data and ACKs, and tracks them as that job; untagged
+packets of other hosts and packets that carry an id are left as they are.
+""", symphony_source_setup(), symphony_source_cases()),
         StfFile("symphony.ecmp.stf", """
 symphony.p4 with ECMP: 10.1.0.0/16 spreads over two next hops by a crc16 hash
 of the 5-tuple (a new UDP source port, a new step tag, may take the other

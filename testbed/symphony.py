@@ -13,6 +13,10 @@
   for run plans that configure switches before any traffic;
   ``pq_job_commands``: a job registered for the paper's strict-priority
   comparison (PQ) instead.
+- ``source_job_commands``: which job each host of a phase runs, for hosts
+  that send no job id (rdma_rxe sends BTH byte 4 as 0): the first switch
+  writes the id into their packets (``MyIngress.job_of_source``). Hosts that
+  tag their own packets are unaffected.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from hosts.agent_spec import JobSpec
 from testbed.controller import Controller
 
 INSTANCE = "MyEgress.symphony"
@@ -34,6 +39,9 @@ JOB_REGISTERS = ("seen", "step_min", "psn_rec", "psn_win_start", "alpha", "cnt_t
 # The PQ comparison's step tracking in the ingress (include/symphony_pq.p4).
 PQ_INSTANCE = "MyIngress.lag_priority"
 PQ_REGISTERS = ("seen", "step_min")
+# Hosts that send no job id: source address -> job id (switches/p4/symphony.p4)
+SOURCE_TABLE = "MyIngress.job_of_source.by_source"
+SOURCE_ACTION = "MyIngress.job_of_source.set_job"
 JOB_IDS = range(1, 256)
 PPM = 1_000_000
 _U32 = (1 << 32) - 1
@@ -105,6 +113,34 @@ def pq_job_commands(job_id: int) -> list[str]:
     _check_id(job_id)
     return [f"register_write {PQ_INSTANCE}.{r} {job_id} 0" for r in PQ_REGISTERS] + [
         f"table_add {PQ_INSTANCE}.jobs {PQ_INSTANCE}.track {job_id} =>"]
+
+
+def host_jobs(jobs: Mapping[str, JobSpec]) -> dict[str, int]:
+    """The job id each host of a phase runs (``jobs``: host -> its JobSpec):
+    its collective's, else its flows' (0, untagged, is left out). A host runs
+    one job: the switch tells jobs apart by the packets' source address."""
+    out: dict[str, int] = {}
+    for host, spec in jobs.items():
+        ids = {f.job_id for f in spec.flows}
+        if spec.collective is not None:
+            ids.add(spec.collective.job_id)
+        ids.discard(0)
+        if len(ids) > 1:
+            raise SymphonyError(f"host {host} ({spec.ip}) runs jobs {sorted(ids)}: a switch "
+                                "that writes job ids by source address needs one job per host")
+        if ids:
+            out[spec.ip] = ids.pop()
+    return out
+
+
+def source_job_commands(jobs: Mapping[str, JobSpec]) -> list[str]:
+    """Lines that make one switch write each host's job id (:func:`host_jobs`)
+    into the host's untagged packets, replacing the previous phase's mapping."""
+    lines = [f"table_clear {SOURCE_TABLE}"]
+    for ip, job_id in sorted(host_jobs(jobs).items()):
+        _check_id(job_id)
+        lines.append(f"table_add {SOURCE_TABLE} {SOURCE_ACTION} {ip} => {job_id}")
+    return lines
 
 
 class JobIdAllocator:

@@ -30,11 +30,12 @@ than a lagging step of the previous one.
 PSN as progress (``step_psn_origin=True``, for Symphony switches; see
 switches/p4/README.md): every step's write starts at PSN 0, so a packet's PSN
 is its position in the step. An RC QP's PSNs run on across messages, so each
-channel and direction has ``size + 1`` QPs ("lanes"); step t uses lane
-t mod (size + 1), and a lane is reconnected with PSN 0 before its next use.
-The sender reconnects its end once its write is acknowledged. The receiver
-reconnects its end of step t's lane only when step t + k's data arrives,
-k = max(1, size - 1): the left neighbour posts step t + 1 after step t's
+channel and direction has L = size + k QPs ("lanes"), k = max(1, size - 1);
+step t uses lane t mod L, and a lane is reconnected with PSN 0 before its
+next use, with the tag of the step it carries next (rdma_rxe fixes a QP's
+UDP source port at RTR). The sender reconnects its end once its write is
+acknowledged. The receiver reconnects its end of step t's lane only when
+step t + k's data arrives: the left neighbour posts step t + 1 after step t's
 write was acknowledged, so no retransmission of step t can follow. Until
 then the lane keeps its state and answers a retransmission of step t's
 tail (its final ACK was lost) with an ACK; a lane reconnected as soon as
@@ -45,10 +46,15 @@ that are still in the network drain first: a switch with priority queues
 their retransmission overtakes it and completes the step, and a copy of
 its first packet reaching a lane already reconnected to PSN 0 would start
 a stale write there (seen as an AllReduce that was not bit-exact). Reuse is
-safe: before this rank posts step t + size + 1 on a lane, it completed step
-t + size, which needs the right neighbour to have received step t + size
-(its write was acknowledged) and so step t + k, reconnecting its end of
-step t's lane.
+safe even where the NIC acknowledges a write before the receiver's software
+has seen it (rdma_rxe, in the kernel): a rank posts step s only after it
+took step s - 1's data from its left neighbour, so around the ring, this
+rank's post of step t + L follows its right neighbour's post of step
+t + L - (size - 1), which followed that neighbour taking step t + L - size =
+t + k, which reconnected its end of step t's lane. With size + 1 lanes a
+sender could reach a lane whose receiving end was still connected for its
+previous step (rdma_rxe then dropped the new step's first packets as
+duplicates: go-back retransmissions and timeouts).
 
 Progress is explicit: `start_*` returns a `CollectiveOp` whose `progress()`
 polls completions and posts what is ready (drive several ranks from one loop,
@@ -148,7 +154,9 @@ class Communicator:
         self.work_mr = self.pd.reg_mr(self.work, access)
         self.staging_mr = self.pd.reg_mr(self.staging, access)
         self.step_psn_origin = step_psn_origin
-        self.lanes = size + 1 if step_psn_origin else 1
+        # lanes and the receiver's reconnect lag (module docstring)
+        self._reconnect_lag = max(1, size - 1)
+        self.lanes = size + self._reconnect_lag if step_psn_origin else 1
         # right[c][lane] sends to rank+1, left[c][lane] receives from rank-1.
         self.right: list[list[QP]] = []
         self.left: list[list[QP]] = []
@@ -182,7 +190,10 @@ class Communicator:
         # first; the oldest is reconnected once _reconnect_lag later steps
         # have arrived (see the module docstring)
         self._left_used: dict[int, deque[int]] = {}
-        self._reconnect_lag = max(1, self.lanes - 2)
+        # (channel, lane) -> the wire step (unmasked) the lane carries next: a
+        # lane is connected with that step's tag, so a QP whose port is fixed
+        # at RTR (rdma_rxe) sends each step from its own port
+        self._lane_step: dict[tuple[int, int], int] = {}
         self.connected = False
         self._active: CollectiveOp | None = None
 
@@ -221,6 +232,10 @@ class Communicator:
             return
         right, left = infos[(r + 1) % n], infos[(r - 1) % n]
         self._right_info = right
+        if self.lanes > 1:
+            w = self.step_counter
+            self._lane_step = {(c, lane): w + (lane - w) % self.lanes
+                               for c in range(self.channels) for lane in range(self.lanes)}
         self.remote_max_bytes = int(right["max_bytes"])
         for c in range(self.channels):
             mine_r, mine_l = self._psn[c]
@@ -257,6 +272,11 @@ class Communicator:
         }
         if self.path_mtu is not None:
             attrs["path_mtu"] = self.path_mtu
+        if self.lanes > 1:
+            # the next step's tag from RTR on; a sending lane is reconnected after
+            # its write, so its next step is known (a receiving lane's ACKs may
+            # carry an older tag until this rank posts that step)
+            attrs["sport"] = tag_sport(self._lane_step[(c, lane)] & TAG_STEP_MASK)
         qp.modify(**attrs)
         qp.modify(state=QPState.RTS, sq_psn=peer["sq_psn"])
         if side == "left":
@@ -496,6 +516,8 @@ class CollectiveOp:
         st = self.plan[step]
         tag = tag_sport(self.tag_step(step))
         lane = (self.step_base + step) % comm.lanes
+        if comm.lanes > 1:
+            comm._lane_step[(c, lane)] = self.step_base + step + comm.lanes
         r_qp, l_qp = comm.right[c][lane], comm.left[c][lane]
         if r_qp.sport != tag:
             r_qp.modify(sport=tag)

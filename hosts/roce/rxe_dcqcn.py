@@ -16,7 +16,9 @@ presets as the udp provider (hosts/roce/dcqcn.py):
   on the host's egress by tc HTB (netlink, pyroute2): a root class at the
   NIC's line rate, a default class for everything else (ACKs, CNPs) and one
   class per sending QP whose rate and ceiling are the QP's DCQCN rate, chosen
-  by a u32 filter on the QP's UDP source port (rxe keeps one port per QP).
+  by a u32 filter on the QP's peer: the destination address and the BTH's
+  destination QP of its requests (a QP's UDP source port is its step tag,
+  which a Symphony ring changes per step).
   rxe holds at most a bounded number of its skbs in flight per QP, so a QP
   slowed by its class waits instead of losing packets in the qdisc.
 
@@ -67,7 +69,6 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -88,7 +89,7 @@ from hosts.roce.shaping import (
     ShapingError,
     htb_rate_bytes,
     qp_class_id,
-    sport_match_keys,
+    qp_match_keys,
 )
 from hosts.roce.sockets import (
     SO_TIMESTAMPNS,
@@ -103,7 +104,7 @@ __all__ = ["NotificationPoint", "ReactionPoint", "ClassByteCounter", "HtbShaper"
            "Arrival", "Bth", "WireCounts", "HostWireCounter", "parse_bth", "arrival_of",
            "CLASS_READ_MIN_NS",
            "cnp_frame", "classify_frame", "roce_filter", "htb_rate_bytes", "ShimError",
-           "qp_class_id", "sport_match_keys"]
+           "qp_class_id", "qp_match_keys"]
 
 ETH_P_IP = 0x0800
 ETH_P_ALL = 0x0003
@@ -261,6 +262,13 @@ class WireCounts:
             else:
                 del self._naked[q]
 
+    def restart(self) -> None:
+        """The QP was reset and connected again (its PSNs start over, as a
+        Symphony ring's lane does per step): the next request is no go-back.
+        The counts carry on."""
+        self._snd_max = self._next = None
+        self._naked.clear()
+
     def counters(self) -> dict[str, int]:
         return {"retransmits": self.retransmits, "naks_rcvd": self.naks_rcvd, "rto": self.rto,
                 "wire_tx_pkts": self.tx_pkts}
@@ -286,6 +294,12 @@ class HostWireCounter:
         b = parse_bth(frame)
         if b is not None:
             self.on_bth(b, outgoing, t_ns)
+
+    def restart(self, local_qpn: int) -> None:
+        """QP ``local_qpn`` was reset (:meth:`WireCounts.restart`)."""
+        w = self.qps.get(local_qpn)
+        if w is not None:
+            w.restart()
 
     def on_bth(self, b: Bth, outgoing: bool, t_ns: int) -> None:
         """:meth:`on_frame` for a frame already parsed."""
@@ -426,7 +440,7 @@ class RateController(Protocol):
 class _RpQp:
     rc: RateController
     class_id: int
-    sport: int
+    peer: tuple[str, int]     # the remote address and QPN its requests go to
     applied_bytes: int = 0
     cnps: int = 0
 
@@ -439,16 +453,20 @@ class ReactionPoint:
     qps: dict[int, _RpQp] = field(default_factory=dict)
     unknown_qp: int = 0
 
-    def register(self, local_qpn: int, sport: int, rc: RateController) -> int:
-        """Track a sending QP; returns its HTB class handle. Two sending QPs on one
-        port are refused: the u32 filter tells QPs apart by port, so the second
-        would run at the first one's rate."""
-        same = [q for q, r in self.qps.items() if r.sport == sport]
+    def register(self, local_qpn: int, remote_ip: str, remote_qpn: int,
+                 rc: RateController) -> int:
+        """Track a sending QP connected to ``remote_qpn`` at ``remote_ip``; returns
+        its HTB class handle. The u32 filter tells QPs apart by that peer, so a
+        second QP with the same peer (a misconfiguration) is refused: it would
+        run at the first one's rate."""
+        peer = (remote_ip, remote_qpn)
+        same = [q for q, r in self.qps.items() if r.peer == peer]
         if same:
-            raise ShimError(f"QPs {same[0]:#x} and {local_qpn:#x} both send from UDP port "
-                            f"{sport}: the shim shapes each sending QP by its port")
+            raise ShimError(f"QPs {same[0]:#x} and {local_qpn:#x} both send to QP "
+                            f"{remote_qpn:#x} at {remote_ip}: the shim shapes each sending QP "
+                            "by its peer")
         cid = qp_class_id(len(self.qps))
-        self.qps[local_qpn] = _RpQp(rc, cid, sport)
+        self.qps[local_qpn] = _RpQp(rc, cid, peer)
         return cid
 
     def on_cnp(self, a: Arrival, now_ns: int) -> None:
@@ -626,26 +644,30 @@ class RxeDcqcnShim:
         self.frames = 0
         self.cnp_tx_errors = 0
         self.byte_counter = ClassByteCounter(self.rp, self.shaper)
+        self._arrived: list[Bth] = []      # read, not yet polled
 
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def register_qp(self, local_qpn: int, remote_ip: str, remote_qpn: int, sport: int,
+    def register_qp(self, local_qpn: int, remote_ip: str, remote_qpn: int,
                     rc: RateController | None) -> None:
         """A connected QP: its CE-marked arrivals make CNPs to (remote_ip, remote_qpn);
-        with a rate controller, its sends from ``sport`` run at the controller's rate."""
+        with a rate controller, its requests to that peer run at the controller's
+        rate, whatever UDP source port (step tag) they carry."""
         self.np.register(local_qpn, remote_ip, remote_qpn)
         if self.wire is not None:
             self.wire.register(local_qpn, remote_ip, remote_qpn)
         if rc is not None:
-            cid = self.rp.register(local_qpn, sport, rc)
-            self.shaper.add_qp(cid, sport, htb_rate_bytes(rc.rate_bps))
+            cid = self.rp.register(local_qpn, remote_ip, remote_qpn, rc)
+            self.shaper.add_qp(cid, remote_ip, remote_qpn, htb_rate_bytes(rc.rate_bps))
             self.rp.qps[local_qpn].applied_bytes = htb_rate_bytes(rc.rate_bps)
 
     def poll(self, now_ns: int) -> None:
         """Read what arrived, send CNPs, feed the byte counters, run the
         controllers' timers, apply rates."""
-        arrivals = [a for a in map(arrival_of, self._drain())
+        self._drain()
+        got, self._arrived = self._arrived, []
+        arrivals = [a for a in map(arrival_of, got)
                     if a is not None and a.dst_ip == self.local_ip]
         td = self.rp.next_deadline()
         self.byte_counter.read_if_due(now_ns, events=(td is not None and td <= now_ns) or any(
@@ -680,9 +702,18 @@ class RxeDcqcnShim:
               if d is not None]
         return min(ds) if ds else None
 
-    def _drain(self) -> Iterable[Bth]:
-        """The RoCEv2 frames that arrived, each parsed once (with ``count_wire``
-        the host's own frames go to the wire counts too)."""
+    def qp_restarted(self, local_qpn: int) -> None:
+        """QP ``local_qpn`` was reset to be connected again: its wire counts take
+        the frames read so far as its previous connection's, the next ones as
+        the new one's (its PSNs start over)."""
+        if self.wire is not None:
+            self._drain()
+            self.wire.restart(local_qpn)
+
+    def _drain(self) -> None:
+        """Read the RoCEv2 frames the socket holds, each parsed once: arrivals are
+        kept for :meth:`poll`; with ``count_wire`` every frame, the host's own
+        too, goes to the wire counts at once."""
         wire = self.wire
         while True:
             try:
@@ -704,7 +735,7 @@ class RxeDcqcnShim:
                 t = kernel_time_ns(anc)
                 wire.on_bth(b, outgoing, time.time_ns() if t is None else t)
             if not outgoing:
-                yield b
+                self._arrived.append(b)
 
     def _send_cnp(self, remote_ip: str, remote_qpn: int) -> None:
         frame = cnp_frame(src_mac=self.local_mac, dst_mac=self.gateway_mac, src_ip=self.local_ip,

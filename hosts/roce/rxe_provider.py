@@ -66,10 +66,11 @@ is always 0 from rxe: ``job_id`` is recorded, not sent.
 
 How Symphony sees rxe traffic: match ipv4 + udp.dst_port 4791 as usual; the step is
 ``udp.src_port & 0x3FFF`` when the hosts run kernel >= 5.17 and set their QPs' tags
-(at RTR, or per step with ``retag="sqd"``); the job id is not in the packet, so the
-controller installs (ipv4.dst_addr, bth.dst_qp) -> job id entries from the QPNs the
-ranks exchange (``Communicator.local_info``), or the first-hop switch writes
-bth.job_id (the ICRC masks that byte). Where the port carries no step (older
+at RTR (a Symphony ring connects each lane again per step with its step's tag,
+hosts.commlib.communicator; ``on_qp_reset`` tells the DCQCN shim of each reset);
+the job id is not in the packet, so the first switch writes bth.job_id from the
+source address (switches/p4/symphony.p4, MyIngress.job_of_source; the ICRC masks
+that byte). Where the port carries no step (older
 kernel, ``retag="ignore"``), a program counts steps per flow (ipv4.src_addr,
 bth.dst_qp): each CommLib step is one RDMA WRITE_WITH_IMM per channel and
 direction, so a RDMA_WRITE_LAST_IMM/ONLY_IMM packet whose PSN is newer than the
@@ -787,6 +788,8 @@ class RxeQP:
             if new == QPState.RESET:
                 self._has_av = False
                 self._outstanding = 0
+                if self.ctx.on_qp_reset is not None:
+                    self.ctx.on_qp_reset(self.qp_num)
         elif new == QPState.INIT and cur == QPState.RESET:
             self._modify(init_plan(self.ctx.device.port))
         elif new == QPState.RTR:
@@ -906,7 +909,9 @@ class RxeContext:
     by default, so switches can mark CE). ``retag``: "ignore", "error" or "sqd"
     (module docstring). ``sport_rule``: "auto" (from the kernel version),
     "flow_label" (>= 5.17) or "qpn_hash". ``timeout_ns``: the local ACK timeout of
-    its QPs unless a modify sets one (None: exponent 14, 67 ms)."""
+    its QPs unless a modify sets one (None: exponent 14, 67 ms). ``on_qp_reset``,
+    if set, is called with a QP's number whenever it is reset (its PSNs will
+    start over: a Symphony ring's lanes, per step)."""
 
     def __init__(self, local_ip: str | None = None, *, netdev: str | None = None,
                  device: str | None = None, scale: Scale | None = None,
@@ -939,6 +944,7 @@ class RxeContext:
         self._qps: dict[int, RxeQP] = {}
         self._cqs: list[RxeCQ] = []
         self.engine = RxeEngine(self)
+        self.on_qp_reset: Callable[[int], None] | None = None
 
     @property
     def local_ip(self) -> str:

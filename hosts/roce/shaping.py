@@ -18,8 +18,11 @@ every packet.
   fixed classes (testbed.net.shape_host); an agent adds and removes its QPs'
   classes (``own_root=False``).
 - **rxe hosts** (:meth:`HtbShaper.add_qp`): the shim owns the root, and a
-  u32 filter on the QP's UDP source port picks its class, whose rate and
-  ceiling are both the QP's DCQCN rate (hosts/roce/rxe_dcqcn.py).
+  u32 filter on the QP's requests - UDP to 4791 for its peer's address and
+  QPN (BTH) - picks its class, whose rate and ceiling are both the QP's
+  DCQCN rate (hosts/roce/rxe_dcqcn.py). Not the UDP source port: a QP that
+  carries a step tag changes it per step (a new flow label at RTR), and the
+  host's ACKs for another QP may leave from the same port.
 
 A QP's rate changes whenever DCQCN moves it (tens of times a second per
 flow under marks), so that one message is built here and sent on a raw
@@ -31,6 +34,7 @@ of CPython, a third of a sender's CPU in reflex-cases.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import itertools
 import os
 import socket
@@ -41,7 +45,7 @@ from hosts.roce.constants import ROCE_UDP_PORT
 
 __all__ = ["HtbShaper", "ShapingError", "qp_class_id", "htb_rate_bytes", "ROOT_QDISC",
            "ROOT_CLASS", "DEFAULT_CLASS", "FIRST_QP_MINOR", "MAX_QP_CLASSES", "MIN_RATE_BYTES",
-           "QUANTUM_BYTES", "sport_match_keys", "tc_commands", "QpClass", "HtbClassSetter",
+           "QUANTUM_BYTES", "qp_match_keys", "tc_commands", "QpClass", "HtbClassSetter",
            "htb_buffer_ticks"]
 
 ETH_P_IP = 0x0800
@@ -172,13 +176,21 @@ def tc_commands(ifname: str, line_rate_bps: float, burst_bytes: int) -> list[str
             f"rate {MIN_RATE_BYTES * 8}bit ceil {line}bit {fixed}"]
 
 
-def sport_match_keys(sport: int) -> list[str]:
+def qp_match_keys(dst_ip: str, dst_qpn: int) -> list[str]:
     """u32 keys (value/mask+offset from the IPv4 header, which rxe sends with no
-    options) matching UDP packets from ``sport`` to 4791."""
-    if not 0 < sport <= 0xFFFF:
-        raise ShapingError(f"UDP source port {sport} out of range")
+    options) matching RoCEv2 packets (UDP to 4791) to QP ``dst_qpn`` at
+    ``dst_ip``: one QP's requests (its ACKs go to its peer's requester, another
+    QPN). The BTH's destination QP is the low 24 bits of its second word."""
+    try:
+        ip = int(ipaddress.IPv4Address(dst_ip))
+    except ValueError as e:
+        raise ShapingError(f"not an IPv4 address: {dst_ip!r}") from e
+    if not 0 <= dst_qpn <= 0xFFFFFF:
+        raise ShapingError(f"QPN {dst_qpn:#x} out of range (24 bits)")
     return [f"0x00{socket.IPPROTO_UDP:02x}0000/0x00ff0000+8",
-            f"0x{sport:04x}{ROCE_UDP_PORT:04x}/0xffffffff+20"]
+            f"0x{ip:08x}/0xffffffff+16",
+            f"0x0000{ROCE_UDP_PORT:04x}/0x0000ffff+20",
+            f"0x00{dst_qpn:06x}/0x00ffffff+32"]
 
 
 class HtbShaper:
@@ -241,12 +253,14 @@ class HtbShaper:
                  ceil=ceil_bytes, burst=self.burst, cburst=self.burst, quantum=self.mtu,
                  mtu=self.mtu)
 
-    def add_qp(self, class_id: int, sport: int, rate_bytes: int) -> None:
-        """A class for the rxe QP sending from ``sport``, at ``rate_bytes``, and its filter."""
+    def add_qp(self, class_id: int, dst_ip: str, dst_qpn: int, rate_bytes: int) -> None:
+        """A class for the rxe QP connected to QP ``dst_qpn`` at ``dst_ip``, at
+        ``rate_bytes``, and the filter that sends its requests there."""
+        keys = qp_match_keys(dst_ip, dst_qpn)
         self._class("add-class", class_id, min(rate_bytes, self.line), parent=ROOT_CLASS)
-        self._do(f"u32 filter sport {sport} -> class {class_id & 0xFFFF:x} on {self.ifname}",
-                 "add-filter", "u32", 0, parent=ROOT_QDISC, prio=10, protocol=ETH_P_IP,
-                 target=class_id, keys=sport_match_keys(sport))
+        self._do(f"u32 filter to QP {dst_qpn:#x} at {dst_ip} -> class {class_id & 0xFFFF:x} on "
+                 f"{self.ifname}", "add-filter", "u32", 0, parent=ROOT_QDISC, prio=10,
+                 protocol=ETH_P_IP, target=class_id, keys=keys)
 
     def add_class(self, class_id: int, ceil_bytes: int) -> None:
         """A QP class picked by priority: the floor as its rate, ``ceil_bytes``

@@ -7,7 +7,11 @@
  * steps ahead of it with probability min(1, k * alpha * psn / psn_rec), so that
  * DCQCN slows the flows that run ahead and the lagging step gets bandwidth.
  * The job id is BTH byte 4, the step the low 14 bits of the UDP source port
- * (include/headers.p4).
+ * (include/headers.p4). Hosts that send no job id (rdma_rxe: byte 4 is
+ * always 0) get their job's id written into their packets by the first
+ * switch, from MyIngress.job_of_source.by_source (source address -> job):
+ *   table_add MyIngress.job_of_source.by_source \
+ *       MyIngress.job_of_source.set_job 10.0.1.1 => 7
  *
  * Control plane: everything of l3_ecn.p4 (MyIngress.ipv4_lpm,
  * MyIngress.port_smac, MyEgress.ecn_config, MyEgress.link_loss,
@@ -31,8 +35,12 @@
 #define EGRESS_MARKER_TYPE SymphonyMarker
 #define EGRESS_MARKER symphony
 #define L3_ECMP
-#define L3_INGRESS_EXTRA_DECLS SymphonyLagPriority() lag_priority;
-#define L3_INGRESS_EXTRA_APPLY lag_priority.apply(hdr, standard_metadata);
+#define L3_INGRESS_EXTRA_DECLS                                  \
+    SymphonyJobOfSource() job_of_source;                        \
+    SymphonyLagPriority() lag_priority;
+#define L3_INGRESS_EXTRA_APPLY                                  \
+    job_of_source.apply(hdr);                                   \
+    lag_priority.apply(hdr, standard_metadata);
 
 #include <core.p4>
 #include <v1model.p4>

@@ -1,6 +1,7 @@
 """A QP class's rate changes through the hand-built rtnetlink message
 (hosts.roce.shaping.HtbClassSetter) leave the kernel's HTB class as pyroute2's
-full encoder does. Runs in a network namespace of its own (``unshare -n``):
+full encoder does, and an rxe QP's u32 filter sends its requests, and only
+them, to its class. Runs in a network namespace of its own (``unshare -n``):
 nothing outside it is touched."""
 
 from __future__ import annotations
@@ -53,15 +54,21 @@ print(json.dumps({"changes": out, "error": error}))
 """
 
 
-def test_rate_change_matches_pyroute2(tmp_path: Path) -> None:
+def _in_own_netns(tmp_path: Path, name: str, script: str) -> dict:
+    """Run ``script`` (given the checkout's path) in a network namespace of its
+    own; the JSON its last line prints."""
     if shutil.which("unshare") is None or shutil.which("tc") is None:
         pytest.skip("needs unshare and tc (util-linux, iproute2)")
-    script = tmp_path / "htb_change.py"
-    script.write_text(_SCRIPT)
-    res = subprocess.run(["unshare", "-n", sys.executable, str(script), str(REPO)],
+    path = tmp_path / name
+    path.write_text(script)
+    res = subprocess.run(["unshare", "-n", sys.executable, str(path), str(REPO)],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
-    got = json.loads(res.stdout.strip().splitlines()[-1])
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_rate_change_matches_pyroute2(tmp_path: Path) -> None:
+    got = _in_own_netns(tmp_path, "htb_change.py", _SCRIPT)
     for c in got["changes"]:
         old, new = c["pyroute2"], c["raw"]
         # the ceiling is the QP's rate, capped at the line (40 Mb/s); the rate is HTB's floor
@@ -73,3 +80,59 @@ def test_rate_change_matches_pyroute2(tmp_path: Path) -> None:
         # that time to whole microseconds (less than 15.625 ticks)
         assert 0 <= new["cbuffer"] - old["cbuffer"] < 16, c
     assert "htb class 1:77" in got["error"] and "ENOENT" in got["error"]
+
+
+_QP_FILTER_SCRIPT = r"""
+import json, socket, subprocess, sys, time
+sys.path.insert(0, sys.argv[1])
+from hosts.roce.shaping import DEFAULT_CLASS, HtbShaper, htb_rate_bytes, qp_class_id
+subprocess.run("ip link add a0 type veth peer name b0 && ip link set a0 up && ip link set b0 up"
+               " && ip addr add 10.0.1.1/8 dev a0"
+               " && ip neigh add 10.0.3.1 lladdr 02:00:00:00:00:02 dev a0 nud permanent"
+               " && ip neigh add 10.0.4.1 lladdr 02:00:00:00:00:02 dev a0 nud permanent",
+               shell=True, check=True)
+sh = HtbShaper("a0", 40e6, 2164)
+a, b = qp_class_id(0), qp_class_id(1)
+sh.add_qp(a, "10.0.3.1", 0x101, htb_rate_bytes(40e6))
+sh.add_qp(b, "10.0.3.1", 0x102, htb_rate_bytes(40e6))
+base = sh.class_bytes()
+socks = {}
+
+def send(dst, dqpn, opcode, sport):
+    # through the IP stack, as rxe sends (ip_local_out): a UDP socket per port
+    if sport not in socks:
+        socks[sport] = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        socks[sport].bind(("10.0.1.1", sport))
+    bth = bytes([opcode, 0, 0xFF, 0xFF, 0]) + dqpn.to_bytes(3, "big") + bytes(4)
+    payload = bth + bytes(64)
+    socks[sport].sendto(payload, (dst, 4791))
+    return 14 + 20 + 8 + len(payload)
+
+sent = {"a": 0, "b": 0, "default": 0}
+for dst, dqpn, op, sport, cls in [
+        ("10.0.3.1", 0x101, 0x0A, 0xC00A, "a"),        # QP a's request, step 10's port
+        ("10.0.3.1", 0x101, 0x0A, 0xC00B, "a"),        # ... and step 11's: still a's
+        ("10.0.3.1", 0x102, 0x0A, 0xC00A, "b"),        # QP b's, on a's port
+        ("10.0.3.1", 0x201, 0x11, 0xC00A, "default"),  # an ACK of another QP, same port
+        ("10.0.4.1", 0x101, 0x0A, 0xC00A, "default"),  # the same QPN at another host
+        ] * 3:
+    sent[cls] += send(dst, dqpn, op, sport)
+time.sleep(0.2)
+got = sh.class_bytes()
+sh.close()
+print(json.dumps({"sent": sent, "a": got[a] - base.get(a, 0), "b": got[b] - base.get(b, 0),
+                  "default": got[DEFAULT_CLASS] - base.get(DEFAULT_CLASS, 0)}))
+"""
+
+
+def test_an_rxe_qps_class_takes_its_requests_whatever_their_source_port(
+        tmp_path: Path) -> None:
+    # the shim's u32 filter picks a QP's class by the QP its requests go to (address
+    # and BTH destination QP): a Symphony ring's QP changes its port (its step tag)
+    # per step, and the host's ACKs for another QP may leave from the same port
+    got = _in_own_netns(tmp_path, "qp_filter.py", _QP_FILTER_SCRIPT)
+    assert got["sent"]["a"] > 0 and got["sent"]["b"] > 0
+    # the kernel's class counters count each frame (its Ethernet header on); the
+    # default class may also carry the interface's own (IPv6 neighbour discovery)
+    assert (got["a"], got["b"]) == (got["sent"]["a"], got["sent"]["b"])
+    assert got["default"] >= got["sent"]["default"]

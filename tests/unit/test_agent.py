@@ -490,7 +490,7 @@ def test_collective_agents_give_bit_exact_sums(tmp_path: Path, origin: bool) -> 
     assert len({c["sha256"] for c in checks if c["iteration"] == 1}) == 1
     reports = [e for e in _events(tmp_path / "r0.jsonl") if e["event"] == "pacer_report"]
     assert reports and reports[0]["pacer"]["lateness"]["sends"] > 0
-    assert len(reports) == (4 if origin else 1)     # one sending QP per lane: size + 1
+    assert len(reports) == (5 if origin else 1)     # one sending QP per lane: 2 size - 1
 
 
 def test_a_sequence_of_ring_primitives_is_checked_bit_for_bit(tmp_path: Path) -> None:

@@ -316,6 +316,28 @@ def test_step_psn_origin_starts_every_step_at_psn_0(wire_kw) -> None:
         assert sum(q.stats["retransmits"] for c in comms for qs in c.right for q in qs) > 0
 
 
+def test_step_psn_origin_connects_each_sending_lane_with_its_steps_port() -> None:
+    """rdma_rxe fixes a QP's UDP source port (the step tag) at RTR: a sending lane
+    is connected with the tag of the step it carries next, so no step changes
+    the port of a connected QP, and each step's data still leaves from its tag."""
+    n, iterations = 3, 3
+    w, comms, _ = make_ring(n, 2, comm_kw={"step_psn_origin": True})
+    retags = []
+    for c in comms:
+        for qp in (q for qs in c.right for q in qs):
+            def spy(attr=None, _qp=qp, _modify=qp.modify, **kw):
+                if "sport" in kw and "state" not in kw:
+                    retags.append((_qp.qp_num, _qp.state.name, kw["sport"]))
+                return _modify(attr, **kw)
+            qp.modify = spy  # type: ignore[method-assign]
+    rng = np.random.default_rng(11)
+    for _ in range(iterations):
+        exact_all_reduce(w, comms, rng)
+    assert retags == []
+    steps = {sport_step(sport) for _t, _ip, sport, _p in data_packets(w)}
+    assert steps == set(range(iterations * 2 * (n - 1)))
+
+
 @pytest.mark.parametrize("n", [2, 4])
 def test_step_psn_origin_survives_a_lost_final_ack(n: int) -> None:
     """With step_psn_origin, the ACK of a step's last packet is lost once per

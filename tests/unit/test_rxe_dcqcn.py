@@ -24,8 +24,8 @@ from hosts.roce.rxe_dcqcn import (
     cnp_frame,
     htb_rate_bytes,
     qp_class_id,
+    qp_match_keys,
     roce_filter,
-    sport_match_keys,
 )
 from hosts.roce.scale import Scale
 from hosts.roce.wire import decode, icrc_ok_ipv4
@@ -132,8 +132,8 @@ def dcqcn(preset: str = "zhu2015") -> Dcqcn:
 def test_reaction_point_cuts_the_qps_class_rate_on_a_cnp_and_recovers() -> None:
     rp = ReactionPoint()
     a, b = dcqcn(), dcqcn()
-    ca = rp.register(0x77, 0xC001, a)
-    cb = rp.register(0x78, 0xC002, b)
+    ca = rp.register(0x77, "10.0.3.1", 0x101, a)
+    cb = rp.register(0x78, "10.0.3.1", 0x102, b)
     assert ca != cb and {ca, cb} == {qp_class_id(0), qp_class_id(1)}
     line = htb_rate_bytes(4e6)
     assert rp.changed() == [(ca, line), (cb, line)]               # first: both at line rate
@@ -144,8 +144,8 @@ def test_reaction_point_cuts_the_qps_class_rate_on_a_cnp_and_recovers() -> None:
     cut = ch[0][1]
     assert cut == htb_rate_bytes(a.rate_bps) and cut < line
     assert a.stats.cnps == 1 and b.stats.cnps == 0
-    with pytest.raises(ShimError, match="both send from UDP port 49153"):
-        rp.register(0x79, 0xC001, dcqcn())          # a's port: its class would take both
+    with pytest.raises(ShimError, match="both send to QP 0x101 at 10.0.3.1"):
+        rp.register(0x79, "10.0.3.1", 0x101, dcqcn())    # a's peer: its class would take both
     rp.on_cnp(Arrival("cnp", "10.0.3.1", "10.0.1.1", 0x55), 2_000_000)
     assert rp.unknown_qp == 1
     # the rate-increase timer brings the rate back up
@@ -179,7 +179,7 @@ def test_byte_counter_follows_the_qps_class_counter() -> None:
     a, b = dcqcn("connectx"), dcqcn("connectx")
     big = a.params.byte_counter_bytes
     assert big == 32767
-    ca, cb = rp.register(0x77, 0xC001, a), rp.register(0x78, 0xC002, b)
+    ca, cb = rp.register(0x77, "10.0.3.1", 0x101, a), rp.register(0x78, "10.0.3.1", 0x102, b)
     rp.changed()
     shaper = FakeShaper({ca: 1000, cb: 500, 0x10002: 99})
     bc = ClassByteCounter(rp, shaper, min_interval_ns=10 * MS)
@@ -223,7 +223,7 @@ def _one_qp_cut_at_1ms() -> tuple[ReactionPoint, Dcqcn, int, FakeShaper, ClassBy
     class, the fake shaper and the counter."""
     rp = ReactionPoint()
     a = dcqcn("connectx")
-    ca = rp.register(0x77, 0xC001, a)
+    ca = rp.register(0x77, "10.0.3.1", 0x101, a)
     shaper = FakeShaper({ca: 0})
     bc = ClassByteCounter(rp, shaper)
     bc.read(0)
@@ -253,13 +253,13 @@ def test_byte_counter_falls_back_when_the_classes_cannot_be_read() -> None:
     bc.read_if_due(3 * MS, events=True)
     assert shaper.dumps == 2                         # no more reads once fallen back
     rp2 = ReactionPoint()
-    rp2.register(0x77, 0xC001, dcqcn("connectx"))
+    rp2.register(0x77, "10.0.3.1", 0x101, dcqcn("connectx"))
     bc2 = ClassByteCounter(rp2, FakeShaper({}))
     bc2.read(0)
     assert bc2.fallback == "no counter for HTB class 1:10"
 
 
-def test_htb_rates_and_sport_match() -> None:
+def test_htb_rates_and_qp_match() -> None:
     assert htb_rate_bytes(4e6) == 500_000
     assert htb_rate_bytes(1.0) == 16                              # the floor HTB can hold
     for bad in (0.0, -5.0, float("nan")):
@@ -267,9 +267,14 @@ def test_htb_rates_and_sport_match() -> None:
             htb_rate_bytes(bad)
     with pytest.raises(ShimError, match="32-bit"):
         htb_rate_bytes(400e9)
-    assert sport_match_keys(0xC001) == ["0x00110000/0x00ff0000+8", "0xc00112b7/0xffffffff+20"]
-    with pytest.raises(ShimError):
-        sport_match_keys(0)
+    # UDP, to 10.0.3.1, port 4791, BTH destination QP 0x1234
+    assert qp_match_keys("10.0.3.1", 0x1234) == [
+        "0x00110000/0x00ff0000+8", "0x0a000301/0xffffffff+16", "0x000012b7/0x0000ffff+20",
+        "0x00001234/0x00ffffff+32"]
+    with pytest.raises(ShimError, match="QPN"):
+        qp_match_keys("10.0.3.1", 1 << 24)
+    with pytest.raises(ShimError, match="IPv4"):
+        qp_match_keys("10.0.3", 1)
     assert qp_class_id(0) == 0x10010
     with pytest.raises(ShimError, match="sending QPs"):
         qp_class_id(0xFFFF)

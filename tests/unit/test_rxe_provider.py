@@ -431,6 +431,22 @@ def _fake_pair(fake, **ctx_kw):
     return ctx, pd, cq, qa, qb
 
 
+def test_a_qp_reconnected_with_a_new_port_tells_the_context_of_its_reset(fake):
+    # a Symphony ring's lane: reset, then connected again from INIT with the port
+    # of the step it carries next (rxe fixes the port at RTR); the shim's wire
+    # counts hear of the reset (the QP's PSNs start over)
+    ctx, pd, cq, qa, qb = _fake_pair(fake)
+    resets: list[int] = []
+    ctx.on_qp_reset = resets.append
+    qa.modify(state=QPState.RESET)
+    qa.modify(state=QPState.INIT)
+    qa.modify(state=QPState.RTR, dest_ip="10.0.0.1", dest_qp_num=qb.qp_num, rq_psn=0,
+              sport=tag_sport(9))
+    qa.modify(state=QPState.RTS, sq_psn=0)
+    assert resets == [qa.qp_num]
+    assert qa.sport == tag_sport(9) and qa.stats["retags_ignored"] == 0
+
+
 def test_connect_maps_states_and_pins_the_requested_port(fake):
     ctx, pd, cq, qa, qb = _fake_pair(fake)
     assert ctx.local_ip == "10.0.0.1" and ctx.provider.port == 4791

@@ -126,6 +126,21 @@ def test_two_naks_of_one_psn_before_the_first_resend_make_two_go_backs() -> None
     assert (w.nak_gobacks, w.rto) == (2, 1)
 
 
+def test_a_qp_reset_and_connected_again_starts_its_psns_over_without_a_go_back() -> None:
+    # a Symphony ring's lane: each step's write starts at PSN 0 on a reset QP
+    c = HostWireCounter(RANK, WINDOW)
+    c.register(0x11, SWITCH, 0x100)
+    for p in range(6):
+        c.on_frame(request(p), True, 1000 * p)
+    c.restart(0x11)
+    for p in range(4):
+        c.on_frame(request(p), True, 10_000 + 1000 * p)
+    c.on_frame(request(2), True, 200_000)           # a real go-back in the new connection
+    assert c.qps[0x11].counters() == {"retransmits": 1, "naks_rcvd": 0, "rto": 1,
+                                      "wire_tx_pkts": 11}
+    c.restart(0x99)                                 # not a registered QP: nothing to do
+
+
 def test_a_skip_forward_is_no_go_back_and_the_wrap_is_none_either() -> None:
     w = WireCounts(WINDOW)
     t = sends(w, range(0xFFFFFC, 0xFFFFFC + 8), 0)     # across 2^24

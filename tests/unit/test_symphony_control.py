@@ -11,6 +11,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
+from hosts.agent_spec import CollectiveSpec, FlowSpec, JobSpec, TransportSpec
 from switches.soft.compiler import compile_program
 from switches.soft.control.verbs import ControlPlane
 from switches.soft.runtime.switch import SoftSwitch
@@ -20,10 +21,13 @@ from testbed.symphony import (
     SymphonyError,
     SymphonyParams,
     config_command,
+    host_jobs,
     job_commands,
+    source_job_commands,
 )
 
 P4 = Path(__file__).resolve().parents[2] / "switches" / "p4" / "symphony.p4"
+BTH_BYTE4 = 14 + 20 + 8 + 4      # the job id: Ethernet, IPv4, UDP, then BTH byte 4
 
 
 @pytest.fixture(scope="module")
@@ -42,20 +46,23 @@ class Switch:
         self.cp.execute("table_set_default MyEgress.symphony.config MyEgress.symphony.set_params "
                         "1000000 250000 4000000000 4000000000 8 8")
 
-    def send(self, job: int, step: int, psn: int) -> bool:
+    def send(self, job: int, step: int, psn: int, src: str = "10.0.0.1") -> bool:
+        return self.send_out(job, step, psn, src)[IP].tos & 3 == 3
+
+    def send_out(self, job: int, step: int, psn: int, src: str = "10.0.0.1") -> Ether:
         bth = struct.pack("!BBHB", 0x07, 0, 0xFFFF, job) + (0x11).to_bytes(3, "big") \
             + b"\0" + psn.to_bytes(3, "big")
         frame = bytes(Ether(dst="02:00:00:00:00:00", src="00:00:00:00:00:01")
-                      / IP(src="10.0.0.1", dst="10.1.2.3", tos=0x02)
+                      / IP(src=src, dst="10.1.2.3", tos=0x02)
                       / UDP(sport=0xC000 | step, dport=4791, chksum=0)
                       / Raw(bth + b"x" * 16 + b"\0" * 4))
         (_, out), = self.sw.process_sync(0, frame)
-        return Ether(out)[IP].tos & 3 == 3
+        return Ether(out)
 
-    def runs_ahead_marked(self, job: int) -> bool:
+    def runs_ahead_marked(self, job: int, src: str = "10.0.0.1") -> bool:
         """Whether the switch tracks ``job``: a step-2 packet after step 1 is marked."""
-        self.send(job, 1, 20)
-        return self.send(job, 2, 40)
+        self.send(job, 1, 20, src)
+        return self.send(job, 2, 40, src)
 
     def reg(self, name: str, job: int) -> int:
         return self.sw.register(f"MyEgress.symphony.{name}").read(job)
@@ -151,3 +158,42 @@ def test_job_commands_register_the_job(program) -> None:
     assert s1.runs_ahead_marked(4) and not s1.runs_ahead_marked(5)
     with pytest.raises(SymphonyError):
         job_commands(0)
+
+
+def _phase(ips_jobs: dict[str, int]) -> dict[str, JobSpec]:
+    t = TransportSpec()
+    return {f"h{i}": JobSpec(host=f"h{i}", ip=ip, transport=t,
+                             collective=CollectiveSpec(rank=i, size=len(ips_jobs), job_id=job))
+            for i, (ip, job) in enumerate(ips_jobs.items())}
+
+
+def test_source_job_commands_tag_the_untagged_packets_of_a_phases_hosts(program) -> None:
+    # rdma_rxe hosts send job id 0: the switch writes their job's id, per phase
+    s1 = Switch(program)
+    for line in job_commands(4) + job_commands(6):
+        s1.cp.execute(line)
+    for line in source_job_commands(_phase({"10.0.0.1": 4, "10.0.0.2": 4})):
+        s1.cp.execute(line)
+    assert bytes(s1.send_out(0, 1, 20))[BTH_BYTE4] == 4     # written by the switch
+    assert s1.runs_ahead_marked(0, "10.0.0.2")               # tracked as job 4
+    assert not s1.runs_ahead_marked(0, "10.0.0.3")           # no job: untagged
+    # the next phase's mapping replaces this one's
+    for line in source_job_commands(_phase({"10.0.0.3": 6})):
+        s1.cp.execute(line)
+    assert bytes(s1.send_out(0, 1, 20))[BTH_BYTE4] == 0
+    assert s1.runs_ahead_marked(0, "10.0.0.3")
+
+
+def test_host_jobs_takes_collectives_and_flows_and_one_job_per_host() -> None:
+    t = TransportSpec()
+    flows = (FlowSpec(flow="a", role="sender", peer_ip="10.0.0.9", msg_bytes=1024, count=1,
+                      job_id=3),)
+    jobs = {"h1": JobSpec(host="h1", ip="10.0.0.1", transport=t, flows=flows),
+            "h2": JobSpec(host="h2", ip="10.0.0.2", transport=t,
+                          flows=(FlowSpec(flow="bg", role="sender", peer_ip="10.0.0.9",
+                                          msg_bytes=1024, count=1),))}
+    assert host_jobs(jobs) == {"10.0.0.1": 3}          # job 0 (untagged) left out
+    both = {"h1": JobSpec(host="h1", ip="10.0.0.1", transport=t, flows=flows,
+                          collective=CollectiveSpec(rank=0, size=2, job_id=5))}
+    with pytest.raises(SymphonyError, match=r"h1 \(10.0.0.1\) runs jobs \[3, 5\]"):
+        host_jobs(both)

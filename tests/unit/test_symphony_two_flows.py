@@ -53,8 +53,12 @@ def test_phases_pair_the_schemes_over_the_offsets() -> None:
                                  for c in ph.commands)
                 assert registered == (scheme == "symphony")
                 if registered:
-                    assert f"MyEgress.symphony.track {a.job_id} =>" in ph.commands[-1]
+                    assert f"table_add MyEgress.symphony.jobs MyEgress.symphony.track " \
+                           f"{a.job_id} =>" in ph.commands
                     tracked.append(a.job_id)
+                # hosts that send no job id (rdma_rxe) get theirs from the switch
+                assert [c.split()[-1] for c in ph.commands if "job_of_source.set_job" in c] \
+                    == [str(a.job_id)] * 3
     assert len(set(tracked)) == len(tracked)    # a fresh job id per Symphony phase
     json.dumps(plan_to_dict(exp.plan(p)))      # the plan is plain data
 

@@ -81,6 +81,38 @@ const bit<32> SYMPHONY_ALPHA_MAX       = 65535;
 const bit<32> SYMPHONY_PPM             = 1000000;
 const bit<16> SYMPHONY_HALF_STEPS      = 0x2000;    // 2^13: serial-number window
 
+/* Job ids for hosts that cannot put one in their packets: rdma_rxe sends BTH
+ * byte 4 as 0. The control plane maps a host's address to the job it runs
+ * (one job per host), and the first switch writes that id into the host's
+ * untagged packets, data and ACKs alike, so every later stage and switch sees
+ * a tagged packet. The ICRC masks that byte (IBA Resv8a), so the receiving NIC
+ * still accepts the packet. Packets that carry a job id keep it. */
+const int SYMPHONY_JOB_HOSTS = 1024;
+
+control SymphonyJobOfSource(inout headers_t hdr) {
+    action set_job(bit<8> job_id) {
+        hdr.bth.job_id = job_id;
+    }
+
+    table by_source {
+        key = {
+            hdr.ipv4.srcAddr: exact;
+        }
+        actions = {
+            set_job;
+            NoAction;
+        }
+        size = SYMPHONY_JOB_HOSTS;
+        default_action = NoAction();
+    }
+
+    apply {
+        if (hdr.bth.isValid() && hdr.bth.job_id == JOB_ID_NONE) {
+            by_source.apply();
+        }
+    }
+}
+
 control SymphonyMarker(in headers_t hdr,
                        in standard_metadata_t standard_metadata,
                        out bool mark) {
