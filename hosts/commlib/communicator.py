@@ -51,10 +51,11 @@ has seen it (rdma_rxe, in the kernel): a rank posts step s only after it
 took step s - 1's data from its left neighbour, so around the ring, this
 rank's post of step t + L follows its right neighbour's post of step
 t + L - (size - 1), which followed that neighbour taking step t + L - size =
-t + k, which reconnected its end of step t's lane. With size + 1 lanes a
-sender could reach a lane whose receiving end was still connected for its
-previous step (rdma_rxe then dropped the new step's first packets as
-duplicates: go-back retransmissions and timeouts).
+t + k, which reconnected its end of step t's lane. With size + 1 lanes
+that held only where the receiver's software sends the acknowledgement
+(the udp provider); on rdma_rxe a sender could reach a lane whose
+receiving end was still connected for its previous step, which takes the
+new step's first packets for duplicates (go-back retransmissions, timeouts).
 
 Progress is explicit: `start_*` returns a `CollectiveOp` whose `progress()`
 polls completions and posts what is ready (drive several ranks from one loop,
