@@ -1104,7 +1104,10 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
                             shape_host(h, conv.link_bps, burst)
                         prog.line(f"hosts: an HTB qdisc at {conv.link_bps / 1e6:g} Mb/s on "
                                   f"each host's interface (burst {burst} B)")
-                        # The qdisc sends from any CPU: keep each link's frames in order.
+                    if (topo.host_line_qdisc and topo.network is not None) or opts.hosts == "rxe":
+                        # The hosts' HTB qdisc (the runner's, or an rxe host's DCQCN
+                        # shim's) and rxe's own tasks send from any CPU: keep each
+                        # link's frames in order.
                         from testbed.net import keep_links_in_order
 
                         steered = keep_links_in_order(net)
