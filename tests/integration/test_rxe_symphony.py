@@ -25,15 +25,15 @@ from .helpers import qp_counts, run_on_rxe_hosts
 STEP_A = 10          # experiments.symphony_two_flows: A carries step k, B step k + 1
 
 
-def _data_frames(path: Path) -> list[tuple[str, int, int]]:
-    """(source IP, UDP source port, BTH byte 4) of every RoCE data frame in a capture."""
+def _data_frames(path: Path) -> list[tuple[str, int, int, int, int]]:
+    """(source IP, UDP source port, BTH byte 4 (the job id), destination QP, PSN)
+    of every RoCE data frame in a capture (its IPv4 header has no options, as
+    rxe's and the switches' have not)."""
     out = []
     for _ts, f in read_pcap(path):
-        if len(f) < 47 or f[12:14] != b"\x08\x00" or f[23] != 17:
-            continue
-        sport, dport = struct.unpack_from("!HH", f, 34)
-        if dport == 4791 and f[42] in OPS_DATA:
-            out.append((".".join(map(str, f[26:30])), sport, f[46]))
+        b = parse_bth(f)
+        if b is not None and b.opcode in OPS_DATA:
+            out.append((b.src_ip, struct.unpack_from("!H", f, 34)[0], f[46], b.dqpn, b.psn))
     return out
 
 
@@ -52,11 +52,11 @@ def test_symphony_two_flows_on_rxe_hosts_gets_the_job_id_from_the_switch(
     assert sym["ce_b"] > 0 and sym["cnps_b"] > 0, sym
     # the hosts sent every data frame untagged, each flow from its step's port
     sent = {h: _data_frames(run / "switch" / f"s1-eth{h}_in.pcap") for h in (1, 2)}
-    assert {(s, j) for _ip, s, j in sent[1]} == {(tag_sport(STEP_A), 0)}
-    assert {(s, j) for _ip, s, j in sent[2]} == {(tag_sport(STEP_A + 1), 0)}
+    assert {(s, j) for _ip, s, j, *_ in sent[1]} == {(tag_sport(STEP_A), 0)}
+    assert {(s, j) for _ip, s, j, *_ in sent[2]} == {(tag_sport(STEP_A + 1), 0)}
     # toward the receiver each carries its phase's job id: B alone (255, not
     # tracked), then the baseline's and Symphony's fresh ids (1 and 2)
-    jobs = Counter((ip, j) for ip, _s, j in _data_frames(run / "switch" / "s1-eth3_out.pcap"))
+    jobs = Counter((ip, j) for ip, _s, j, *_ in _data_frames(run / "switch" / "s1-eth3_out.pcap"))
     assert {j for _ip, j in jobs} == {255, 1, 2}
     for ip, job in (("10.0.2.1", 255), ("10.0.1.1", 1), ("10.0.2.1", 1), ("10.0.1.1", 2),
                     ("10.0.2.1", 2)):
@@ -69,11 +69,9 @@ def _retransmissions_at_switch(run: Path, ip: str, ports: list[str]) -> int:
     step tag): what a go-back-N requester counts as retransmissions."""
     psns: dict[tuple[int, int, int], list[int]] = defaultdict(list)
     for port in ports:
-        for _ts, f in read_pcap(run / "switch" / f"{port}_out.pcap"):
-            b = parse_bth(f)
-            if b is not None and b.opcode in OPS_DATA and b.src_ip == ip:
-                sport = struct.unpack_from("!H", f, 34)[0]
-                psns[(f[46], b.dqpn, sport)].append(b.psn)
+        for src, sport, job, dqpn, psn in _data_frames(run / "switch" / f"{port}_out.pcap"):
+            if src == ip:
+                psns[(job, dqpn, sport)].append(psn)
     return sum(len(v) - len(set(v)) for v in psns.values())
 
 
@@ -96,10 +94,10 @@ def test_symphony_ring_on_rxe_ranks_tags_each_step_and_is_bit_exact(tmp_path: Pa
     ports = [f"leaf{(h - 1) // 2 + 1}-eth{(h - 1) % 2 + 1}" for h in range(1, ranks + 1)]
     for h in range(1, ranks + 1):
         sent = _data_frames(run / "switch" / f"{ports[h - 1]}_in.pcap")
-        assert {j for _ip, _s, j in sent} == {0}, h                     # rxe: no job id
-        assert {s for _ip, s, _j in sent} == {tag_sport(i) for i in range(steps)}, h
+        assert {j for _ip, _s, j, *_ in sent} == {0}, h                     # rxe: no job id
+        assert {s for _ip, s, *_ in sent} == {tag_sport(i) for i in range(steps)}, h
         got = _data_frames(run / "switch" / f"{ports[h - 1]}_out.pcap")
-        assert got and {j for _ip, _s, j in got} == jobs, h           # written by the switch
+        assert got and {j for _ip, _s, j, *_ in got} == jobs, h           # written by the switch
         # The shim counted every data frame the rank sent, and as retransmissions
         # only the copies the switches carried again within one step's use of a
         # lane: a lane's PSNs starting over in the next step are none.
