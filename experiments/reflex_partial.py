@@ -57,9 +57,9 @@ from testbed.net import host_addr
 from testbed.timeline import PhaseData, load_phase
 
 NAME = "reflex-partial"
-RXE_UNSUPPORTED = ("ReFlex's flexible flows move a QP between priority queues by changing "
-                   "its packets' DSCP as they go; rxe sends every packet of a QP with the "
-                   "traffic class set at RTR")
+# rxe: a flexible flow's QP moves between the priority queues by the DSCP the
+# host's DCQCN shim writes on its packets (hosts.roce.rxe_dcqcn, set_dscp).
+HOST_PROVIDERS = ("udp", "rxe")
 HEADLINE = ("r000.delivered_fraction", "r000.regular_fct_norm", "r100.delivered_fraction")
 
 # The paper's values (§6.3, Fig. 6; 8 Gbit flows on 10 Gb/s: 0.8 s at line rate).

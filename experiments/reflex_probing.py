@@ -87,9 +87,9 @@ from testbed.net import host_addr
 from testbed.timeline import PhaseData, load_phase, value_at
 
 NAME = "reflex-probing"
-RXE_UNSUPPORTED = ("ReFlex's flexible flows move a QP between priority queues by changing "
-                   "its packets' DSCP as they go; rxe sends every packet of a QP with the "
-                   "traffic class set at RTR")
+# rxe: a flexible flow's QP moves between the priority queues by the DSCP the
+# host's DCQCN shim writes on its packets (hosts.roce.rxe_dcqcn, set_dscp).
+HOST_PROVIDERS = ("udp", "rxe")
 HEADLINE = ("d3.budget_time_ms", "d3.spent_fraction", "d3.regular_fct_p50")
 
 # The paper's values for this experiment's keys (§6.4: Fig. 9, time to

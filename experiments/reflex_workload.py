@@ -102,9 +102,8 @@ from testbed.net import host_addr
 from testbed.timeline import PhaseData, load_phase
 
 NAME = "reflex-workload"
-RXE_UNSUPPORTED = ("ReFlex's flexible flows move a QP between priority queues by changing "
-                   "its packets' DSCP as they go; rxe sends every packet of a QP with the "
-                   "traffic class set at RTR")
+RXE_UNSUPPORTED = ("workload 2 posts its short flows' messages at their arrival times over "
+                   "pools of connections, which the agent runs on the udp provider only")
 HEADLINE = ("w1.weighted-9:1.regular.mean_speedup", "w1.weighted-9:1.flexible.mean_speedup",
             "w1.reflex-a080.regular.mean_speedup", "w1.reflex-a080.flexible.mean_speedup",
             "w2.weighted-9:1.regular.mean_speedup", "w2.reflex-a080.regular.mean_speedup")

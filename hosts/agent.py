@@ -86,6 +86,7 @@ from hosts.roce.verbs import (
     QPState,
     RecvWR,
     SendWR,
+    VerbsError,
     WCOpcode,
     WCStatus,
     WROpcode,
@@ -378,6 +379,17 @@ def dcqcn_params(spec: JobSpec) -> dict[str, Any] | None:
 # flows
 
 
+def _set_qp_dscp(qp: QP, dscp: int, flow: str) -> None:
+    """The DSCP of the QP's next packets (an rxe host's shim rewrites it on the
+    wire, hosts.roce.rxe_dcqcn.RxeDcqcnShim.set_dscp)."""
+    from hosts.roce.shaping import ShapingError
+
+    try:
+        qp.dscp = dscp
+    except (ShapingError, VerbsError) as e:
+        raise AgentError(f"flow {flow}: DSCP {dscp}: {e}") from e
+
+
 class _Flow:
     """One QP end and its application loop."""
 
@@ -392,9 +404,6 @@ class _Flow:
         self.sender = spec.role == "sender"
         self.rc: LoggedRate | None = None
         self.pacer: Pacer | None = None
-        if agent.shim is not None and (spec.flexible is not None or spec.dscp):
-            raise AgentError(f"flow {self.name}: rxe hosts send every packet of a QP with one "
-                             "traffic class: no per-flow DSCP or flexible (ReFlex) flows")
         if self.sender:
             self.buf = flow_pattern(spec)
             self.mr: MR = self.pd.reg_mr(self.buf, Access.LOCAL_WRITE)
@@ -433,7 +442,7 @@ class _Flow:
         self._next_flex_ns = 0
         self._next_stop_check_ns = 0
         if self.sender:
-            self.qp.dscp = spec.dscp
+            _set_qp_dscp(self.qp, spec.dscp, self.name)
 
     def info(self) -> dict[str, Any]:
         return {"ip": self.agent.spec.ip, "port": ROCE_UDP_PORT, "qpn": self.qp.qp_num,
@@ -479,7 +488,11 @@ class _Flow:
 
     def delivered_bytes(self) -> int:
         """Payload the receiver acknowledged: exact when the message size is a
-        multiple of the path MTU (every packet full), else an upper bound."""
+        multiple of the path MTU (every packet full), else an upper bound. An
+        rxe QP counts no acknowledged packets: there, the messages completed
+        (each completes once all of it is acknowledged)."""
+        if self.agent.shim is not None:
+            return min(self.completed * self.spec.msg_bytes, self.spec.total_bytes)
         return min(self.qp.stats["acked_pkts"] * self.agent.spec.transport.path_mtu,
                    self.spec.total_bytes)
 
@@ -504,7 +517,7 @@ class _Flow:
                                 messages=self.end_count, skipped=flex.skipped,
                                 delivered=self.delivered_bytes())
         if d.low != was_low:
-            self.qp.dscp = self.low_dscp if d.low else self.spec.dscp
+            _set_qp_dscp(self.qp, self.low_dscp if d.low else self.spec.dscp, self.name)
             self.agent.log.emit("priority", t_ns=now, flow=self.name, low=d.low,
                                 b_alpha=flex.b_alpha, b_r=flex.b_r,
                                 fair_share_bps=flex.fair_share_bps)
@@ -715,7 +728,7 @@ class _MessagePool:
                 pacer = agent.make_pacer()
                 qp = self.pd.create_qp(self.cq, self.cq, sport=tag_sport(spec.step),
                                        job_id=spec.job_id, rate_controller=rc, pacer=pacer)
-                qp.dscp = spec.dscp
+                _set_qp_dscp(qp, spec.dscp, self.name)
                 self.rcs.append(rc)
                 self.pacers.append(pacer)
             else:
@@ -1193,6 +1206,7 @@ class Agent:
             self.ctx.close()
             raise AgentError(f"rxe host {spec.host}: DCQCN shim: {e}") from e
         self.ctx.on_qp_reset = self.shim.qp_restarted
+        self.ctx.on_qp_dscp = self.shim.set_dscp
 
     def _register_rxe_qps(self) -> None:
         """Every connected QP with the shim (CNPs for its CE marks; its rate, when it

@@ -169,14 +169,15 @@ def check_hosts_supported(mod: types.ModuleType, hosts: str) -> None:
                    + f"; it runs with --hosts {' or '.join(supported)}")
 
 
-def check_plan_hosts(plan: RunPlan, hosts: str) -> None:
-    """Raise RunError where the plan asks of the hosts what ``hosts`` cannot do."""
-    if hosts != "rxe":
-        return
-    if plan.topology.host_line_qdisc:
-        raise RunError("rxe hosts shape their own link (tc HTB under the DCQCN shim, "
-                       "hosts/roce/rxe_dcqcn.py): the runner's line-rate qdisc on the hosts "
-                       "(host_line_qdisc) is for udp hosts")
+def plan_for_hosts(plan: RunPlan, hosts: str) -> RunPlan:
+    """The plan as hosts of provider ``hosts`` run it. An rxe host's DCQCN shim
+    installs the host's line-rate HTB and its QPs' classes itself
+    (hosts/roce/rxe_dcqcn.py), so the runner's line qdisc on the hosts
+    (``host_line_qdisc``, for udp hosts' pacers) is left out."""
+    if hosts != "rxe" or not plan.topology.host_line_qdisc:
+        return plan
+    return dataclasses.replace(plan, topology=dataclasses.replace(plan.topology,
+                                                                  host_line_qdisc=False))
 
 
 def default_out_dir(name: str) -> Path:
@@ -1267,7 +1268,7 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
     params = make_params(mod, opts.quick, opts.overrides)
     plan: RunPlan = mod.plan(params)
     check_hosts_supported(mod, opts.hosts)
-    check_plan_hosts(plan, opts.hosts)
+    plan = plan_for_hosts(plan, opts.hosts)
     check_environment(opts.target, opts.hosts)
     run_dir = Path(opts.out) if opts.out else default_out_dir(mod.NAME)
     if run_dir.exists() and any(run_dir.iterdir()):

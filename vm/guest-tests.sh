@@ -8,7 +8,9 @@
 # runs `testbed run roce-basics --hosts rxe --quick` and checks the DCQCN shim
 # in it; test_rxe_epic.py EPIC over three rxe ranks through epic.p4 (with
 # loss too) and over four under epic-tree's three switches; test_rxe_symphony.py
-# Symphony's switch writing the job id rxe does not send.
+# Symphony's switch writing the job id rxe does not send; test_rxe_reflex.py
+# ReFlex's flexible flow moved between priorities by the DSCP the shim writes
+# (tc pedit and csum, which test_shaping_netlink.py checks on this kernel).
 set -eu
 if [ ! -e /mnt/run/command ]; then
     echo "guest-tests.sh: run it in the guest: testbed vm run -- sh vm/guest-tests.sh" >&2
@@ -26,7 +28,8 @@ python3 -m pytest -q -rs tests/unit/test_rxe_provider.py tests/unit/test_roce_in
     tests/unit/test_rdma_netlink.py tests/integration/test_rdma_netlink_rxe.py \
     tests/integration/test_rxe_interop.py tests/integration/test_rxe_hosts.py \
     tests/integration/test_rxe_run.py tests/integration/test_rxe_epic.py \
-    tests/integration/test_rxe_symphony.py "$@" \
+    tests/integration/test_rxe_symphony.py tests/integration/test_rxe_reflex.py \
+    tests/integration/test_shaping_netlink.py "$@" \
     || status=$?
 python3 -m testbed.rdma_netlink delete rxe0
 ip link del p4tb-rxl0

@@ -45,6 +45,14 @@ presets as the udp provider (hosts/roce/dcqcn.py):
   (``byte_counter_report`` says which), so an event then comes at a
   message's completion.
 
+- **DSCP per QP, changed as it runs** (:meth:`RxeDcqcnShim.set_dscp`). rxe
+  puts the QP's traffic class (set at RTR) in every packet's TOS byte; a
+  NIC marks per packet. The QP's u32 filter then also carries tc's pedit
+  (the TOS byte's DSCP bits, ECN kept) and csum (the IPv4 header checksum)
+  actions, swapped whole by one netlink request when the DSCP changes.
+  The ICRC masks the TOS byte, so the receiver accepts the packets. ReFlex's
+  flexible flows move between the switch's priority queues this way.
+
 - **Per-QP packet counts from the wire** (``count_wire``). rxe counts
   retransmissions, NAKs and retries per device, and no counter counts timer
   expiries, so a host with several busy QPs (an EPIC rank) cannot tell which
@@ -645,6 +653,7 @@ class RxeDcqcnShim:
         self.cnp_tx_errors = 0
         self.byte_counter = ClassByteCounter(self.rp, self.shaper)
         self._arrived: list[Bth] = []      # read, not yet polled
+        self._dscp: dict[int, int | None] = {}     # local QPN -> the DSCP its requests get
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -661,6 +670,23 @@ class RxeDcqcnShim:
             cid = self.rp.register(local_qpn, remote_ip, remote_qpn, rc)
             self.shaper.add_qp(cid, remote_ip, remote_qpn, htb_rate_bytes(rc.rate_bps))
             self.rp.qps[local_qpn].applied_bytes = htb_rate_bytes(rc.rate_bps)
+            if self._dscp.get(local_qpn) is not None:
+                self.shaper.set_qp_dscp(cid, self._dscp[local_qpn])
+
+    def set_dscp(self, local_qpn: int, dscp: int | None) -> None:
+        """Send the requests of QP ``local_qpn`` with DSCP ``dscp`` from now on
+        (None: the traffic class the QP itself puts in them). rxe sets one
+        traffic class per QP; the QP's filter on the host's egress rewrites
+        it (hosts.roce.shaping.HtbShaper.set_qp_dscp). Before the QP is
+        registered this is remembered and applied when it is."""
+        if dscp is not None and not 0 <= dscp <= 63:
+            raise ShimError(f"QP {local_qpn:#x}: DSCP {dscp} out of range (6 bits)")
+        if self._dscp.get(local_qpn) == dscp:
+            return
+        self._dscp[local_qpn] = dscp
+        q = self.rp.qps.get(local_qpn)
+        if q is not None:
+            self.shaper.set_qp_dscp(q.class_id, dscp)
 
     def poll(self, now_ns: int) -> None:
         """Read what arrived, send CNPs, feed the byte counters, run the

@@ -671,6 +671,7 @@ class RxeQP:
         self._flow_label = 0
         self._has_av = False
         self._outstanding = 0
+        self._dscp = ctx.traffic_class >> 2
         self.stats: dict[str, int] = dict.fromkeys((
             "send_wrs", "recv_wrs", "retags", "retags_ignored", "wr_tags_ignored"), 0)
         ctx._qps[self.qp_num] = self
@@ -681,6 +682,29 @@ class RxeQP:
         """The UDP source port rxe uses for this QP now."""
         return rxe_sport(self.qp_num, self.dest_qp_num if self._has_av else None,
                          self._flow_label, flow_label_rule=self.ctx.flow_label_rule)
+
+    @property
+    def dscp(self) -> int:
+        """The DSCP of the requests this QP sends. rxe puts its context's
+        traffic class in every packet; another DSCP, at any time, is written
+        on the host's egress by the DCQCN shim (``ctx.on_qp_dscp``,
+        hosts.roce.rxe_dcqcn.RxeDcqcnShim.set_dscp), whose QP filter does it."""
+        return self._dscp
+
+    @dscp.setter
+    def dscp(self, value: int) -> None:
+        if not 0 <= value <= 63:
+            raise VerbsError(f"QP {self.qp_num:#x}: DSCP {value} out of range (6 bits)")
+        if value == self._dscp:
+            return
+        native = self.ctx.traffic_class >> 2
+        hook = self.ctx.on_qp_dscp
+        if hook is None:
+            raise VerbsError(f"QP {self.qp_num:#x}: rxe sends every packet with its context's "
+                             f"traffic class (DSCP {native}); DSCP {value} needs the DCQCN "
+                             "shim's egress filter (hosts.roce.rxe_dcqcn)")
+        hook(self.qp_num, None if value == native else value)
+        self._dscp = value
 
     @property
     def outstanding(self) -> int:
@@ -911,7 +935,8 @@ class RxeContext:
     "flow_label" (>= 5.17) or "qpn_hash". ``timeout_ns``: the local ACK timeout of
     its QPs unless a modify sets one (None: exponent 14, 67 ms). ``on_qp_reset``,
     if set, is called with a QP's number whenever it is reset (its PSNs will
-    start over: a Symphony ring's lanes, per step)."""
+    start over: a Symphony ring's lanes, per step); ``on_qp_dscp`` whenever a
+    QP's ``dscp`` changes (see RxeQP.dscp)."""
 
     def __init__(self, local_ip: str | None = None, *, netdev: str | None = None,
                  device: str | None = None, scale: Scale | None = None,
@@ -945,6 +970,9 @@ class RxeContext:
         self._cqs: list[RxeCQ] = []
         self.engine = RxeEngine(self)
         self.on_qp_reset: Callable[[int], None] | None = None
+        # Set by whoever rewrites a QP's DSCP on the wire (the DCQCN shim):
+        # called with the QP's number and the DSCP (None: the context's own).
+        self.on_qp_dscp: Callable[[int, int | None], None] | None = None
 
     @property
     def local_ip(self) -> str:

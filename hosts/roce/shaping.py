@@ -22,7 +22,10 @@ every packet.
   QPN (BTH) - picks its class, whose rate and ceiling are both the QP's
   DCQCN rate (hosts/roce/rxe_dcqcn.py). Not the UDP source port: a QP that
   carries a step tag changes it per step (a new flow label at RTR), and the
-  host's ACKs for another QP may leave from the same port.
+  host's ACKs for another QP may leave from the same port. The same filter
+  rewrites the DSCP of the QP's requests when asked
+  (:meth:`HtbShaper.set_qp_dscp`: tc pedit and csum actions), since rxe
+  sends one traffic class per QP.
 
 A QP's rate changes whenever DCQCN moves it (tens of times a second per
 flow under marks), so that one message is built here and sent on a raw
@@ -46,7 +49,8 @@ from hosts.roce.constants import ROCE_UDP_PORT
 __all__ = ["HtbShaper", "ShapingError", "qp_class_id", "htb_rate_bytes", "ROOT_QDISC",
            "ROOT_CLASS", "DEFAULT_CLASS", "FIRST_QP_MINOR", "MAX_QP_CLASSES", "MIN_RATE_BYTES",
            "QUANTUM_BYTES", "qp_match_keys", "tc_commands", "QpClass", "HtbClassSetter",
-           "htb_buffer_ticks"]
+           "htb_buffer_ticks", "dscp_actions", "u32_change_message", "u32_handle_text",
+           "QP_FILTER_PRIO"]
 
 ETH_P_IP = 0x0800
 ROOT_QDISC = 0x10000        # 1:
@@ -76,6 +80,19 @@ _TCMSG = struct.Struct("=BxxxiIII")          # family, ifindex, handle, parent, 
 _NLATTR = struct.Struct("=HH")               # len, type
 _RATESPEC = struct.Struct("=BBHhHI")         # cell_log, linklayer, overhead, cell_align, mpu, rate
 _HTB_TAIL = struct.Struct("=IIIII")          # buffer, cbuffer, quantum, level, prio
+# a u32 filter's class and actions (linux/pkt_cls.h, tc_act/tc_pedit.h, tc_act/tc_csum.h)
+_RTM_NEWTFILTER = 44
+_NLA_F_NESTED = 0x8000
+_TCA_U32_CLASSID, _TCA_U32_ACT = 1, 7
+_TCA_ACT_KIND, _TCA_ACT_OPTIONS = 1, 2
+_TCA_PEDIT_PARMS = 2
+_TCA_CSUM_PARMS = 1
+_TCA_CSUM_UPDATE_FLAG_IPV4HDR = 1
+_TC_ACT_PIPE = 3
+_TC_GEN = struct.Struct("=IIiii")            # index, capab, action, refcnt, bindcnt
+_PEDIT_SEL_TAIL = struct.Struct("=BBxx")     # nkeys, flags (the keys start 4-aligned)
+_PEDIT_KEY_TAIL = struct.Struct("=IIII")     # off, at, offmask, shift (after mask, val)
+QP_FILTER_PRIO = 10          # the u32 filters that pick rxe QPs' classes
 
 
 def htb_buffer_ticks(burst_bytes: int, rate_bytes: int) -> int:
@@ -90,16 +107,56 @@ def _attr(kind: int, payload: bytes) -> bytes:
     return _NLATTR.pack(n, kind) + payload + b"\0" * (-n & 3)
 
 
-class HtbClassSetter:
-    """Changes an HTB class's rate and ceiling with one hand-built rtnetlink
-    message (RTM_NEWTCLASS, as ``tc class change`` sends it) on a raw
-    NETLINK_ROUTE socket, and reads the kernel's answer: about 9 us, where
-    pyroute2 builds the same message in 0.4 to 0.6 ms of CPython."""
+def _action(order: int, kind: str, parms_type: int, parms: bytes) -> bytes:
+    """One tc action of a filter's action list, at position ``order``."""
+    return _attr(order, _attr(_TCA_ACT_KIND, kind.encode() + b"\0")
+                 + _attr(_TCA_ACT_OPTIONS | _NLA_F_NESTED, _attr(parms_type, parms)))
 
-    def __init__(self, ifindex: int, burst_bytes: int, quantum_bytes: int) -> None:
-        self.ifindex = ifindex
-        self.burst = int(burst_bytes)
-        self.quantum = int(quantum_bytes)
+
+def dscp_actions(dscp: int) -> bytes:
+    """The actions that make an IPv4 packet's DSCP ``dscp``, its ECN bits kept:
+    pedit sets the TOS byte's six high bits (the first header word, with the
+    other 26 bits masked to stay), then csum makes the header checksum right
+    again. RoCEv2's ICRC masks the TOS byte, so the receiver still accepts."""
+    if not 0 <= dscp <= 63:
+        raise ShapingError(f"DSCP {dscp} out of range (6 bits)")
+    pedit = (_TC_GEN.pack(0, 0, _TC_ACT_PIPE, 0, 0) + _PEDIT_SEL_TAIL.pack(1, 0)
+             + b"\xff\x03\xff\xff" + bytes((0, dscp << 2, 0, 0))     # mask, value: wire order
+             + _PEDIT_KEY_TAIL.pack(0, 0, 0, 0))
+    csum = _TC_GEN.pack(0, 0, _TC_ACT_PIPE, 0, 0) + struct.pack("=I",
+                                                               _TCA_CSUM_UPDATE_FLAG_IPV4HDR)
+    return (_action(1, "pedit", _TCA_PEDIT_PARMS, pedit)
+            + _action(2, "csum", _TCA_CSUM_PARMS, csum))
+
+
+def u32_change_message(ifindex: int, handle: int, class_id: int, dscp: int | None,
+                       seq: int = 0) -> bytes:
+    """The request (RTM_NEWTFILTER, as ``tc filter change`` sends it) that gives
+    the existing u32 filter ``handle`` on the root qdisc (prio
+    :data:`QP_FILTER_PRIO`) class ``class_id`` and, unless ``dscp`` is None,
+    the actions of :func:`dscp_actions`; its match keys stay. The kernel swaps
+    the filter whole: no packet sees it half changed."""
+    opts = _attr(_TCA_U32_CLASSID, struct.pack("=I", class_id))
+    if dscp is not None:
+        opts += _attr(_TCA_U32_ACT, dscp_actions(dscp))
+    info = (QP_FILTER_PRIO << 16) | socket.htons(ETH_P_IP)
+    body = (_TCMSG.pack(socket.AF_UNSPEC, ifindex, handle, ROOT_QDISC, info)
+            + _attr(_TCA_KIND, b"u32\0") + _attr(_TCA_OPTIONS, opts))
+    return _NLMSGHDR.pack(_NLMSGHDR.size + len(body), _RTM_NEWTFILTER,
+                          _NLM_F_REQUEST | _NLM_F_ACK, seq, 0) + body
+
+
+def u32_handle_text(handle: int) -> str:
+    """A u32 filter handle as tc prints it: table:bucket:node, 800::800."""
+    bucket = (handle >> 12) & 0xFF
+    return f"{handle >> 20:x}:{bucket:x}:{handle & 0xFFF:x}" if bucket else \
+        f"{handle >> 20:x}::{handle & 0xFFF:x}"
+
+
+class _RtnlRequests:
+    """A raw NETLINK_ROUTE socket: a request built by hand, the kernel's answer."""
+
+    def __init__(self) -> None:
         self._seq = itertools.count(1)
         self._sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
         try:
@@ -108,6 +165,43 @@ class HtbClassSetter:
         except OSError:
             self._sock.close()
             raise
+
+    def next_seq(self) -> int:
+        return next(self._seq) & 0xFFFFFFFF
+
+    def request(self, message: bytes, seq: int, what: str) -> None:
+        """Send ``message`` (sequence number ``seq``); the kernel's refusal
+        raises ShapingError naming ``what``."""
+        self._sock.send(message)
+        while True:
+            reply = self._sock.recv(4096)
+            off = 0
+            while off + _NLMSGHDR.size <= len(reply):
+                length, kind, _flags, rseq, _pid = _NLMSGHDR.unpack_from(reply, off)
+                if kind == _NLMSG_ERROR and rseq == seq:
+                    (code,) = struct.unpack_from("=i", reply, off + _NLMSGHDR.size)
+                    if code:
+                        raise ShapingError(f"{what}: {os.strerror(-code)} "
+                                           f"({errno.errorcode.get(-code, -code)})")
+                    return
+                off += max(_NLMSGHDR.size, (length + 3) & ~3)
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class HtbClassSetter:
+    """Changes an HTB class's rate and ceiling with one hand-built rtnetlink
+    message (RTM_NEWTCLASS, as ``tc class change`` sends it) on a raw
+    NETLINK_ROUTE socket, and reads the kernel's answer: about 9 us, where
+    pyroute2 builds the same message in 0.4 to 0.6 ms of CPython. An rxe QP
+    filter's DSCP rewrite changes the same way (:meth:`set_filter_dscp`)."""
+
+    def __init__(self, ifindex: int, burst_bytes: int, quantum_bytes: int) -> None:
+        self.ifindex = ifindex
+        self.burst = int(burst_bytes)
+        self.quantum = int(quantum_bytes)
+        self._rtnl = _RtnlRequests()
 
     def message(self, class_id: int, parent: int, rate_bytes: int, ceil_bytes: int,
                 seq: int = 0) -> bytes:
@@ -125,25 +219,29 @@ class HtbClassSetter:
 
     def set(self, class_id: int, parent: int, rate_bytes: int, ceil_bytes: int) -> None:
         """Apply the change; the kernel's refusal raises ShapingError."""
-        seq = next(self._seq) & 0xFFFFFFFF
-        self._sock.send(self.message(class_id, parent, rate_bytes, ceil_bytes, seq))
-        while True:
-            reply = self._sock.recv(4096)
-            off = 0
-            while off + _NLMSGHDR.size <= len(reply):
-                length, kind, _flags, rseq, _pid = _NLMSGHDR.unpack_from(reply, off)
-                if kind == _NLMSG_ERROR and rseq == seq:
-                    (code,) = struct.unpack_from("=i", reply, off + _NLMSGHDR.size)
-                    if code:
-                        raise ShapingError(
-                            f"htb class {class_id >> 16:x}:{class_id & 0xFFFF:x} at "
-                            f"{ceil_bytes * 8} b/s (interface index {self.ifindex}): "
-                            f"{os.strerror(-code)} ({errno.errorcode.get(-code, -code)})")
-                    return
-                off += max(_NLMSGHDR.size, (length + 3) & ~3)
+        seq = self._rtnl.next_seq()
+        self._rtnl.request(self.message(class_id, parent, rate_bytes, ceil_bytes, seq), seq,
+                           f"htb class {class_id >> 16:x}:{class_id & 0xFFFF:x} at "
+                           f"{ceil_bytes * 8} b/s (interface index {self.ifindex})")
+
+    def set_filter_dscp(self, handle: int, class_id: int, dscp: int | None) -> None:
+        """Give u32 filter ``handle`` (to class ``class_id``) the DSCP rewrite
+        ``dscp`` (None: none); the kernel's refusal raises ShapingError."""
+        seq = self._rtnl.next_seq()
+        what = (f"u32 filter {u32_handle_text(handle)} (interface index "
+                f"{self.ifindex}) " + ("without actions" if dscp is None else
+                                        f"setting DSCP {dscp} (tc actions pedit and csum)"))
+        try:
+            self._rtnl.request(u32_change_message(self.ifindex, handle, class_id, dscp, seq),
+                               seq, what)
+        except ShapingError as e:
+            if dscp is None or "ENOENT" not in str(e):
+                raise
+            raise ShapingError(f"{e}; the kernel needs tc's pedit and csum actions "
+                               "(modules act_pedit, act_csum)") from None
 
     def close(self) -> None:
-        self._sock.close()
+        self._rtnl.close()
 
 
 def qp_class_id(slot: int) -> int:
@@ -209,6 +307,7 @@ class HtbShaper:
         self.line = htb_rate_bytes(line_rate_bps)
         self.own_root = own_root
         self._added: dict[int, None] = {}   # priority-picked classes
+        self._qp_filters: dict[int, int] = {}   # rxe QP class -> its u32 filter's handle
         self._next_slot = 0
         self._ipr = IPRoute()
         found = self._ipr.link_lookup(ifname=ifname)
@@ -258,9 +357,37 @@ class HtbShaper:
         ``rate_bytes``, and the filter that sends its requests there."""
         keys = qp_match_keys(dst_ip, dst_qpn)
         self._class("add-class", class_id, min(rate_bytes, self.line), parent=ROOT_CLASS)
-        self._do(f"u32 filter to QP {dst_qpn:#x} at {dst_ip} -> class {class_id & 0xFFFF:x} on "
-                 f"{self.ifname}", "add-filter", "u32", 0, parent=ROOT_QDISC, prio=10,
+        what = (f"u32 filter to QP {dst_qpn:#x} at {dst_ip} -> class {class_id & 0xFFFF:x} on "
+                f"{self.ifname}")
+        self._do(what, "add-filter", "u32", 0, parent=ROOT_QDISC, prio=QP_FILTER_PRIO,
                  protocol=ETH_P_IP, target=class_id, keys=keys)
+        self._qp_filters[class_id] = self._filter_to(class_id, what)
+
+    def _filter_to(self, class_id: int, what: str) -> int:
+        """The handle the kernel gave the u32 filter to class ``class_id``."""
+        from pyroute2.netlink.exceptions import NetlinkError
+
+        try:
+            for msg in self._ipr.get_filters(index=self.index, parent=ROOT_QDISC):
+                opts = msg.get_attr("TCA_OPTIONS")
+                if (msg.get_attr("TCA_KIND") == "u32" and opts is not None
+                        and opts.get_attr("TCA_U32_CLASSID") == class_id):
+                    return int(msg["handle"])
+        except (NetlinkError, OSError) as e:
+            raise ShapingError(f"tc filter show (after adding the {what}): {e}") from e
+        raise ShapingError(f"the {what} is not in the kernel's filter list")
+
+    def set_qp_dscp(self, class_id: int, dscp: int | None) -> None:
+        """Rewrite the DSCP of the packets the rxe QP of class ``class_id``
+        sends (:meth:`add_qp`) to ``dscp``, or (None) leave them as the QP
+        sends them. rxe puts one traffic class in every packet of a QP; a
+        sender that moves its flow between priorities (ReFlex) does it here,
+        on the host's egress, as a NIC's per-packet marking would."""
+        handle = self._qp_filters.get(class_id)
+        if handle is None:
+            raise ShapingError(f"no rxe QP filter to class {class_id >> 16:x}:"
+                               f"{class_id & 0xFFFF:x} on {self.ifname}")
+        self._setter.set_filter_dscp(handle, class_id, dscp)
 
     def add_class(self, class_id: int, ceil_bytes: int) -> None:
         """A QP class picked by priority: the floor as its rate, ``ceil_bytes``

@@ -1,7 +1,9 @@
 """A QP class's rate changes through the hand-built rtnetlink message
 (hosts.roce.shaping.HtbClassSetter) leave the kernel's HTB class as pyroute2's
-full encoder does, and an rxe QP's u32 filter sends its requests, and only
-them, to its class. Runs in a network namespace of its own (``unshare -n``):
+full encoder does, an rxe QP's u32 filter sends its requests, and only
+them, to its class, and the DCQCN shim rewrites a QP's DSCP on that filter
+(the rewrite itself where the kernel has tc's pedit and csum actions: the
+guest VM's). Runs in a network namespace of its own (``unshare -n``):
 nothing outside it is touched."""
 
 from __future__ import annotations
@@ -136,3 +138,133 @@ def test_an_rxe_qps_class_takes_its_requests_whatever_their_source_port(
     # default class may also carry the interface's own (IPv6 neighbour discovery)
     assert (got["a"], got["b"]) == (got["sent"]["a"], got["sent"]["b"])
     assert got["default"] >= got["sent"]["default"]
+
+
+_DSCP_SCRIPT = r"""
+import json, socket, subprocess, sys, time
+sys.path.insert(0, sys.argv[1])
+from hosts.roce.rate import FixedRate
+from hosts.roce.rxe_dcqcn import RxeDcqcnShim, ShimError
+from hosts.roce.shaping import qp_class_id
+subprocess.run("ip link add a0 type veth peer name b0 && ip link set a0 up && ip link set b0 up"
+               " && ip addr add 10.0.1.1/8 dev a0"
+               " && ip neigh add 10.0.3.1 lladdr 02:00:00:00:00:02 dev a0 nud permanent",
+               shell=True, check=True)
+with_actions = sys.argv[2] == "1"
+shim = RxeDcqcnShim(ifname="a0", local_ip="10.0.1.1", local_mac="02:00:00:00:00:01",
+                    gateway_mac="02:00:00:00:00:02", line_rate_bps=40e6,
+                    cnp_interval_ns=50_000, burst_bytes=2164)
+qa, qb = 0x11, 0x12                          # local QPs, sending to QPs 0x101 and 0x102
+if with_actions:
+    shim.set_dscp(qa, 8)                     # before the QP is registered: kept for it
+shim.register_qp(qa, "10.0.3.1", 0x101, FixedRate(40e6))
+shim.register_qp(qb, "10.0.3.1", 0x102, FixedRate(40e6))
+a, b = qp_class_id(0), qp_class_id(1)
+cap = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+cap.bind(("b0", 0))
+cap.settimeout(0.5)
+tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+tx.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 0x02)         # ECT(0), DSCP 0: as rxe sends
+tx.bind(("10.0.1.1", 0xC00A))
+
+def checksum_ok(hdr):
+    s = sum(int.from_bytes(hdr[i:i + 2], "big") for i in range(0, len(hdr), 2))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s == 0xFFFF
+
+def round_of(label):
+    for dqpn in (0x101, 0x102):
+        bth = bytes([0x0A, 0, 0xFF, 0xFF, 0]) + dqpn.to_bytes(3, "big") + bytes(4)
+        tx.sendto(bth + bytes(64), ("10.0.3.1", 4791))
+    seen = []
+    try:
+        while len(seen) < 2:
+            f = cap.recv(2048)
+            ip = f[14:34]
+            if ip[9] != 17 or int.from_bytes(f[36:38], "big") != 4791:
+                continue
+            seen.append({"round": label, "dqpn": int.from_bytes(f[47:50], "big"),
+                         "tos": ip[1], "checksum_ok": checksum_ok(ip)})
+    except TimeoutError:
+        pass
+    return seen
+
+base = shim.shaper.class_bytes()
+frames = round_of("registered")
+errors = []
+if with_actions:
+    shim.set_dscp(qa, 46)
+    frames += round_of("dscp 46")
+shim.set_dscp(qa, None)                      # back to what the QP sends: no actions
+frames += round_of("none")
+for bad in (lambda: shim.set_dscp(qa, 64), lambda: shim.shaper.set_qp_dscp(0x10077, 8)):
+    try:
+        bad()
+        errors.append("")
+    except ShimError as e:
+        errors.append(str(e))
+got = shim.shaper.class_bytes()
+shim.close()
+print(json.dumps({"frames": frames, "errors": errors,
+                  "a": got[a] - base.get(a, 0), "b": got[b] - base.get(b, 0)}))
+"""
+
+
+def _kernel_has_dscp_actions() -> bool:
+    """Whether this kernel has tc's pedit and csum actions (built in or as modules)."""
+    import gzip
+    import platform
+
+    try:
+        config = gzip.open("/proc/config.gz", "rt").read()
+        return all(f"CONFIG_NET_ACT_{k}=y" in config or f"CONFIG_NET_ACT_{k}=m" in config
+                   for k in ("PEDIT", "CSUM"))
+    except OSError:
+        pass
+    mods = Path("/lib/modules") / platform.release()
+    listed = "".join((mods / f).read_text() for f in ("modules.dep", "modules.builtin")
+                     if (mods / f).exists())
+    return "act_pedit.ko" in listed and "act_csum.ko" in listed
+
+
+def _dscp_run(tmp_path: Path, with_actions: bool) -> dict:
+    path = tmp_path / "dscp.py"
+    path.write_text(_DSCP_SCRIPT)
+    if shutil.which("unshare") is None or shutil.which("tc") is None:
+        pytest.skip("needs unshare and tc (util-linux, iproute2)")
+    res = subprocess.run(["unshare", "-n", sys.executable, str(path), str(REPO),
+                          "1" if with_actions else "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_an_rxe_qps_filter_changes_in_place_and_keeps_its_class(tmp_path: Path) -> None:
+    # the shim's filter change without actions (the QP's own DSCP): the same
+    # handle, the same match, the same class; bad requests are named
+    got = _dscp_run(tmp_path, with_actions=False)
+    frames = got["frames"]
+    assert sorted((f["round"], f["dqpn"]) for f in frames) == [
+        ("none", 0x101), ("none", 0x102), ("registered", 0x101), ("registered", 0x102)]
+    assert all(f["tos"] == 0x02 and f["checksum_ok"] for f in frames)
+    assert got["a"] == got["b"] > 0                   # both classes took both rounds' frames
+    assert "QP 0x11: DSCP 64 out of range" in got["errors"][0]
+    assert "no rxe QP filter to class 1:77" in got["errors"][1]
+
+
+def test_an_rxe_qps_dscp_is_rewritten_on_its_filter_ecn_kept(tmp_path: Path) -> None:
+    # ReFlex on rxe: a flexible flow's QP changes priority by the DSCP the shim
+    # writes on its filter (tc pedit + csum), also when asked before the QP is
+    # registered; the other QP's packets are untouched
+    if not _kernel_has_dscp_actions():
+        pytest.skip("this kernel has no tc pedit/csum actions (CONFIG_NET_ACT_PEDIT, "
+                    "CONFIG_NET_ACT_CSUM); the guest VM's has")
+    got = _dscp_run(tmp_path, with_actions=True)
+    tos = {(f["round"], f["dqpn"]): f["tos"] for f in got["frames"]}
+    assert tos == {("registered", 0x101): (8 << 2) | 0x02, ("registered", 0x102): 0x02,
+                   ("dscp 46", 0x101): (46 << 2) | 0x02, ("dscp 46", 0x102): 0x02,
+                   ("none", 0x101): 0x02, ("none", 0x102): 0x02}, got
+    assert all(f["checksum_ok"] for f in got["frames"])   # csum: the receiver takes them
+    assert got["a"] == got["b"] > 0                        # and the class still counts them
+    assert "no rxe QP filter to class 1:77" in got["errors"][1]

@@ -456,21 +456,26 @@ def test_job_specs_of_rxe_hosts() -> None:
         JobSpec(host="h1", ip="10.0.1.1", flows=flow, provider="ib")
 
 
-def test_plans_rxe_hosts_cannot_run_are_refused_before_bring_up() -> None:
+def test_rxe_hosts_run_a_plan_without_the_runners_host_qdisc() -> None:
     import dataclasses
 
-    from experiments import symphony_ring
-    from testbed.runner import RunError, check_plan_hosts
+    from experiments import reflex_cases, symphony_ring
+    from testbed.runner import plan_for_hosts
 
     shaped = roce_basics.plan(dataclasses.replace(roce_basics.Params.quick(),
                                                   host_qdisc_ahead_packets=4.0))
-    check_plan_hosts(shaped, "udp")
-    with pytest.raises(RunError, match="rxe hosts shape their own link"):
-        check_plan_hosts(shaped, "rxe")
-    check_plan_hosts(roce_basics.plan(roce_basics.Params.quick()), "rxe")
+    assert plan_for_hosts(shaped, "udp") is shaped
+    # an rxe host's DCQCN shim installs the host's HTB itself
+    on_rxe = plan_for_hosts(shaped, "rxe")
+    assert shaped.topology.host_line_qdisc and not on_rxe.topology.host_line_qdisc
+    assert on_rxe.phases == shaped.phases
+    reflex = reflex_cases.plan(reflex_cases.Params.quick())
+    assert not plan_for_hosts(reflex, "rxe").topology.host_line_qdisc
+    plain = roce_basics.plan(roce_basics.Params.quick())
+    assert plan_for_hosts(plain, "rxe") is plain
     fabric = symphony_ring.plan(symphony_ring.Params.quick())
     assert fabric.topology.fabric is not None
-    check_plan_hosts(fabric, "rxe")       # rxe hosts on a leaf-spine: each on its leaf
+    assert plan_for_hosts(fabric, "rxe") is fabric   # rxe hosts on a leaf-spine: each on its leaf
 
 
 class _LocalNode:

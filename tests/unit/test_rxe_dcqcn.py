@@ -278,3 +278,50 @@ def test_htb_rates_and_qp_match() -> None:
     assert qp_class_id(0) == 0x10010
     with pytest.raises(ShimError, match="sending QPs"):
         qp_class_id(0xFFFF)
+
+
+def _attrs(buf: bytes) -> list[tuple[int, bytes]]:
+    """(type without flags, payload) of each netlink attribute in ``buf``."""
+    out, off = [], 0
+    while off + 4 <= len(buf):
+        n, kind = struct.unpack_from("=HH", buf, off)
+        out.append((kind & 0x3FFF, buf[off + 4:off + n]))
+        off += (n + 3) & ~3
+    return out
+
+
+def test_a_qps_dscp_change_is_one_u32_filter_change_with_pedit_and_csum() -> None:
+    from hosts.roce.shaping import ShapingError, u32_change_message, u32_handle_text
+
+    msg = u32_change_message(7, 0x80000800, 0x10010, 8, seq=42)
+    length, kind, flags, seq, _pid = struct.unpack_from("=IHHII", msg)
+    assert (length, kind, flags & 0x5, seq) == (len(msg), 44, 0x5, 42)   # NEWTFILTER, ack
+    assert not flags & 0x700            # no CREATE/EXCL/REPLACE: the filter must exist
+    _fam, ifindex, handle, parent, info = struct.unpack_from("=BxxxiIII", msg, 16)
+    assert (ifindex, handle, parent) == (7, 0x80000800, 0x10000)
+    assert (info >> 16, socket.ntohs(info & 0xFFFF)) == (10, 0x0800)    # prio 10, IPv4
+    top = dict(_attrs(msg[36:]))
+    assert top[1] == b"u32\0"
+    opts = dict(_attrs(top[2]))
+    assert struct.unpack("=I", opts[1]) == (0x10010,)                    # the QP's class
+    acts = _attrs(opts[7])
+    assert [order for order, _ in acts] == [1, 2]
+    pedit, csum = (dict(_attrs(body)) for _order, body in acts)
+    assert (pedit[1], csum[1]) == (b"pedit\0", b"csum\0")
+    parms = dict(_attrs(pedit[2]))[2]
+    _i, _c, action, _r, _b, nkeys = struct.unpack_from("=IIiiiB", parms)
+    assert (action, nkeys) == (3, 1)                                    # pipe, one key
+    key = parms[24:48]
+    # the first IPv4 word: all kept but the DSCP bits (TOS's six high), set to 8
+    assert key[:4] == bytes((0xFF, 0x03, 0xFF, 0xFF)) and key[4:8] == bytes((0, 8 << 2, 0, 0))
+    assert struct.unpack("=IIII", key[8:]) == (0, 0, 0, 0)              # offset 0 of IPv4
+    cparms = dict(_attrs(csum[2]))[1]
+    _i, _c, caction, _r, _b, update = struct.unpack("=IIiiiI", cparms)
+    assert (caction, update) == (3, 1)                                  # pipe; IPv4 header
+    # back to the QP's own DSCP: the class alone, no actions
+    plain = dict(_attrs(dict(_attrs(u32_change_message(7, 0x80000800, 0x10010, None)[36:]))[2]))
+    assert set(plain) == {1}
+    with pytest.raises(ShapingError, match="DSCP 64 out of range"):
+        u32_change_message(7, 0x80000800, 0x10010, 64)
+    assert u32_handle_text(0x80000800) == "800::800"
+    assert u32_handle_text(0x80001003) == "800:1:3"

@@ -447,6 +447,24 @@ def test_a_qp_reconnected_with_a_new_port_tells_the_context_of_its_reset(fake):
     assert qa.sport == tag_sport(9) and qa.stats["retags_ignored"] == 0
 
 
+def test_a_qps_dscp_goes_to_whoever_writes_it_on_the_wire(fake):
+    # rxe sends the context's traffic class in every packet of a QP; another DSCP
+    # (a ReFlex flow's priority) is the DCQCN shim's to write, told by on_qp_dscp
+    ctx, pd, cq, qa, qb = _fake_pair(fake)
+    assert qa.dscp == 0
+    with pytest.raises(VerbsError, match="DSCP 8 needs the DCQCN shim"):
+        qa.dscp = 8
+    assert qa.dscp == 0
+    told: list[tuple[int, int | None]] = []
+    ctx.on_qp_dscp = lambda qpn, dscp: told.append((qpn, dscp))
+    qa.dscp = 8
+    qa.dscp = 8                         # no change: nothing to tell
+    qa.dscp = 0                         # the context's own: no rewrite
+    with pytest.raises(VerbsError, match="out of range"):
+        qa.dscp = 64
+    assert told == [(qa.qp_num, 8), (qa.qp_num, None)] and qa.dscp == 0
+
+
 def test_connect_maps_states_and_pins_the_requested_port(fake):
     ctx, pd, cq, qa, qb = _fake_pair(fake)
     assert ctx.local_ip == "10.0.0.1" and ctx.provider.port == 4791
