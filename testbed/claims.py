@@ -20,6 +20,11 @@ declares how close a run must come:
 - ``rel_tol``/``abs_tol``: the size. The measured value agrees if it is
   within ``abs_tol + rel_tol x |paper|`` of the paper's.
 
+Where the paper shows an effect without a number (a CDF with no value in the
+text), ``paper`` is None: the claim then declares its direction, and the
+direction alone is judged (the report shows the paper's value as that
+direction).
+
 :func:`evaluate` judges a claim over the runs of its experiment: only
 finished runs count; if some were faithful, only those are judged, and the
 others are listed; if none was, the claim is ``not faithful`` (the values are
@@ -56,7 +61,7 @@ class Claim:
     figure: str                   # where the paper shows it: "Fig. 9", "Table 9"
     says: str                     # the claim in words
     key: str                      # dotted summary.json key of the measured value
-    paper: float                  # the paper's value, in the key's units
+    paper: float | None           # the paper's value, in the key's units (None: direction only)
     rel_tol: float = 0.0          # agreement: |measured - paper| <= abs_tol + rel_tol |paper|
     abs_tol: float = 0.0
     direction: Literal["above", "below"] | None = None  # measured vs ``versus``, as the paper's
@@ -71,15 +76,23 @@ class Claim:
             raise ClaimError(f"{where}: figure, says and key must be non-empty")
         for name in ("paper", "rel_tol", "abs_tol", "versus"):
             v = getattr(self, name)
+            if name == "paper" and v is None:
+                continue
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise ClaimError(f"{where}: {name} must be a finite number, not {v!r}")
         if self.rel_tol < 0 or self.abs_tol < 0:
             raise ClaimError(f"{where}: tolerances must be >= 0")
-        if self.rel_tol == 0 and self.abs_tol == 0:
-            raise ClaimError(f"{where}: declare a tolerance (rel_tol or abs_tol)")
         if self.direction not in (None, "above", "below"):
             raise ClaimError(f"{where}: direction must be 'above', 'below' or None, "
                              f"not {self.direction!r}")
+        if self.paper is None:
+            if self.direction is None:
+                raise ClaimError(f"{where}: with no paper value, declare the direction")
+            if self.rel_tol or self.abs_tol:
+                raise ClaimError(f"{where}: a tolerance needs the paper's value")
+            return
+        if self.rel_tol == 0 and self.abs_tol == 0:
+            raise ClaimError(f"{where}: declare a tolerance (rel_tol or abs_tol)")
         if self.direction is not None and not self.direction_holds(self.paper):
             raise ClaimError(f"{where}: the paper's value {self.paper:g} is not "
                              f"{self.direction} {self.versus:g}")
@@ -87,7 +100,7 @@ class Claim:
     @property
     def tolerance(self) -> float:
         """How far from the paper's value a measured value may lie."""
-        return self.abs_tol + self.rel_tol * abs(self.paper)
+        return self.abs_tol + self.rel_tol * abs(self.paper or 0.0)
 
     def direction_holds(self, value: float) -> bool:
         if self.direction == "above":
@@ -97,7 +110,20 @@ class Claim:
         return True
 
     def size_holds(self, value: float) -> bool:
+        if self.paper is None:
+            return True                 # direction only
         return abs(value - self.paper) <= self.tolerance + 1e-12
+
+    def _direction_text(self) -> str:
+        versus = f"{self.versus * 100:g}%" if self.percent else self.fmt(self.versus)
+        return f"{'>' if self.direction == 'above' else '<'} {versus}"
+
+    def paper_text(self) -> str:
+        """The paper's value as the report shows it: the number, or the
+        direction where the paper gives none."""
+        if self.paper is None:
+            return f"{self._direction_text()} (no value given)"
+        return self.fmt(self.paper)
 
     def fmt(self, value: float | None) -> str:
         """A value in the claim's units (percent: a change as a signed percentage)."""
@@ -114,8 +140,9 @@ class Claim:
         """The declared agreement rule in words: '< 0, within ±10 points'."""
         parts = []
         if self.direction is not None:
-            versus = f"{self.versus * 100:g}%" if self.percent else self.fmt(self.versus)
-            parts.append(f"{'>' if self.direction == 'above' else '<'} {versus}")
+            parts.append(self._direction_text())
+        if self.paper is None:
+            return f"{parts[0]} (direction only)"
         tol = []
         if self.rel_tol:
             tol.append(f"{self.rel_tol * 100:g}% of the paper's value")
@@ -226,7 +253,7 @@ def evaluate(claim: Claim, runs: list[RunValues]) -> ClaimResult:
         if res.direction_ok is False:
             versus = f"{claim.versus * 100:g}%" if claim.percent else claim.fmt(claim.versus)
             wrong.append(f"direction: {claim.fmt(mean)} is not {claim.direction} {versus}")
-        if not res.size_ok:
+        if not res.size_ok and claim.paper is not None:
             wrong.append(f"size: {claim.fmt(mean)} is {claim.fmt_spread(abs(mean - claim.paper))} "
                          f"from the paper's {claim.fmt(claim.paper)} (tolerance "
                          f"{claim.fmt_spread(claim.tolerance)})")

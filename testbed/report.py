@@ -398,7 +398,7 @@ def _claim_rows(f: FigureSection) -> list[list[str]]:
     rows = []
     for r in f.results:
         c = r.claim
-        rows.append([c.says, f"`{c.key}`", c.fmt(c.paper), r.measured_text(), c.describe_rule(),
+        rows.append([c.says, f"`{c.key}`", c.paper_text(), r.measured_text(), c.describe_rule(),
                      _yes_no(r.direction_ok), _yes_no(r.size_ok), r.status,
                      r.why or ("judged on " + ", ".join(r.judged) if r.judged else "")])
     return rows
@@ -449,7 +449,7 @@ def _html(report: Report, images: dict[Path, str]) -> str:
                 h.append(f"<tr><td>{_e(s.name)}</td><td class=\"fig\">"
                          f"<a href=\"#{_anchor(s.name, f.figure)}\">"
                          f"{_e(f.figure)}</a></td><td>{_e(r.claim.says)}</td>"
-                         f"<td>{_e(r.claim.fmt(r.claim.paper))}</td>"
+                         f"<td>{_e(r.claim.paper_text())}</td>"
                          f"<td>{_e(r.measured_text())}</td><td>{_status(r.status)}</td></tr>")
     h.append("</table>")
 
@@ -554,7 +554,7 @@ def _markdown(report: Report, images: dict[Path, str]) -> str:
               + ", ".join(f"`{n}`" for n in report.not_named) + "."]
     m += ["", "## Claims", ""]
     m += _md_table(["experiment", "figure", "claim", "paper", "measured", "verdict"],
-                   [[s.name, f.figure, r.claim.says, r.claim.fmt(r.claim.paper),
+                   [[s.name, f.figure, r.claim.says, r.claim.paper_text(),
                      r.measured_text(), f"**{r.status}**"]
                     for s in report.sections for f in s.figures for r in f.results])
     for s in report.sections:
