@@ -102,8 +102,9 @@ from testbed.net import host_addr
 from testbed.timeline import PhaseData, load_phase
 
 NAME = "reflex-workload"
-RXE_UNSUPPORTED = ("workload 2 posts its short flows' messages at their arrival times over "
-                   "pools of connections, which the agent runs on the udp provider only")
+# rxe: flexible flows' DSCP written by the host's DCQCN shim (hosts.roce.rxe_dcqcn,
+# set_dscp); workload 2's connection pools register every connection with it.
+HOST_PROVIDERS = ("udp", "rxe")
 HEADLINE = ("w1.weighted-9:1.regular.mean_speedup", "w1.weighted-9:1.flexible.mean_speedup",
             "w1.reflex-a080.regular.mean_speedup", "w1.reflex-a080.flexible.mean_speedup",
             "w2.weighted-9:1.regular.mean_speedup", "w2.reflex-a080.regular.mean_speedup")

@@ -702,9 +702,6 @@ class _MessagePool:
 
     def __init__(self, agent: Agent, spec: FlowSpec) -> None:
         self._end: _FlowEnd | None = None     # flow_end, logged after the phase
-        if agent.shim is not None:
-            raise AgentError(f"flow {spec.flow}: messages on a schedule (arrivals_s) run on "
-                             "the udp provider only")
         self.agent = agent
         self.spec = spec
         self.name = spec.flow
@@ -736,6 +733,7 @@ class _MessagePool:
                                        job_id=spec.job_id)
             self.qps.append(qp)
         self.index_of = {qp.qp_num: k for k, qp in enumerate(self.qps)}
+        self.completed_on = [0] * spec.qps       # messages completed per connection
         self.psns = [zlib.crc32(f"{spec.flow}/{spec.role}/{spec.seed}/{k}".encode()) & 0xFFFFFF
                      for k in range(spec.qps)]
         self.peer: dict[str, Any] = {}
@@ -850,6 +848,7 @@ class _MessagePool:
                 else:
                     continue
                 self.completed += 1
+                self.completed_on[k] += 1
                 self.agent.log.emit("completion", t_ns=wc.timestamp_ns, flow=self.name,
                                     role=self.spec.role, index=index, qp=k, bytes=wc.byte_len)
         if now >= self._next_counters_ns or self.completed >= self.end_count:
@@ -862,8 +861,16 @@ class _MessagePool:
         elif self.sender:
             self._post_due(now)
 
+    def _stats(self, k: int) -> dict[str, int]:
+        """Connection ``k``'s counters (an rxe QP's from its completed messages
+        and the shim: hosts.agent.Agent.rxe_qp_stats)."""
+        qp = self.qps[k]
+        if self.agent.shim is None:
+            return qp.stats
+        return self.agent.rxe_qp_stats(qp, self.spec, self.completed_on[k])
+
     def _sum(self, key: str) -> int:
-        return sum(int(qp.stats[key]) for qp in self.qps)
+        return sum(int(self._stats(k).get(key, 0)) for k in range(len(self.qps)))
 
     def _counters(self, now: int) -> None:
         seen = self._seen
@@ -902,15 +909,15 @@ class _MessagePool:
         self.done = True
         self.sample(now)
         log = self.agent.log
-        for k, qp in enumerate(self.qps):
+        for k in range(len(self.qps)):
             if self.sender:
                 pacer = self.pacers[k]
                 state = getattr(self.rcs[k].inner, "state", None)
-                log.emit("pacer_report", t_ns=now, flow=f"{self.name}.q{k}", qp=dict(qp.stats),
+                log.emit("pacer_report", t_ns=now, flow=f"{self.name}.q{k}", qp=dict(self._stats(k)),
                          pacer=pacer.report() if pacer is not None else None,
                          dcqcn=state() if callable(state) else None, cnps_rcvd=self.rcs[k].cnps)
             else:
-                log.emit("qp_report", t_ns=now, flow=f"{self.name}.q{k}", qp=dict(qp.stats))
+                log.emit("qp_report", t_ns=now, flow=f"{self.name}.q{k}", qp=dict(self._stats(k)))
         extra: dict[str, Any] = {}
         if self.sender:
             extra["pool"] = {"qps": len(self.qps), "waited": self.waited,
@@ -1234,24 +1241,33 @@ class Agent:
         end of the phase) when the flow is the host's only one of its role, else
         they are left out; byte counts are those of completed messages."""
         s = flow.spec
+        alone = sum(1 for f in self.spec.flows if f.role == s.role) == 1 \
+            and self.spec.collective is None and s.qps == 1
+        return self.rxe_qp_stats(flow.qp, s, flow.completed, final and alone)
+
+    def rxe_qp_stats(self, qp: QP, s: FlowSpec, completed: int,
+                     device: bool = False) -> dict[str, int]:
+        """The counters of rxe QP ``qp`` of flow ``s`` under the udp provider's
+        names, from its ``completed`` messages and the shim; with ``device``,
+        its packet counts from the device's counters over the phase (right only
+        when the QP is the host's one QP of its role)."""
+        sender = s.role == "sender"
         mtu = self.spec.transport.path_mtu
-        pkts = flow.completed * max(1, -(-s.msg_bytes // mtu))
-        st: dict[str, int] = dict(flow.qp.stats)
-        st.update(self.shim.qp_counters(flow.qp.qp_num), acked_pkts=pkts if flow.sender else 0,
+        pkts = completed * max(1, -(-s.msg_bytes // mtu))
+        st: dict[str, int] = dict(qp.stats)
+        st.update(self.shim.qp_counters(qp.qp_num), acked_pkts=pkts if sender else 0,
                   tx_drops=0)
-        if flow.sender:
-            st.update(tx_bytes=flow.completed * flow.msg_wire_bytes, tx_pkts=pkts,
+        if sender:
+            st.update(tx_bytes=completed * message_wire_bytes(s.msg_bytes, mtu), tx_pkts=pkts,
                       retransmits=0, rto=0, naks_rcvd=0)
         else:
-            st.update(rx_bytes=flow.completed * s.msg_bytes, rx_pkts=pkts)
-        alone = sum(1 for f in self.spec.flows if f.role == s.role) == 1 \
-            and self.spec.collective is None
-        if final and alone:
+            st.update(rx_bytes=completed * s.msg_bytes, rx_pkts=pkts)
+        if device:
             from hosts.roce.rxe_provider import read_hw_counters
 
             now = read_hw_counters(self.ctx.device)
             d = {k: now.get(k, 0) - self._device_base.get(k, 0) for k in RXE_DEVICE_COUNTERS}
-            if flow.sender:
+            if sender:
                 # The requester sends only data packets: beyond the messages' own
                 # packets, each was sent again. rxe counts no timer expiries: rto is
                 # the retries no NAK that moved the completer started (an estimate;
@@ -1262,7 +1278,7 @@ class Agent:
             else:
                 st.update(rx_pkts=d["rcvd_pkts"], dup_pkts=d["duplicate_request"],
                           out_of_seq=d["out_of_seq_request"])
-        st["device_counters"] = int(final and alone)
+        st["device_counters"] = int(device)
         return st
 
     def rxe_device_counters(self) -> dict[str, int]:
