@@ -234,14 +234,19 @@ def case1_head_intervals(p: Params) -> float:
     return need / gain + (w + m) + cycle   # + first estimate + synchronization
 
 
+def _head_and_short(p: Params, scheme: str, case: int) -> tuple[float, float]:
+    """The later flow's start and the short flow's length, in probing intervals."""
+    if SCHEMES[scheme].flexible == "reflex":
+        head = case1_head_intervals(p) if case == 1 else p.case2_head_cycles * p.cycle_intervals
+        short = (p.case1_short_cycles if case == 1 else p.case2_short_cycles) * p.cycle_intervals
+        return head, short
+    return p.scheme_head_intervals, p.scheme_short_intervals
+
+
 def _case(p: Params, scheme: str, case: int) -> tuple[dict[str, JobSpec], float]:
     """Jobs of one case under one scheme, and the expected duration (s)."""
     s = SCHEMES[scheme]
-    if s.flexible == "reflex":
-        head = case1_head_intervals(p) if case == 1 else p.case2_head_cycles * p.cycle_intervals
-        short = (p.case1_short_cycles if case == 1 else p.case2_short_cycles) * p.cycle_intervals
-    else:
-        head, short = p.scheme_head_intervals, p.scheme_short_intervals
+    head, short = _head_and_short(p, scheme, case)
     # The long flow outlasts the short one under every scheme that lets the
     # short one finish: in Case 1 the flexible flow sends at most as much as
     # the regular one while both are active, in Case 2 the regular flow at
@@ -314,16 +319,23 @@ def _params(run_dir: Path) -> Params:
     return Params(**({"seeds": 1} | {k: v for k, v in d.items() if k in known}))
 
 
-def case_result(data: PhaseData, p: Params, case: int, whole_cycles: bool) -> dict[str, Any]:
+def case_result(data: PhaseData, p: Params, case: int, whole_cycles: bool,
+                later_start_s: float = 0.0) -> dict[str, Any]:
     """The measured flow's rate while both were active, as a fraction of the
-    link's payload capacity."""
+    link's payload capacity: from the later flow's first delivered byte to
+    the end of either. A later flow that delivered nothing until the first
+    one ended (a strict low queue starves it) was active from its start,
+    ``later_start_s`` after its agent's start: its rate is 0 over that."""
     measured = "regular" if case == 1 else "flex"
     pts = {f: delivered(data, f) for f in ("flex", "regular")}
     later = "regular" if case == 1 else "flex"
     t_a = first_rx_s(pts[later])
     t_b = min(last_rx_s(pts["flex"]), last_rx_s(pts["regular"]))
     if t_b <= t_a:
-        raise ValueError(f"phase {data.name}: the two flows were never active together")
+        t_a = data.flow_start(later, "sender")["t_ns"] / 1e9 + later_start_s
+    if t_b <= t_a:
+        raise ValueError(f"phase {data.name}: the first flow ended before the later one "
+                         "started")
     window = (t_a, t_b)
     cycles = 0
     if whole_cycles:
@@ -379,7 +391,9 @@ def analyze(run_dir: Path) -> dict[str, Any]:
         for case in (1, 2):
             res[f"case{case}"] = aggregate([
                 case_result(load_phase(run_dir, phase_name(scheme, case, seed)), p, case,
-                            whole_cycles=scheme == "reflex") for seed in p.seed_list])
+                            whole_cycles=scheme == "reflex",
+                            later_start_s=_head_and_short(p, scheme, case)[0] * p.t_int_s)
+                for seed in p.seed_list])
         out["schemes"][scheme] = res
         if scheme == "reflex":
             out["case1"], out["case2"] = res["case1"], res["case2"]

@@ -1070,7 +1070,10 @@ class _Collective:
         self.iteration += 1
         if self.iteration >= len(self.schedule):
             self.done = True
-            self._report()
+            if self.agent.shim is None:
+                self._report()
+            # on an rxe host the report waits for the end of the phase
+            # (Agent.run: the shim's settle), as frames may still leave
         else:
             self._start_next()
 
@@ -1420,8 +1423,10 @@ class Agent:
                     raise AgentError(f"timed out after {spec.timeout_s:.0f} s waiting for the "
                                      "other agents of the phase to finish")
                 for w in works:
-                    if isinstance(w, _Collective) and not w.done:
-                        w._report()     # the QPs' counters say where a ring stalled
+                    # the QPs' counters say where a ring stalled (an rxe host's
+                    # finished collectives have not reported yet either)
+                    if isinstance(w, _Collective) and (not w.done or shim is not None):
+                        w._report()
                 raise AgentError(f"timed out after {spec.timeout_s:.0f} s ({state})")
             # The engine's deadline, exact if it is a paced send; the
             # workload's own times (message posts, arrivals) are met exactly
@@ -1447,9 +1452,22 @@ class Agent:
                 dl = wake
             if isinstance(dl, int) and dl > now:
                 self._wait(dl, wait_exactly(dl, exact_at))
+        extra: dict[str, Any] = {}
+        if shim is not None:
+            # What the host's qdisc still holds leaves before the collectives'
+            # QPs are counted: their wire counts are the frames they sent
+            # (egress_settled false: the queues did not empty in time).
+            from hosts.roce.rxe_dcqcn import ShimError
+
+            try:
+                extra["egress_settled"] = shim.settle()
+            except ShimError as e:
+                raise AgentError(f"rxe host {spec.host}: DCQCN shim: {e}") from e
+            for w in works:
+                if isinstance(w, _Collective):
+                    w._report()
         # The flows' digests and byte checks, now that no agent measures.
         _log_flow_ends(works)
-        extra: dict[str, Any] = {}
         if shim is not None:
             extra["dcqcn_byte_counter"] = shim.byte_counter_report()
         if rx_lag is not None:

@@ -122,6 +122,10 @@ IP_FLAG_DF = 0x4000
 CNP_TTL = 64
 SNAP_BYTES = 128            # headers are all the shim reads
 WIRE_RCVBUF = 8 << 20       # the socket's buffer when it counts every frame
+# How long, at the end, the shim waits for the host's qdisc to send what it holds:
+# a few frames at DCQCN's floor (80 kb/s at slowdown 500: 0.1 s a frame).
+SETTLE_S = 2.0
+EARLIER_CONNECTIONS = 4     # a reset QP's earlier connections whose leftovers are told apart
 
 
 # The shim's errors are the shaper's: one exception class for the host's egress.
@@ -153,11 +157,12 @@ class Bth:
     dqpn: int
     psn: int
     syndrome: int | None      # the AETH's, for an ACK (None if cut off); else None
+    sport: int                # the UDP source port (rxe's flow label; a Symphony step tag)
 
 
 def parse_bth(frame: bytes | bytearray | memoryview) -> Bth | None:
-    """The IPv4 addresses and TOS, the BTH and an ACK's AETH syndrome of a RoCEv2
-    frame, or None (anything else, or cut off before the end of the BTH)."""
+    """The IPv4 addresses and TOS, the UDP source port, the BTH and an ACK's AETH
+    syndrome of a RoCEv2 frame, or None (anything else, or cut off before the end of the BTH)."""
     n = len(frame)
     if n < ETH_HLEN + 20 or struct.unpack_from("!H", frame, 12)[0] != ETH_P_IP:
         return None
@@ -175,7 +180,8 @@ def parse_bth(frame: bytes | bytearray | memoryview) -> Bth | None:
     return Bth(socket.inet_ntoa(bytes(frame[ETH_HLEN + 12: ETH_HLEN + 16])),
                socket.inet_ntoa(bytes(frame[ETH_HLEN + 16: ETH_HLEN + 20])), frame[ETH_HLEN + 1],
                opcode, struct.unpack_from("!I", frame, bth + 4)[0] & 0xFFFFFF,
-               struct.unpack_from("!I", frame, bth + 8)[0] & PSN_MASK, syndrome)
+               struct.unpack_from("!I", frame, bth + 8)[0] & PSN_MASK, syndrome,
+               struct.unpack_from("!H", frame, bth - 8)[0])
 
 
 def arrival_of(b: Bth) -> Arrival | None:
@@ -216,7 +222,14 @@ class WireCounts:
     request beyond the one that follows (an ACK moved the requester past what it
     was resending) is a skip, not a go-back. PSNs are compared in serial-number
     arithmetic, so the 2^24 wrap is no go-back. Times are any one clock's
-    nanoseconds: the frames' arrival and departure times."""
+    nanoseconds: the frames' arrival and departure times.
+
+    A QP reset and connected again (:meth:`restart`) starts a new sequence.
+    Requests of the earlier connection can still leave after the reset: a
+    retransmission the timer queued in the host's qdisc just before the late
+    ACK completed the work. Such a leftover carries the earlier connection's
+    UDP source port (rxe fixes it at RTR; a Symphony ring's lane gets a new
+    one per step) and continues its sequence, and counts in that sequence."""
 
     nak_window_ns: int
     tx_pkts: int = 0
@@ -228,9 +241,18 @@ class WireCounts:
     _next: int | None = None           # the PSN that follows the last one sent
     # NAKed PSN -> when each NAK of it came, oldest first, not yet used
     _naked: dict[int, list[int]] = field(default_factory=dict)
+    _sport: int | None = None          # the UDP source port of this connection's last request
+    # earlier connections, by the source port of their last request: [snd_max, next]
+    _earlier: dict[int, list[int]] = field(default_factory=dict)
 
-    def on_request(self, psn: int, t_ns: int) -> None:
+    def on_request(self, psn: int, t_ns: int, sport: int | None = None) -> None:
+        """A data packet the QP sent; ``sport``, its UDP source port (None: unknown,
+        and no request is taken for an earlier connection's)."""
         self.tx_pkts += 1
+        if sport is not None:
+            if self._earlier and self._leftover(psn, sport):
+                return
+            self._sport = sport
         if self._snd_max is None or self._next is None:
             self._snd_max = self._next = (psn + 1) & PSN_MASK
             return
@@ -270,11 +292,38 @@ class WireCounts:
             else:
                 del self._naked[q]
 
+    def _leftover(self, psn: int, sport: int) -> bool:
+        """Whether request ``psn`` from ``sport`` is an earlier connection's, left
+        in the qdisc over the reset; if so it is counted in that sequence. Not
+        when this connection sends from that port too (once it has sent, a port
+        both use is this one's), nor, before it has, when the PSN does not
+        follow the earlier connection's last: then this connection begins."""
+        seq = self._earlier.get(sport)
+        if seq is None:
+            return False
+        if (self._snd_max is None and psn != seq[1]) or sport == self._sport:
+            del self._earlier[sport]
+            return False
+        snd_max, nxt = seq
+        if psn_delta(psn - snd_max) < 0:
+            self.retransmits += 1
+            if psn_delta(psn - nxt) < 0:
+                self.rto += 1           # its NAKs are forgotten: the timer's, as it most likely is
+        else:
+            seq[0] = (psn + 1) & PSN_MASK
+        seq[1] = (psn + 1) & PSN_MASK
+        return True
+
     def restart(self) -> None:
         """The QP was reset and connected again (its PSNs start over, as a
         Symphony ring's lane does per step): the next request is no go-back.
         The counts carry on."""
-        self._snd_max = self._next = None
+        if self._sport is not None and self._snd_max is not None and self._next is not None:
+            self._earlier.pop(self._sport, None)
+            self._earlier[self._sport] = [self._snd_max, self._next]
+            while len(self._earlier) > EARLIER_CONNECTIONS:
+                del self._earlier[next(iter(self._earlier))]
+        self._snd_max = self._next = self._sport = None
         self._naked.clear()
 
     def counters(self) -> dict[str, int]:
@@ -315,7 +364,7 @@ class HostWireCounter:
             if b.opcode in OPS_DATA and b.src_ip == self.local_ip:
                 qpn = self._by_peer.get((b.dst_ip, b.dqpn))
                 if qpn is not None:
-                    self.qps[qpn].on_request(b.psn, t_ns)
+                    self.qps[qpn].on_request(b.psn, t_ns, b.sport)
         elif b.syndrome is not None and b.dst_ip == self.local_ip:
             w = self.qps.get(b.dqpn)
             if w is not None:
@@ -735,6 +784,26 @@ class RxeDcqcnShim:
         if self.wire is not None:
             self._drain()
             self.wire.restart(local_qpn)
+
+    def settle(self, timeout_s: float = SETTLE_S) -> bool:
+        """Wait until the QPs' classes on the host's egress hold no packet (at
+        most ``timeout_s``), then read what the socket holds, so that the wire
+        counts include the requests that left after the work's last completion
+        (retransmissions the timer queued before a late ACK). Whether the
+        classes emptied; with no wire counts, nothing to wait for (True)."""
+        from pyroute2.netlink.exceptions import NetlinkError
+
+        if self.wire is None:
+            return True
+        deadline = time.monotonic() + timeout_s
+        try:
+            while self.shaper.qp_queued_packets() and time.monotonic() < deadline:
+                time.sleep(0.005)
+            empty = not self.shaper.qp_queued_packets()
+        except (NetlinkError, OSError) as e:
+            raise ShimError(f"tc class backlog on {self.ifname}: {e}") from e
+        self._drain()
+        return empty
 
     def _drain(self) -> None:
         """Read the RoCEv2 frames the socket holds, each parsed once: arrivals are

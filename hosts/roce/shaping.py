@@ -42,6 +42,7 @@ import itertools
 import os
 import socket
 import struct
+from collections.abc import Iterable
 from typing import Any
 
 from hosts.roce.constants import ROCE_UDP_PORT
@@ -430,14 +431,23 @@ class HtbShaper:
             raise ShapingError(f"tc class counters on {self.ifname}: {e}") from e
         return out
 
-    def _backlog(self) -> int:
-        """Packets still queued in the classes this shaper added."""
+    def queued_packets(self, classes: Iterable[int]) -> int:
+        """Packets queued now in the classes of handles ``classes``."""
+        want = set(classes)
         total = 0
         for msg in self._ipr.get_classes(index=self.index):
-            if msg["handle"] in self._added:
+            if msg["handle"] in want:
                 st = msg.get_attr("TCA_STATS")
                 total += int(st["qlen"]) if st is not None else 0
         return total
+
+    def qp_queued_packets(self) -> int:
+        """Packets queued now in the rxe QPs' classes (:meth:`add_qp`)."""
+        return self.queued_packets(self._qp_filters) if self._qp_filters else 0
+
+    def _backlog(self) -> int:
+        """Packets still queued in the classes this shaper added."""
+        return self.queued_packets(self._added)
 
     def close(self, drain_s: float = 1.0) -> None:
         """Remove what this shaper added. Classes it added are deleted once

@@ -140,7 +140,9 @@ def test_an_rxe_qps_class_takes_its_requests_whatever_their_source_port(
     assert got["default"] >= got["sent"]["default"]
 
 
-_DSCP_SCRIPT = r"""
+# A host's link (a0, 10.0.1.1) toward a gateway whose address the peer's
+# (10.0.3.1) resolves to, and the rxe host's DCQCN shim on it.
+_SHIM_PRELUDE = r"""
 import json, socket, subprocess, sys, time
 sys.path.insert(0, sys.argv[1])
 from hosts.roce.rate import FixedRate
@@ -150,10 +152,14 @@ subprocess.run("ip link add a0 type veth peer name b0 && ip link set a0 up && ip
                " && ip addr add 10.0.1.1/8 dev a0"
                " && ip neigh add 10.0.3.1 lladdr 02:00:00:00:00:02 dev a0 nud permanent",
                shell=True, check=True)
+SHIM = dict(ifname="a0", local_ip="10.0.1.1", local_mac="02:00:00:00:00:01",
+            gateway_mac="02:00:00:00:00:02", line_rate_bps=40e6, cnp_interval_ns=50_000,
+            burst_bytes=2164)
+"""
+
+_DSCP_SCRIPT = _SHIM_PRELUDE + r"""
 with_actions = sys.argv[2] == "1"
-shim = RxeDcqcnShim(ifname="a0", local_ip="10.0.1.1", local_mac="02:00:00:00:00:01",
-                    gateway_mac="02:00:00:00:00:02", line_rate_bps=40e6,
-                    cnp_interval_ns=50_000, burst_bytes=2164)
+shim = RxeDcqcnShim(**SHIM)
 qa, qb = 0x11, 0x12                          # local QPs, sending to QPs 0x101 and 0x102
 if with_actions:
     shim.set_dscp(qa, 8)                     # before the QP is registered: kept for it
@@ -268,3 +274,34 @@ def test_an_rxe_qps_dscp_is_rewritten_on_its_filter_ecn_kept(tmp_path: Path) -> 
     assert all(f["checksum_ok"] for f in got["frames"])   # csum: the receiver takes them
     assert got["a"] == got["b"] > 0                        # and the class still counts them
     assert "no rxe QP filter to class 1:77" in got["errors"][1]
+
+
+_SETTLE_SCRIPT = _SHIM_PRELUDE + r"""
+shim = RxeDcqcnShim(**SHIM, count_wire=True, nak_window_ns=1_000_000)
+shim.register_qp(0x11, "10.0.3.1", 0x101, FixedRate(80e3))     # DCQCN's floor at slowdown 500
+tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+tx.bind(("10.0.1.1", 0xC00A))
+n = 6
+for psn in range(n):
+    bth = bytes([0x0A, 0, 0xFF, 0xFF, 0, 0, 0x01, 0x01]) + psn.to_bytes(4, "big")
+    tx.sendto(bth + bytes(1000), ("10.0.3.1", 4791))
+shim.poll(0)
+queued = shim.shaper.qp_queued_packets()
+before = shim.qp_counters(0x11)["wire_tx_pkts"]
+settled = shim.settle(timeout_s=5.0)
+after = shim.qp_counters(0x11)
+shim.close()
+print(json.dumps({"n": n, "queued": queued, "before": before, "settled": settled,
+                  "after": after}))
+"""
+
+
+def test_the_shims_settle_counts_what_the_qdisc_still_held(tmp_path: Path) -> None:
+    # At DCQCN's floor rate the QP's class holds most of a burst of requests
+    # after the sender is done; the wire counts read at that moment miss them,
+    # and settle waits for the class to send them, then counts them.
+    got = _in_own_netns(tmp_path, "settle.py", _SETTLE_SCRIPT)
+    assert got["queued"] > 0 and got["before"] < got["n"], got
+    assert got["settled"] is True
+    assert got["after"]["wire_tx_pkts"] == got["n"]
+    assert got["after"]["retransmits"] == 0

@@ -203,6 +203,31 @@ def test_analysis_measures_rates_over_whole_cycles_while_both_are_active(tmp_pat
     assert cyc == pytest.approx(6.25)
 
 
+def test_a_later_flow_starved_until_the_first_ends_measures_zero_from_its_start(
+        tmp_path: Path) -> None:
+    # Absolute priority, case 2: the flexible flow, started 1.25 s in (one
+    # probing interval), delivers nothing in the strict low queue until the
+    # regular flow ends at 6 s. Both were active from 1.25 s: its rate there is 0.
+    p = dataclasses.replace(rc.Params.quick(), schemes="absolute", link_mbps=40.0)
+    pay = p.payload_bps / 1e6
+    _write_run(tmp_path, p, {
+        "case1-absolute": {"flex": [(2.0, pay), (6.0, 0.0), (9.0, pay)],
+                           "regular": [(2.0, 0.0), (6.0, pay)]},
+        "case2-absolute": {"regular": [(6.0, pay)], "flex": [(6.0, 0.0), (9.0, pay)]}})
+    for case in (1, 2):
+        d = tmp_path / "phases" / f"case{case}-absolute"
+        (d / "h1.events.jsonl").write_text("".join(
+            json.dumps({"event": "flow_start", "t_ns": T0, "host": h, "flow": f,
+                        "role": "sender"}) + "\n" for h, f in (("h1", "flex"), ("h2", "regular"))))
+    r = rc.analyze(tmp_path)["schemes"]["absolute"]
+    assert r["case2"]["flexible_rate_fraction"] == 0.0
+    assert r["case2"]["other_rate_fraction"] == pytest.approx(1.0, abs=0.02)
+    assert r["case2"]["window_s"] == [1.25, 6.0]
+    # the regular flow, delivering from its first sample, is measured from there
+    assert r["case1"]["regular_rate_fraction"] == pytest.approx(1.0, abs=0.02)
+    assert r["case1"]["window_s"][0] == pytest.approx(2.0)
+
+
 def test_plots_draw_every_phase_and_the_rates(tmp_path: Path) -> None:
     _write_two_scheme_run(tmp_path)
     paths = rc.plot(tmp_path)

@@ -24,10 +24,10 @@ RANK, SWITCH = "10.0.1.1", "10.255.0.1"
 
 
 def request(psn: int, *, dqpn: int = 0x100, src: str = RANK, dst: str = SWITCH,
-            opcode: int = 0x0A) -> bytes:
+            opcode: int = 0x0A, sport: int = 0xC123) -> bytes:
     """A RoCEv2 RDMA WRITE ONLY frame built by scapy (its BTH, its ICRC)."""
     return bytes(Ether() / IP(src=src, dst=dst, tos=ECN_ECT0, id=4321, flags="DF")
-                 / UDP(sport=0xC123, dport=4791, chksum=0)
+                 / UDP(sport=sport, dport=4791, chksum=0)
                  / BTH(opcode=opcode, dqpn=dqpn, psn=psn) / (b"\x00" * 16 + b"x" * 256))
 
 
@@ -39,9 +39,9 @@ def ack(psn: int, syndrome: int, *, dqpn: int = 0x11, src: str = SWITCH,
 
 def test_parse_bth_reads_scapys_frames() -> None:
     assert parse_bth(request(0xABCDEF, dqpn=0x123456)) == Bth(
-        RANK, SWITCH, ECN_ECT0, 0x0A, 0x123456, 0xABCDEF, None)
+        RANK, SWITCH, ECN_ECT0, 0x0A, 0x123456, 0xABCDEF, None, 0xC123)
     assert parse_bth(ack(42, AETH_SYNDROME_NAK_PSN_SEQ)) == Bth(
-        SWITCH, RANK, 0, 0x11, 0x11, 42, AETH_SYNDROME_NAK_PSN_SEQ)
+        SWITCH, RANK, 0, 0x11, 0x11, 42, AETH_SYNDROME_NAK_PSN_SEQ, 0xC001)
     # the socket's snap (the headers) is enough
     assert parse_bth(request(5)[:SNAP_BYTES]) == parse_bth(request(5))
     assert parse_bth(request(5)[:50]) is None                       # truncated
@@ -139,6 +139,44 @@ def test_a_qp_reset_and_connected_again_starts_its_psns_over_without_a_go_back()
     assert c.qps[0x11].counters() == {"retransmits": 1, "naks_rcvd": 0, "rto": 1,
                                       "wire_tx_pkts": 11}
     c.restart(0x99)                                 # not a registered QP: nothing to do
+
+
+def test_an_earlier_connections_requests_left_after_the_reset_count_in_its_sequence() -> None:
+    # A Symphony lane: step 0 (port A) sends PSNs 0-7; the timer resends 4-7,
+    # but a late ACK completes the step while 6 and 7 are still in the host's
+    # qdisc; the lane is reset and connected for step 1 (port B), and 6 and 7
+    # leave after that, before and among step 1's requests.
+    a, b = 0xC000, 0xC001
+    c = HostWireCounter(RANK, WINDOW)
+    c.register(0x11, SWITCH, 0x100)
+    t = 0
+    for p in [*range(8), 4, 5]:
+        c.on_frame(request(p, sport=a), True, t)
+        t += 1000
+    c.restart(0x11)
+    c.on_frame(request(6, sport=a), True, t)            # before step 1 has sent
+    for p in range(3):
+        c.on_frame(request(p, sport=b), True, t + 1000 * (p + 1))
+    c.on_frame(request(7, sport=a), True, t + 5000)     # among step 1's
+    for p in range(3, 6):
+        c.on_frame(request(p, sport=b), True, t + 1000 * (p + 3))
+    # step 0's 4 resends are its retransmissions; step 1's 6 requests are new
+    assert c.qps[0x11].counters() == {"retransmits": 4, "naks_rcvd": 0, "rto": 1,
+                                      "wire_tx_pkts": 18}
+
+
+def test_a_new_connection_from_the_earlier_port_is_not_taken_for_its_leftovers() -> None:
+    # connected again from the same port, the first request does not continue
+    # the earlier sequence: it begins the new connection, and so do the rest
+    c = HostWireCounter(RANK, WINDOW)
+    c.register(0x11, SWITCH, 0x100)
+    for p in range(6):
+        c.on_frame(request(p, sport=0xC000), True, 1000 * p)
+    c.restart(0x11)
+    for p in range(8):
+        c.on_frame(request(p, sport=0xC000), True, 10_000 + 1000 * p)
+    assert c.qps[0x11].counters() == {"retransmits": 0, "naks_rcvd": 0, "rto": 0,
+                                      "wire_tx_pkts": 14}
 
 
 def test_a_skip_forward_is_no_go_back_and_the_wrap_is_none_either() -> None:
