@@ -243,6 +243,11 @@ def _head_and_short(p: Params, scheme: str, case: int) -> tuple[float, float]:
     return p.scheme_head_intervals, p.scheme_short_intervals
 
 
+def _later_start_s(p: Params, scheme: str, case: int) -> float:
+    """When the later flow of a case starts, after its agent's start."""
+    return _head_and_short(p, scheme, case)[0] * p.t_int_s
+
+
 def _case(p: Params, scheme: str, case: int) -> tuple[dict[str, JobSpec], float]:
     """Jobs of one case under one scheme, and the expected duration (s)."""
     s = SCHEMES[scheme]
@@ -255,7 +260,7 @@ def _case(p: Params, scheme: str, case: int) -> tuple[dict[str, JobSpec], float]
     long_iv = head + (1.0 if case == 1 else 1.5) * short + 1
     first, later = ("flex", "regular") if case == 1 else ("regular", "flex")
     counts = {first: messages(p, long_iv), later: messages(p, short)}
-    delay = {first: 0.0, later: head * p.t_int_s}
+    delay = {first: 0.0, later: _later_start_s(p, scheme, case)}
     hosts = {"flex": 1, "regular": 2}
     per_host: dict[int, list[FlowSpec]] = {}
     for k, flow in enumerate(("flex", "regular")):
@@ -392,7 +397,7 @@ def analyze(run_dir: Path) -> dict[str, Any]:
             res[f"case{case}"] = aggregate([
                 case_result(load_phase(run_dir, phase_name(scheme, case, seed)), p, case,
                             whole_cycles=scheme == "reflex",
-                            later_start_s=_head_and_short(p, scheme, case)[0] * p.t_int_s)
+                            later_start_s=_later_start_s(p, scheme, case))
                 for seed in p.seed_list])
         out["schemes"][scheme] = res
         if scheme == "reflex":

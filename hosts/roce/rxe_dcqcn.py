@@ -795,11 +795,8 @@ class RxeDcqcnShim:
 
         if self.wire is None:
             return True
-        deadline = time.monotonic() + timeout_s
         try:
-            while self.shaper.qp_queued_packets() and time.monotonic() < deadline:
-                time.sleep(0.005)
-            empty = not self.shaper.qp_queued_packets()
+            empty = self.shaper.wait_until_sent(self.shaper.qp_classes, timeout_s)
         except (NetlinkError, OSError) as e:
             raise ShimError(f"tc class backlog on {self.ifname}: {e}") from e
         self._drain()

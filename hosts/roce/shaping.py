@@ -434,6 +434,8 @@ class HtbShaper:
     def queued_packets(self, classes: Iterable[int]) -> int:
         """Packets queued now in the classes of handles ``classes``."""
         want = set(classes)
+        if not want:
+            return 0
         total = 0
         for msg in self._ipr.get_classes(index=self.index):
             if msg["handle"] in want:
@@ -441,29 +443,33 @@ class HtbShaper:
                 total += int(st["qlen"]) if st is not None else 0
         return total
 
-    def qp_queued_packets(self) -> int:
-        """Packets queued now in the rxe QPs' classes (:meth:`add_qp`)."""
-        return self.queued_packets(self._qp_filters) if self._qp_filters else 0
+    @property
+    def qp_classes(self) -> list[int]:
+        """The handles of the rxe QPs' classes (:meth:`add_qp`)."""
+        return list(self._qp_filters)
 
-    def _backlog(self) -> int:
-        """Packets still queued in the classes this shaper added."""
-        return self.queued_packets(self._added)
+    def wait_until_sent(self, classes: Iterable[int], timeout_s: float) -> bool:
+        """Wait, at most ``timeout_s``, until the classes of handles ``classes``
+        hold no packet; whether they emptied."""
+        import time
+
+        want = list(classes)
+        deadline = time.monotonic() + timeout_s
+        while (left := self.queued_packets(want)) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return not left
 
     def close(self, drain_s: float = 1.0) -> None:
         """Remove what this shaper added. Classes it added are deleted once
         their queues have drained (at most ``drain_s``): deleting a class
         drops what it holds, which the runner would count as the host's
         drops."""
-        import time
-
         from pyroute2.netlink.exceptions import NetlinkError
 
         try:
             if self._added and not self._installed:
-                deadline = time.monotonic() + drain_s
                 try:
-                    while self._backlog() and time.monotonic() < deadline:
-                        time.sleep(0.01)
+                    self.wait_until_sent(self._added, drain_s)
                 except NetlinkError:
                     pass        # the interface is gone: nothing to wait for
             if self._installed:

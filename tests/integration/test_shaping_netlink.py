@@ -286,7 +286,7 @@ for psn in range(n):
     bth = bytes([0x0A, 0, 0xFF, 0xFF, 0, 0, 0x01, 0x01]) + psn.to_bytes(4, "big")
     tx.sendto(bth + bytes(1000), ("10.0.3.1", 4791))
 shim.poll(0)
-queued = shim.shaper.qp_queued_packets()
+queued = shim.shaper.queued_packets(shim.shaper.qp_classes)
 before = shim.qp_counters(0x11)["wire_tx_pkts"]
 settled = shim.settle(timeout_s=5.0)
 after = shim.qp_counters(0x11)
