@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from hosts.agent_spec import TransportSpec, message_wire_bytes
-from testbed.modelled import Conversion, ModelledNetwork, Red, kbytes, packets
+from testbed.modelled import Conversion, ModelledNetwork, Pfc, Red, kbytes, packets
 from testbed.net import LeafSpine
 from testbed.symphony import SymphonyParams
 
@@ -46,6 +46,18 @@ class SymphonyNetwork:
     red_kmax_kb: float = 100.0
     red_pmax: float = 0.2
     queue_pkts: int = 256            # per port; above Kmax with room for bursts
+    # PFC (a lossless fabric, as HPCC's RDMA configuration runs, which the
+    # paper's simulations follow): an ingress port pauses the hop before it
+    # once this much of its traffic waits in the switch's egress queues.
+    # HPCC's switches size XOFF dynamically from a shared buffer; the paper
+    # gives no figure. Here XOFF lies above RED's Kmax, so that a queue fed
+    # by one ingress is fully marked before it pauses (ECN acts first, as
+    # the paper intends), and two ingress ports at XOFF plus what their
+    # senders still have in flight fit the 256-packet queue; XON is XOFF less
+    # two full frames. Off by default: the lossy fabric of the results so far.
+    pfc: bool = False
+    pfc_xoff_kb: float = 110.0
+    pfc_xon_kb: float = 108.0
     path_mtu: int = 1024
     dcqcn_preset: str = "connectx"   # ConnectX-6 in the prototype
     # RoCE's retransmission timer (modelled us; None: the transport's 100 us).
@@ -105,7 +117,9 @@ class SymphonyNetwork:
         return ModelledNetwork(
             link_gbps=self.nic_gbps, slowdown=self.slowdown, buffer=packets(self.queue_pkts),
             red=Red(kmin=kbytes(self.red_kmin_kb), kmax=kbytes(self.red_kmax_kb),
-                    pmax=self.red_pmax, command=RED_COMMAND))
+                    pmax=self.red_pmax, command=RED_COMMAND),
+            pfc=Pfc(xoff=kbytes(self.pfc_xoff_kb), xon=kbytes(self.pfc_xon_kb))
+            if self.pfc else None)
 
     @property
     def conversion(self) -> Conversion:
@@ -195,7 +209,7 @@ class SymphonyRing(SymphonyNetwork):
     def transport(self) -> TransportSpec:
         return TransportSpec(scale=self.transport_scale(), dcqcn={"preset": self.dcqcn_preset},
                              path_mtu=self.path_mtu,
-                             qdisc_ahead_packets=self.host_qdisc_ahead_packets)
+                             qdisc_ahead_packets=self.host_qdisc_ahead_packets, pfc=self.pfc)
 
 
 P = TypeVar("P")

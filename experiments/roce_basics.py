@@ -98,7 +98,7 @@ from hosts.agent_spec import (
 )
 from hosts.roce.dcqcn import preset_name
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
-from testbed.modelled import ModelledNetwork, Red, packets
+from testbed.modelled import ModelledNetwork, Pfc, Red, packets
 from testbed.net import host_addr
 from testbed.timeline import (
     PhaseData,
@@ -107,6 +107,7 @@ from testbed.timeline import (
     jain_index,
     load_phase,
     payload_efficiency,
+    phase_losses,
     window_rate,
 )
 
@@ -135,6 +136,11 @@ class Params:
     ecn_kmin: int = 4                # RED marking thresholds (packets of enqueue depth)
     ecn_kmax: int = 16
     ecn_pmax: int = 20               # percent at Kmax
+    # PFC (soft target): > 0 pauses an ingress port once this many of its
+    # packets wait in the egress queues, until pfc_xon_pkts; the hosts obey
+    # the pauses (hosts/roce/pfc.py). 0: a lossy switch, as in the paper.
+    pfc_xoff_pkts: int = 0
+    pfc_xon_pkts: int = 0
     # "zhu2015" (the DCQCN paper, whose 40 Gb/s testbed this run scales) or
     # "connectx" (mlx5 NIC defaults; hosts/roce/README.md, "DCQCN presets").
     dcqcn_preset: str = "zhu2015"
@@ -166,6 +172,11 @@ class Params:
             raise ValueError("loss_per_10k must be 0..10000")
         if not 0 < self.ecn_kmin < self.ecn_kmax < self.queue_depth:
             raise ValueError("need 0 < ecn_kmin < ecn_kmax < queue_depth")
+        if self.pfc_xoff_pkts and not 0 <= self.pfc_xon_pkts < self.pfc_xoff_pkts < self.queue_depth:
+            raise ValueError("need 0 <= pfc_xon_pkts < pfc_xoff_pkts < queue_depth "
+                             "(or pfc_xoff_pkts 0: no PFC)")
+        if not self.pfc_xoff_pkts and self.pfc_xon_pkts:
+            raise ValueError("pfc_xon_pkts needs pfc_xoff_pkts (PFC is off at 0)")
         wanted = self.phase_names
         if not wanted or any(w not in PHASES for w in wanted) or len(set(wanted)) != len(wanted):
             raise ValueError(f"phases must be distinct names among {', '.join(PHASES)}, "
@@ -204,7 +215,7 @@ def _transport(p: Params) -> TransportSpec:
         scale={"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9},
         dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
         sample_interval_us=p.sample_interval_us, pacer_burst_packets=p.pacer_burst_packets,
-        qdisc_ahead_packets=p.host_qdisc_ahead_packets)
+        qdisc_ahead_packets=p.host_qdisc_ahead_packets, pfc=p.pfc_xoff_pkts > 0)
 
 
 def _flow_jobs(p: Params, flows: list[tuple[str, int, int, int]]) -> dict[str, JobSpec]:
@@ -241,7 +252,9 @@ def network(p: Params) -> ModelledNetwork:
         buffer=packets(p.queue_depth),
         red=Red(kmin=packets(p.ecn_kmin), kmax=packets(p.ecn_kmax), pmax=p.ecn_pmax / 100,
                 command="table_set_default MyEgress.ecn_config MyEgress.set_ecn_params "
-                        "{kmin} {kmax} {pmax_percent}"))
+                        "{kmin} {kmax} {pmax_percent}"),
+        pfc=Pfc(xoff=packets(p.pfc_xoff_pkts), xon=packets(p.pfc_xon_pkts))
+        if p.pfc_xoff_pkts else None)
 
 
 def plan(p: Params) -> RunPlan:
@@ -387,6 +400,10 @@ def _pair_result(run_dir: Path, p: Params) -> dict[str, Any]:
     pr["bytes_ok"] = all(v["bytes_ok"] for v in per.values())
     pr["bounded_queue"] = (None if pr["max_queue_pkts"] is None or pr["queue_drops"] is None
                            else pr["max_queue_pkts"] < p.queue_depth and pr["queue_drops"] == 0)
+    if p.pfc_xoff_pkts:
+        losses = phase_losses(pair)
+        pr["pfc"] = {"xoff_sent": losses["pfc_xoff"], "xon_sent": losses["pfc_xon"],
+                     "hosts": losses["pfc_hosts"]}
     return pr
 
 

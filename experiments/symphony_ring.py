@@ -69,7 +69,10 @@ the baseline's),
 ``cct_change_vs_pq`` (Symphony's against PQ's), ``overlap_series`` (seed
 0: time, steps in flight), ``late_start_s`` (per seed: when Symphony was
 switched on, s after the first step), ``ce_marked_packets`` (the job's
-QPs', per scheme), ``background`` (variant congestion: its hosts, hop,
+QPs', per scheme), ``losses`` (per scheme over its seeds, and per run:
+the switches' tail drops ``tm_full``, the PFC pauses they sent, the QPs'
+packets, retransmissions, ``resent_fraction`` and timeouts, the hosts' time
+paused; testbed.timeline.phase_losses), ``background`` (variant congestion: its hosts, hop,
 load, messages per seed, and seed 0's ``bursts`` per scheme: each message's
 [posted, delivered], s since the first step, shaded in overlap.png) and
 ``bit_exact``. ``paper``
@@ -100,7 +103,7 @@ from testbed.symphony import (
     pq_job_commands,
     source_job_commands,
 )
-from testbed.timeline import PhaseData, load_phase
+from testbed.timeline import PhaseData, load_phase, phase_losses
 
 NAME = "symphony-ring"
 # rxe: a ring's lanes are connected with their next step's tag (rxe fixes a
@@ -463,6 +466,7 @@ def analyze(run_dir: Path) -> dict[str, Any]:
     marks: dict[str, int] = {}
     late: list[float | None] = []
     bursts: dict[str, list[list[float]]] = {}
+    losses: dict[str, dict[str, Any]] = {}
     for scheme in p.scheme_list:
         ccts: list[float] = []
         maxes: list[int] = []
@@ -482,6 +486,11 @@ def analyze(run_dir: Path) -> dict[str, Any]:
                 series[scheme] = [[round(t, 4), o] for t, o in ser]
                 if p.background:
                     bursts[scheme] = background_bursts(data, background_arrivals(p, 0))
+            lost = phase_losses(data)
+            mine = losses.setdefault(scheme, {"runs": []})
+            mine["runs"].append({k: v for k, v in lost.items() if k != "pfc_hosts"}
+                                | {"host_paused_s": round(sum(
+                                    h["paused_s"] for h in lost["pfc_hosts"].values()), 4)})
             marks[scheme] = marks.get(scheme, 0) + sum(
                 e["qp"].get("ce_pkts", 0) for e in data.all_events("qp_report")
                 if not str(e.get("flow", "")).startswith(BACKGROUND_FLOW))
@@ -516,6 +525,11 @@ def analyze(run_dir: Path) -> dict[str, Any]:
         "late_start_s": late,
         "overlap_series": series,
         "ce_marked_packets": marks,
+        "losses": {s: {**{k: sum(r[k] for r in v["runs"]) for k in v["runs"][0]},
+                       "resent_fraction": round(sum(r["retransmits"] for r in v["runs"])
+                                                / max(1, sum(r["tx_pkts"] for r in v["runs"])), 4),
+                       "runs": v["runs"]}
+                   for s, v in losses.items()},
         "background": dict(_background_info(p), bursts=bursts) if p.background else None,
         "bit_exact": bit_exact,
         "dcqcn_periods_per_step": round(p.dcqcn_periods_per_step, 2),

@@ -184,7 +184,7 @@ def _transport(p: Params) -> TransportSpec:
     return TransportSpec(scale=p.transport_scale(),
                          dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
                          sample_interval_us=p.sample_interval_us,
-                         qdisc_ahead_packets=p.host_qdisc_ahead_packets)
+                         qdisc_ahead_packets=p.host_qdisc_ahead_packets, pfc=p.pfc)
 
 
 def _jobs(p: Params, job_id: int, delays: dict[str, float], seed: int) -> dict[str, JobSpec]:

@@ -1174,6 +1174,7 @@ class Agent:
         self.shaper: Any = None      # udp hosts with a line qdisc: the QPs' HTB classes
         self._host_line = (HostLine(self.scale.line_rate_bps, now_ns())
                            if spec.transport.qdisc_ahead_packets else None)
+        self._pause: Any = None      # hosts.roce.pfc.HostPause, with transport.pfc
         self.ctx: Any
         self.provider: Any
         self._device_base: dict[str, int] = {}
@@ -1331,7 +1332,18 @@ class Agent:
         return Pacer(rate_bps=line, burst_bytes=burst, now_ns=now_ns(),
                      late_threshold_packets=t.late_threshold_packets / t.pacer_burst_packets,
                      line_bps=line, ahead_bytes=int(DEFAULT_BURST_BYTES * t.qdisc_ahead_packets),
-                     shaped=shaped, host_line=self._host_line)
+                     shaped=shaped, host_line=self._host_line, pause=self._host_pause())
+
+    def _host_pause(self) -> Any:
+        """The host's PFC state, shared by its senders (transport.pfc)."""
+        if self._pause is None and self.spec.transport.pfc:
+            from hosts.roce.pfc import HostPause, PauseError
+
+            try:
+                self._pause = HostPause(_ifname_of(self.spec.ip), self.scale.line_rate_bps)
+            except PauseError as e:
+                raise AgentError(f"host {self.spec.host}: {e}") from e
+        return self._pause
 
     def _host_shaper(self) -> Any:
         if self.shaper is None:
@@ -1472,6 +1484,8 @@ class Agent:
             extra["dcqcn_byte_counter"] = shim.byte_counter_report()
         if rx_lag is not None:
             extra["receive_lag"] = rx_lag.as_dict(now_ns())
+        if self._pause is not None:
+            extra["pfc"] = self._pause.report()
         self.log.emit("agent_end", ok=True, engine=engine.summary(), **extra)
 
     def close(self) -> None:
@@ -1480,6 +1494,8 @@ class Agent:
                 self.shim.close()
             if self.shaper is not None:
                 self.shaper.close()
+            if self._pause is not None:
+                self._pause.close()
         finally:
             try:
                 self.ctx.close()

@@ -111,6 +111,9 @@ class TransportSpec:
     # class, hosts/roce/shaping.py), so the pacer keeps up to this many
     # full-size packets queued there (hosts/roce/pacing.py, run-ahead mode).
     qdisc_ahead_packets: float = 0.0
+    # The host's senders obey the PFC pause frames the switch sends to its
+    # interface (hosts/roce/pfc.py; udp-provider hosts).
+    pfc: bool = False
 
     def __post_init__(self) -> None:
         if self.path_mtu not in PATH_MTUS:
@@ -369,6 +372,10 @@ class JobSpec:
         if self.provider not in PROVIDERS:
             raise SpecError(f"job for {self.host}: provider {self.provider!r} is not one of "
                             f"{', '.join(PROVIDERS)}")
+        if self.provider == "rxe" and self.transport.pfc:
+            raise SpecError(f"job for {self.host}: transport.pfc needs udp-provider hosts "
+                            "(an rxe host's senders are the kernel's; nothing of the "
+                            "testbed's reads pause frames for them)")
         if self.provider == "rxe" and self.interpreter == "pypy":
             raise SpecError(f"job for {self.host}: rxe hosts need pyverbs, which the pypy "
                             "interpreter lacks; use interpreter 'python' or 'auto'")

@@ -29,7 +29,10 @@ The runner converts it for the path MTU the hosts use (:meth:`ModelledNetwork.co
   nearest packet, at least 1; packet counts stay as they are (they do not
   scale with rate: a queue of k packets is k packet times at any rate).
   The egress queues are made as deep as the buffer, or, without one, as
-  deep as RED needs (Kmax + 1 packets, at least the switch's default 64).
+  deep as RED needs (Kmax + 1 packets, at least the switch's default 64);
+- PFC (soft target): the XOFF and XON thresholds per ingress port, in the
+  same units, become ``set_pfc XOFF XON`` (switches/soft/runtime/pfc.py);
+  XOFF must lie below the queue depth, or queues drop before they pause.
 
 The conversion (every input, every result, the frame size used) goes into
 ``summary.json`` under ``network``.
@@ -42,8 +45,8 @@ from typing import Any
 
 from hosts.roce.constants import BTH_LEN, FRAME_OVERHEAD, ICRC_LEN
 
-__all__ = ["KB", "NetworkError", "Size", "kbytes", "packets", "Red", "ModelledNetwork", "Conversion",
-           "full_frame_bytes", "DEFAULT_QUEUE_PKTS"]
+__all__ = ["KB", "NetworkError", "Size", "kbytes", "packets", "Red", "Pfc", "ModelledNetwork",
+           "Conversion", "full_frame_bytes", "DEFAULT_QUEUE_PKTS"]
 
 KB = 1000  # the papers' KB (HPCC, DCQCN) are 1000 bytes
 DEFAULT_QUEUE_PKTS = 64  # BMv2's and the soft switch's default queue depth
@@ -112,6 +115,16 @@ class Red:
 
 
 @dataclass(frozen=True)
+class Pfc:
+    """Priority flow control: an ingress port pauses the hop before it once
+    ``xoff`` of its bytes (or packets) wait in the switch's egress queues,
+    and resumes it at ``xon``."""
+
+    xoff: Size
+    xon: Size
+
+
+@dataclass(frozen=True)
 class Conversion:
     """What the runner sets for a :class:`ModelledNetwork`, and from what."""
 
@@ -126,6 +139,8 @@ class Conversion:
     pmax: float | None
     packet_time_us: float          # a full frame on a testbed link
     commands: tuple[str, ...] = field(default=())
+    pfc_xoff_pkts: int | None = None
+    pfc_xon_pkts: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -140,6 +155,7 @@ class ModelledNetwork:
     link_delay_us: float = 0.0     # one-way propagation delay of each link
     buffer: Size | None = None     # egress queue per port; None: as deep as RED needs
     red: Red | None = None
+    pfc: Pfc | None = None         # None: a lossy fabric (full queues drop)
 
     def __post_init__(self) -> None:
         if self.link_gbps <= 0 or self.slowdown <= 0:
@@ -182,11 +198,21 @@ class ModelledNetwork:
             cmds.append(self.red.command.format(
                 kmin=kmin, kmax=kmax, pmax=self.red.pmax,
                 pmax_percent=int(round(self.red.pmax * 100))))
+        xoff = xon = None
+        if self.pfc is not None:
+            xoff = self.pfc.xoff.to_packets(frame)
+            xon = self.pfc.xon.to_packets(frame)
+            if not xon < xoff < depth:
+                raise NetworkError(
+                    f"PFC XON {self.pfc.xon.text()} = {xon} and XOFF {self.pfc.xoff.text()} = "
+                    f"{xoff} packets of {frame} B need XON < XOFF < the queue depth {depth}")
+            cmds.append(f"set_pfc {xoff} {xon}")
         return Conversion(
             path_mtu=path_mtu, frame_bytes=frame, link_bps=self.link_bps, link_delay_us=delay,
             port_delay_us=int(round(2 * delay)), queue_depth_pkts=depth, kmin_pkts=kmin,
             kmax_pkts=kmax, pmax=self.red.pmax if self.red else None,
-            packet_time_us=frame * 8 / self.link_bps * 1e6, commands=tuple(cmds))
+            packet_time_us=frame * 8 / self.link_bps * 1e6, commands=tuple(cmds),
+            pfc_xoff_pkts=xoff, pfc_xon_pkts=xon)
 
     def record(self, path_mtu: int) -> dict[str, Any]:
         """The modelled values and their conversion, for summary.json."""
@@ -200,6 +226,8 @@ class ModelledNetwork:
                 "red": None if self.red is None else {
                     "kmin": self.red.kmin.text(), "kmax": self.red.kmax.text(),
                     "pmax": self.red.pmax},
+                "pfc": None if self.pfc is None else {
+                    "xoff": self.pfc.xoff.text(), "xon": self.pfc.xon.text()},
                 "packet_time_us": pkt_us,
                 "base_rtt_us": self.base_rtt_us(),
                 "base_rtt_pkts": self.base_rtt_us() / pkt_us,

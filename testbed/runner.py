@@ -457,6 +457,10 @@ def apply_switch_command(ctl: Any, line: str, target: str, packet_bytes: int,
         return rec
     if verb == "set_priority_weights":
         return _priority_weights(ctl, words, target, packet_bytes, port_rate_bps)
+    if verb == "set_pfc" and target != "soft":
+        raise ControllerError("set_pfc: priority flow control is a soft-switch extension "
+                              "(BMv2's simple_switch has none); run this network on the soft "
+                              "target or without PFC")
     if verb == "table_set_default":
         if len(words) < 3:
             raise ControllerError("table_set_default <table> <action> [<value> ...]")

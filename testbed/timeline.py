@@ -24,6 +24,7 @@ __all__ = [
     "PhaseData",
     "load_phase",
     "phase_names",
+    "phase_losses",
     "jain_index",
     "value_at",
     "window_rate",
@@ -151,6 +152,43 @@ def load_phase(run_dir: str | Path, phase: str) -> PhaseData:
 
 # ---------------------------------------------------------------------------
 # numbers
+
+
+def phase_losses(data: PhaseData) -> dict[str, Any]:
+    """What a phase lost and how it recovered, over every switch of the run:
+    tail drops at full queues (``tm_full``), PFC pauses the switches sent
+    (``pfc_xoff``, ``pfc_xon``; soft target with PFC on), and from the hosts'
+    QP reports the packets sent, retransmitted and the retransmission
+    timeouts; ``pfc_hosts``: per host that read pauses, the XOFFs it read and
+    the time it was paused (s)."""
+    stats = data.stats
+    pairs = ([(v.get("before") or {}, v.get("after") or {})
+              for v in stats["switches"].values()] if "switches" in stats
+             else [(stats.get("before") or {}, stats.get("after") or {})])
+
+    def grown(path: Sequence[str]) -> int:
+        total = 0
+        for before, after in pairs:
+            for side, sign in ((after, 1), (before, -1)):
+                v: Any = side.get("switch", {})
+                for key in path:
+                    v = v.get(key, {}) if isinstance(v, dict) else {}
+                total += sign * (sum(v.values()) if isinstance(v, dict) else int(v or 0))
+        return total
+
+    qps = [e["qp"] for e in data.all_events("qp_report")]
+    hosts = {}
+    for host, events in sorted(data.events.items()):
+        for e in events:
+            pfc = e.get("pfc") if e.get("event") == "agent_end" else None
+            if pfc and pfc.get("frames"):
+                hosts[host] = {"xoffs": pfc["xoffs"], "paused_s": round(pfc["paused_s"], 4)}
+    return {"tm_full": grown(("drops", "tm_full")),
+            "pfc_xoff": grown(("pfc", "xoff_sent")), "pfc_xon": grown(("pfc", "xon_sent")),
+            "tx_pkts": sum(q.get("tx_pkts", 0) for q in qps),
+            "retransmits": sum(q.get("retransmits", 0) for q in qps),
+            "rto": sum(q.get("rto", 0) for q in qps),
+            "pfc_hosts": hosts}
 
 
 def jain_index(xs: Sequence[float]) -> float:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hosts.roce.constants import (
     BTH_LEN,
@@ -45,6 +45,9 @@ from hosts.roce.constants import (
     IMMDT_LEN,
     RETH_LEN,
 )
+
+if TYPE_CHECKING:
+    from hosts.roce.pfc import HostPause
 
 __all__ = ["Pacer", "LatenessStats", "DEFAULT_BURST_BYTES", "HostLine", "ShapedClass"]
 
@@ -157,6 +160,7 @@ class Pacer:
         ahead_bytes: int = 0,
         shaped: ShapedClass | None = None,
         host_line: HostLine | None = None,
+        pause: HostPause | None = None,
     ) -> None:
         if rate_bps <= 0 or burst_bytes <= 0:
             raise ValueError("rate and burst must be positive")
@@ -168,6 +172,12 @@ class Pacer:
         if shaped is not None and not ahead_bytes:
             raise ValueError("a shaped pacer runs ahead: it needs ahead_bytes")
         self.line_bps = float(line_bps) if line_bps else float("inf")
+        # PFC (hosts/roce/pfc.py): while the host's link is paused no packet
+        # is released; a paused sender looks again every full-size packet
+        # time at the line rate (an XON does not wake it).
+        self.pause = pause
+        self._pause_recheck_ns = (round(DEFAULT_BURST_BYTES * 8e9 / self.line_bps)
+                                  if pause is not None and self.line_bps < float("inf") else 0)
         self.ahead_bytes = int(ahead_bytes)
         self.shaped = shaped
         self.skb_priority = shaped.skb_priority if shaped is not None else 0
@@ -266,6 +276,16 @@ class Pacer:
         """Time (ns) the next packet, of `nbytes`, may leave; <= now_ns means now."""
         if rate_bps is not None:
             self.set_rate(rate_bps, now_ns)
+        if self.pause is not None:
+            until = self.pause.until_ns(now_ns)
+            if until > now_ns:
+                # The packet is asked about afresh once the pause ends, so
+                # the pause does not count as the sender being late.
+                self._ask = None
+                self._due = None
+                self.exact = False
+                return min(until, now_ns + self._pause_recheck_ns) if self._pause_recheck_ns \
+                    else until
         if self._ask is None:
             self._ask = float(now_ns)
             self._ask_bytes = nbytes

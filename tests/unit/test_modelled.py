@@ -72,3 +72,36 @@ def test_hosts_with_different_mtus_cannot_share_a_network_in_bytes() -> None:
     with pytest.raises(ExperimentError, match="different path MTUs"):
         dataclasses.replace(plan, phases=(dataclasses.replace(ph, jobs={**ph.jobs, "h1": odd}),
                                           *plan.phases[1:]))
+
+
+def test_pfc_thresholds_convert_with_the_buffer_and_must_fit_below_it() -> None:
+    from testbed.modelled import Pfc
+
+    net = ModelledNetwork(link_gbps=10, slowdown=2500, buffer=packets(256),
+                          red=Red(kbytes(50), kbytes(100), 0.2, CMD),
+                          pfc=Pfc(xoff=kbytes(110), xon=kbytes(108)))
+    c = net.convert(1024)
+    assert (c.pfc_xoff_pkts, c.pfc_xon_pkts) == (102, 100)   # 110000 / 1082, 108000 / 1082
+    assert c.commands[-1] == "set_pfc 102 100"
+    assert net.record(1024)["modelled"]["pfc"] == {"xoff": "110000 B", "xon": "108000 B"}
+    with pytest.raises(NetworkError, match="XON < XOFF < the queue depth 64"):
+        ModelledNetwork(link_gbps=10, slowdown=10, buffer=packets(64),
+                        pfc=Pfc(xoff=packets(64), xon=packets(8))).convert(1024)
+    with pytest.raises(NetworkError, match="XON < XOFF"):
+        ModelledNetwork(link_gbps=10, slowdown=10, buffer=packets(64),
+                        pfc=Pfc(xoff=packets(8), xon=packets(8))).convert(1024)
+
+
+def test_symphony_networks_pause_above_red_kmax_only_when_asked() -> None:
+    from experiments import symphony_ring
+
+    lossy = symphony_ring.Params.quick()
+    assert lossy.network().pfc is None and not lossy.transport().pfc
+    assert not any(c.startswith("set_pfc") for c in lossy.conversion.commands)
+    lossless = dataclasses.replace(lossy, pfc=True)
+    conv = lossless.conversion
+    assert lossless.transport().pfc
+    assert conv.kmax_pkts is not None and conv.pfc_xoff_pkts is not None
+    # ECN acts first: a queue fed by one ingress passes Kmax before it pauses
+    assert conv.kmax_pkts < conv.pfc_xoff_pkts < conv.queue_depth_pkts
+    assert f"set_pfc {conv.pfc_xoff_pkts} {conv.pfc_xon_pkts}" in conv.commands

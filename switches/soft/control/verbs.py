@@ -43,6 +43,11 @@ Soft-target extensions (BMv2 has no equivalent):
   round robin among the priority queues of a port instead of strict
   priority (one positive weight per priority queue);
   ``set_priority_weights <port> strict`` goes back to strict priority.
+- ``set_pfc <xoff_pkts> <xon_pkts>`` | ``set_pfc off``: priority flow
+  control on every port (runtime/pfc.py): an ingress port whose packets
+  waiting in egress queues reach xoff (per priority) sends a PFC pause for
+  that priority, and an XON at xon; PFC frames arriving are obeyed instead
+  of entering the pipeline. Only while the queues are empty.
 """
 
 from __future__ import annotations
@@ -765,6 +770,21 @@ class ControlPlane:
         self.sw.tm.set_port_delay_us(us, port)
         return ""
 
+    def do_set_pfc(self, args: list[str]) -> str:
+        usage = "set_pfc <xoff_pkts> <xon_pkts> | set_pfc off  (soft-target extension)"
+        if args == ["off"]:
+            self.sw.set_pfc(None)
+            return ""
+        if len(args) != 2:
+            raise CommandError(f"set_pfc takes 2 args (usage: {usage})")
+        xoff = _parse_nonneg(args[0], "xoff_pkts")
+        xon = _parse_nonneg(args[1], "xon_pkts")
+        try:
+            self.sw.set_pfc(xoff, xon)
+        except ValueError as e:
+            raise CommandError(f"set_pfc: {e}") from None
+        return ""
+
     def do_set_priority_weights(self, args: list[str]) -> str:
         nq = self.sw.priority_queues
         usage = (f"set_priority_weights <egress_port> <w_prio0> ... <w_prio{nq - 1}> | "
@@ -1135,6 +1155,8 @@ _HELP = {
     "set_port_rate_bps": "set_port_rate_bps <bps> [<egress_port>]  (soft-target extension)",
     "set_port_delay_us": ("set_port_delay_us <microseconds> [<egress_port>]  "
                           "(soft-target extension: propagation delay of the port's link)"),
+    "set_pfc": ("set_pfc <xoff_pkts> <xon_pkts> | off  (soft-target extension: priority flow "
+                "control, thresholds in packets held per ingress port and priority)"),
     "set_priority_weights": "set_priority_weights <egress_port> <w_prio0> <w_prio1> ... | strict"
                             "  (soft-target extension: weighted DRR among priorities)",
     "set_crc16_parameters": "set_crc16_parameters <name> <poly> <init> <xor> <refin> <refout>"

@@ -92,12 +92,16 @@ from switches.soft.runtime.externs import (
     RegisterArray,
     format_log_msg,
 )
+from switches.soft.runtime.pfc import PauseFormatError, is_pause, parse_pause, pfc_frame
 from switches.soft.runtime.pre import MirroringSessions, MirrorSession, ReplicationEngine
 from switches.soft.runtime.tables import Table
 from switches.soft.runtime.tm import QueueMeta, TrafficManager
 from switches.soft.runtime.trace import PacketTracer
 
 NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
+# The source address of the PFC frames the switch sends (locally administered;
+# a PFC receiver does not look at it).
+_PFC_SRC_MAC = bytes.fromhex("02000000fc01")
 
 _M32 = (1 << 32) - 1
 _M48 = (1 << 48) - 1
@@ -174,6 +178,8 @@ class SoftSwitch:
         # set during forward(): where a packet that passes through the idle
         # traffic manager leaves egress
         self._direct_out: list[tuple[int, bytes]] | None = None
+        # PFC (set_pfc): frames the MAC consumed, per port
+        self.pfc_rx: Counter[int] = Counter()
 
         self._install_program(program_module)
 
@@ -342,6 +348,9 @@ class SoftSwitch:
     def receive(self, port: int, data: bytes) -> None:
         self.rx[port] += 1
         self.rx_bytes[port] += len(data)
+        if self.tm.pfc is not None and is_pause(data):
+            self._pause_received(port, data)
+            return
         try:
             more = self._ingress_one(port, data, NORMAL, None, 0)
         except Exception as e:
@@ -353,6 +362,8 @@ class SoftSwitch:
     def dequeue_ready(self, limit: int = 4096) -> list[tuple[int, bytes]]:
         out: list[tuple[int, bytes]] = []
         tm = self.tm
+        if tm.pfc_out:
+            self._pfc_frames(out)
         for _ in range(limit):
             if not tm.total:
                 break
@@ -364,7 +375,35 @@ class SoftSwitch:
                 self._egress_one(port, st, length, gen, meta, out)
             except Exception as e:
                 self._egress_failed(e, port)
+            if tm.pfc_out:
+                self._pfc_frames(out)
         return out
+
+    # -- priority flow control (runtime/pfc.py) --------------------------------
+    def set_pfc(self, xoff: int | None, xon: int = 0) -> None:
+        """PFC on every port: pause an ingress port's priority upstream once
+        ``xoff`` of its packets wait in egress queues, resume at ``xon``;
+        obey the PFC frames that arrive. ``xoff`` None turns it off."""
+        self.tm.set_pfc(xoff, xon)
+
+    def _pause_received(self, port: int, data: bytes) -> None:
+        self.pfc_rx[port] += 1
+        try:
+            quanta = parse_pause(data)
+        except PauseFormatError as e:
+            self._drop("pfc_malformed")
+            if self._should_log_error():
+                self.log.error("port %d: %s", port, e)
+            return
+        self.tm.pause(port, quanta)
+
+    def _pfc_frames(self, out: list[tuple[int, bytes]]) -> None:
+        """The TM's pause requests as PFC frames, ahead of any queued packet
+        (a MAC sends its control frames first)."""
+        for port, prio, quanta in self.tm.pfc_out:
+            out.append((port, pfc_frame(_PFC_SRC_MAC, {prio: quanta})))
+            self.events["pfc_xoff" if quanta else "pfc_xon"] += 1
+        self.tm.pfc_out.clear()
 
     def forward(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
         """``receive(port, data)`` then ``dequeue_ready()``. A unicast packet
@@ -377,7 +416,7 @@ class SoftSwitch:
             self.receive(port, data)
         finally:
             self._direct_out = None
-        if self.tm.total:
+        if self.tm.total or self.tm.pfc_out:
             out += self.dequeue_ready()
         return out
 
@@ -458,6 +497,9 @@ class SoftSwitch:
             "rx_behind_clock_max_us": {str(p): n for p, n in
                                        sorted(self.rx_behind_clock_max_us.items())},
             "queued": self.tm.total,
+            **({"pfc": {**self.tm.pfc.stats(),
+                        "rx": {str(p): n for p, n in sorted(self.pfc_rx.items())}}}
+               if self.tm.pfc is not None else {}),
             "queues": self.tm.stats(),
         }
 
@@ -654,7 +696,10 @@ class SoftSwitch:
                 self.log.error("priority %d out of range (%d queue(s) per port), dropping "
                                "packet (%d so far)", prio, self.priority_queues, n)
             return
-        if not self.tm.enqueue(port, prio, (st, length, gen), length):
+        # PFC counts a packet against the port it came in on (a resubmitted or
+        # recirculated one no longer has it)
+        ingress = st.sm.ingress_port if st.sm.instance_type not in (RECIRC, RESUBMIT) else -1
+        if not self.tm.enqueue(port, prio, (st, length, gen), length, ingress):
             self._drop("tm_full")
 
     def _run_egress(self, item: tuple, out: list[tuple[int, bytes]]) -> None:

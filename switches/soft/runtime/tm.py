@@ -28,6 +28,15 @@ Soft-target extensions (not in BMv2):
   waits in a delay line behind the queue, so it no longer counts in the
   queue's depth (``enq_qdepth``, the depth limit): a link holds packets in
   flight, a buffer does not.
+- ``set_pfc``: priority flow control (runtime/pfc.py). Packets are counted
+  per (ingress port, priority) while they wait in any egress queue; at
+  ``xoff`` the TM asks for a pause of that priority on the ingress port, at
+  ``xon`` for its end (``pfc_out``: (port, priority, quanta) for the caller
+  to send as PFC frames). ``pause`` is the other direction: a PFC frame that
+  arrived on a port holds that port's queues of the paused priorities until
+  the timer runs out (quanta of 512 bit times at the port's rate) or an XON
+  comes. A full queue still tail-drops: thresholds that leave too little
+  headroom for what is in flight lose packets, as on a switch.
 
 Time is whatever ``now_us()`` returns (microseconds); it is injected so
 tests can drive a fake clock.
@@ -44,6 +53,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+from switches.soft.runtime.pfc import MAX_QUANTA, PfcIngress, pause_us
 
 DEFAULT_DEPTH = 64
 DRR_QUANTUM_BYTES = 1500
@@ -63,9 +74,10 @@ class QueueMeta(NamedTuple):
 _new_tuple = tuple.__new__  # QueueMeta without the Python-level constructor
 
 
-# A queued packet is a tuple (obj, length, enq_us, enq_qdepth, seq): cheaper
-# to make than an object, and one is made per packet.
-_OBJ, _LEN, _ENQ_US, _ENQ_QDEPTH, _SEQ = range(5)
+# A queued packet is a tuple (obj, length, enq_us, enq_qdepth, seq, ingress):
+# cheaper to make than an object, and one is made per packet.
+_OBJ, _LEN, _ENQ_US, _ENQ_QDEPTH, _SEQ, _INGRESS = range(6)
+_NEVER = float("-inf")
 
 
 @dataclass
@@ -99,6 +111,9 @@ class _Port:
     delay_us: int = 0
     # packets in flight on the link: (release time, prio, obj, meta), in order
     line: deque = field(default_factory=deque)
+    # per priority: held by a PFC pause from the next hop until then (us)
+    paused_until: list[float] = field(default_factory=list)
+    pauses_rx: int = 0
 
 
 class TrafficManager:
@@ -117,13 +132,15 @@ class TrafficManager:
         self._seq = 0
         self.total = 0
         self._busy: dict[int, _Port] = {}  # ports with queued packets
+        self.pfc: PfcIngress | None = None
+        self.pfc_out: list[tuple[int, int, int]] = []  # (port, priority, quanta) to send
         # No rate, port rate or weights anywhere: every queued head may leave
         # at once, so pop_ready takes the short path (pop_unpaced; read-only outside).
         self.unpaced = True
 
     def _update_unpaced(self) -> None:
         self.unpaced = (self.default_rate == 0 and self.default_port_bps == 0
-                        and self.default_delay_us == 0 and all(
+                        and self.default_delay_us == 0 and self.pfc is None and all(
             p.rate_bps == 0 and p.weights is None and p.delay_us == 0
             and all(q.rate_pps == 0 for q in p.queues) for p in self.ports.values()))
 
@@ -132,7 +149,8 @@ class TrafficManager:
         p = self.ports.get(port)
         if p is None:
             p = _Port([_Queue(self.default_depth, self.default_rate) for _ in range(self.nq)],
-                      rate_bps=self.default_port_bps, delay_us=self.default_delay_us)
+                      rate_bps=self.default_port_bps, delay_us=self.default_delay_us,
+                      paused_until=[_NEVER] * self.nq)
             self.ports[port] = p
             if not self.unpaced:
                 self._update_unpaced()
@@ -192,6 +210,36 @@ class TrafficManager:
             self._port(port).delay_us = us
         self._update_unpaced()
 
+    def set_pfc(self, xoff: int | None, xon: int = 0) -> None:
+        """Priority flow control with these thresholds (packets held per
+        ingress port and priority); ``xoff`` None turns it off. Only while
+        nothing is queued: the counts start from empty queues."""
+        if self.total:
+            raise ValueError("set_pfc needs empty queues (the held counts start at zero)")
+        self.pfc = None if xoff is None else PfcIngress(xoff, xon)
+        if self.pfc is None:
+            for p in self.ports.values():
+                p.paused_until = [_NEVER] * self.nq
+        self._update_unpaced()
+
+    def _line_bps(self, port: int) -> int:
+        p = self.ports.get(port)
+        return p.rate_bps if p is not None and p.rate_bps > 0 else self.default_port_bps
+
+    def pause(self, port: int, quanta: dict[int, int]) -> None:
+        """A PFC frame arrived on ``port``: hold its queues of the priorities
+        in ``quanta`` (priority -> timer; 0 ends a pause) from now on.
+        Priorities the switch has no queue for are ignored. Without a port
+        rate a timer has no length: a pause then lasts until its XON."""
+        p = self.ports.get(port) or self._port(port)
+        p.pauses_rx += 1
+        now = float(self.now_us())
+        bps = self._line_bps(port)
+        for prio, q in quanta.items():
+            if prio < self.nq:
+                p.paused_until[prio] = (_NEVER if q == 0 else
+                                        now + pause_us(q, bps) if bps > 0 else float("inf"))
+
     def set_priority_weights(self, port: int, weights: list[int] | None) -> None:
         p = self._port(port)
         if weights is None:
@@ -214,8 +262,9 @@ class TrafficManager:
         p = self.ports.get(port)
         return len(p.queues[prio].items) if p is not None else 0
 
-    def enqueue(self, port: int, prio: int, obj: Any, length: int) -> bool:
-        """Queue ``obj``; False if the queue is full (tail drop)."""
+    def enqueue(self, port: int, prio: int, obj: Any, length: int, ingress: int = -1) -> bool:
+        """Queue ``obj`` (from ``ingress``, the port it came in on, for PFC;
+        -1 for none); False if the queue is full (tail drop)."""
         if not 0 <= prio < self.nq:
             self._check_prio(prio)
         p = self.ports.get(port) or self._port(port)
@@ -225,7 +274,14 @@ class TrafficManager:
             q.drops += 1
             return False
         self._seq += 1
-        q.items.append((obj, length, int(self.now_us()), n, self._seq))
+        now = int(self.now_us())
+        q.items.append((obj, length, now, n, self._seq, ingress))
+        if self.pfc is not None and ingress >= 0:
+            bps = self._line_bps(ingress)
+            refresh = pause_us(MAX_QUANTA, bps) / 2 if bps > 0 else float("inf")
+            quanta = self.pfc.held_one(ingress, prio, now, refresh)
+            if quanta is not None:
+                self.pfc_out.append((ingress, prio, quanta))
         q.enqueued += 1
         if not p.count:
             self._busy[port] = p
@@ -258,11 +314,14 @@ class TrafficManager:
         if p.count == 0:
             return None
         free = p.free_at if p.rate_bps > 0 else float("-inf")
+        paused = p.paused_until
         if p.weights is None:
             for prio in range(self.nq - 1, -1, -1):
                 q = p.queues[prio]
                 if q.items:
                     t = q.head_eligible(free)
+                    if paused[prio] > t:
+                        t = paused[prio]
                     if t <= now:
                         return prio, t
             return None
@@ -272,7 +331,7 @@ class TrafficManager:
             if not q.items:
                 q.deficit = 0
             else:
-                t = q.head_eligible(free)
+                t = max(q.head_eligible(free), paused[prio])
                 if t <= now:
                     elig[prio] = t
         if not elig:
@@ -298,6 +357,10 @@ class TrafficManager:
             del self._busy[port]
         self.total -= 1
         q.last_sched = sched
+        if self.pfc is not None and it[_INGRESS] >= 0:
+            quanta = self.pfc.released_one(it[_INGRESS], prio)
+            if quanta is not None:
+                self.pfc_out.append((it[_INGRESS], prio, quanta))
         if p.weights is not None:
             q.deficit -= it[_LEN]
             if not q.items:
@@ -389,7 +452,7 @@ class TrafficManager:
                 return None
             port, p, prio = best
             q = p.queues[prio]
-        obj, _, enq_us, enq_qdepth, _ = q.items.popleft()
+        obj, _, enq_us, enq_qdepth, _, _ = q.items.popleft()  # (no PFC: unpaced)
         q.dequeued += 1
         p.count -= 1
         if not p.count:
@@ -434,13 +497,13 @@ class TrafficManager:
             if p.count == 0:
                 continue
             free = p.free_at if p.rate_bps > 0 else float("-inf")
-            for q in p.queues:
+            for prio, q in enumerate(p.queues):
                 if q.items:
-                    t = q.head_eligible(free)
+                    t = max(q.head_eligible(free), p.paused_until[prio])
                     if best is None or t < best:
                         best = t
-        if best is None:
-            return None
+        if best is None or best == float("inf"):
+            return None     # (only queues paused until an XON)
         return int(-(-best // 1))  # ceil
 
     def clear(self) -> None:
@@ -449,6 +512,8 @@ class TrafficManager:
                 q.items.clear()
             p.count = 0
             p.line.clear()
+        if self.pfc is not None:
+            self.pfc_out.extend((port, prio, 0) for port, prio in self.pfc.release_all())
         self._busy.clear()
         self.total = 0
         self.in_flight = 0
@@ -461,6 +526,7 @@ class TrafficManager:
                 "delay_us": p.delay_us,
                 "in_flight": len(p.line),
                 "weights": p.weights,
+                **({"pauses_rx": p.pauses_rx} if self.pfc is not None else {}),
                 "queues": [{"depth": len(q.items), "capacity": q.capacity, "rate_pps": q.rate_pps,
                             "enqueued": q.enqueued, "dequeued": q.dequeued, "drops": q.drops}
                            for q in p.queues],

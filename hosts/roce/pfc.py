@@ -1,0 +1,106 @@
+"""A host NIC obeying priority flow control: the pause frames the switch
+sends to the host's interface stop its senders until the pause ends.
+
+The switch (switches/soft/runtime/pfc.py, where the frame format is
+declared) pauses an ingress port once too many of its packets wait in
+egress queues and sends an XON once they have drained. A NIC stops its
+transmitter within a frame; here every paced sender of the host
+(hosts/roce/pacing.py) asks :meth:`HostPause.until_ns` before it releases a
+packet, and a paused sender waits. What a sender already handed to the
+kernel (at most the pacer's bucket, or its run-ahead in a host qdisc) still
+leaves: that is the headroom the switch's thresholds must leave.
+
+The host has one traffic class: a pause of any class stops all of it.
+Timers are in quanta of 512 bit times at the host's line rate, which the
+testbed's slowdown already dilates like every other time.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+from switches.soft.runtime.pfc import (
+    ETH_P_PAUSE,
+    QUANTUM_BITS,
+    PauseFormatError,
+    parse_pause,
+)
+
+_RECV_BYTES = 128
+
+
+class PauseError(RuntimeError):
+    """The host's interface cannot be watched for pause frames."""
+
+
+class HostPause:
+    """Until when the host's link is paused, from the pause frames that
+    reached ``ifname`` (read on an AF_PACKET socket for MAC control)."""
+
+    def __init__(self, ifname: str, line_bps: float, sock: Any = None) -> None:
+        if not line_bps > 0:
+            raise ValueError("a paused link needs a positive line rate")
+        self.ifname = ifname
+        self.ns_per_quantum = QUANTUM_BITS * 1e9 / line_bps
+        if sock is None:
+            try:
+                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW,
+                                     socket.htons(ETH_P_PAUSE))
+                sock.bind((ifname, ETH_P_PAUSE))
+            except OSError as e:
+                raise PauseError(f"cannot watch {ifname} for PFC pause frames: {e}") from e
+        sock.setblocking(False)
+        self._sock = sock
+        self.until = 0                 # CLOCK_MONOTONIC ns
+        self.frames = 0                # pause frames read (XOFF and XON)
+        self.xoffs = 0
+        self.malformed = 0
+        self.paused_ns = 0             # time spent paused, as far as known
+        self._since: int | None = None
+
+    def fileno(self) -> int:
+        return int(self._sock.fileno())
+
+    def until_ns(self, now_ns: int) -> int:
+        """Read the pause frames that arrived; the time the host may send
+        again (<= now_ns: not paused)."""
+        while True:
+            try:
+                frame = self._sock.recv(_RECV_BYTES)
+            except (BlockingIOError, InterruptedError):
+                break
+            self._take(frame, now_ns)
+        if self._since is not None and self.until <= now_ns:
+            self.paused_ns += max(self.until, self._since) - self._since
+            self._since = None
+        return self.until
+
+    def _take(self, frame: bytes, now_ns: int) -> None:
+        try:
+            quanta = parse_pause(frame)
+        except PauseFormatError:
+            self.malformed += 1
+            return
+        if not quanta:
+            return
+        self.frames += 1
+        q = max(quanta.values())
+        if q:
+            self.xoffs += 1
+            if self._since is None:
+                self._since = now_ns
+        elif self._since is not None:
+            self.paused_ns += now_ns - self._since
+            self._since = None
+        self.until = now_ns + round(q * self.ns_per_quantum)
+
+    def report(self) -> dict[str, Any]:
+        now = time.monotonic_ns()
+        still = now - self._since if self._since is not None else 0
+        return {"frames": self.frames, "xoffs": self.xoffs, "malformed": self.malformed,
+                "paused_s": (self.paused_ns + still) / 1e9}
+
+    def close(self) -> None:
+        self._sock.close()
