@@ -349,6 +349,19 @@ def test_switch_commands_on_bmv2_turn_the_bit_rate_into_a_packet_rate(l3_ecn: ob
     # the extension itself is refused by BMv2's CLI controller
     with pytest.raises(ControllerError, match="soft-switch extension"):
         ctl.set_port_rate_bps(1000)  # type: ignore[attr-defined]
+    # PFC has no BMv2 counterpart: refused with the reason, nothing sent
+    n = len(sent)
+    with pytest.raises(ControllerError, match="set_pfc: priority flow control is a soft-switch"):
+        apply_switch_command(ctl, "set_pfc 102 100", "bmv2", 1082)
+    assert len(sent) == n
+
+
+def test_set_pfc_goes_to_the_soft_switch(l3_ecn: object) -> None:
+    from testbed.runner import apply_switch_command
+
+    sent, ctl = _recording_cli(l3_ecn, "soft")
+    assert apply_switch_command(ctl, "set_pfc 102 100", "soft", 1082)["via"] == "cli"
+    assert _config_lines(sent) == ["set_pfc 102 100"]
 
 
 def test_summary_records_how_the_port_rate_was_set() -> None:
