@@ -76,7 +76,9 @@ keys such as ``"single.goodput_fraction"``):
   second half of the time both were active; ``pair.max_queue_pkts``: the
   largest port-3 queue depth (the P4 watermark register of enqueue depths and
   the sampled depths, whichever is larger), ``pair.queue_limit_pkts`` its
-  limit, ``pair.queue_drops`` tail drops there;
+  limit, ``pair.queue_drops`` tail drops there; with PFC (``pfc_xoff_pkts``
+  > 0) ``pair.pfc``: the switch's XOFF and XON frames and, per host that
+  read pauses, its XOFFs and time paused;
 - ``loss.bytes_ok``: the receiver's buffer equals what was sent (checked by
   the receiver against the seed, and sender/receiver SHA-256 equal);
   ``loss.retransmissions``: data packets the sender sent again (go-back-N).

@@ -159,8 +159,9 @@ def phase_losses(data: PhaseData) -> dict[str, Any]:
     tail drops at full queues (``tm_full``), PFC pauses the switches sent
     (``pfc_xoff``, ``pfc_xon``; soft target with PFC on), and from the hosts'
     QP reports the packets sent, retransmitted and the retransmission
-    timeouts; ``pfc_hosts``: per host that read pauses, the XOFFs it read and
-    the time it was paused (s)."""
+    timeouts (each QP's final counters, from its ``pacer_report`` or
+    ``qp_report``, else its flow's ``flow_end``); ``pfc_hosts``: per host
+    that read pauses, the XOFFs it read and the time it was paused (s)."""
     stats = data.stats
     pairs = ([(v.get("before") or {}, v.get("after") or {})
               for v in stats["switches"].values()] if "switches" in stats
@@ -176,7 +177,14 @@ def phase_losses(data: PhaseData) -> dict[str, Any]:
                 total += sign * (sum(v.values()) if isinstance(v, dict) else int(v or 0))
         return total
 
-    qps = [e["qp"] for e in data.all_events("qp_report")]
+    # every QP's counters once: a collective's and a connection pool's QPs
+    # report at the end (pacer_report: sending, qp_report: receiving), a
+    # flow's QP in its flow_end
+    reports = data.all_events("pacer_report") + data.all_events("qp_report")
+    reported = {(e.get("host"), str(e.get("flow", "")).split(".q")[0]) for e in reports}
+    qps = [e["qp"] for e in reports if isinstance(e.get("qp"), dict)] + [
+        e["qp"] for e in data.all_events("flow_end")
+        if isinstance(e.get("qp"), dict) and (e.get("host"), e.get("flow")) not in reported]
     hosts = {}
     for host, events in sorted(data.events.items()):
         for e in events:

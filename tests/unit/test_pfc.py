@@ -218,14 +218,22 @@ def test_phase_losses_sum_every_switch_and_the_hosts_pauses() -> None:
         "leaf1": {"before": side(2, {"1": 1}), "after": side(7, {"1": 4, "2": 3})},
         "spine1": {"before": {}, "after": side(1, {})}}}
     events = {
-        "h1": [{"event": "qp_report", "t_ns": 1, "qp": {"tx_pkts": 90, "retransmits": 9, "rto": 1}},
+        "h1": [{"event": "pacer_report", "t_ns": 1, "flow": "rank0-ch0",
+                "qp": {"tx_pkts": 90, "retransmits": 9, "rto": 1}},
+               {"event": "qp_report", "t_ns": 1, "flow": "rank0-left0",
+                "qp": {"tx_pkts": 0, "retransmits": 0, "rto": 0}},
                {"event": "agent_end", "t_ns": 2,
                 "pfc": {"frames": 6, "xoffs": 3, "malformed": 0, "paused_s": 0.25}}],
-        "h2": [{"event": "qp_report", "t_ns": 1, "qp": {"tx_pkts": 10, "retransmits": 0, "rto": 0}},
+        "h2": [{"event": "flow_end", "t_ns": 1, "flow": "f", "role": "sender",
+                "qp": {"tx_pkts": 10, "retransmits": 0, "rto": 0}},
+               {"event": "pacer_report", "t_ns": 1, "flow": "pool.q0",
+                "qp": {"tx_pkts": 5, "retransmits": 0, "rto": 0}},
+               {"event": "flow_end", "t_ns": 2, "flow": "pool", "role": "sender",
+                "qp": {"tx_pkts": 5, "retransmits": 0, "rto": 0}},   # reported above
                {"event": "agent_end", "t_ns": 2,
                 "pfc": {"frames": 0, "xoffs": 0, "malformed": 0, "paused_s": 0.0}}]}
     lost = phase_losses(PhaseData("p", Path("."), events=events, stats=fabric))
-    assert lost == {"tm_full": 6, "pfc_xoff": 6, "pfc_xon": 0, "tx_pkts": 100,
+    assert lost == {"tm_full": 6, "pfc_xoff": 6, "pfc_xon": 0, "tx_pkts": 105,
                     "retransmits": 9, "rto": 1, "pfc_hosts": {"h1": {"xoffs": 3, "paused_s": 0.25}}}
     # one switch, no PFC
     star = {"before": {"switch": {"drops": {}}}, "after": {"switch": {"drops": {"tm_full": 3}}}}
