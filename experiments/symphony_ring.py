@@ -466,7 +466,7 @@ def analyze(run_dir: Path) -> dict[str, Any]:
     marks: dict[str, int] = {}
     late: list[float | None] = []
     bursts: dict[str, list[list[float]]] = {}
-    losses: dict[str, dict[str, Any]] = {}
+    loss_runs: dict[str, list[dict[str, Any]]] = {}
     for scheme in p.scheme_list:
         ccts: list[float] = []
         maxes: list[int] = []
@@ -487,10 +487,9 @@ def analyze(run_dir: Path) -> dict[str, Any]:
                 if p.background:
                     bursts[scheme] = background_bursts(data, background_arrivals(p, 0))
             lost = phase_losses(data)
-            mine = losses.setdefault(scheme, {"runs": []})
-            mine["runs"].append({k: v for k, v in lost.items() if k != "pfc_hosts"}
-                                | {"host_paused_s": round(sum(
-                                    h["paused_s"] for h in lost["pfc_hosts"].values()), 4)})
+            hosts = lost.pop("pfc_hosts")
+            lost["host_paused_s"] = round(sum(h["paused_s"] for h in hosts.values()), 4)
+            loss_runs.setdefault(scheme, []).append(lost)
             marks[scheme] = marks.get(scheme, 0) + sum(
                 e["qp"].get("ce_pkts", 0) for e in data.all_events("qp_report")
                 if not str(e.get("flow", "")).startswith(BACKGROUND_FLOW))
@@ -525,17 +524,22 @@ def analyze(run_dir: Path) -> dict[str, Any]:
         "late_start_s": late,
         "overlap_series": series,
         "ce_marked_packets": marks,
-        "losses": {s: {**{k: sum(r[k] for r in v["runs"]) for k in v["runs"][0]},
-                       "resent_fraction": round(sum(r["retransmits"] for r in v["runs"])
-                                                / max(1, sum(r["tx_pkts"] for r in v["runs"])), 4),
-                       "runs": v["runs"]}
-                   for s, v in losses.items()},
+        "losses": {s: _losses_total(runs) for s, runs in loss_runs.items()},
         "background": dict(_background_info(p), bursts=bursts) if p.background else None,
         "bit_exact": bit_exact,
         "dcqcn_periods_per_step": round(p.dcqcn_periods_per_step, 2),
         "paper": dict(REFERENCE),
     }
     return {k: v for k, v in out.items() if v is not None and v != []}
+
+
+def _losses_total(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A scheme's phase_losses summed over its seeds, with the share of
+    packets sent that were retransmissions, and each run's figures."""
+    total: dict[str, Any] = {k: sum(r[k] for r in runs) for k in runs[0]}
+    total["resent_fraction"] = round(total["retransmits"] / max(1, total["tx_pkts"]), 4)
+    total["runs"] = runs
+    return total
 
 
 def plot(run_dir: Path) -> list[Path]:

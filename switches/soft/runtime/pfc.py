@@ -94,9 +94,9 @@ class PfcIngress:
 
     ``xoff``: held packets at which the ingress pauses its class upstream;
     ``xon``: held packets at or below which it ends the pause. A pause still
-    on is asked for again (``refresh``) when a packet of that ingress and
-    class arrives ``refresh_us(port)`` or more after the last request: the
-    hop before then was no longer paused (its timer ran out)."""
+    on is asked for again when a packet of that ingress and class arrives
+    half a largest timer or more (on the ingress link's rate) after the last
+    request: the hop before then was no longer paused (its timer ran out)."""
 
     xoff: int
     xon: int
@@ -111,9 +111,10 @@ class PfcIngress:
                              f"(got xoff {self.xoff}, xon {self.xon})")
 
     def held_one(self, ingress: int, cls: int, now_us: float,
-                 refresh_us: float) -> int | None:
+                 ingress_bps: float) -> int | None:
         """A packet of (ingress, cls) is held; the quanta to send to ingress
-        (MAX_QUANTA: pause), or None."""
+        (MAX_QUANTA: pause), or None. ``ingress_bps``: the ingress link's
+        rate (0: unknown, a pause is then never asked for again)."""
         key = (ingress, cls)
         n = self.held.get(key, 0) + 1
         self.held[key] = n
@@ -121,7 +122,7 @@ class PfcIngress:
         if at is None:
             if n < self.xoff:
                 return None
-        elif now_us - at < refresh_us:
+        elif ingress_bps <= 0 or now_us - at < pause_us(MAX_QUANTA, ingress_bps) / 2:
             return None
         self.paused_at[key] = now_us
         self.xoff_sent[ingress] = self.xoff_sent.get(ingress, 0) + 1

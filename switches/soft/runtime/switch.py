@@ -178,8 +178,6 @@ class SoftSwitch:
         # set during forward(): where a packet that passes through the idle
         # traffic manager leaves egress
         self._direct_out: list[tuple[int, bytes]] | None = None
-        # PFC (set_pfc): frames the MAC consumed, per port
-        self.pfc_rx: Counter[int] = Counter()
 
         self._install_program(program_module)
 
@@ -387,7 +385,6 @@ class SoftSwitch:
         self.tm.set_pfc(xoff, xon)
 
     def _pause_received(self, port: int, data: bytes) -> None:
-        self.pfc_rx[port] += 1
         try:
             quanta = parse_pause(data)
         except PauseFormatError as e:
@@ -498,7 +495,8 @@ class SoftSwitch:
                                        sorted(self.rx_behind_clock_max_us.items())},
             "queued": self.tm.total,
             **({"pfc": {**self.tm.pfc.stats(),
-                        "rx": {str(p): n for p, n in sorted(self.pfc_rx.items())}}}
+                        "rx": {str(n): p.pauses_rx for n, p in sorted(self.tm.ports.items())
+                               if p.pauses_rx}}}
                if self.tm.pfc is not None else {}),
             "queues": self.tm.stats(),
         }

@@ -54,7 +54,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from switches.soft.runtime.pfc import MAX_QUANTA, PfcIngress, pause_us
+from switches.soft.runtime.pfc import PfcIngress, pause_us
 
 DEFAULT_DEPTH = 64
 DRR_QUANTUM_BYTES = 1500
@@ -277,9 +277,7 @@ class TrafficManager:
         now = int(self.now_us())
         q.items.append((obj, length, now, n, self._seq, ingress))
         if self.pfc is not None and ingress >= 0:
-            bps = self._line_bps(ingress)
-            refresh = pause_us(MAX_QUANTA, bps) / 2 if bps > 0 else float("inf")
-            quanta = self.pfc.held_one(ingress, prio, now, refresh)
+            quanta = self.pfc.held_one(ingress, prio, now, self._line_bps(ingress))
             if quanta is not None:
                 self.pfc_out.append((ingress, prio, quanta))
         q.enqueued += 1
