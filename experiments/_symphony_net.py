@@ -54,7 +54,8 @@ class SymphonyNetwork:
     # by one ingress is fully marked before it pauses (ECN acts first, as
     # the paper intends), and two ingress ports at XOFF plus what their
     # senders still have in flight fit the 256-packet queue; XON is XOFF less
-    # two full frames. Off by default: the lossy fabric of the results so far.
+    # two full frames. Off here (symphony-two-flows: the prototype's one
+    # port); on for the ring experiments (SymphonyRing).
     pfc: bool = False
     pfc_xoff_kb: float = 110.0
     pfc_xon_kb: float = 108.0
@@ -143,7 +144,11 @@ class SymphonyRing(SymphonyNetwork):
     rto_us: float | None = 1000.0
     leaves: int = 2
     spines: int = 2
-    hosts_per_leaf: int = 4
+    # 2 hosts per leaf over 2 spines keeps the fabric 1:1, as the paper's
+    # (one spine group, no oversubscription up to 128 nodes): with 4 per
+    # leaf every leaf's uplinks would carry twice their rate, and no ring
+    # could run at the line rate its theoretical CCT assumes
+    hosts_per_leaf: int = 2
     channels: int = 2                # parallel rings per job
     chunk_kb: int = 1024             # per rank per step (paper: 8 MB)
     iterations: int = 3              # collectives per job and phase
@@ -155,6 +160,11 @@ class SymphonyRing(SymphonyNetwork):
     # runs, one with a 256 KiB warm-up) against 51-56 ms on CPython (two runs,
     # load average about 5 from the run itself).
     backend: str = "python"
+    # The paper's simulations follow HPCC's RDMA configuration, a lossless
+    # fabric; steps long enough for DCQCN to act (1 MiB: ~3 of its periods)
+    # overflow lossy queues, and a retransmission timeout then outweighs
+    # anything Symphony changes (experiments/README.md, "symphony-ring")
+    pfc: bool = True
     # One untracked AllReduce of this chunk first, outside the verdict: the
     # ranks' and switches' first packets (and a PyPy JIT's first
     # compilations) fall in it (0: none).

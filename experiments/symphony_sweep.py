@@ -76,7 +76,7 @@ class Params(SymphonyRing):
 
     @classmethod
     def quick(cls) -> Params:
-        return cls(values="0.001,0.1", hosts_per_leaf=2, chunk_kb=256, iterations=2, seeds=1)
+        return cls(values="0.001,0.1", chunk_kb=256, iterations=2, seeds=1, pfc=False)
 
     def __post_init__(self) -> None:
         if self.sweep not in SWEEPS:

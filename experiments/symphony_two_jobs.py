@@ -78,6 +78,9 @@ CLAIMS = tuple(
 class Params(SymphonyRing):
     JOBS_PER_FABRIC = 2              # half of every leaf's hosts each
 
+    # each leaf's hosts offer twice what its uplinks carry: the bottleneck
+    # the two jobs share
+    hosts_per_leaf: int = 4
     chunk_kb: int = 512              # per rank per step (paper: 8 MB)
     offset: float = 0.25             # job B's start, in job A's line-rate durations
 
@@ -85,7 +88,7 @@ class Params(SymphonyRing):
     def quick(cls) -> Params:
         # 4 hosts, 2 ranks per job, one spine: each leaf's two hosts share its
         # one uplink (the bottleneck both jobs compete for)
-        return cls(hosts_per_leaf=2, spines=1, chunk_kb=256, iterations=3, seeds=1)
+        return cls(hosts_per_leaf=2, spines=1, chunk_kb=256, iterations=3, seeds=1, pfc=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -85,7 +85,8 @@ def test_symphony_ring_on_rxe_ranks_tags_each_step_and_is_bit_exact(tmp_path: Pa
     iterations, ranks = 2, 4
     summary = run_on_rxe_hosts("symphony-ring", run, "hosts_per_leaf=2", "chunk_kb=16",
                                f"iterations={iterations}", "seeds=1",
-                               "schemes=baseline,symphony", "warmup_kb=0", pcap=True)
+                               "schemes=baseline,symphony", "warmup_kb=0", "pfc=false",
+                               pcap=True)
     assert summary["bit_exact"] is True
     # rxe sends from any CPU: the runner's receive steering keeps every link in order
     assert summary["fidelity"]["checks"]["switch_ingress_order"]["value"] == 0
