@@ -1343,6 +1343,8 @@ class Agent:
                 self._pause = HostPause(_ifname_of(self.spec.ip), self.scale.line_rate_bps)
             except PauseError as e:
                 raise AgentError(f"host {self.spec.host}: {e}") from e
+            # a pause frame (an XON) wakes the agent, as it reaches a NIC at once
+            self.provider.watch(self._pause)
         return self._pause
 
     def _host_shaper(self) -> Any:

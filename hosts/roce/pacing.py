@@ -173,11 +173,10 @@ class Pacer:
             raise ValueError("a shaped pacer runs ahead: it needs ahead_bytes")
         self.line_bps = float(line_bps) if line_bps else float("inf")
         # PFC (hosts/roce/pfc.py): while the host's link is paused no packet
-        # is released; a paused sender looks again every full-size packet
-        # time at the line rate (an XON does not wake it).
+        # is released. The agent wakes when a pause frame arrives (an XON)
+        # or at the pause's end; a packet the pause held is due from then.
         self.pause = pause
-        self._pause_recheck_ns = (round(DEFAULT_BURST_BYTES * 8e9 / self.line_bps)
-                                  if pause is not None and self.line_bps < float("inf") else 0)
+        self._held = False
         self.ahead_bytes = int(ahead_bytes)
         self.shaped = shaped
         self.skb_priority = shaped.skb_priority if shaped is not None else 0
@@ -279,13 +278,18 @@ class Pacer:
         if self.pause is not None:
             until = self.pause.until_ns(now_ns)
             if until > now_ns:
-                # The packet is asked about afresh once the pause ends, so
-                # the pause does not count as the sender being late.
+                # The pause is not lateness: the packet is due once it ends.
                 self._ask = None
                 self._due = None
-                self.exact = False
-                return min(until, now_ns + self._pause_recheck_ns) if self._pause_recheck_ns \
-                    else until
+                self._held = True
+                self.exact = True
+                return until
+            if self._held:
+                # It ended at `until` (an XON's arrival, or its timer): a
+                # sender that resumes later than that is late, as a NIC is not.
+                self._held = False
+                self._ask = float(max(until, 0))
+                self._ask_bytes = nbytes
         if self._ask is None:
             self._ask = float(now_ns)
             self._ask_bytes = nbytes

@@ -10,6 +10,14 @@ packet, and a paused sender waits. What a sender already handed to the
 kernel (at most the pacer's bucket, or its run-ahead in a host qdisc) still
 leaves: that is the headroom the switch's thresholds must leave.
 
+A pause takes effect from the frame's kernel receive time
+(``SO_TIMESTAMPNS``), not from when the agent read it: a pause timer runs
+from its frame's arrival, and an XON ends the pause when it arrived. The
+agent's wait ends when a pause frame comes (the udp provider watches this
+socket, :meth:`HostPause.drain`), so an XON releases the senders at once; a
+sender that still resumes late (its agent waiting for a CPU) is late from
+the pause's end in the fidelity verdict (hosts/roce/pacing.py).
+
 The host has one traffic class: a pause of any class stops all of it.
 Timers are in quanta of 512 bit times at the host's line rate, which the
 testbed's slowdown already dilates like every other time.
@@ -21,6 +29,7 @@ import socket
 import time
 from typing import Any
 
+from hosts.roce.sockets import SO_TIMESTAMPNS, TIMESTAMP_CMSG_SPACE, kernel_time_ns
 from switches.soft.runtime.pfc import (
     ETH_P_PAUSE,
     QUANTUM_BITS,
@@ -29,6 +38,11 @@ from switches.soft.runtime.pfc import (
 )
 
 _RECV_BYTES = 128
+
+
+def _realtime_offset_ns() -> int:
+    """CLOCK_REALTIME less CLOCK_MONOTONIC, now (kernel stamps are realtime)."""
+    return time.time_ns() - time.monotonic_ns()
 
 
 class PauseError(RuntimeError):
@@ -52,6 +66,10 @@ class HostPause:
             except OSError as e:
                 raise PauseError(f"cannot watch {ifname} for PFC pause frames: {e}") from e
         sock.setblocking(False)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        except OSError:
+            pass        # (a test's stand-in socket) frames then take effect when read
         self._sock = sock
         self.until = 0                 # CLOCK_MONOTONIC ns
         self.frames = 0                # pause frames read (XOFF and XON)
@@ -63,21 +81,28 @@ class HostPause:
     def fileno(self) -> int:
         return int(self._sock.fileno())
 
+    def drain(self) -> None:
+        """Take the pause frames that arrived (the agent's wait ended on them)."""
+        self.until_ns(time.monotonic_ns())
+
     def until_ns(self, now_ns: int) -> int:
         """Read the pause frames that arrived; the time the host may send
         again (<= now_ns: not paused)."""
         while True:
             try:
-                frame = self._sock.recv(_RECV_BYTES)
+                frame, anc, _flags, _addr = self._sock.recvmsg(_RECV_BYTES, TIMESTAMP_CMSG_SPACE)
             except (BlockingIOError, InterruptedError):
                 break
-            self._take(frame, now_ns)
+            rx = kernel_time_ns(anc)
+            # its arrival on the monotonic clock (never after now)
+            at = now_ns if rx is None else min(now_ns, rx - _realtime_offset_ns())
+            self._take(frame, at)
         if self._since is not None and self.until <= now_ns:
             self.paused_ns += max(self.until, self._since) - self._since
             self._since = None
         return self.until
 
-    def _take(self, frame: bytes, now_ns: int) -> None:
+    def _take(self, frame: bytes, at_ns: int) -> None:
         try:
             quanta = parse_pause(frame)
         except PauseFormatError:
@@ -90,11 +115,11 @@ class HostPause:
         if q:
             self.xoffs += 1
             if self._since is None:
-                self._since = now_ns
+                self._since = at_ns
         elif self._since is not None:
-            self.paused_ns += now_ns - self._since
+            self.paused_ns += max(0, at_ns - self._since)
             self._since = None
-        self.until = now_ns + round(q * self.ns_per_quantum)
+        self.until = at_ns + round(q * self.ns_per_quantum)
 
     def report(self) -> dict[str, Any]:
         now = time.monotonic_ns()

@@ -26,6 +26,7 @@ import socket
 import struct
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from hosts.roce.constants import ECN_ECT0, ECN_MASK, ROCE_UDP_PORT
 from hosts.roce.provider import MAX_WAKE_LEAD_NS, Datagram
@@ -100,6 +101,9 @@ class UdpProvider:
         self.wake_lead_ns = INITIAL_WAKE_LEAD_NS
         # how long the oldest frame of each batch read had waited (fidelity)
         self.receive_lag = ReceiveLag()
+        # other sockets whose frames end a wait (watch): they are drained on it
+        self._watched: list[Any] = []
+        self._wait_on: tuple[Any, ...] = ()
         try:
             rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
         except PermissionError as e:
@@ -123,6 +127,7 @@ class UdpProvider:
             raise
         self._port_holder = udp     # keeps the port taken (no ICMP unreachable)
         self._rx = rx
+        self._wait_on = (rx,)
         self._tx: dict[int, socket.socket] = {}
         self._tx_prio: dict[tuple[int, int], socket.socket] = {}   # (sport, priority)
         self._refs: dict[int, int] = {}
@@ -229,6 +234,19 @@ class UdpProvider:
                 break
         return out
 
+    def watch(self, source: Any) -> None:
+        """End every wait also when ``source`` (``fileno()`` and ``drain()``,
+        e.g. a host's PFC pause socket, hosts/roce/pfc.py) has frames; the
+        wait drains it, so a frame nobody asks for does not end the next one."""
+        self._watched.append(source)
+        self._wait_on = (self._rx, *self._watched)
+
+    def _woken(self, ready: list[Any]) -> bool:
+        for s in ready:
+            if s is not self._rx:
+                s.drain()
+        return bool(ready)
+
     def wait(self, deadline_ns: int | None, exact: bool = True) -> None:
         """Block until a datagram arrives or ``deadline_ns``. For an ``exact``
         deadline (a paced send) a timed sleep ends ``wake_lead_ns`` early and
@@ -239,26 +257,26 @@ class UdpProvider:
         few µs of polling each. Any other deadline (ACK, retransmission and
         DCQCN timers, milliseconds once scaled) is a plain sleep: polling for
         those took a tenth of a receiver's CPU."""
-        rx = self._rx
+        on = self._wait_on
         try:
             if deadline_ns is None:
-                select.select((rx,), (), (), None)
+                self._woken(select.select(on, (), (), None)[0])
                 return
             now = time.monotonic_ns()
             remaining = deadline_ns - now
             if remaining <= 0:
                 return
             if not exact:
-                select.select((rx,), (), (), remaining / 1e9)
+                self._woken(select.select(on, (), (), remaining / 1e9)[0])
                 return
             lead = self.wake_lead_ns
             if remaining > lead:
                 sleep_ns = remaining - lead
-                if select.select((rx,), (), (), sleep_ns / 1e9)[0]:
+                if self._woken(select.select(on, (), (), sleep_ns / 1e9)[0]):
                     return
                 self._track_overshoot(time.monotonic_ns() - now - sleep_ns)
             while time.monotonic_ns() < deadline_ns:
-                if select.select((rx,), (), (), 0)[0]:
+                if self._woken(select.select(on, (), (), 0)[0]):
                     return
         except InterruptedError:
             pass

@@ -16,17 +16,36 @@ SRC = bytes.fromhex("020000000099")
 LINE = 8_000_000          # 8 Mb/s: a quantum is 64 us
 
 
+class _Unstamped:
+    """The host's end without kernel receive times: a frame takes effect when
+    read, so the tests' own clocks hold."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def setsockopt(self, *_args: object) -> None:
+        raise OSError("no timestamps here")
+
+    def recvmsg(self, size: int, _anc: int) -> tuple[bytes, list, int, object]:
+        return self._sock.recv(size), [], 0, None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._sock, name)
+
+
 class _Wire:
     """A socketpair standing in for the AF_PACKET socket: what the switch sends."""
 
     def __init__(self) -> None:
-        self.switch, self.host = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.switch, self.stamped = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.host = _Unstamped(self.stamped)
 
     def send(self, frame: bytes) -> None:
         self.switch.send(frame)
 
     def close(self) -> None:
         self.switch.close()
+        self.stamped.close()
 
 
 @pytest.fixture
@@ -63,14 +82,80 @@ def test_a_paused_pacer_waits_and_the_pause_is_not_lateness(wire: _Wire) -> None
         pacer.on_sent(1082, 0)
         wire.send(pfc_frame(SRC, {0: MAX_QUANTA}))
         t = pacer.next_send_ns(1082, 10_000)
-        # paused until an XON: it looks again a full-size packet time later
-        assert t == 10_000 + round(DEFAULT_BURST_BYTES * 8e9 / LINE)
-        assert pacer.next_send_ns(1082, t) > t                  # still paused
+        # paused until its timer ends (an XON would wake the agent sooner)
+        assert t == 10_000 + round(MAX_QUANTA * 512 * 1e9 / LINE) and pacer.exact
+        assert pacer.next_send_ns(1082, 20_000) == t                # still paused
         wire.send(pfc_frame(SRC, {0: 0}))
         resume = 50_000_000
         assert pacer.next_send_ns(1082, resume) == resume       # the bucket refilled meanwhile
         pacer.on_sent(1082, resume)
         assert pacer.lateness.late_sends == 0
+    finally:
+        hp.close()
+
+
+def test_a_sender_resuming_long_after_the_pause_ended_is_late(wire: _Wire) -> None:
+    """A NIC resumes when the XON arrives (or the pause's timer ends): a
+    sender that sends its held packet much later has idled the link."""
+    hp = HostPause("h1-eth0", LINE, sock=wire.host)
+    pacer = Pacer(rate_bps=LINE, burst_bytes=1100, now_ns=0, line_bps=LINE, pause=hp)
+    packet_ns = round(DEFAULT_BURST_BYTES * 8e9 / LINE)
+    try:
+        wire.send(pfc_frame(SRC, {0: 10}))                     # 640 us at 8 Mb/s
+        end = pacer.next_send_ns(1082, 1_000)
+        assert end == 1_000 + 640_000
+        # the agent got the CPU five packet times after the pause's end
+        late_at = end + 5 * packet_ns
+        assert pacer.next_send_ns(1082, late_at) == end        # due since the pause ended
+        pacer.on_sent(1082, late_at)
+        assert pacer.lateness.late_sends == 1
+        assert pacer.lateness.last_s == pytest.approx(5 * packet_ns / 1e9)
+        # the next packet is paced as usual from there: not late
+        nxt = pacer.next_send_ns(1082, late_at)
+        pacer.on_sent(1082, nxt)
+        assert pacer.lateness.late_sends == 1
+    finally:
+        hp.close()
+
+
+def test_a_pause_frame_ends_the_providers_wait_and_is_drained(wire: _Wire) -> None:
+    """The udp provider watches the pause socket: an XON wakes a paused agent
+    at once, and the frame is read on that wake-up, not left to end the
+    next wait too."""
+    import time
+
+    from hosts.roce.udp_provider import UdpProvider
+
+    hp = HostPause("h1-eth0", LINE, sock=wire.host)
+    prov = UdpProvider("127.0.0.1", port=0)
+    prov.watch(hp)
+    try:
+        wire.send(pfc_frame(SRC, {0: MAX_QUANTA}))
+        t0 = time.monotonic_ns()
+        prov.wait(t0 + 2_000_000_000, exact=False)
+        assert time.monotonic_ns() - t0 < 1_000_000_000        # woken by the frame
+        assert hp.frames == 1 and hp.until_ns(time.monotonic_ns()) > t0
+        t1 = time.monotonic_ns()
+        prov.wait(t1 + 50_000_000, exact=False)                 # nothing new: sleeps it out
+        assert time.monotonic_ns() - t1 >= 45_000_000
+    finally:
+        prov.close()
+        hp.close()
+
+
+def test_a_pause_runs_from_its_frames_arrival_not_from_its_reading(wire: _Wire) -> None:
+    """The pause timer starts when the frame reached the host (its kernel
+    receive time), however late the agent reads it."""
+    import time
+
+    hp = HostPause("h1-eth0", LINE, sock=wire.stamped)
+    try:
+        sent = time.monotonic_ns()
+        wire.send(pfc_frame(SRC, {0: 1000}))                   # 64 ms at 8 Mb/s
+        time.sleep(0.03)
+        now = time.monotonic_ns()
+        until = hp.until_ns(now)
+        assert sent <= until - 64_000_000 <= sent + 10_000_000 < now
     finally:
         hp.close()
 
