@@ -491,6 +491,18 @@ def test_rxe_hosts_run_a_plan_without_the_runners_host_qdisc() -> None:
     assert plan_for_hosts(fabric, "rxe") is fabric   # rxe hosts on a leaf-spine: each on its leaf
 
 
+def test_a_plan_whose_hosts_obey_pfc_is_refused_on_rxe_hosts_before_the_network() -> None:
+    """symphony-ring's full profile runs the lossless fabric: rxe hosts would
+    not stop at a pause, so the run is refused up front, saying what to do."""
+    from experiments import symphony_ring
+    from testbed.runner import RunError, plan_for_hosts
+
+    lossless = symphony_ring.plan(symphony_ring.Params(seeds=1, schemes="baseline"))
+    assert plan_for_hosts(lossless, "udp") is lossless
+    with pytest.raises(RunError, match="pfc=false"):
+        plan_for_hosts(lossless, "rxe")
+
+
 class _LocalNode:
     """A stand-in Mininet node whose popen runs in this namespace."""
 
