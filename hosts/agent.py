@@ -1340,7 +1340,8 @@ class Agent:
             from hosts.roce.pfc import HostPause, PauseError
 
             try:
-                self._pause = HostPause(_ifname_of(self.spec.ip), self.scale.line_rate_bps)
+                self._pause = HostPause(_ifname_of(self.spec.ip), self.scale.line_rate_bps,
+                                        receive_lag=self.provider.receive_lag)
             except PauseError as e:
                 raise AgentError(f"host {self.spec.host}: {e}") from e
             # a pause frame (an XON) wakes the agent, as it reaches a NIC at once

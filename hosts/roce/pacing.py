@@ -174,9 +174,9 @@ class Pacer:
         self.line_bps = float(line_bps) if line_bps else float("inf")
         # PFC (hosts/roce/pfc.py): while the host's link is paused no packet
         # is released. The agent wakes when a pause frame arrives (an XON)
-        # or at the pause's end; a packet the pause held is due from then.
+        # or at the pause's end; how late it read the frame is its receive
+        # lag (HostPause), not this sender's lateness.
         self.pause = pause
-        self._held = False
         self.ahead_bytes = int(ahead_bytes)
         self.shaped = shaped
         self.skb_priority = shaped.skb_priority if shaped is not None else 0
@@ -278,18 +278,12 @@ class Pacer:
         if self.pause is not None:
             until = self.pause.until_ns(now_ns)
             if until > now_ns:
-                # The pause is not lateness: the packet is due once it ends.
+                # The pause is not lateness: the packet is asked about afresh
+                # once it ends (an XON's arrival wakes the agent).
                 self._ask = None
                 self._due = None
-                self._held = True
                 self.exact = True
                 return until
-            if self._held:
-                # It ended at `until` (an XON's arrival, or its timer): a
-                # sender that resumes later than that is late, as a NIC is not.
-                self._held = False
-                self._ask = float(max(until, 0))
-                self._ask_bytes = nbytes
         if self._ask is None:
             self._ask = float(now_ns)
             self._ask_bytes = nbytes

@@ -14,9 +14,11 @@ A pause takes effect from the frame's kernel receive time
 (``SO_TIMESTAMPNS``), not from when the agent read it: a pause timer runs
 from its frame's arrival, and an XON ends the pause when it arrived. The
 agent's wait ends when a pause frame comes (the udp provider watches this
-socket, :meth:`HostPause.drain`), so an XON releases the senders at once; a
-sender that still resumes late (its agent waiting for a CPU) is late from
-the pause's end in the fidelity verdict (hosts/roce/pacing.py).
+socket, :meth:`HostPause.drain`), so an XON releases the senders at once.
+How long each pause frame waited before the agent read it goes into the
+agent's receive lag (hosts/roce/receive_lag.py): an agent that reads an XON
+late (waiting for a CPU) resumes late, and the fidelity verdict's
+``host_receive_lag`` sees it as it sees a late ACK or CNP.
 
 The host has one traffic class: a pause of any class stops all of it.
 Timers are in quanta of 512 bit times at the host's line rate, which the
@@ -29,6 +31,7 @@ import socket
 import time
 from typing import Any
 
+from hosts.roce.receive_lag import ReceiveLag
 from hosts.roce.sockets import SO_TIMESTAMPNS, TIMESTAMP_CMSG_SPACE, kernel_time_ns
 from switches.soft.runtime.pfc import (
     ETH_P_PAUSE,
@@ -53,7 +56,8 @@ class HostPause:
     """Until when the host's link is paused, from the pause frames that
     reached ``ifname`` (read on an AF_PACKET socket for MAC control)."""
 
-    def __init__(self, ifname: str, line_bps: float, sock: Any = None) -> None:
+    def __init__(self, ifname: str, line_bps: float, sock: Any = None,
+                 receive_lag: ReceiveLag | None = None) -> None:
         if not line_bps > 0:
             raise ValueError("a paused link needs a positive line rate")
         self.ifname = ifname
@@ -71,6 +75,7 @@ class HostPause:
         except OSError:
             pass        # (a test's stand-in socket) frames then take effect when read
         self._sock = sock
+        self.receive_lag = receive_lag
         self.until = 0                 # CLOCK_MONOTONIC ns
         self.frames = 0                # pause frames read (XOFF and XON)
         self.xoffs = 0
@@ -96,6 +101,8 @@ class HostPause:
             rx = kernel_time_ns(anc)
             # its arrival on the monotonic clock (never after now)
             at = now_ns if rx is None else min(now_ns, rx - _realtime_offset_ns())
+            if rx is not None and self.receive_lag is not None:
+                self.receive_lag.record(now_ns - at, now_ns)
             self._take(frame, at)
         if self._since is not None and self.until <= now_ns:
             self.paused_ns += max(self.until, self._since) - self._since

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from hosts.roce.pacing import DEFAULT_BURST_BYTES, Pacer
+from hosts.roce.pacing import Pacer
 from hosts.roce.pfc import HostPause, PauseError
 from switches.soft.runtime.pfc import MAX_QUANTA, pfc_frame
 
@@ -94,26 +94,27 @@ def test_a_paused_pacer_waits_and_the_pause_is_not_lateness(wire: _Wire) -> None
         hp.close()
 
 
-def test_a_sender_resuming_long_after_the_pause_ended_is_late(wire: _Wire) -> None:
-    """A NIC resumes when the XON arrives (or the pause's timer ends): a
-    sender that sends its held packet much later has idled the link."""
-    hp = HostPause("h1-eth0", LINE, sock=wire.host)
-    pacer = Pacer(rate_bps=LINE, burst_bytes=1100, now_ns=0, line_bps=LINE, pause=hp)
-    packet_ns = round(DEFAULT_BURST_BYTES * 8e9 / LINE)
+def test_a_pause_frame_read_late_counts_in_the_agents_receive_lag(wire: _Wire) -> None:
+    """A NIC resumes when the XON arrives; an agent that reads it late (waiting
+    for a CPU) resumes late: the frame's wait counts in the receive lag the
+    fidelity verdict judges, as a late-read ACK or CNP does."""
+    import time
+
+    from hosts.roce.receive_lag import ReceiveLag
+
+    lag = ReceiveLag()
+    lag.reset(time.monotonic_ns(), 10_000_000)             # behind after 10 ms
+    hp = HostPause("h1-eth0", LINE, sock=wire.stamped, receive_lag=lag)
     try:
-        wire.send(pfc_frame(SRC, {0: 10}))                     # 640 us at 8 Mb/s
-        end = pacer.next_send_ns(1082, 1_000)
-        assert end == 1_000 + 640_000
-        # the agent got the CPU five packet times after the pause's end
-        late_at = end + 5 * packet_ns
-        assert pacer.next_send_ns(1082, late_at) == end        # due since the pause ended
-        pacer.on_sent(1082, late_at)
-        assert pacer.lateness.late_sends == 1
-        assert pacer.lateness.last_s == pytest.approx(5 * packet_ns / 1e9)
-        # the next packet is paced as usual from there: not late
-        nxt = pacer.next_send_ns(1082, late_at)
-        pacer.on_sent(1082, nxt)
-        assert pacer.lateness.late_sends == 1
+        wire.send(pfc_frame(SRC, {0: MAX_QUANTA}))
+        hp.until_ns(time.monotonic_ns())                       # read at once: not behind
+        wire.send(pfc_frame(SRC, {0: 0}))                      # the XON waits 40 ms
+        time.sleep(0.04)
+        now = time.monotonic_ns()
+        assert hp.until_ns(now) <= now - 35_000_000           # the pause ended on arrival
+        d = lag.as_dict(now)
+        assert d["batches"] == 2 and 35_000_000 <= d["max_ns"] < 1_000_000_000
+        assert 25_000_000 <= d["behind_ns"] <= 35_000_000     # 40 ms old, 10 allowed
     finally:
         hp.close()
 
