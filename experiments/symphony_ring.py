@@ -176,7 +176,7 @@ class Params(SymphonyRing):
     def quick(cls) -> Params:
         # the lossy fabric: 256 KiB steps, shorter than a DCQCN period, seldom
         # fill a queue; a smoke run of every scheme, and it runs on rxe hosts
-        return cls(chunk_kb=256, iterations=2, seeds=1, pfc=False)
+        return cls(link_mbps=4.0, chunk_kb=256, iterations=2, seeds=1, pfc=False)
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:

@@ -76,7 +76,8 @@ class Params(SymphonyRing):
 
     @classmethod
     def quick(cls) -> Params:
-        return cls(values="0.001,0.1", chunk_kb=256, iterations=2, seeds=1, pfc=False)
+        return cls(values="0.001,0.1", link_mbps=4.0, chunk_kb=256, iterations=2, seeds=1,
+                   pfc=False)
 
     def __post_init__(self) -> None:
         if self.sweep not in SWEEPS:

@@ -88,7 +88,8 @@ class Params(SymphonyRing):
     def quick(cls) -> Params:
         # 4 hosts, 2 ranks per job, one spine: each leaf's two hosts share its
         # one uplink (the bottleneck both jobs compete for)
-        return cls(hosts_per_leaf=2, spines=1, chunk_kb=256, iterations=3, seeds=1, pfc=False)
+        return cls(link_mbps=4.0, hosts_per_leaf=2, spines=1, chunk_kb=256, iterations=3,
+                   seeds=1, pfc=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -39,9 +39,17 @@ def test_plan_is_a_fabric_with_the_papers_parameters() -> None:
     two = exp.plan(exp.Params(hosts_per_leaf=2, seeds=1, schemes="baseline,symphony"))
     assert [ph.name for ph in two.phases] == ["warmup", "baseline-s0", "symphony-s0"]
     assert two.topology.priority_queues == 1
-    imb = exp.plan(exp.Params(variant="imbalance", hosts_per_leaf=2, seeds=2))
+    imb = exp.plan(exp.Params(variant="imbalance", seeds=2))
     assert imb.topology.fabric is not None and not imb.topology.fabric.ecmp
-    assert imb.topology.switch_commands == {"leaf1": ("set_port_rate_bps 3539823 3",)}
+    # the full profile's 3 Mb/s links, leaf1's uplink to spine1 at 1 / 1.13 of that
+    assert imb.topology.switch_commands == {"leaf1": ("set_port_rate_bps 2654867 3",)}
+    # the full profile: the paper's 1:1 fabric (4 ranks over 2 spines) and
+    # its lossless RDMA configuration; the quick one is lossy and faster
+    full, quick = exp.Params(), exp.Params.quick()
+    assert (full.ranks, full.spines, full.pfc, full.chunk_kb) == (4, 2, True, 1024)
+    assert (quick.ranks, quick.pfc, quick.link_mbps) == (4, False, 4.0)
+    assert any(c.startswith("set_pfc ") for c in exp.plan(full).network_commands())
+    assert not any(c.startswith("set_pfc ") for c in plan.network_commands())
     bases = {ph.jobs["h1"].collective.step_base for ph in imb.phases}   # type: ignore[union-attr]
     assert len(bases) == 2                            # each seed: other step tags
 

@@ -29,7 +29,7 @@ def test_k_points_share_one_baseline_and_set_their_own_k() -> None:
 
 
 def test_imbalance_and_chunk_points() -> None:
-    p = exp.Params(sweep="imbalance", values="1.25,1.6", seeds=1, hosts_per_leaf=2)
+    p = exp.Params(sweep="imbalance", values="1.25,1.6", seeds=1, link_mbps=4.0)
     plan = exp.plan(p)
     assert plan.topology.fabric is not None and not plan.topology.fabric.ecmp
     rates = {ph.name: ph.switch_commands["leaf1"] for ph in plan.phases if not ph.warmup}
