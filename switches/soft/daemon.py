@@ -84,7 +84,6 @@ if TYPE_CHECKING:  # (needs the optional p4runtime packages at run time)
 
 log = logging.getLogger("softswitch")
 
-sched_yield = getattr(os, "sched_yield", lambda: None)
 RECV_BATCH = 64
 IDLE_POLL_MS = 500
 FINE_WAIT_US = 2000
@@ -332,12 +331,6 @@ class SwitchDaemon:
                         break
                     rounds += 1
                     self._replay(readable)
-                    # At SCHED_FIFO (Topology.realtime_switches) a switch runs
-                    # until it blocks, and a fabric's switches share one
-                    # priority: one working through a backlog would hold its
-                    # CPU while another's frames wait in the kernel. Each
-                    # round gives the others their turn.
-                    sched_yield()
                 checked = now_us()
                 readable = [by_fd[fd] for fd, ev in poller.poll(0)
                             if fd in by_fd and ev == select.POLLIN]

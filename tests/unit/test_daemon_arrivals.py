@@ -3,8 +3,6 @@ port's link could have carried them (what a NIC never sends)."""
 
 from __future__ import annotations
 
-import threading
-
 import test_runtime_support as prog
 from test_runtime_support import FakeClock, l2_frame
 
@@ -141,65 +139,3 @@ def test_the_timeline_sample_agrees_with_the_full_statistics() -> None:
         assert sample["lag_us"] == full["lag_us"] and sample["kernel_drops"] == 0
     finally:
         d.close()
-
-
-class _SocketPort:
-    """A port whose frames wait in a datagram socket (a real descriptor for
-    the data path's poll), read without kernel receive times."""
-
-    def __init__(self, number: int) -> None:
-        import socket
-
-        self.number, self.ifname = number, f"test{number}"
-        self.wire, self.sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.setblocking(False)
-
-    def fileno(self) -> int:
-        return self.sock.fileno()
-
-    def recv_stamped(self, limit: int) -> list[tuple[int, bytes]]:
-        got: list[tuple[int, bytes]] = []
-        while len(got) < limit:
-            try:
-                got.append((0, self.sock.recv(2048)))
-            except BlockingIOError:
-                break
-        return got
-
-    def close(self) -> None:
-        self.wire.close()
-        self.sock.close()
-
-
-def test_a_switch_reading_a_backlog_gives_up_its_cpu_between_rounds(monkeypatch) -> None:
-    """A fabric's switches share one SCHED_FIFO priority, where a process runs
-    until it blocks: a switch working through a backlog must yield after
-    each round of reads, or the other switches' frames wait in the kernel
-    for as long as its backlog lasts."""
-    from switches.soft import daemon as daemon_mod
-
-    sw = SoftSwitch(prog, now_us=FakeClock())
-    port = _SocketPort(1)
-    d = SwitchDaemon(sw, [port])  # type: ignore[list-item]
-    forwarded: list[int] = []
-    events: list[str] = []
-    monkeypatch.setattr(sw, "forward", lambda number, frame: forwarded.append(number) or [])
-
-    def yielded() -> None:
-        events.append(f"yield after {len(forwarded)}")
-        if len(forwarded) >= 3 * daemon_mod.RECV_BATCH:
-            d._stop.set()
-
-    monkeypatch.setattr(daemon_mod, "sched_yield", yielded)
-    try:
-        for _ in range(3 * daemon_mod.RECV_BATCH):
-            port.wire.send(FRAME)
-        guard = threading.Timer(5.0, d._stop.set)   # a switch that never yields
-        guard.start()
-        d.run()
-        guard.cancel()
-        batch = daemon_mod.RECV_BATCH
-        assert events == [f"yield after {n * batch}" for n in (1, 2, 3)]
-    finally:
-        d.close()
-        port.close()
