@@ -140,10 +140,9 @@ class SymphonyRing(SymphonyNetwork):
 
     # Every switch port and host NIC (slowdown 3333). The runs' switches and
     # agents all run at real-time priority; at 4 Mb/s the full profile kept
-    # the machine 71-85% busy and at times needed more than both CPUs, and
-    # then the kernel's real-time throttling stopped every switch for up to
-    # 50 ms (experiments/README.md, "symphony-ring"). The quick profiles'
-    # shorter steps run at 4.
+    # the machine 71-85% busy and 3-7 of its 12 phases had a switch lagging
+    # past 50 ms; at 3 none passed 38 ms (experiments/README.md,
+    # "symphony-ring"). The quick profiles' shorter steps run at 4.
     link_mbps: float = 3.0
     # above three full queues (see SymphonyNetwork.rto_us); a ConnectX's
     # local ACK timeout is 4.096 us x 2^k, milliseconds in common setups

@@ -59,6 +59,11 @@ queues; experiments/_symphony_net.py). The switches run the CPython data path
 (``realtime_agents_first``), and a ``warmup`` phase (one untracked AllReduce of
 ``warmup_kb`` chunks) precedes the measured ones, outside the verdict.
 
+Profiles: the full one is the paper's lossless fabric (``pfc``: every
+switch port pauses the hop before it, and the udp hosts obey; HPCC's RDMA
+configuration, which the paper follows) on 3 Mb/s links, 1 MiB chunks and
+3 seeds; the quick one is lossy, on 4 Mb/s links, 256 KiB chunks, 1 seed.
+
 Results (summary.json): per scheme ``max_overlap`` (largest number of steps in
 flight at once over the job's flows; mean, spread and the runs) and ``cct``
 (collective completion time, slowest rank, s: median, p90 over every
