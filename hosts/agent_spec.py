@@ -375,7 +375,8 @@ class JobSpec:
         if self.provider == "rxe" and self.transport.pfc:
             raise SpecError(f"job for {self.host}: transport.pfc needs udp-provider hosts "
                             "(an rxe host's senders are the kernel's; nothing of the "
-                            "testbed's reads pause frames for them)")
+                            "testbed's reads pause frames for them); an experiment's "
+                            "-p pfc=false runs it lossy")
         if self.provider == "rxe" and self.interpreter == "pypy":
             raise SpecError(f"job for {self.host}: rxe hosts need pyverbs, which the pypy "
                             "interpreter lacks; use interpreter 'python' or 'auto'")

@@ -173,15 +173,15 @@ def plan_for_hosts(plan: RunPlan, hosts: str) -> RunPlan:
     """The plan as hosts of provider ``hosts`` run it. An rxe host's DCQCN shim
     installs the host's line-rate HTB and its QPs' classes itself
     (hosts/roce/rxe_dcqcn.py), so the runner's line qdisc on the hosts
-    (``host_line_qdisc``, for udp hosts' pacers) is left out. rxe hosts do
-    not obey PFC pauses: a plan whose hosts would is refused before any
-    network comes up."""
-    if hosts == "rxe":
-        for phase in plan.phases:
-            if any(job.transport.pfc for job in phase.jobs.values()):
-                raise RunError(f"phase {phase.name}: its hosts obey PFC pauses, which rxe "
-                               "hosts do not (their senders are the kernel's); run it with "
-                               "-p pfc=false, or on udp hosts")
+    (``host_line_qdisc``, for udp hosts' pacers) is left out. Every job is
+    checked for the provider (JobSpec's own checks, e.g. rxe hosts obey no
+    PFC pause) before any network comes up, not when its phase starts."""
+    for phase in plan.phases:
+        for job in phase.jobs.values():
+            try:
+                dataclasses.replace(job, provider=hosts)
+            except SpecError as e:
+                raise RunError(f"phase {phase.name}: {e}") from e
     if hosts != "rxe" or not plan.topology.host_line_qdisc:
         return plan
     return dataclasses.replace(plan, topology=dataclasses.replace(plan.topology,
