@@ -101,8 +101,7 @@ class UdpProvider:
         self.wake_lead_ns = INITIAL_WAKE_LEAD_NS
         # how long the oldest frame of each batch read had waited (fidelity)
         self.receive_lag = ReceiveLag()
-        # other sockets whose frames end a wait (watch): they are drained on it
-        self._watched: list[Any] = []
+        # what a wait selects on: the socket, then what watch() added
         self._wait_on: tuple[Any, ...] = ()
         try:
             rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
@@ -238,8 +237,7 @@ class UdpProvider:
         """End every wait also when ``source`` (``fileno()`` and ``drain()``,
         e.g. a host's PFC pause socket, hosts/roce/pfc.py) has frames; the
         wait drains it, so a frame nobody asks for does not end the next one."""
-        self._watched.append(source)
-        self._wait_on = (self._rx, *self._watched)
+        self._wait_on = (*self._wait_on, source)
 
     def _woken(self, ready: list[Any]) -> bool:
         for s in ready:
