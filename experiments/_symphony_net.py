@@ -24,6 +24,12 @@ RED_COMMAND = ("table_set_default MyEgress.ecn_config MyEgress.set_ecn_params "
 
 _PAPER = SymphonyParams()
 
+# The quick profiles' fabric (SymphonyRing's defaults are the full
+# profiles'): 4 Mb/s links, lossy. Their 256 KiB steps, shorter than a DCQCN
+# period, seldom fill a queue; the runs take under a minute and run on rxe
+# hosts, which obey no PFC pause.
+QUICK_FABRIC: dict[str, Any] = {"link_mbps": 4.0, "pfc": False}
+
 
 @dataclass(frozen=True)
 class SymphonyNetwork:

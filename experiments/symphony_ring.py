@@ -95,7 +95,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyRing, load_params
+from experiments._symphony_net import (
+    PROGRAM,
+    QDEPTH_REGISTER,
+    QUICK_FABRIC,
+    SymphonyRing,
+    load_params,
+)
 from hosts.agent_spec import CollectiveSpec, FlowSpec, JobSpec
 from hosts.roce.dcqcn import CONNECTX
 from testbed.claims import Claim
@@ -179,9 +185,7 @@ class Params(SymphonyRing):
 
     @classmethod
     def quick(cls) -> Params:
-        # the lossy fabric: 256 KiB steps, shorter than a DCQCN period, seldom
-        # fill a queue; a smoke run of every scheme, and it runs on rxe hosts
-        return cls(link_mbps=4.0, chunk_kb=256, iterations=2, seeds=1, pfc=False)
+        return cls(**QUICK_FABRIC, chunk_kb=256, iterations=2, seeds=1)
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:

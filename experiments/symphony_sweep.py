@@ -34,7 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from experiments import symphony_ring as ring
-from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyRing, load_params
+from experiments._symphony_net import (
+    PROGRAM,
+    QDEPTH_REGISTER,
+    QUICK_FABRIC,
+    SymphonyRing,
+    load_params,
+)
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.modelled import full_frame_bytes
@@ -76,8 +82,7 @@ class Params(SymphonyRing):
 
     @classmethod
     def quick(cls) -> Params:
-        return cls(values="0.001,0.1", link_mbps=4.0, chunk_kb=256, iterations=2, seeds=1,
-                   pfc=False)
+        return cls(**QUICK_FABRIC, values="0.001,0.1", chunk_kb=256, iterations=2, seeds=1)
 
     def __post_init__(self) -> None:
         if self.sweep not in SWEEPS:

@@ -38,7 +38,13 @@ from pathlib import Path
 from typing import Any
 
 from experiments import symphony_ring
-from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyRing, load_params
+from experiments._symphony_net import (
+    PROGRAM,
+    QDEPTH_REGISTER,
+    QUICK_FABRIC,
+    SymphonyRing,
+    load_params,
+)
 from hosts.agent_spec import CollectiveSpec, JobSpec
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
@@ -88,8 +94,8 @@ class Params(SymphonyRing):
     def quick(cls) -> Params:
         # 4 hosts, 2 ranks per job, one spine: each leaf's two hosts share its
         # one uplink (the bottleneck both jobs compete for)
-        return cls(link_mbps=4.0, hosts_per_leaf=2, spines=1, chunk_kb=256, iterations=3,
-                   seeds=1, pfc=False)
+        return cls(**QUICK_FABRIC, hosts_per_leaf=2, spines=1, chunk_kb=256, iterations=3,
+                   seeds=1)
 
     def __post_init__(self) -> None:
         super().__post_init__()
