@@ -4,13 +4,15 @@ When a run is not faithful on a small machine, the question is which
 process did not get a CPU in time: the switch, a sending agent, a receiving
 one. The kernel keeps, per task, the time it ran and the time it was ready
 but waited on a run queue (``/proc/<pid>/schedstat``, nanoseconds), and for
-the machine the time its CPUs spent busy, idle and in soft interrupts (the
-kernel's forwarding work over the veth links: ``/proc/stat``). A
+the machine the time its CPUs spent busy, idle, in soft interrupts (the
+kernel's forwarding work over the veth links) and stolen (a virtual
+machine's CPUs held by its hypervisor for other guests: every process is
+late then, though none waited on a run queue; ``/proc/stat``). A
 :class:`CpuSampler` reads both while a phase runs and keeps each process's
 first and last reading (a process that has exited keeps its last), so
 :meth:`CpuSampler.result` gives, per process, the share of one CPU it ran
-and the share of the time it waited for one, and the machine's busy and
-soft-interrupt shares of all its CPUs.
+and the share of the time it waited for one, and the machine's busy,
+soft-interrupt and stolen shares of all its CPUs.
 
 A process's figures are the sums over its threads.
 """
@@ -40,6 +42,7 @@ class _Machine:
     total: int        # clock ticks, all CPUs
     idle: int         # idle + iowait
     softirq: int
+    steal: int        # held by the hypervisor (counted in total, not in idle)
 
 
 def read_schedstat(pid: int, proc: str = _PROC) -> tuple[int, int] | None:
@@ -63,8 +66,9 @@ def read_schedstat(pid: int, proc: str = _PROC) -> tuple[int, int] | None:
     return (run, wait) if seen else None
 
 
-def read_machine(proc: str = _PROC) -> tuple[int, int, int] | None:
-    """(total, idle, softirq) clock ticks of all CPUs since boot, from /proc/stat."""
+def read_machine(proc: str = _PROC) -> tuple[int, int, int, int] | None:
+    """(total, idle, softirq, steal) clock ticks of all CPUs since boot, from
+    /proc/stat."""
     try:
         with open(f"{proc}/stat") as f:
             line = f.readline().split()
@@ -75,7 +79,7 @@ def read_machine(proc: str = _PROC) -> tuple[int, int, int] | None:
         ticks = [int(x) for x in line[1:9]]
     except (OSError, ValueError, IndexError):
         return None
-    return sum(ticks), ticks[3] + ticks[4], ticks[6]
+    return sum(ticks), ticks[3] + ticks[4], ticks[6], ticks[7]
 
 
 class CpuSampler:
@@ -116,8 +120,8 @@ class CpuSampler:
         """Per process: ``cpu_share`` (of one CPU; a process whose threads run at
         once can have more) and ``wait_share`` (of the
         time, ready but not running) over ``seconds`` between its first and
-        last reading; ``machine``: ``busy_share`` and ``softirq_share`` of
-        all ``cpus``. Processes read fewer than twice are left out."""
+        last reading; ``machine``: ``busy_share`` (stolen time included),
+        ``softirq_share`` and ``steal_share`` of all ``cpus``. Processes read fewer than twice are left out."""
         procs: dict[str, Any] = {}
         for name, a in self._first.items():
             b = self._last[name]
@@ -133,6 +137,7 @@ class CpuSampler:
             total = m1.total - m0.total
             out["machine"] = {"busy_share": round(1 - (m1.idle - m0.idle) / total, 4),
                               "softirq_share": round((m1.softirq - m0.softirq) / total, 4),
+                              "steal_share": round((m1.steal - m0.steal) / total, 4),
                               "seconds": round((m1.t_ns - m0.t_ns) / 1e9, 3)}
         return out
 
@@ -144,6 +149,9 @@ def format_cpu(result: dict[str, Any]) -> str:
              for name, p in result.get("processes", {}).items()]
     m = result.get("machine")
     if m is not None:
+        stolen = m.get("steal_share", 0.0)
         parts.append(f"machine {m['busy_share']:.0%} busy of {result['cpus']} CPUs "
-                     f"({m['softirq_share']:.0%} soft interrupts)")
+                     f"({m['softirq_share']:.0%} soft interrupts"
+                     + (f", {stolen:.1%} stolen by the hypervisor" if stolen >= 0.001 else "")
+                     + ")")
     return ", ".join(parts)

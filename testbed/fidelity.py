@@ -444,6 +444,8 @@ def _cpu_of(cpu: dict[str, Any], host: str) -> dict[str, Any]:
     out = {"cpu_share": proc["cpu_share"], "cpu_wait_share": proc["wait_share"]}
     if "machine" in cpu:
         out["machine_busy_share"] = cpu["machine"]["busy_share"]
+        if "steal_share" in cpu["machine"]:
+            out["machine_steal_share"] = cpu["machine"]["steal_share"]
     return out
 
 
@@ -453,7 +455,10 @@ def _who(worst: dict[str, Any]) -> str:
     if "cpu_wait_share" in worst:
         text += f", which waited for a CPU {worst['cpu_wait_share']:.0%} of the time"
         if "machine_busy_share" in worst:
-            text += f" (machine {worst['machine_busy_share']:.0%} busy)"
+            stolen = worst.get("machine_steal_share", 0.0)
+            text += (f" (machine {worst['machine_busy_share']:.0%} busy"
+                     + (f", {stolen:.1%} of its CPU time stolen by the hypervisor"
+                        if stolen >= 0.001 else "") + ")")
     return text
 
 

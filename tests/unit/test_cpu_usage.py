@@ -38,20 +38,22 @@ def test_shares_come_from_the_first_and_last_reading(tmp_path: Path,
     # s1's two threads ran 1.5 s of the 2 s; h3 ran 0.4 s and waited 1.2 s
     _fake_proc(tmp_path, {10: {10: (1_000_000_000, 0), 12: (500_000_100, 0)},
                           11: {11: (400_000_000, 1_200_000_000)}},
-               (250, 0, 50, 130, 10, 0, 60, 0))
+               (250, 0, 50, 130, 10, 0, 60, 12))
     s.sample()
     # h3 exits: its last reading stands; the machine goes on
     shutil.rmtree(tmp_path / "11")
-    _fake_proc(tmp_path, {}, (400, 0, 100, 200, 20, 0, 80, 0))
+    _fake_proc(tmp_path, {}, (400, 0, 100, 200, 20, 0, 80, 18))
     s.sample()
     r = s.result()
     assert r["processes"]["s1"] == {"cpu_share": 0.375, "wait_share": 0.0, "seconds": 4.0}
     assert r["processes"]["h3"] == {"cpu_share": 0.2, "wait_share": 0.6, "seconds": 2.0}
-    # ticks: total 200 -> 800 (600), idle+iowait 100 -> 220 (120), softirq 0 -> 80
-    assert r["machine"] == {"busy_share": 0.8, "softirq_share": 0.1333, "seconds": 4.0}
+    # ticks: total 200 -> 818 (618), idle+iowait 100 -> 220 (120), softirq 0 -> 80,
+    # steal 0 -> 18 (the hypervisor's, busy from the guest's side)
+    assert r["machine"] == {"busy_share": 0.8058, "softirq_share": 0.1294,
+                            "steal_share": 0.0291, "seconds": 4.0}
     line = format_cpu(r)
-    assert line.startswith("s1 38%, h3 20% (waited 60%), machine 80% busy of ")
-    assert "(13% soft interrupts)" in line
+    assert line.startswith("s1 38%, h3 20% (waited 60%), machine 81% busy of ")
+    assert "(13% soft interrupts, 2.9% stolen by the hypervisor)" in line
 
 
 def test_a_process_read_once_or_never_is_left_out(tmp_path: Path) -> None:

@@ -609,6 +609,12 @@ def test_an_agent_that_read_its_frames_late_makes_a_run_unfaithful(tmp_path: Pat
     assert f["checks"]["host_receive_lag"]["worst"]["cpu_wait_share"] == 0.71
     assert (f"{w['host']} in phase {w['phase']}, which waited for a CPU 71% of the time "
             "(machine 94% busy)") in f["text"]
+    # time the hypervisor held the machine's CPUs is named too: it makes every
+    # process late though none of them waited on a run queue
+    stats["cpu"]["machine"]["steal_share"] = 0.052
+    stats_path.write_text(json.dumps(stats))
+    f = evaluate_fidelity(stalled, roce_basics.plan(roce_basics.Params.quick()))
+    assert "(machine 94% busy, 5.2% of its CPU time stolen by the hypervisor)" in f["text"]
     # rxe hosts: the kernel receives, nothing of the agents' to judge
     rxe = tmp_path / "rxe"
     rxe.mkdir()
