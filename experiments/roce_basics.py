@@ -155,6 +155,10 @@ class Params:
     # to this many packets queued there; 0: no qdisc, the pacer alone spaces
     # the frames.
     host_qdisc_ahead_packets: float = 0.0
+    # A received frame wakes a host's agent no sooner than this many us of the
+    # modelled network after its last wake-up (0: every frame wakes it;
+    # hosts.agent_spec.TransportSpec.rx_holdoff_us)
+    host_rx_holdoff_us: float = 0.0
     switch_backend: str = "python"   # the soft switch's data path: python or pypy
     phases: str = "single,pair,loss"  # which phases run (comma-separated, in this order)
     # Messages per flow of a warm-up phase before the measured ones (0: none):
@@ -217,7 +221,8 @@ def _transport(p: Params) -> TransportSpec:
         scale={"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9},
         dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
         sample_interval_us=p.sample_interval_us, pacer_burst_packets=p.pacer_burst_packets,
-        qdisc_ahead_packets=p.host_qdisc_ahead_packets, pfc=p.pfc_xoff_pkts > 0)
+        qdisc_ahead_packets=p.host_qdisc_ahead_packets, pfc=p.pfc_xoff_pkts > 0,
+        rx_holdoff_us=p.host_rx_holdoff_us)
 
 
 def _flow_jobs(p: Params, flows: list[tuple[str, int, int, int]]) -> dict[str, JobSpec]:

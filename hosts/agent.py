@@ -1184,6 +1184,8 @@ class Agent:
         from hosts.roce.udp_provider import UdpProvider
 
         self.provider = UdpProvider(spec.ip)
+        self.provider.rx_holdoff_ns = round(spec.transport.rx_holdoff_us * 1000.0
+                                            * self.scale.slowdown)
         self.ctx = Context(self.provider, self.scale,
                            cnp_interval_ns=cnp_interval_ns(spec, self.scale))
 

@@ -114,6 +114,12 @@ class TransportSpec:
     # The host's senders obey the PFC pause frames the switch sends to its
     # interface (hosts/roce/pfc.py; udp-provider hosts).
     pfc: bool = False
+    # > 0: a received frame wakes the agent no sooner than this many us of the
+    # modelled network after its previous wake-up, so it reads many frames
+    # per wake-up (udp provider; hosts.roce.udp_provider.UdpProvider.wait).
+    # ACKs and CNPs then leave up to this late; keep it well below the
+    # verdict's feedback interval (hosts/roce/receive_lag.py, FEEDBACK_US).
+    rx_holdoff_us: float = 0.0
 
     def __post_init__(self) -> None:
         if self.path_mtu not in PATH_MTUS:
@@ -123,6 +129,11 @@ class TransportSpec:
         if self.qdisc_ahead_packets and self.qdisc_ahead_packets < self.pacer_burst_packets:
             raise SpecError("transport.qdisc_ahead_packets must be 0 (off) or at least "
                             "pacer_burst_packets")
+        from hosts.roce.receive_lag import FEEDBACK_US
+
+        if not 0 <= self.rx_holdoff_us < FEEDBACK_US:
+            raise SpecError(f"transport.rx_holdoff_us must be in [0, {FEEDBACK_US:g}) us "
+                            "(the feedback interval the fidelity verdict holds receivers to)")
         if self.sample_interval_us < 100:
             raise SpecError("transport.sample_interval_us must be >= 100")
         from hosts.roce.dcqcn import DEFAULT_PRESET, DcqcnParams

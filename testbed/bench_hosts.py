@@ -165,6 +165,7 @@ def warmup_msgs(switch_backend: str, interpreter: str, packets: int | None = Non
 def run_trial(kind: str, rate_mbps: float, *, seconds: float, out_dir: Path,
               interpreter: str = "python", qdisc_ahead: float = 0.0,
               switch_backend: str = "python", warmup_packets: int | None = None,
+              rx_holdoff_us: float = 0.0,
               echo: Callable[[str], None] | None = None) -> Trial:
     """One roce-basics run of ``kind``'s phase at ``rate_mbps`` (after a
     warm-up phase, see :func:`warmup_msgs`)."""
@@ -176,7 +177,7 @@ def run_trial(kind: str, rate_mbps: float, *, seconds: float, out_dir: Path,
     overrides = {"bottleneck_mbps": f"{rate_mbps:g}", "phases": KINDS[kind],
                  "agent_interpreter": interpreter, "msg_bytes": str(MSG_BYTES),
                  "path_mtu": str(PATH_MTU), "host_qdisc_ahead_packets": f"{qdisc_ahead:g}",
-                 "switch_backend": switch_backend,
+                 "switch_backend": switch_backend, "host_rx_holdoff_us": f"{rx_holdoff_us:g}",
                  "warmup_msgs": str(warmup_msgs(switch_backend, interpreter, warmup_packets))}
     if kind == "lone_qp":
         overrides["single_msgs"] = str(n)
@@ -228,8 +229,8 @@ def hosts_bench(kinds: tuple[str, ...] = ("lone_qp", "pair"), *, start_mbps: flo
                 floor_mbps: float = 1.0, ceiling_mbps: float = 800.0,
                 resolution: float = 0.1, seconds: float = 3.0, interpreter: str = "python",
                 qdisc_ahead: float = QDISC_AHEAD_PACKETS, switch_backend: str = "python",
-                warmup_packets: int | None = None, out_dir: Path | None = None,
-                echo: Callable[[str], None] | None = None) -> dict[str, Any]:
+                warmup_packets: int | None = None, rx_holdoff_us: float = 0.0,
+                out_dir: Path | None = None, echo: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Search each kind's highest faithful rate; the report (JSON-able)."""
     for k in kinds:
         if k not in KINDS:
@@ -243,6 +244,7 @@ def hosts_bench(kinds: tuple[str, ...] = ("lone_qp", "pair"), *, start_mbps: flo
                                            "interpreter": interpreter,
                                            "qdisc_ahead_packets": qdisc_ahead,
                                            "switch_backend": switch_backend,
+                                           "rx_holdoff_us": rx_holdoff_us,
                                            "warmup_msgs_per_sender": warmup_msgs(
                                                switch_backend, interpreter, warmup_packets),
                                            "msg_bytes": MSG_BYTES,
@@ -253,7 +255,8 @@ def hosts_bench(kinds: tuple[str, ...] = ("lone_qp", "pair"), *, start_mbps: flo
         def faithful(rate: float, kind: str = kind) -> bool:
             t = run_trial(kind, rate, seconds=seconds, out_dir=out, interpreter=interpreter,
                           qdisc_ahead=qdisc_ahead, switch_backend=switch_backend,
-                          warmup_packets=warmup_packets, echo=echo)
+                          warmup_packets=warmup_packets, rx_holdoff_us=rx_holdoff_us,
+                          echo=echo)
             trials.append(t)
             return t.faithful
 

@@ -613,6 +613,10 @@ def bench_forwarding_cmd(backends: tuple[str, ...], seconds: float, runs: int,
                    "(0: no qdisc, the pacer alone spaces the frames)")
 @click.option("--switch-backend", type=click.Choice(["python", "pypy"]), default="python",
               show_default=True, help="the soft switch's data path")
+@click.option("--rx-holdoff-us", "rx_holdoff_us", type=click.FloatRange(min=0), default=0.0,
+              show_default=True,
+              help="us of the modelled network a received frame waits at most before "
+                   "it wakes a host's agent (0: every frame wakes it)")
 @click.option("--warmup-packets", type=click.IntRange(min=0), default=None,
               help="packets of a warm-up phase before each trial's measured one "
                    "(default: 30000 when PyPy runs the switch or the agents, else 0)")
@@ -622,8 +626,8 @@ def bench_forwarding_cmd(backends: tuple[str, ...], seconds: float, runs: int,
               help="print JSON: lone_qp_mbps, pair_mbps, every trial, the machine")
 def bench_hosts_cmd(only: str | None, start_mbps: float, ceiling_mbps: float, floor_mbps: float,
                     resolution: float, seconds: float, interpreter: str, qdisc_ahead: float,
-                    switch_backend: str, warmup_packets: int | None, out_dir: str | None,
-                    as_json: bool) -> None:
+                    switch_backend: str, rx_holdoff_us: float, warmup_packets: int | None,
+                    out_dir: str | None, as_json: bool) -> None:
     """The highest link rate at which one QP alone, and two QPs sharing a
     bottleneck, stay faithful through one soft switch (roce-basics trials:
     64 KiB WRITEs, MTU 1024), found by a search over rates."""
@@ -641,7 +645,7 @@ def bench_hosts_cmd(only: str | None, start_mbps: float, ceiling_mbps: float, fl
                           ceiling_mbps=ceiling_mbps, resolution=resolution, seconds=seconds,
                           interpreter=interpreter, qdisc_ahead=qdisc_ahead,
                           switch_backend=switch_backend, warmup_packets=warmup_packets,
-                          out_dir=Path(out_dir) if out_dir else None,
+                          rx_holdoff_us=rx_holdoff_us, out_dir=Path(out_dir) if out_dir else None,
                           echo=lambda line: click.echo(line, err=True))
     if as_json:
         click.echo(json.dumps(rep, indent=2))

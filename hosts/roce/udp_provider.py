@@ -103,6 +103,9 @@ class UdpProvider:
         self.receive_lag = ReceiveLag()
         # what a wait selects on: the socket, then what watch() added
         self._wait_on: tuple[Any, ...] = ()
+        # Interrupt moderation (see wait): 0 is off, every datagram wakes
+        self.rx_holdoff_ns = 0
+        self._woke_ns = 0           # when the last wait ended
         try:
             rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
         except PermissionError as e:
@@ -254,30 +257,51 @@ class UdpProvider:
         overshoots seen, so most paced sends leave on time at the cost of a
         few µs of polling each. Any other deadline (ACK, retransmission and
         DCQCN timers, milliseconds once scaled) is a plain sleep: polling for
-        those took a tenth of a receiver's CPU."""
-        on = self._wait_on
+        those took a tenth of a receiver's CPU.
+
+        With ``rx_holdoff_ns`` set, a datagram ends a wait no sooner than
+        that after the previous wait ended: frames arriving meanwhile are
+        read together at the end of the holdoff, one wake-up for many (a
+        wake-up costs far more than a frame's handling, hosts/roce/README.md,
+        "Speed"), and their ACKs and CNPs leave up to that late. Deadlines and
+        watched sources (PFC pauses) still end the wait on time."""
+        hold = self.rx_holdoff_ns
+        if not hold:
+            self._wait(deadline_ns, exact, self._wait_on)
+            return
+        try:
+            hold_end = self._woke_ns + hold
+            if deadline_ns is not None and deadline_ns <= hold_end:
+                self._wait(deadline_ns, exact, self._wait_on[1:])
+            elif (hold_end <= time.monotonic_ns()
+                    or not self._wait(hold_end, False, self._wait_on[1:])):
+                self._wait(deadline_ns, exact, self._wait_on)
+        finally:
+            self._woke_ns = time.monotonic_ns()
+
+    def _wait(self, deadline_ns: int | None, exact: bool, on: tuple[Any, ...]) -> bool:
+        """:meth:`wait` on the sources ``on``; True if one of them ended it."""
         try:
             if deadline_ns is None:
-                self._woken(select.select(on, (), (), None)[0])
-                return
+                return self._woken(select.select(on, (), (), None)[0])
             now = time.monotonic_ns()
             remaining = deadline_ns - now
             if remaining <= 0:
-                return
+                return False
             if not exact:
-                self._woken(select.select(on, (), (), remaining / 1e9)[0])
-                return
+                return self._woken(select.select(on, (), (), remaining / 1e9)[0])
             lead = self.wake_lead_ns
             if remaining > lead:
                 sleep_ns = remaining - lead
                 if self._woken(select.select(on, (), (), sleep_ns / 1e9)[0]):
-                    return
+                    return True
                 self._track_overshoot(time.monotonic_ns() - now - sleep_ns)
             while time.monotonic_ns() < deadline_ns:
                 if self._woken(select.select(on, (), (), 0)[0]):
-                    return
+                    return True
         except InterruptedError:
             pass
+        return False
 
     def _track_overshoot(self, over_ns: int) -> None:
         # Stochastic quantile tracking: up by 0.9 step when above, down by 0.1

@@ -105,6 +105,8 @@ def test_job_spec_round_trips_through_json() -> None:
     ({"transport": {"dcqcn": {"preset": "connectx", "overrides": {"rai_bps": 1}}}},
      "unknown parameter"),
     ({"transport": {"dcqcn": {"presets": "connectx"}}}, "unknown key"),
+    ({"transport": {"rx_holdoff_us": 50.0}}, "rx_holdoff_us"),
+    ({"transport": {"rx_holdoff_us": -1.0}}, "rx_holdoff_us"),
 ])
 def test_invalid_job_specs_name_the_field(bad: dict[str, Any], words: str) -> None:
     d = JobSpec(host="h1", ip="10.0.1.1", flows=(_flow(),)).to_dict()

@@ -222,3 +222,73 @@ def test_only_an_exact_deadline_is_polled_for(monkeypatch):
         assert calls[0] <= 0.001 and len(calls) > 1 and calls[-1] == 0
     finally:
         prov.close()
+
+
+class _Doorbell:
+    """A watched source (as a host's PFC pause socket is): fileno() and drain()."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.ours, self.theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.drained = 0
+
+    def fileno(self) -> int:
+        return self.ours.fileno()
+
+    def drain(self) -> None:
+        self.ours.recv(64)
+        self.drained += 1
+
+    def close(self) -> None:
+        self.ours.close()
+        self.theirs.close()
+
+
+def test_a_receive_holdoff_reads_the_frames_of_its_interval_in_one_wake_up():
+    """With rx_holdoff_ns a datagram does not end a wait until the holdoff
+    has run from the previous wait's end; what arrived meanwhile is read in
+    one batch. A deadline before that still ends the wait on time, and a
+    watched source (a pause frame) at once; without a holdoff a datagram
+    ends the wait at once."""
+    import socket
+    import time
+
+    hold = 150_000_000
+    prov = UdpProvider(LO, port=0)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    bell = _Doorbell()
+    try:
+        prov.watch(bell)
+        prov.rx_holdoff_ns = hold
+        prov.wait(time.monotonic_ns(), exact=False)         # a wake-up: the holdoff starts
+        woke = time.monotonic_ns()
+        for i in range(3):
+            tx.sendto(bytes([i]) * 40, (LO, prov.port))
+        prov.wait(None)
+        waited = time.monotonic_ns() - woke
+        assert hold <= waited < hold + 100_000_000
+        assert len(prov.recv(16)) == 3
+
+        # a deadline inside the holdoff ends it on time, the frame still waits
+        tx.sendto(b"d" * 40, (LO, prov.port))
+        t0 = time.monotonic_ns()
+        prov.wait(t0 + 20_000_000, exact=False)
+        assert 19_000_000 <= time.monotonic_ns() - t0 < hold // 2
+
+        # a watched source ends the holdoff at once, and is drained
+        bell.theirs.send(b"x")
+        t1 = time.monotonic_ns()
+        prov.wait(None)
+        assert time.monotonic_ns() - t1 < hold // 2 and bell.drained == 1
+
+        # without a holdoff the waiting frame ends the wait at once
+        prov.rx_holdoff_ns = 0
+        t2 = time.monotonic_ns()
+        prov.wait(t2 + 2 * hold, exact=False)
+        assert time.monotonic_ns() - t2 < hold // 2
+        assert len(prov.recv(16)) == 1
+    finally:
+        tx.close()
+        bell.close()
+        prov.close()
