@@ -13,14 +13,17 @@ offset of about a third of B's standalone FCT, A's FCT 1382 -> 1210 ms
 Setup: h1 sends A, h2 sends B, both to h3 through one soft switch running
 ``switches/p4/symphony.p4``; the bottleneck is the port toward h3. Every link
 and host NIC runs at ``link_mbps``; the modelled network is the prototype's
-(``nic_gbps`` = 10), so the slowdown is nic_gbps / link_mbps (500 at 20 Mb/s,
-the rate the Python hosts carry faithfully, see reflex-cases) and every
+(``nic_gbps`` = 10), so the slowdown is nic_gbps / link_mbps (1000 at the
+full profile's 10 Mb/s, 500 at the quick profile's 20 Mb/s) and every
 timer of the model - DCQCN's (ConnectX preset), Symphony's T_win and psn
 window (100 us each), the transport's - is that many times longer; packet
 counts and bytes are not scaled. RED follows the paper's §4.1 (HPCC's
 Kmin 50 KB, Kmax 100 KB, Pmax 0.2), stated in KB in ``Params.network()`` (a
 testbed.modelled.ModelledNetwork) and converted by it, once, to packets of
-enqueue depth at this run's frame size (1082 bytes at MTU 1024): 46 and 92. Symphony's
+enqueue depth at this run's frame size (1082 bytes at MTU 1024): 46 and 92.
+The full profile is lossless, PFC on (XOFF 110 KB, XON 108 KB), as the
+paper's simulations (HPCC's RDMA configuration), which §4.7 says the
+prototype's setup is similar to; the quick profile is lossy. Symphony's
 k, tau, T_win and psn window are the paper's; N_warmup = N_sample = 8 packets
 (the paper gives none).
 
@@ -106,7 +109,8 @@ CLAIMS = (
 
 @dataclass(frozen=True)
 class Params(SymphonyNetwork):
-    link_mbps: float = 20.0          # every switch port and host NIC
+    link_mbps: float = 10.0          # every switch port and host NIC
+    pfc: bool = True                 # lossless, as the paper's simulations
     flow_kb: int = 8192              # per flow (paper: 1 GB)
     offsets: str = "0,0.1667,0.3333,0.5,0.6667,0.8333,1"  # A's start, fractions of S
     key_offset: float = 0.3333       # the paper's point (fraction of S)
@@ -116,7 +120,8 @@ class Params(SymphonyNetwork):
 
     @classmethod
     def quick(cls) -> Params:
-        return cls(flow_kb=2048, offsets="0,0.3333,0.6667,1", seeds=1)
+        return cls(link_mbps=20.0, pfc=False, flow_kb=2048, offsets="0,0.3333,0.6667,1",
+                   seeds=1)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -213,8 +213,9 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
         click.echo(f"plot: {Path(summary['run_dir']) / p}")
     if not summary.get("fidelity_ok"):
         click.echo("WARNING: this run is NOT FAITHFUL, so its figures are not results: the "
-                   "machine did not keep up with the emulation (overloaded). Verdict: "
-                   + summary.get("fidelity_verdict", "?"), err=True)
+                   "machine did not keep up with the emulation (overloaded, or its CPUs "
+                   "were held by the hypervisor: the verdict names the time stolen). "
+                   "Verdict: " + summary.get("fidelity_verdict", "?"), err=True)
 
 
 def _stamp() -> str:

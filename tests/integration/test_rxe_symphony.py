@@ -43,8 +43,8 @@ def test_symphony_two_flows_on_rxe_hosts_gets_the_job_id_from_the_switch(
     # k = 1 (the paper's is 0.01): B's packets ahead of A's are then marked with
     # certainty, which makes the mechanism's effect on rxe hosts a sure thing in
     # a run this short; this checks the mechanism, it reproduces no figure
-    summary = run_on_rxe_hosts("symphony-two-flows", run, "link_mbps=4", "flow_kb=256",
-                               "offsets=0", "key_offset=0", "seeds=1", f"step_a={STEP_A}",
+    summary = run_on_rxe_hosts("symphony-two-flows", run, "link_mbps=4", "pfc=false",
+                               "flow_kb=256", "offsets=0", "key_offset=0", "seeds=1", f"step_a={STEP_A}",
                                "k=1", pcap=True)
     base, sym = summary["key"]["baseline"], summary["key"]["symphony"]
     assert base["bytes_ok"] and sym["bytes_ok"]

@@ -32,6 +32,16 @@ def test_scale_and_thresholds_follow_the_paper() -> None:
             "10000 250000 50000 50000 8 8") in cmds
 
 
+def test_the_full_profile_is_lossless_at_half_the_quick_profiles_rate() -> None:
+    p = exp.Params()
+    assert (p.link_mbps, p.slowdown, p.pfc) == (10, 1000, True)
+    assert exp.Params.quick().pfc is False
+    cmds = exp.plan(p).network_commands()
+    assert "set_port_rate_bps 10000000" in cmds
+    # XOFF 110 KB and XON 108 KB of 1082-byte frames, as the ring's full profile
+    assert "set_pfc 102 100" in cmds
+
+
 def test_phases_pair_the_schemes_over_the_offsets() -> None:
     p = exp.Params(flow_kb=1024, offsets="0,0.5,1", key_offset=0.5, seeds=2)
     phases = {ph.name: ph for ph in exp.plan(p).phases}
