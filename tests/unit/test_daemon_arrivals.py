@@ -3,6 +3,7 @@ port's link could have carried them (what a NIC never sends)."""
 
 from __future__ import annotations
 
+import pytest
 import test_runtime_support as prog
 from test_runtime_support import FakeClock, l2_frame
 
@@ -139,3 +140,29 @@ def test_the_timeline_sample_agrees_with_the_full_statistics() -> None:
         assert sample["lag_us"] == full["lag_us"] and sample["kernel_drops"] == 0
     finally:
         d.close()
+
+
+def test_the_release_margin_keeps_a_late_read_frame_at_its_own_time() -> None:
+    """A frame stamped before the switch's last look at its sockets but read
+    after it (it waited in a receive backlog): with the queues released by
+    the clock a margin earlier it enters them at its own arrival time; released
+    by the look's time, the clock has passed it and it enters late."""
+    from switches.soft.daemon import build_arg_parser
+
+    for margin, behind in ((1000, 0), (0, 1)):
+        clock = FakeClock(10_000_000)
+        sw = SoftSwitch(prog, now_us=clock)
+        ControlPlane(sw).execute(f"set_port_rate_bps {len(FRAME) * 8 * 10_000} 1")  # 100 us
+        d = SwitchDaemon(sw, [], release_margin_us=margin)
+        try:
+            clock.advance(5000)
+            look = clock.t
+            d.release_by_clock(look)
+            sw.forward_at(1, FRAME, look - 500)     # stamped 500 us before the look
+            assert sw.rx_behind_clock[1] == behind
+        finally:
+            d.close()
+    with pytest.raises(ValueError, match="release_margin_us"):
+        SwitchDaemon(SoftSwitch(prog, now_us=FakeClock()), [], release_margin_us=-1)
+    args = build_arg_parser().parse_args(["--program", "x.p4"])
+    assert args.release_margin_us == 1000
