@@ -103,7 +103,7 @@ class UdpProvider:
         self.receive_lag = ReceiveLag()
         # what a wait selects on: the socket, then what watch() added
         self._wait_on: tuple[Any, ...] = ()
-        # Interrupt moderation (see wait): 0 is off, every datagram wakes
+        # The receive holdoff (see wait), ns: 0 is off, every datagram wakes
         self.rx_holdoff_ns = 0
         self._woke_ns = 0           # when the last wait ended
         try:

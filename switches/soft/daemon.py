@@ -160,10 +160,7 @@ class SwitchDaemon:
     def __init__(self, switch: SoftSwitch, ports: list[Port], pcap_dir: str | None = None,
                  release_margin_us: int = 0) -> None:
         self.switch = switch
-        # The queues are released by the clock this long ago
-        # (release_by_clock): a frame that waited in a receive backlog for
-        # less still enters them at its own arrival time. Egress is that
-        # much later.
+        # see release_by_clock
         if release_margin_us < 0:
             raise ValueError("release_margin_us must be >= 0")
         self.release_margin_us = release_margin_us
