@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -95,7 +96,15 @@ def _marked_process() -> subprocess.Popen[bytes]:
 
     from switches.bmv2.launch import BMV2_NODE_ENV
 
-    return subprocess.Popen(["sleep", "60"], env={**os.environ, BMV2_NODE_ENV: "s1"})
+    proc = subprocess.Popen(["sleep", "60"], env={**os.environ, BMV2_NODE_ENV: "s1"})
+    # Popen returns once the exec has begun, before the kernel has set up the
+    # new program's environment: /proc/<pid>/environ reads empty for a moment
+    mark = f"{BMV2_NODE_ENV}=".encode()
+    deadline = time.monotonic() + 5
+    while mark not in Path(f"/proc/{proc.pid}/environ").read_bytes():
+        assert time.monotonic() < deadline, "the marked process never showed its environment"
+        time.sleep(0.01)
+    return proc
 
 
 def test_leftovers_list_bmv2_switches_started_by_the_node() -> None:
