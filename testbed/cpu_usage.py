@@ -24,7 +24,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CpuSampler", "read_schedstat", "read_machine", "format_cpu"]
+__all__ = ["CpuSampler", "read_schedstat", "read_machine", "format_cpu", "STEAL_SHOWN"]
+
+# Stolen shares from this on are named in a phase's CPU line and the verdict.
+STEAL_SHOWN = 0.001
 
 _PROC = "/proc"
 
@@ -121,7 +124,8 @@ class CpuSampler:
         once can have more) and ``wait_share`` (of the
         time, ready but not running) over ``seconds`` between its first and
         last reading; ``machine``: ``busy_share`` (stolen time included),
-        ``softirq_share`` and ``steal_share`` of all ``cpus``. Processes read fewer than twice are left out."""
+        ``softirq_share`` and ``steal_share`` of all ``cpus``. Processes read
+        fewer than twice are left out."""
         procs: dict[str, Any] = {}
         for name, a in self._first.items():
             b = self._last[name]
@@ -152,6 +156,7 @@ def format_cpu(result: dict[str, Any]) -> str:
         stolen = m.get("steal_share", 0.0)
         parts.append(f"machine {m['busy_share']:.0%} busy of {result['cpus']} CPUs "
                      f"({m['softirq_share']:.0%} soft interrupts"
-                     + (f", {stolen:.1%} stolen by the hypervisor" if stolen >= 0.001 else "")
+                     + (f", {stolen:.1%} stolen by the hypervisor"
+                        if stolen >= STEAL_SHOWN else "")
                      + ")")
     return ", ".join(parts)

@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testbed.cpu_usage import STEAL_SHOWN
 from testbed.experiment import RunPlan
 
 __all__ = ["PASS", "FAIL", "NOT_MEASURED", "evaluate_fidelity", "verdict_text", "offered_load",
@@ -458,7 +459,7 @@ def _who(worst: dict[str, Any]) -> str:
             stolen = worst.get("machine_steal_share", 0.0)
             text += (f" (machine {worst['machine_busy_share']:.0%} busy"
                      + (f", {stolen:.1%} of its CPU time stolen by the hypervisor"
-                        if stolen >= 0.001 else "") + ")")
+                        if stolen >= STEAL_SHOWN else "") + ")")
     return text
 
 
