@@ -230,6 +230,7 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
             warmup[p.name] = {"lag_max_us": la.get("max", 0),
                               "kernel_drops": a.get("kernel_drops", 0) - b.get("kernel_drops", 0)}
             continue
+        phase_behind: dict[str, Any] = {}     # frames of this phase behind the queues' clock
         if a:
             lb, la = b.get("lag_us", {}), a.get("lag_us", {})
             n = la.get("samples", 0) - lb.get("samples", 0)
@@ -248,7 +249,8 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
             if bc_a is None:
                 behind_known = False
             else:
-                behind += bc_a[0] - (bc_b[0] if bc_b else 0)
+                phase_behind = {"behind_clock_frames": bc_a[0] - (bc_b[0] if bc_b else 0)}
+                behind += phase_behind["behind_clock_frames"]
                 behind_rx += bc_a[1] - (bc_b[1] if bc_b else 0)
                 behind_max = max(behind_max, bc_a[2])   # largest over the run so far
         cpu = data.stats.get("cpu") or {}
@@ -283,7 +285,8 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
             if ce > 0 or qbad:
                 overload.append({"phase": p.name, "port": port, "ce_marks": ce,
                                  "max_queue_pkts": q, "offered_bps": load.offered_bps,
-                                 "capacity_bps": load.capacity_bps, "senders": list(load.senders)})
+                                 "capacity_bps": load.capacity_bps, "senders": list(load.senders),
+                                 **_machine_of(cpu), **phase_behind})
 
     checks: dict[str, dict[str, Any]] = {}
     not_measured: dict[str, str] = {}
@@ -442,12 +445,27 @@ def _cpu_of(cpu: dict[str, Any], host: str) -> dict[str, Any]:
     proc = cpu.get("processes", {}).get(host)
     if proc is None:
         return {}
-    out = {"cpu_share": proc["cpu_share"], "cpu_wait_share": proc["wait_share"]}
-    if "machine" in cpu:
-        out["machine_busy_share"] = cpu["machine"]["busy_share"]
-        if "steal_share" in cpu["machine"]:
-            out["machine_steal_share"] = cpu["machine"]["steal_share"]
+    return {"cpu_share": proc["cpu_share"], "cpu_wait_share": proc["wait_share"],
+            **_machine_of(cpu)}
+
+
+def _machine_of(cpu: dict[str, Any]) -> dict[str, Any]:
+    """How busy the phase's CPU record says the machine was, and how much of
+    its CPU time the hypervisor held; nothing if the phase has no record."""
+    if "machine" not in cpu:
+        return {}
+    out = {"machine_busy_share": cpu["machine"]["busy_share"]}
+    if "steal_share" in cpu["machine"]:
+        out["machine_steal_share"] = cpu["machine"]["steal_share"]
     return out
+
+
+def _machine_text(c: dict[str, Any]) -> str:
+    """``machine 52% busy, 15.1% of its CPU time stolen by the hypervisor``."""
+    stolen = c.get("machine_steal_share", 0.0)
+    return (f"machine {c['machine_busy_share']:.0%} busy"
+            + (f", {stolen:.1%} of its CPU time stolen by the hypervisor"
+               if stolen >= STEAL_SHOWN else ""))
 
 
 def _who(worst: dict[str, Any]) -> str:
@@ -456,10 +474,7 @@ def _who(worst: dict[str, Any]) -> str:
     if "cpu_wait_share" in worst:
         text += f", which waited for a CPU {worst['cpu_wait_share']:.0%} of the time"
         if "machine_busy_share" in worst:
-            stolen = worst.get("machine_steal_share", 0.0)
-            text += (f" (machine {worst['machine_busy_share']:.0%} busy"
-                     + (f", {stolen:.1%} of its CPU time stolen by the hypervisor"
-                        if stolen >= STEAL_SHOWN else "") + ")")
+            text += f" ({_machine_text(worst)})"
     return text
 
 
@@ -470,7 +485,7 @@ def _describe(name: str, c: dict[str, Any]) -> str:
         return (f"{name}: phase {o['phase']} port {o['port']}: {o['ce_marks']} CE marks, queue "
                 f"up to {o['max_queue_pkts']} packets, with offered load "
                 f"{o['offered_bps'] / 1e6:g} Mb/s <= capacity {o['capacity_bps'] / 1e6:g} Mb/s"
-                + more)
+                + _congestion_context(o) + more)
     if c.get("value") is None:
         return f"{name}: {c.get('why', 'no data')}"
     v = c["value"]
@@ -478,6 +493,19 @@ def _describe(name: str, c: dict[str, Any]) -> str:
     if c.get("worst"):         # a per-agent check: which agent, and its CPU
         text += f": {_who(c['worst'])}"
     return text
+
+
+def _congestion_context(case: dict[str, Any]) -> str:
+    """What the phase's records say of the emulator while that queue built:
+    frames that reached the switch after its queues' clock had passed their
+    arrival (they enter bunched) and how busy the machine was."""
+    parts = []
+    if "behind_clock_frames" in case:
+        parts.append(f"{case['behind_clock_frames']} frames entered the switch's queues "
+                     "behind their clock")
+    if "machine_busy_share" in case:
+        parts.append(_machine_text(case))
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def verdict_text(fid: dict[str, Any]) -> str:

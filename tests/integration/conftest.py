@@ -29,8 +29,11 @@ def network_skip_reason() -> str | None:
 
 # A run the fidelity verdict rejects measured an overloaded machine, not the code:
 # such a test is run again (up to twice) before it fails. Any other failure fails
-# at once, and the rerun shows in pytest's report as "R".
+# at once, and the rerun shows in pytest's report as "R". The reruns wait first:
+# on a shared host a spell of stolen CPU time outlasts a 12 s test (three
+# attempts in a row failed in CI, one 10 Mb/s test that passes on a quiet machine).
 UNFAITHFUL_RERUNS = 2
+UNFAITHFUL_RERUN_DELAY_S = 30
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -44,6 +47,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
         else:
             item.add_marker(pytest.mark.flaky(reruns=UNFAITHFUL_RERUNS,
+                                              reruns_delay=UNFAITHFUL_RERUN_DELAY_S,
                                               only_rerun=[OVERLOADED]))
 
 

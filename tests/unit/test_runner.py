@@ -3,6 +3,7 @@ summary keys, environment checks and the run / list / plot commands."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -206,6 +207,28 @@ def test_marks_on_a_port_that_was_not_overloaded_make_a_run_unfaithful(tmp_path:
         ("single", 3, 7, 14)
     assert case["offered_bps"] == pytest.approx(40e6) == case["capacity_bps"]
     assert "congestion_without_overload: phase single port 3: 7 CE marks" in f["text"]
+    # The case says what the emulator did meanwhile, so that a failure in CI
+    # shows whether the switch took frames late or the hypervisor held the CPUs.
+    assert "(0 frames entered the switch's queues behind their clock)" in f["text"]
+    late = tmp_path / "late"
+    late.mkdir()
+    write_roce_basics_run(late, dataclasses.replace(roce_basics.Params.quick(),
+                                                    bottleneck_mbps=40.0),
+                          switch_kwargs={"behind_clock": 12},
+                          ce_marks={"single": 1}, single_queue_max=8)
+    stats_path = late / "phases" / "single" / "switch_stats.json"
+    stats = json.loads(stats_path.read_text())
+    stats["cpu"] = {"processes": {}, "cpus": 2,
+                    "machine": {"busy_share": 0.61, "softirq_share": 0.02, "seconds": 3.0,
+                                "steal_share": 0.213}}
+    stats_path.write_text(json.dumps(stats))
+    f = evaluate_fidelity(late, roce_basics.plan(dataclasses.replace(
+        roce_basics.Params.quick(), bottleneck_mbps=40.0)))
+    case = f["checks"]["congestion_without_overload"]["cases"][0]
+    assert (case["behind_clock_frames"], case["machine_steal_share"]) == (12, 0.213)
+    assert ("1 CE marks, queue up to 8 packets, with offered load 40 Mb/s <= capacity 40 Mb/s "
+            "(12 frames entered the switch's queues behind their clock; machine 61% busy, "
+            "21.3% of its CPU time stolen by the hypervisor)") in f["text"]
     # A queue above Kmin without marks is caught too; marks where two QPs overload
     # the port (pair) are the model's congestion, not a fidelity failure.
     other = tmp_path / "other"
