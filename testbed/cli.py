@@ -170,8 +170,11 @@ def list_cmd(show_params: bool) -> None:
 @click.option("--pcap", is_flag=True, help="write pcaps of every switch port")
 @click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE",
               help="override a parameter (see `testbed list --params`)")
+@click.option("--phase-retries", type=click.IntRange(0, 10), default=0, show_default=True,
+              help="run a phase again, up to N times, when its own fidelity verdict fails "
+                   "(the unfaithful tries are kept apart and listed in summary.json)")
 def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path | None,
-            pcap: bool, params: tuple[str, ...]) -> None:
+            pcap: bool, params: tuple[str, ...], phase_retries: int) -> None:
     """Run experiment NAME in Mininet; results, timelines and plots go to --out.
 
     NAME "all" runs every experiment in sequence with one progress display,
@@ -191,7 +194,8 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
             raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--param")
         overrides[k.strip()] = v.strip()
     opts = RunOptions(quick=quick, target=target, hosts=hosts_provider, out=out, pcap=pcap,
-                      overrides=overrides, echo=lambda s: click.echo(s))
+                      overrides=overrides, echo=lambda s: click.echo(s),
+                      phase_retries=phase_retries)
     if name == "all":
         if overrides:
             raise click.UsageError("-p/--param sets one experiment's parameters: not with 'all'")

@@ -645,3 +645,67 @@ def test_an_agent_that_read_its_frames_late_makes_a_run_unfaithful(tmp_path: Pat
     write_roce_basics_run(rxe, p, **stall)
     f = evaluate_fidelity(rxe, roce_basics.plan(p), "soft", hosts="rxe")
     assert "host_receive_lag" in f["not_measured"]
+
+
+def _phase_tries(tmp_path: Path, outcomes: list[str], retries: int,
+                 phase_name: str = "single") -> tuple[list[dict[str, Any]], Path, list[str]]:
+    """Runs one roce-basics phase through run_phase_until_faithful, each try
+    writing the phase as a faithful ("good") or unfaithful ("bad": kernel
+    drops at the switch) run would; returns the records, the run directory
+    and the progress lines."""
+    import shutil
+
+    from testbed.runner import Progress, RunOptions, run_phase_until_faithful
+
+    p = roce_basics.Params.quick()
+    plan = roce_basics.plan(p)
+    written = {"good": tmp_path / "good", "bad": tmp_path / "bad"}
+    for d in written.values():
+        d.mkdir(parents=True)
+    write_roce_basics_run(written["good"], p)
+    write_roce_basics_run(written["bad"], p, switch_kwargs={"kernel_drops": 3})
+    run_dir = tmp_path / "run"
+    (run_dir / "phases").mkdir(parents=True)
+    tries: list[str] = []
+
+    def run_once(ph: Any) -> None:
+        tries.append(outcomes[len(tries)])
+        shutil.copytree(written[tries[-1]] / "phases" / ph.name, run_dir / "phases" / ph.name)
+
+    lines: list[str] = []
+    phase = next(ph for ph in plan.phases if ph.name == phase_name)
+    records = run_phase_until_faithful(phase, plan, run_dir, Progress(lines.append,
+                                                                      tmp_path / "progress.log"),
+                                       RunOptions(phase_retries=retries), run_once)
+    assert len(tries) == 1 + len(records)
+    return records, run_dir, lines
+
+
+def test_an_unfaithful_phase_is_set_aside_and_run_again(tmp_path: Path) -> None:
+    records, run_dir, lines = _phase_tries(tmp_path, ["bad", "bad", "good"], retries=3)
+    assert [(r["phase"], r["try"]) for r in records] == [("single", 1), ("single", 2)]
+    assert "switch_kernel_drops: 3 (limit 0)" in records[0]["verdict"]
+    # the tries set aside keep their data; the phase analysed is the faithful one
+    for r in records:
+        kept = json.loads((run_dir / r["kept"] / "switch_stats.json").read_text())
+        assert kept["after"]["kernel_drops"] == 3
+    assert sorted(x.name for x in (run_dir / "phases-unfaithful").iterdir()) == \
+        ["single.try1", "single.try2"]
+    now = json.loads((run_dir / "phases" / "single" / "switch_stats.json").read_text())
+    assert now["after"]["kernel_drops"] == 0
+    assert any("phase single: try 1 not faithful" in x and "(retry 1 of 3)" in x for x in lines)
+
+
+def test_phase_retries_stop_at_their_limit_and_are_off_by_default(tmp_path: Path) -> None:
+    records, run_dir, _ = _phase_tries(tmp_path / "a", ["bad", "bad", "bad"], retries=2)
+    assert len(records) == 2           # the last try stands, unfaithful, for the verdict
+    stats = json.loads((run_dir / "phases" / "single" / "switch_stats.json").read_text())
+    assert stats["after"]["kernel_drops"] == 3
+    records, run_dir, _ = _phase_tries(tmp_path / "b", ["bad"], retries=0)
+    assert records == [] and not (run_dir / "phases-unfaithful").exists()
+
+
+def test_the_cli_refuses_a_negative_phase_retry_limit(tmp_path: Path) -> None:
+    r = CliRunner().invoke(cli_main, ["run", "roce-basics", "--phase-retries", "-1",
+                                      "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "--phase-retries" in r.output
