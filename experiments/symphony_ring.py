@@ -113,6 +113,7 @@ from testbed.symphony import (
     job_commands,
     pq_job_commands,
     source_job_commands,
+    tracking_cleared,
 )
 from testbed.timeline import PhaseData, load_phase, phase_losses
 
@@ -366,7 +367,8 @@ def plan(p: Params) -> RunPlan:
             jobs = {**_jobs(p, job, seed), **background}
             phases.append(PhasePlan(
                 phase_name(scheme, seed), jobs,
-                commands=(*commands, *source_job_commands(jobs)), late_commands=late,
+                commands=(*tracking_cleared(), *commands, *source_job_commands(jobs)),
+                late_commands=late,
                 timeout_s=timeout,
                 notes=f"{scheme}: {p.ranks} ranks x {p.channels} rings, {p.iterations} x "
                       f"AllReduce of {p.chunk_kb} KiB chunks; job id {job}" + how + bg_note))

@@ -44,7 +44,12 @@ from experiments._symphony_net import (
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.modelled import full_frame_bytes
-from testbed.symphony import config_command, job_commands, source_job_commands
+from testbed.symphony import (
+    config_command,
+    job_commands,
+    source_job_commands,
+    tracking_cleared,
+)
 from testbed.timeline import load_phase
 
 NAME = "symphony-sweep"
@@ -155,7 +160,7 @@ def plan(p: Params) -> RunPlan:
                 jobs = ring._jobs(pt, job, seed)
                 phases.append(PhasePlan(
                     phase_name(scheme, i, seed), jobs,
-                    commands=(*cmds, *source_job_commands(jobs)),
+                    commands=(*tracking_cleared(), *cmds, *source_job_commands(jobs)),
                     switch_commands=per_switch,
                     timeout_s=4 * pt.theoretical_cct_s * pt.iterations + 90,
                     notes=f"{scheme} at {p.sweep} = {v:g}: {pt.ranks} ranks x {pt.channels} "

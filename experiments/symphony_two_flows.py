@@ -64,7 +64,12 @@ from hosts.roce.dcqcn import CONNECTX
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.net import host_addr
-from testbed.symphony import config_command, job_commands, source_job_commands
+from testbed.symphony import (
+    config_command,
+    job_commands,
+    source_job_commands,
+    tracking_cleared,
+)
 from testbed.timeline import PhaseData, counter_points, load_phase, rate_series
 
 NAME = "symphony-two-flows"
@@ -220,7 +225,8 @@ def plan(p: Params) -> RunPlan:
         host_line_qdisc=p.host_qdisc_ahead_packets > 0)
     s = p.standalone_s
     alone = _jobs(p, 255, {"b": 0.0}, 0)
-    phases = [PhasePlan("alone", alone, commands=tuple(source_job_commands(alone)),
+    phases = [PhasePlan("alone", alone, commands=(*tracking_cleared(),
+                                                  *source_job_commands(alone)),
                         timeout_s=3 * s + 60,
                         watch_ports=(BOTTLENECK_PORT,), notes="B alone: the standalone FCT")]
     job = 0
@@ -232,7 +238,8 @@ def plan(p: Params) -> RunPlan:
                 jobs = _jobs(p, job, delays, seed)
                 phases.append(PhasePlan(
                     phase_name(scheme, i, seed), jobs,
-                    commands=(*(job_commands(job) if scheme == "symphony" else ()),
+                    commands=(*tracking_cleared(),
+                              *(job_commands(job) if scheme == "symphony" else ()),
                               *source_job_commands(jobs)),
                     timeout_s=3 * (delays["a"] + 2 * s) + 60, watch_ports=(BOTTLENECK_PORT,),
                     notes=f"{scheme}: B (step {p.step_a + 1}) at 0, A (step {p.step_a}) "

@@ -50,7 +50,12 @@ from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
 from testbed.modelled import full_frame_bytes
 from testbed.net import host_addr
-from testbed.symphony import config_command, job_commands, source_job_commands
+from testbed.symphony import (
+    config_command,
+    job_commands,
+    source_job_commands,
+    tracking_cleared,
+)
 from testbed.timeline import PhaseData, load_phase
 
 NAME = "symphony-two-jobs"
@@ -168,7 +173,7 @@ def plan(p: Params) -> RunPlan:
                     if scheme == "symphony" else ())
             jobs = _jobs(p, ids, seed)
             phases.append(PhasePlan(
-                phase_name(scheme, seed), jobs, commands=(*cmds, *source_job_commands(jobs)),
+                phase_name(scheme, seed), jobs, commands=(*tracking_cleared(), *cmds, *source_job_commands(jobs)),
                 timeout_s=6 * p.job_wire_s + p.delay_b_s + 90,
                 notes=f"{scheme}: jobs a (id {ids['a']}) and b (id {ids['b']}, "
                       f"{p.delay_b_s:.1f} s later), {p.ranks} ranks x {p.channels} rings, "

@@ -13,6 +13,7 @@
   for run plans that configure switches before any traffic;
   ``pq_job_commands``: a job registered for the paper's strict-priority
   comparison (PQ) instead.
+- ``tracking_cleared``: no job registered, where each phase starts.
 - ``source_job_commands``: which job each host of a phase runs, for hosts
   that send no job id (rdma_rxe sends BTH byte 4 as 0): the first switch
   writes the id into their packets (``MyIngress.job_of_source``). Hosts that
@@ -97,6 +98,15 @@ def config_command(params: SymphonyParams, slowdown: float = 1.0) -> str:
 def _check_id(job_id: int) -> None:
     if job_id not in JOB_IDS:
         raise SymphonyError(f"job id {job_id}: must be 1..255 (0 is untagged traffic)")
+
+
+def tracking_cleared() -> list[str]:
+    """Lines that unregister every job, Symphony's and the PQ comparison's,
+    on one switch. A phase's commands start with them, then register the
+    phase's own jobs: an earlier phase's registration cannot track this
+    phase's packets, and the phase can be run again (``testbed run
+    --phase-retries``) without adding an entry twice."""
+    return [f"table_clear {JOBS_TABLE}", f"table_clear {PQ_INSTANCE}.jobs"]
 
 
 def job_commands(job_id: int) -> list[str]:

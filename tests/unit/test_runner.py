@@ -709,3 +709,28 @@ def test_the_cli_refuses_a_negative_phase_retry_limit(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli_main, ["run", "roce-basics", "--phase-retries", "-1",
                                       "--out", str(tmp_path / "x")])
     assert r.exit_code == 2 and "--phase-retries" in r.output
+
+
+# Commands that add what a second application would find already there.
+_ADDS = ("table_add", "mc_mgrp_create", "mc_node_create", "act_prof_create_member")
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_every_phase_that_can_be_retried_can_apply_its_commands_again(quick: bool) -> None:
+    """--phase-retries applies a phase's commands again: a phase that adds a
+    table entry must first clear that table, or its second try fails with a
+    duplicate entry instead of measuring."""
+    from testbed.experiment import discover, make_params
+    from testbed.runner import phase_retriable
+
+    for name, mod in discover().items():
+        for ph in mod.plan(make_params(mod, quick, {})).phases:
+            if not phase_retriable(ph):
+                continue
+            cleared: set[str] = set()
+            for line in (*ph.commands, *(x for v in ph.switch_commands.values() for x in v),
+                         *(x for _t, x in ph.late_commands)):
+                verb, target = (line.split() + [""])[:2]
+                if verb == "table_clear":
+                    cleared.add(target)
+                assert verb not in _ADDS or target in cleared, (name, ph.name, line)

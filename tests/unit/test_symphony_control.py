@@ -197,3 +197,24 @@ def test_host_jobs_takes_collectives_and_flows_and_one_job_per_host() -> None:
                           collective=CollectiveSpec(rank=0, size=2, job_id=5))}
     with pytest.raises(SymphonyError, match=r"h1 \(10.0.0.1\) runs jobs \[3, 5\]"):
         host_jobs(both)
+
+
+def test_a_phase_that_starts_from_no_job_can_be_applied_again(program) -> None:
+    """What a phase run again (testbed run --phase-retries) does: the same
+    lines a second time. Registered twice without the clear, the job's entry
+    is a duplicate; after it, the job is tracked as after the first time, and
+    an earlier phase's job no longer is."""
+    from testbed.symphony import tracking_cleared
+
+    s = Switch(program)
+    for line in job_commands(3):
+        s.cp.execute(line)
+    with pytest.raises(Exception, match="DUPLICATE_ENTRY|already"):
+        for line in job_commands(3):
+            s.cp.execute(line)
+    phase = [*tracking_cleared(), *job_commands(4)]
+    for _ in range(2):
+        for line in phase:
+            s.cp.execute(line)
+    assert s.runs_ahead_marked(4)
+    assert not s.runs_ahead_marked(3)

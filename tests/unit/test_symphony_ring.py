@@ -25,7 +25,11 @@ def test_plan_is_a_fabric_with_the_papers_parameters() -> None:
     # the warm-up: every host, job id 0 (untracked), outside the verdict
     assert warm.warmup and not warm.commands and len(warm.jobs) == 4
     assert {s.collective.job_id for s in warm.jobs.values()} == {0}  # type: ignore[union-attr]
-    sym = {ph.name: any("symphony.jobs" in c for c in ph.commands) for ph in measured}
+    sym = {ph.name: any(c.startswith("table_add MyEgress.symphony.jobs") for c in ph.commands)
+           for ph in measured}
+    # every measured phase starts with no job registered, then registers its own
+    from testbed.symphony import tracking_cleared
+    assert all(ph.commands[:2] == tuple(tracking_cleared()) for ph in measured)
     assert sym == {"baseline-s0": False, "symphony-s0": True, "symphony_late-s0": False,
                    "pq-s0": False}
     phases = {ph.name: ph for ph in plan.phases}
@@ -34,7 +38,8 @@ def test_plan_is_a_fabric_with_the_papers_parameters() -> None:
     assert late and all(t == pytest.approx(0.33 * 2 * p.theoretical_cct_s) for t, _ in late)
     assert any("MyEgress.symphony.jobs" in line for _t, line in late)
     # PQ: the job in the ingress's lagging-step priority, two queues per port
-    assert any("MyIngress.lag_priority.jobs" in c for c in phases["pq-s0"].commands)
+    assert any(c.startswith("table_add MyIngress.lag_priority.jobs")
+               for c in phases["pq-s0"].commands)
     assert plan.topology.priority_queues == 2
     two = exp.plan(exp.Params(hosts_per_leaf=2, seeds=1, schemes="baseline,symphony"))
     assert [ph.name for ph in two.phases] == ["warmup", "baseline-s0", "symphony-s0"]

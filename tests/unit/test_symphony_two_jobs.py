@@ -26,12 +26,13 @@ def test_plan_splits_the_leaves_between_two_jobs_and_delays_job_b() -> None:
     assert {ids[f"h{h}"] for h in (1, 2, 5, 6)} != {ids[f"h{h}"] for h in (3, 4, 7, 8)}
     assert len(set(ids.values())) == 2
     # both jobs registered with Symphony, none in the baseline
-    assert not any("symphony" in c for c in base.commands)
+    assert not any(c.startswith("table_add MyEgress.symphony") for c in base.commands)
+    assert base.commands[0] == "table_clear MyEgress.symphony.jobs"
     # each host's job, for hosts that send no job id (rdma_rxe)
     mapped = {c.split()[-3]: int(c.split()[-1]) for c in sym.commands if "set_job" in c}
     assert mapped == {s.ip: s.collective.job_id  # type: ignore[union-attr]
                       for s in sym.jobs.values()}
-    assert sum("symphony.jobs" in c for c in sym.commands) == 2
+    assert sum(c.startswith("table_add MyEgress.symphony.jobs") for c in sym.commands) == 2
     delays = {h: s.start_delay_s for h, s in sym.jobs.items()}
     assert delays["h1"] == 0.05 and delays["h3"] == pytest.approx(0.05 + p.delay_b_s)
     assert p.delay_b_s == pytest.approx(0.25 * p.job_wire_s)
