@@ -1192,9 +1192,14 @@ def run_phase_until_faithful(phase: PhasePlan, plan: RunPlan, run_dir: Path, pro
     if opts.phase_retries <= 0 or not phase_retriable(phase):
         return out
     one = dataclasses.replace(plan, phases=(phase,))
-    for k in range(1, opts.phase_retries + 1):
+    for k in range(1, opts.phase_retries + 2):
         fid = evaluate_fidelity(run_dir, one, opts.target, opts.hosts)
         if fid["ok"]:
+            if k > 1:
+                prog.line(f"phase {phase.name}: try {k} faithful")
+            break
+        if k > opts.phase_retries:
+            prog.line(f"phase {phase.name}: try {k} {fid['text']}; no retry left, it stands")
             break
         kept = run_dir / UNFAITHFUL_TRIES_DIR / f"{phase.name}.try{k}"
         kept.parent.mkdir(exist_ok=True)

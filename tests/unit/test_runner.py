@@ -694,11 +694,14 @@ def test_an_unfaithful_phase_is_set_aside_and_run_again(tmp_path: Path) -> None:
     now = json.loads((run_dir / "phases" / "single" / "switch_stats.json").read_text())
     assert now["after"]["kernel_drops"] == 0
     assert any("phase single: try 1 not faithful" in x and "(retry 1 of 3)" in x for x in lines)
+    assert lines[-1].endswith("] phase single: try 3 faithful")
 
 
 def test_phase_retries_stop_at_their_limit_and_are_off_by_default(tmp_path: Path) -> None:
-    records, run_dir, _ = _phase_tries(tmp_path / "a", ["bad", "bad", "bad"], retries=2)
+    records, run_dir, lines = _phase_tries(tmp_path / "a", ["bad", "bad", "bad"], retries=2)
     assert len(records) == 2           # the last try stands, unfaithful, for the verdict
+    assert "] phase single: try 3 not faithful - failed: switch_kernel_drops" in lines[-1]
+    assert lines[-1].endswith("no retry left, it stands")
     stats = json.loads((run_dir / "phases" / "single" / "switch_stats.json").read_text())
     assert stats["after"]["kernel_drops"] == 3
     records, run_dir, _ = _phase_tries(tmp_path / "b", ["bad"], retries=0)
