@@ -173,7 +173,8 @@ def plan(p: Params) -> RunPlan:
                     if scheme == "symphony" else ())
             jobs = _jobs(p, ids, seed)
             phases.append(PhasePlan(
-                phase_name(scheme, seed), jobs, commands=(*tracking_cleared(), *cmds, *source_job_commands(jobs)),
+                phase_name(scheme, seed), jobs,
+                commands=(*tracking_cleared(), *cmds, *source_job_commands(jobs)),
                 timeout_s=6 * p.job_wire_s + p.delay_b_s + 90,
                 notes=f"{scheme}: jobs a (id {ids['a']}) and b (id {ids['b']}, "
                       f"{p.delay_b_s:.1f} s later), {p.ranks} ranks x {p.channels} rings, "
