@@ -65,6 +65,7 @@ import sys
 import time
 import traceback
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -100,7 +101,7 @@ if TYPE_CHECKING:
     from hosts.commlib.epic import EpicCommunicator
 
 __all__ = ["main", "AgentError", "EventLog", "FLOW_PATTERN_PERIOD", "flow_pattern",
-           "matches_pattern", "collective_input"]
+           "matches_pattern", "collective_input", "CollectiveExpectation"]
 
 PR_SET_PDEATHSIG = 1
 # Immediate-data flag of the last message of a flow that ends early (partial
@@ -302,6 +303,52 @@ def collective_bound(spec: CollectiveSpec, iteration: int,
     # the ranks agree on a factor from an upper bound of the maxima (within 2^-24)
     bound = fixed_point_bound(spec.size, fixed_point_factor(maxima)) * (1 + 2.0**-20)
     return bound + np.abs(exact) * 2.0**-23
+
+
+# A rank makes its collectives' inputs and expected results before the start
+# barrier up to this much memory (the largest profile: 24 MiB), the rest at
+# each collective's start.
+PRECOMPUTE_BUDGET_BYTES = 256 << 20
+
+
+@dataclass
+class CollectiveExpectation:
+    """One collective of a rank: its input (None once handed over, or for a
+    Barrier), the result it must hold, the float tolerance and the result's
+    sha256 (None where it receives nothing)."""
+
+    x: np.ndarray | None
+    want: np.ndarray | None
+    bound: np.ndarray | None
+    sha256: str | None
+
+    @classmethod
+    def make(cls, spec: CollectiveSpec, iteration: int) -> CollectiveExpectation:
+        if spec.sequence()[iteration][0] == "barrier":
+            return cls(None, None, None, None)
+        want = collective_expected(spec, iteration)
+        return cls(collective_input(spec, spec.rank, iteration), want,
+                   None if want is None else collective_bound(spec, iteration, want),
+                   None if want is None else hashlib.sha256(want.tobytes()).hexdigest())
+
+    def judge(self, got: np.ndarray | None) -> tuple[bool, str | None]:
+        """Whether ``got`` is the result (bit-exact, or within the float
+        bound), and its sha256."""
+        import numpy as np
+
+        want, bound = self.want, self.bound
+        if want is None:
+            return True, None
+        if got is None:
+            return False, None
+        if bound is not None:
+            ok = (got.dtype == np.float32 and got.shape == want.shape
+                  and bool(np.all(np.abs(got.astype(np.float64) - want) <= bound)))
+        else:
+            ok = got.dtype == want.dtype and np.array_equal(got, want)
+        # a bit-exact result's hash is the expected one's, made beforehand
+        return ok, (self.sha256 if ok and bound is None
+                    else hashlib.sha256(got.tobytes()).hexdigest())
 
 
 # ---------------------------------------------------------------------------
@@ -979,6 +1026,26 @@ class _Collective:
         self.op: Any = None
         self.done = False
         self.ok = True
+        # Every collective's input and expected result, made now, before the
+        # start barrier. Made at a collective's boundary (every rank's input
+        # drawn again, their sum, two sha256s: tens of ms of CPU for a few MiB)
+        # they ran at the agents' real-time priority beside the rings'
+        # traffic, and a job's ranks, finishing together, held both CPUs and
+        # stalled every switch at once (symphony-two-jobs: lag spikes of
+        # 25-196 ms on all four switches at job B's start and at collective
+        # ends).
+        budget = PRECOMPUTE_BUDGET_BYTES
+        self._ready: dict[int, CollectiveExpectation] = {}
+        for i in range(len(self.schedule)):
+            budget -= 2 * n * itemsize
+            if budget < 0:
+                break           # the rest at their boundaries, as before
+            self._ready[i] = CollectiveExpectation.make(spec, i)
+
+        self._current: CollectiveExpectation | None = None
+
+    def _expected(self, iteration: int) -> CollectiveExpectation:
+        return self._ready.pop(iteration, None) or CollectiveExpectation.make(self.spec, iteration)
 
     def _epic_comm(self, max_bytes: int) -> EpicCommunicator:
         """Create the rank's QP, tell the controller (a file in the phase's
@@ -1017,10 +1084,11 @@ class _Collective:
     def _start_next(self) -> None:
         spec = self.spec
         op = spec.sequence()[self.iteration][0]
+        self._current = self._expected(self.iteration)
         if op == "barrier":
             self.op = self.comm.start_barrier()
             return
-        x = collective_input(spec, spec.rank, self.iteration)
+        x, self._current.x = self._current.x, None     # the communicator's now
         if op in ("reduce", "broadcast"):
             start_rooted = {"reduce": self.comm.start_reduce,
                             "broadcast": self.comm.start_broadcast}[op]
@@ -1039,26 +1107,19 @@ class _Collective:
         import numpy as np
 
         op = self.spec.sequence()[self.iteration][0]
-        want = collective_expected(self.spec, self.iteration)
+        exp = self._current
+        assert exp is not None
+        want, bound = exp.want, exp.bound
         # a rank that receives nothing has nothing to check (the ring's
         # non-root Reduce ranks hold partial sums, EPIC's hold None)
         got = self.op.result() if want is not None else None
-        bound = collective_bound(self.spec, self.iteration, want) if want is not None else None
-        if bound is not None:
-            assert want is not None
-            ok = (got is not None and got.dtype == np.float32 and got.shape == want.shape
-                  and bool(np.all(np.abs(got.astype(np.float64) - want) <= bound)))
-        else:
-            ok = want is None or (got is not None and got.dtype == want.dtype
-                                  and np.array_equal(got, want))
+        ok, got_sha = exp.judge(got)
         self.agent.log.emit("collective_check", iteration=self.iteration, op=op,
                             rank=self.spec.rank, size=self.spec.size, ok=ok,
-                            sha256=None if got is None else hashlib.sha256(got.tobytes()).hexdigest(),
-                            expected_sha256=None if want is None
-                            else hashlib.sha256(want.tobytes()).hexdigest())
+                            sha256=got_sha, expected_sha256=exp.sha256)
         if not ok:
-            assert got is not None and want is not None
-            if got.shape != want.shape:
+            assert want is not None
+            if got is None or got.shape != want.shape:
                 bad = -1
             elif bound is None:
                 bad = int(np.count_nonzero(got != want))

@@ -21,6 +21,7 @@ from hosts.agent import (
     FINAL_IMM,
     FLOW_PATTERN_PERIOD,
     PROFILE_ENV,
+    CollectiveExpectation,
     collective_bound,
     collective_expected,
     collective_input,
@@ -199,6 +200,39 @@ def test_both_ends_derive_the_same_data() -> None:
     np.testing.assert_array_equal(collective_expected(rs, 0), (xs[0] + xs[1] + xs[2])[off:])
     ag = CollectiveSpec(rank=0, size=3, count=100, seed=2, op="all_gather")
     np.testing.assert_array_equal(collective_expected(ag, 0), np.concatenate(xs))
+
+
+def test_a_collectives_expected_result_is_made_ahead_and_judges_what_arrives() -> None:
+    """A rank makes each collective's input and expected result before the
+    start (not at the collective's boundary, where it stalled the switches)
+    and judges the result against it: bit-exact or not, with the right hash."""
+    spec = CollectiveSpec(rank=1, size=3, count=300, seed=4, iterations=2)
+    exp = CollectiveExpectation.make(spec, 1)
+    assert exp.x is not None and exp.want is not None and exp.bound is None
+    np.testing.assert_array_equal(exp.x, collective_input(spec, 1, 1))
+    np.testing.assert_array_equal(exp.want, collective_expected(spec, 1))
+    assert exp.sha256 == hashlib.sha256(exp.want.tobytes()).hexdigest()
+    assert exp.judge(exp.want.copy()) == (True, exp.sha256)
+    wrong = exp.want.copy()
+    wrong[7] += 1
+    assert exp.judge(wrong) == (False, hashlib.sha256(wrong.tobytes()).hexdigest())
+    assert exp.judge(exp.want.astype(np.int32))[0] is False     # the dtype counts too
+    assert exp.judge(None) == (False, None)
+    # a Barrier and a non-root Reduce rank receive nothing: nothing to judge
+    barrier = CollectiveSpec(rank=0, size=3, ops=("barrier",), counts=(1,))
+    assert CollectiveExpectation.make(barrier, 0).judge(None) == (True, None)
+    reduce = CollectiveSpec(rank=2, size=3, count=300, op="reduce", root=0)
+    made = CollectiveExpectation.make(reduce, 0)
+    assert made.x is not None and made.want is None and made.judge(None) == (True, None)
+    # EPIC's float sums: within the fixed-point bound, hashed as they came
+    ep = {"switch_ip": "10.255.0.1", "qpn": 0x100, "gid": 0}
+    fl = CollectiveSpec(rank=0, size=2, count=200, seed=1, dtype="float32", scheme="epic",
+                        epic=ep)
+    fexp = CollectiveExpectation.make(fl, 0)
+    assert fexp.want is not None and fexp.bound is not None
+    near = fexp.want.astype(np.float32)
+    assert fexp.judge(near) == (True, hashlib.sha256(near.tobytes()).hexdigest())
+    assert fexp.judge(near + np.float32(1e3))[0] is False
 
 
 def test_float32_collectives_go_through_epic_within_the_fixed_point_bound() -> None:
