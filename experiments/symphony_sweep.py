@@ -84,6 +84,10 @@ class Params(SymphonyRing):
     sweep: str = "k"
     values: str = ""                 # comma-separated; empty: the axis's default points
     seeds: int = 2
+    # slowdown 5000, as symphony-two-jobs: at symphony-ring's 3 Mb/s its
+    # Symphony phases (k up to 0.1: more marks, more DCQCN work) kept the
+    # machine 75-92% busy, and the switches lagged 43-99 ms in 8 of 10 phases
+    link_mbps: float = 2.0
 
     @classmethod
     def quick(cls) -> Params:

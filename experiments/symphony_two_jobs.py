@@ -92,6 +92,11 @@ class Params(SymphonyRing):
     # each leaf's hosts offer twice what its uplinks carry: the bottleneck
     # the two jobs share
     hosts_per_leaf: int = 4
+    # slowdown 5000: four switches and eight agents on two CPUs at 3 Mb/s
+    # kept the machine 83-86% busy and the switches lagged 121-218 ms (runs
+    # of one seed); at 2 Mb/s 68-72% busy, 42 ms at most, faithful
+    # (experiments/README.md, "symphony-two-jobs")
+    link_mbps: float = 2.0
     chunk_kb: int = 512              # per rank per step (paper: 8 MB)
     offset: float = 0.25             # job B's start, in job A's line-rate durations
 
