@@ -1028,12 +1028,10 @@ class _Collective:
         self.ok = True
         # Every collective's input and expected result, made now, before the
         # start barrier. Made at a collective's boundary (every rank's input
-        # drawn again, their sum, two sha256s: tens of ms of CPU for a few MiB)
-        # they ran at the agents' real-time priority beside the rings'
-        # traffic, and a job's ranks, finishing together, held both CPUs and
-        # stalled every switch at once (symphony-two-jobs: lag spikes of
-        # 25-196 ms on all four switches at job B's start and at collective
-        # ends).
+        # drawn again, their sum, two sha256s) they took the CPU at the
+        # agents' real-time priority beside the rings' traffic, on every rank
+        # of a job at once: symphony-two-jobs' 2 MiB AllReduces, 19 ms
+        # (median) between a collective's end and its check, now 0.8 ms.
         budget = PRECOMPUTE_BUDGET_BYTES
         self._ready: dict[int, CollectiveExpectation] = {}
         for i in range(len(self.schedule)):
