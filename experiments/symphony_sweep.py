@@ -84,9 +84,10 @@ class Params(SymphonyRing):
     sweep: str = "k"
     values: str = ""                 # comma-separated; empty: the axis's default points
     seeds: int = 2
-    # slowdown 5000, as symphony-two-jobs: at symphony-ring's 3 Mb/s its
-    # Symphony phases (k up to 0.1: more marks, more DCQCN work) kept the
-    # machine 75-92% busy, and the switches lagged 43-99 ms in 8 of 10 phases
+    # slowdown 5000, as symphony-two-jobs: at symphony-ring's 3 Mb/s the
+    # machine was 75-92% busy and the switches lagged 43-99 ms in 8 of 10
+    # phases; at 2 Mb/s 64-72% busy, still 55-307 ms in 5 of 6 tries
+    # (experiments/README.md, "symphony-sweep")
     link_mbps: float = 2.0
 
     @classmethod
