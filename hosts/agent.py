@@ -255,9 +255,16 @@ def collective_input(spec: CollectiveSpec, rank: int, iteration: int) -> np.ndar
     return rng.integers(-(1 << 20), 1 << 20, count, dtype=np.dtype(spec.dtype))
 
 
-def collective_expected(spec: CollectiveSpec, iteration: int) -> np.ndarray | None:
+def collective_inputs(spec: CollectiveSpec, iteration: int) -> list[np.ndarray]:
+    """Every rank's input of ``iteration``, by rank."""
+    return [collective_input(spec, r, iteration) for r in range(spec.size)]
+
+
+def collective_expected(spec: CollectiveSpec, iteration: int,
+                        inputs: list[np.ndarray] | None = None) -> np.ndarray | None:
     """What rank ``spec.rank`` must hold after collective ``iteration``: None
-    where it receives nothing (a Reduce's other ranks, a Barrier)."""
+    where it receives nothing (a Reduce's other ranks, a Barrier).
+    ``inputs``: collective_inputs(spec, iteration), if already drawn."""
     import numpy as np
 
     from hosts.commlib import split
@@ -265,7 +272,7 @@ def collective_expected(spec: CollectiveSpec, iteration: int) -> np.ndarray | No
     op, count = spec.sequence()[iteration]
     if op == "barrier" or (op == "reduce" and spec.rank != spec.root):
         return None
-    xs = [collective_input(spec, r, iteration) for r in range(spec.size)]
+    xs = inputs if inputs is not None else collective_inputs(spec, iteration)
     if op == "all_gather":
         return np.concatenate(xs)
     if op == "broadcast":
@@ -286,11 +293,12 @@ def collective_expected(spec: CollectiveSpec, iteration: int) -> np.ndarray | No
     return total
 
 
-def collective_bound(spec: CollectiveSpec, iteration: int,
-                     exact: np.ndarray) -> np.ndarray | None:
+def collective_bound(spec: CollectiveSpec, iteration: int, exact: np.ndarray,
+                     inputs: list[np.ndarray] | None = None) -> np.ndarray | None:
     """The largest error a float32 sum through EPIC may have per element (the
     fixed-point rounding of every rank, hosts.commlib.epic.fixed_point_bound,
-    plus float32 rounding); None where the result must be bit-exact."""
+    plus float32 rounding); None where the result must be bit-exact.
+    ``inputs``: collective_inputs(spec, iteration), if already drawn."""
     op, _count = spec.sequence()[iteration]
     if spec.dtype != "float32" or op in ("all_gather", "broadcast", "barrier"):
         return None
@@ -298,8 +306,8 @@ def collective_bound(spec: CollectiveSpec, iteration: int,
 
     from hosts.commlib.epic import fixed_point_bound, fixed_point_factor
 
-    maxima = sum(float(np.max(np.abs(collective_input(spec, r, iteration))))
-                 for r in range(spec.size))
+    xs = inputs if inputs is not None else collective_inputs(spec, iteration)
+    maxima = sum(float(np.max(np.abs(x))) for x in xs)
     # the ranks agree on a factor from an upper bound of the maxima (within 2^-24)
     bound = fixed_point_bound(spec.size, fixed_point_factor(maxima)) * (1 + 2.0**-20)
     return bound + np.abs(exact) * 2.0**-23
@@ -324,12 +332,19 @@ class CollectiveExpectation:
 
     @classmethod
     def make(cls, spec: CollectiveSpec, iteration: int) -> CollectiveExpectation:
-        if spec.sequence()[iteration][0] == "barrier":
+        op = spec.sequence()[iteration][0]
+        if op == "barrier":
             return cls(None, None, None, None)
-        want = collective_expected(spec, iteration)
-        return cls(collective_input(spec, spec.rank, iteration), want,
-                   None if want is None else collective_bound(spec, iteration, want),
-                   None if want is None else hashlib.sha256(want.tobytes()).hexdigest())
+        if op == "reduce" and spec.rank != spec.root:       # receives nothing
+            return cls(collective_input(spec, spec.rank, iteration), None, None, None)
+        xs = collective_inputs(spec, iteration)     # drawn once for all three
+        want = collective_expected(spec, iteration, xs)
+        assert want is not None
+        x = xs[spec.rank]
+        if x is want:       # a Broadcast's root: the communicator gets its own copy
+            x = x.copy()
+        return cls(x, want, collective_bound(spec, iteration, want, xs),
+                   hashlib.sha256(want.tobytes()).hexdigest())
 
     def judge(self, got: np.ndarray | None) -> tuple[bool, str | None]:
         """Whether ``got`` is the result (bit-exact, or within the float

@@ -204,8 +204,9 @@ def test_both_ends_derive_the_same_data() -> None:
 
 def test_a_collectives_expected_result_is_made_ahead_and_judges_what_arrives() -> None:
     """A rank makes each collective's input and expected result before the
-    start (not at the collective's boundary, where it stalled the switches)
-    and judges the result against it: bit-exact or not, with the right hash."""
+    start (not at the collective's boundary, where it took the CPU at
+    real-time priority beside the traffic) and judges the result against it:
+    bit-exact or not, with the right hash."""
     spec = CollectiveSpec(rank=1, size=3, count=300, seed=4, iterations=2)
     exp = CollectiveExpectation.make(spec, 1)
     assert exp.x is not None and exp.want is not None and exp.bound is None
@@ -224,6 +225,12 @@ def test_a_collectives_expected_result_is_made_ahead_and_judges_what_arrives() -
     reduce = CollectiveSpec(rank=2, size=3, count=300, op="reduce", root=0)
     made = CollectiveExpectation.make(reduce, 0)
     assert made.x is not None and made.want is None and made.judge(None) == (True, None)
+    np.testing.assert_array_equal(made.x, collective_input(reduce, 2, 0))
+    # a Broadcast's root hands over a copy of its input, not the expected result
+    root = CollectiveExpectation.make(CollectiveSpec(rank=1, size=3, count=50, op="broadcast",
+                                                     root=1), 0)
+    assert root.x is not None and root.want is not None and root.x is not root.want
+    np.testing.assert_array_equal(root.x, root.want)
     # EPIC's float sums: within the fixed-point bound, hashed as they came
     ep = {"switch_ip": "10.255.0.1", "qpn": 0x100, "gid": 0}
     fl = CollectiveSpec(rank=0, size=2, count=200, seed=1, dtype="float32", scheme="epic",
