@@ -11,9 +11,19 @@ A wake-up late by tens of ms with as much stolen time on every CPU is the
 hypervisor holding the guest; one late with little stolen time is the
 kernel itself (real-time throttling also stops this process); a switch
 that lagged while this woke on time was held by something of the run.
-Needs root (real-time priority). Stop it with Ctrl-C.
 
-    sudo .venv/bin/python scripts/stall_watchdog.py --out stalls.jsonl
+With ``--trace FILE`` it also writes, every period, where the CPUs went:
+per CPU the ms stolen, spent in softirq and idle; per soft switch (named
+by its first interface's node) and for the host agents together (every
+other real-time process) the ms they ran and the ms they waited runnable
+(/proc/<pid>/task/*/schedstat), and the same for the kernel's ksoftirqd
+threads. A switch that lagged while it waited runnable was starved (by
+what ran instead); one that neither ran nor waited had no frame to read
+(the kernel had not delivered them).
+
+Needs root (real-time priority). Stop it with Ctrl-C or SIGTERM.
+
+    sudo .venv/bin/python scripts/stall_watchdog.py --out stalls.jsonl --trace sched.jsonl
 """
 
 from __future__ import annotations
@@ -21,26 +31,154 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
+from pathlib import Path
+from typing import TextIO
 
 USER_HZ = os.sysconf("SC_CLK_TCK")
+RESCAN_NS = 500_000_000          # how often the traced processes are looked up again
+_SWITCH_MODULE = "switches.soft.daemon"
 
 
-def steal_ms() -> dict[str, float]:
-    """Stolen time per CPU since boot, in ms (/proc/stat's 8th field)."""
-    out: dict[str, float] = {}
+def cpu_ms() -> dict[str, tuple[float, float, float]]:
+    """Per CPU since boot, in ms: (stolen, softirq, idle) (/proc/stat)."""
+    out: dict[str, tuple[float, float, float]] = {}
     with open("/proc/stat") as f:
         for line in f:
             if line.startswith("cpu") and line[3] != " ":
-                fields = line.split()
-                out[fields[0]] = int(fields[8]) * 1000.0 / USER_HZ
+                v = line.split()
+                k = 1000.0 / USER_HZ
+                out[v[0]] = (int(v[8]) * k, int(v[7]) * k, int(v[4]) * k)
     return out
 
 
+def _argv(pid: str) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return raw.decode(errors="replace").split("\0")
+
+
+def _policy(pid: str) -> int:
+    """The scheduling policy (/proc/<pid>/stat field 41; 1 = SCHED_FIFO)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return -1
+    return int(stat.rsplit(")", 1)[1].split()[38])
+
+
+def _switch_name(argv: list[str]) -> str | None:
+    """A soft switch daemon's node (``leaf1`` from ``-i leaf1-eth1``)."""
+    if _SWITCH_MODULE not in argv[:4]:
+        return None
+    for flag, value in zip(argv, argv[1:], strict=False):
+        if flag in ("-i", "--interface"):
+            return value.split("=")[-1].split("@")[-1].rsplit("-eth", 1)[0]
+    return "switch"
+
+
+def traced_tasks(me: int) -> dict[str, list[str]]:
+    """Group -> the schedstat files of its threads: each soft switch, the
+    host agents (every other SCHED_FIFO process but this one) and ksoftirqd."""
+    groups: dict[str, list[str]] = {}
+    for entry in os.scandir("/proc"):
+        pid = entry.name
+        if not pid.isdigit() or int(pid) == me:
+            continue
+        argv = _argv(pid)
+        name = _switch_name(argv)
+        if name is None:
+            if not argv or argv == [""]:
+                try:
+                    comm = Path(f"/proc/{pid}/comm").read_text().strip()
+                except OSError:
+                    continue
+                if comm.startswith("ksoftirqd/"):
+                    name = "ksoftirqd"
+            elif _policy(pid) == 1:
+                name = "agents"
+        if name is None:
+            continue
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        groups.setdefault(name, []).extend(f"/proc/{pid}/task/{t}/schedstat" for t in tids)
+    return groups
+
+
+def thread_ms(groups: dict[str, list[str]]) -> dict[str, tuple[float, float]]:
+    """schedstat file -> (ms run, ms waited runnable) since its thread started."""
+    out: dict[str, tuple[float, float]] = {}
+    for files in groups.values():
+        for path in files:
+            try:
+                with open(path) as f:
+                    r, w, _ = f.read().split()
+            except (OSError, ValueError):
+                continue      # the thread ended
+            out[path] = (int(r) / 1e6, int(w) / 1e6)
+    return out
+
+
+def group_delta(groups: dict[str, list[str]], cur: dict[str, tuple[float, float]],
+                prev: dict[str, tuple[float, float]]) -> dict[str, list[float]]:
+    """Group -> [ms run, ms waited] since ``prev``, over its threads that were
+    there both times."""
+    out: dict[str, list[float]] = {}
+    for name, files in groups.items():
+        run = wait = 0.0
+        for path in files:
+            if path in cur and path in prev:
+                run += cur[path][0] - prev[path][0]
+                wait += cur[path][1] - prev[path][1]
+        out[name] = [round(run, 1), round(wait, 1)]
+    return out
+
+
+def cpu_delta(cur: dict[str, tuple[float, float, float]],
+              prev: dict[str, tuple[float, float, float]]) -> dict[str, list[float]]:
+    return {c: [round(a - b, 1) for a, b in zip(v, prev[c], strict=True)]
+            for c, v in cur.items() if c in prev}
+
+
+def run(out: TextIO, trace: TextIO | None, period_ms: float, late_ms: float) -> None:
+    me = os.getpid()
+    groups = traced_tasks(me) if trace else {}
+    scanned = time.monotonic_ns()
+    prev_t, prev_cpu = scanned, cpu_ms()
+    prev_tasks = thread_ms(groups)
+    while True:
+        time.sleep(period_ms / 1000)
+        t, cur_cpu = time.monotonic_ns(), cpu_ms()
+        late = (t - prev_t) / 1e6 - period_ms
+        if late > late_ms:
+            out.write(json.dumps({
+                "t_ns": t, "late_ms": round(late, 1),
+                "stolen_ms": {c: v[0] for c, v in cpu_delta(cur_cpu, prev_cpu).items()},
+            }) + "\n")
+            out.flush()
+        if trace is not None:
+            tasks = thread_ms(groups)
+            trace.write(json.dumps({"t_ns": t, "cpu": cpu_delta(cur_cpu, prev_cpu),
+                                    "ran_waited_ms": group_delta(groups, tasks, prev_tasks)})
+                        + "\n")
+            if t - scanned >= RESCAN_NS:
+                groups, scanned = traced_tasks(me), t
+                tasks = thread_ms(groups)
+            prev_tasks = tasks
+        prev_t, prev_cpu = t, cur_cpu
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="JSON lines file (appended)")
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--out", required=True, help="JSON lines file of late wake-ups (appended)")
+    ap.add_argument("--trace", help="JSON lines file of where the CPUs went, every period "
+                                    "(appended)")
     ap.add_argument("--period-ms", type=float, default=5.0)
     ap.add_argument("--late-ms", type=float, default=10.0)
     args = ap.parse_args(argv)
@@ -51,22 +189,17 @@ def main(argv: list[str] | None = None) -> int:
     except PermissionError:
         print("stall_watchdog: real-time priority needs root", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with open(args.out, "a") as out:
-        prev_t, prev = time.monotonic_ns(), steal_ms()
+        trace = open(args.trace, "a") if args.trace else None   # noqa: SIM115
         try:
-            while True:
-                time.sleep(args.period_ms / 1000)
-                t, cur = time.monotonic_ns(), steal_ms()
-                late = (t - prev_t) / 1e6 - args.period_ms
-                if late > args.late_ms:
-                    out.write(json.dumps({
-                        "t_ns": t, "late_ms": round(late, 1),
-                        "stolen_ms": {c: round(cur[c] - prev.get(c, cur[c]), 1) for c in cur},
-                    }) + "\n")
-                    out.flush()
-                prev_t, prev = t, cur
+            run(out, trace, args.period_ms, args.late_ms)
         except KeyboardInterrupt:
             return 0
+        finally:
+            if trace is not None:
+                trace.close()
+    return 0
 
 
 if __name__ == "__main__":
