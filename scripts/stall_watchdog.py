@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """Who stopped the machine: a real-time watchdog to run beside an experiment.
 
-Runs at SCHED_FIFO 99 (above every switch and agent of a run), sleeps
-``--period-ms`` at a time and, whenever it wakes later than ``--late-ms``
-past its period, writes a JSON line: its CLOCK_MONOTONIC time in ns (the
-clock of the switches' and agents' timelines), how late it woke, and the
-time each CPU had stolen by the hypervisor in that gap (/proc/stat, in ms).
+One process per CPU, each pinned to its CPU at SCHED_FIFO 99 (above every
+switch and agent of a run), sleeps ``--period-ms`` at a time and, whenever
+it wakes later than ``--late-ms`` past its period, writes a JSON line: its
+CLOCK_MONOTONIC time in ns (the clock of the switches' and agents'
+timelines), its CPU, how late it woke, and the time each CPU had stolen by
+the hypervisor in that gap (/proc/stat, in ms).
 
-A wake-up late by tens of ms with as much stolen time on every CPU is the
-hypervisor holding the guest; one late with little stolen time is the
-kernel itself (real-time throttling also stops this process); a switch
-that lagged while this woke on time was held by something of the run.
+Nothing of a run can hold a CPU from these: a late wake-up means that CPU
+did not run the guest's processes (the hypervisor held it, whether or not
+it reported the time as stolen) or ran the kernel with its timers held
+off. A switch that lagged while the watcher of every CPU woke on time was
+held by something of the run.
 
 With ``--trace FILE`` it also writes, every period, where the CPUs went:
 per CPU the ms stolen, spent in softirq and idle; per soft switch (named
@@ -29,6 +31,7 @@ Needs root (real-time priority). Stop it with Ctrl-C or SIGTERM.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -146,32 +149,54 @@ def cpu_delta(cur: dict[str, tuple[float, float, float]],
             for c, v in cur.items() if c in prev}
 
 
-def run(out: TextIO, trace: TextIO | None, period_ms: float, late_ms: float) -> None:
+def watch_cpu(cpu: int, out_path: str, period_ms: float, late_ms: float) -> None:
+    """Sleep on ``cpu`` alone, ``period_ms`` at a time, and log every late wake-up."""
+    os.sched_setaffinity(0, {cpu})
+    with open(out_path, "a") as out:
+        prev_t, prev_cpu = time.monotonic_ns(), cpu_ms()
+        while True:
+            time.sleep(period_ms / 1000)
+            t, cur_cpu = time.monotonic_ns(), cpu_ms()
+            late = (t - prev_t) / 1e6 - period_ms
+            if late > late_ms:
+                out.write(json.dumps({
+                    "t_ns": t, "cpu": cpu, "late_ms": round(late, 1),
+                    "stolen_ms": {c: v[0] for c, v in cpu_delta(cur_cpu, prev_cpu).items()},
+                }) + "\n")
+                out.flush()
+            prev_t, prev_cpu = t, cur_cpu
+
+
+def write_trace(trace: TextIO, period_ms: float) -> None:
+    """Every ``period_ms``: the CPUs' and the traced processes' ms (module doc)."""
     me = os.getpid()
-    groups = traced_tasks(me) if trace else {}
+    groups = traced_tasks(me)
     scanned = time.monotonic_ns()
-    prev_t, prev_cpu = scanned, cpu_ms()
-    prev_tasks = thread_ms(groups)
+    prev_cpu, prev_tasks = cpu_ms(), thread_ms(groups)
     while True:
         time.sleep(period_ms / 1000)
-        t, cur_cpu = time.monotonic_ns(), cpu_ms()
-        late = (t - prev_t) / 1e6 - period_ms
-        if late > late_ms:
-            out.write(json.dumps({
-                "t_ns": t, "late_ms": round(late, 1),
-                "stolen_ms": {c: v[0] for c, v in cpu_delta(cur_cpu, prev_cpu).items()},
-            }) + "\n")
-            out.flush()
-        if trace is not None:
+        t, cur_cpu, tasks = time.monotonic_ns(), cpu_ms(), thread_ms(groups)
+        trace.write(json.dumps({"t_ns": t, "cpu": cpu_delta(cur_cpu, prev_cpu),
+                                "ran_waited_ms": group_delta(groups, tasks, prev_tasks)})
+                    + "\n")
+        if t - scanned >= RESCAN_NS:
+            groups, scanned = traced_tasks(me), t
             tasks = thread_ms(groups)
-            trace.write(json.dumps({"t_ns": t, "cpu": cpu_delta(cur_cpu, prev_cpu),
-                                    "ran_waited_ms": group_delta(groups, tasks, prev_tasks)})
-                        + "\n")
-            if t - scanned >= RESCAN_NS:
-                groups, scanned = traced_tasks(me), t
-                tasks = thread_ms(groups)
-            prev_tasks = tasks
-        prev_t, prev_cpu = t, cur_cpu
+        prev_cpu, prev_tasks = cur_cpu, tasks
+
+
+def _fork_watcher(cpu: int, args: argparse.Namespace) -> int:
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            watch_cpu(cpu, args.out, args.period_ms, args.late_ms)
+        except KeyboardInterrupt:
+            pass
+        except BaseException:
+            code = 1
+        os._exit(code)
+    return pid
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,15 +215,25 @@ def main(argv: list[str] | None = None) -> int:
         print("stall_watchdog: real-time priority needs root", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    with open(args.out, "a") as out:
-        trace = open(args.trace, "a") if args.trace else None   # noqa: SIM115
-        try:
-            run(out, trace, args.period_ms, args.late_ms)
-        except KeyboardInterrupt:
-            return 0
-        finally:
-            if trace is not None:
-                trace.close()
+    open(args.out, "a").close()       # a bad path fails here, not in a child
+    children: list[int] = []
+    try:
+        children = [_fork_watcher(cpu, args) for cpu in sorted(os.sched_getaffinity(0))]
+        if args.trace:
+            with open(args.trace, "a") as trace:
+                write_trace(trace, args.period_ms)
+        else:
+            while True:
+                signal.pause()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        for pid in children:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
     return 0
 
 

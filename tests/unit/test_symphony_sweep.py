@@ -4,6 +4,7 @@ normalized CCT from the phases' collectives."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -51,17 +52,25 @@ def test_bad_sweeps_are_refused(kw) -> None:
 
 
 def test_plot_of_a_made_up_k_sweep(tmp_path: Path) -> None:
-    p = exp.Params.quick()
+    """Two seeds, Symphony's steps 10% and 20% shorter than their seed's
+    baseline at the first point: each seed is judged against its own baseline."""
+    p = dataclasses.replace(exp.Params.quick(), seeds=2)
     assert p.sweep == "k"
     write_plan(tmp_path, exp, p)
     for i, v in enumerate(p.value_list):
         pt = p.point(v)
         for seed in range(p.seeds):
+            base_s = 0.2 * (1 + seed)
             # k sweeps share the first point's baseline
-            for scheme, step_s in (("baseline", 0.2), ("symphony", 0.18 + 0.01 * i)):
+            for scheme, step_s in (("baseline", base_s),
+                                   ("symphony", base_s * (0.9 - 0.1 * seed + 0.05 * i))):
                 name = exp.phase_name(scheme, i, seed)
                 if not (tmp_path / "phases" / name).exists():
                     write_ring_phase(tmp_path, name, ring.ring_order(pt),
                                      iterations=pt.iterations, channels=pt.channels,
                                      step_s=step_s)
+    res = exp.analyze(tmp_path)
+    by_seed = [pt["normalized_cct_by_seed"] for pt in res["points"]]
+    assert by_seed[0] == pytest.approx([0.9, 0.8], abs=0.02)
+    assert by_seed[1] == pytest.approx([0.95, 0.85], abs=0.02)
     assert_plots(exp.plot(tmp_path), tmp_path, ["normalized_cct.png"])
