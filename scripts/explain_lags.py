@@ -102,8 +102,18 @@ def main(argv: list[str] | None = None) -> int:
                 f"(stolen {sum(r['stolen_ms'].values()):.0f} ms)" for r in late) or "none"))
         if args.trace:
             rows = _within(trace, trace_t, t0, t1)
-            print(f"  ran, waited ms: {_sums(rows, 'ran_waited_ms')}")
-            print(f"  per CPU stolen, softirq, idle ms: {_sums(rows, 'cpu')}")
+            ran = _sums(rows, "ran_waited_ms")
+            cpus = _sums(rows, "cpu")
+            print(f"  ran, waited ms: {ran}")
+            print(f"  per CPU stolen, softirq, idle ms: {cpus}")
+            first = bisect.bisect_left(trace_t, t0)
+            if rows and first > 0:
+                # each row covers the time since the one before it
+                have = (rows[-1]["t_ns"] - trace_t[first - 1]) / 1e6 * len(rows[0]["cpu"])
+                used = sum(v[0] for v in ran.values()) + sum(sum(v) for v in cpus.values())
+                print(f"  the CPUs had {have:.0f} ms: the traced processes ran, time was "
+                      f"stolen, in softirq or idle for {used:.0f}, the rest (other "
+                      f"processes, the kernel) {have - used:.0f}")
     if not found:
         print(f"no switch lag of {args.min_ms} ms or more in {args.run}")
     return 0

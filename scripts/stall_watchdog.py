@@ -17,8 +17,9 @@ held by something of the run.
 With ``--trace FILE`` it also writes, every period, where the CPUs went:
 per CPU the ms stolen, spent in softirq and idle; per soft switch (named
 by its first interface's node) and for the host agents together (every
-other real-time process) the ms they ran and the ms they waited runnable
-(/proc/<pid>/task/*/schedstat), and the same for the kernel's ksoftirqd
+other real-time process) the ms their real-time threads ran and the ms
+they waited runnable (/proc/<pid>/task/*/schedstat), the same for their
+other threads ("<name> (other threads)") and for the kernel's ksoftirqd
 threads. A switch that lagged while it waited runnable was starved (by
 what ran instead); one that neither ran nor waited had no frame to read
 (the kernel had not delivered them).
@@ -65,10 +66,11 @@ def _argv(pid: str) -> list[str]:
     return raw.decode(errors="replace").split("\0")
 
 
-def _policy(pid: str) -> int:
-    """The scheduling policy (/proc/<pid>/stat field 41; 1 = SCHED_FIFO)."""
+def _policy(path: str) -> int:
+    """The scheduling policy of a task (field 41 of its ``stat`` file under
+    ``path``, /proc/<pid> or /proc/<pid>/task/<tid>; 1 = SCHED_FIFO)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = Path(f"{path}/stat").read_text()
     except OSError:
         return -1
     return int(stat.rsplit(")", 1)[1].split()[38])
@@ -86,7 +88,11 @@ def _switch_name(argv: list[str]) -> str | None:
 
 def traced_tasks(me: int) -> dict[str, list[str]]:
     """Group -> the schedstat files of its threads: each soft switch, the
-    host agents (every other SCHED_FIFO process but this one) and ksoftirqd."""
+    host agents (every other SCHED_FIFO process but this one) and ksoftirqd.
+    A switch's or the agents' threads that are not real-time (control,
+    statistics) form a group of their own, "<name> (other threads)": the
+    kernel may run those above every real-time task for a while (the fair
+    server), so they are told apart."""
     groups: dict[str, list[str]] = {}
     for entry in os.scandir("/proc"):
         pid = entry.name
@@ -102,7 +108,7 @@ def traced_tasks(me: int) -> dict[str, list[str]]:
                     continue
                 if comm.startswith("ksoftirqd/"):
                     name = "ksoftirqd"
-            elif _policy(pid) == 1:
+            elif _policy(f"/proc/{pid}") == 1:
                 name = "agents"
         if name is None:
             continue
@@ -110,7 +116,11 @@ def traced_tasks(me: int) -> dict[str, list[str]]:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
-        groups.setdefault(name, []).extend(f"/proc/{pid}/task/{t}/schedstat" for t in tids)
+        for t in tids:
+            task = f"/proc/{pid}/task/{t}"
+            group = (name if name == "ksoftirqd" or _policy(task) == 1
+                     else f"{name} (other threads)")
+            groups.setdefault(group, []).append(f"{task}/schedstat")
     return groups
 
 

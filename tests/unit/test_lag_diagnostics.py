@@ -52,7 +52,8 @@ def test_a_lag_is_set_beside_the_stop_and_the_trace_of_its_window(tmp_path: Path
         {"t_ns": t0 + 80 * MS, "cpu": 1, "late_ms": 55.0, "stolen_ms": {"cpu0": 0.0, "cpu1": 0.0}},
         {"t_ns": 3000 * MS, "cpu": 0, "late_ms": 20.0, "stolen_ms": {"cpu0": 0.0, "cpu1": 0.0}},
     ])
-    row = {"cpu": {"cpu0": [0.0, 0.0, 1.0], "cpu1": [10.0, 0.0, 0.0]},
+    # every 10 ms: cpu1 stolen whole, cpu0 running the agents and leaf1
+    row = {"cpu": {"cpu0": [0.0, 0.0, 0.0], "cpu1": [10.0, 0.0, 0.0]},
            "ran_waited_ms": {"leaf1": [1.0, 9.0], "agents": [9.0, 0.0]}}
     trace = _jsonl(tmp_path / "sched.jsonl",
                    [{"t_ns": t0 + k * 10 * MS, **row} for k in range(-10, 20)])
@@ -64,7 +65,10 @@ def test_a_lag_is_set_beside_the_stop_and_the_trace_of_its_window(tmp_path: Path
     assert lines[1] == "  watchers late: cpu1 55.0 ms at 1.080 s (stolen 0 ms)"
     # trace rows at 0.96 .. 1.10 s: 15 of them
     assert lines[2] == "  ran, waited ms: {'agents': [135, 0], 'leaf1': [15, 135]}"
-    assert lines[3] == "  per CPU stolen, softirq, idle ms: {'cpu0': [0, 0, 15], 'cpu1': [150, 0, 0]}"
+    assert lines[3] == "  per CPU stolen, softirq, idle ms: {'cpu0': [0, 0, 0], 'cpu1': [150, 0, 0]}"
+    # 0.95-1.10 s on two CPUs, all of it accounted for
+    assert lines[4] == ("  the CPUs had 300 ms: the traced processes ran, time was stolen, "
+                        "in softirq or idle for 300, the rest (other processes, the kernel) 0")
     assert "spine1" not in r.stdout        # 9 ms: under the 30 ms asked for
     assert "spine1" in _explain(str(tmp_path), "--min-ms", "5").stdout
 
