@@ -9,7 +9,9 @@ reported it. For that window it prints:
 
 - the late wake-ups of ``scripts/stall_watchdog.py``'s per-CPU watchers
   (``--stalls``): a CPU that even a SCHED_FIFO 99 process pinned to it
-  could not have was held by the hypervisor (stolen or not) or the kernel;
+  could not have was held by the hypervisor (its stolen time shows it) or
+  the kernel (e.g. its fair server, which runs normal tasks starved for
+  about a second for 50 ms above every real-time task);
 - with ``--trace``: the ms each soft switch, the agents and ksoftirqd ran
   and waited runnable, and each CPU's stolen, softirq and idle ms. A switch
   that waited runnable while the agents ran was starved by them; the ms

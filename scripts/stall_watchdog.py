@@ -8,10 +8,12 @@ CLOCK_MONOTONIC time in ns (the clock of the switches' and agents'
 timelines), its CPU, how late it woke, and the time each CPU had stolen by
 the hypervisor in that gap (/proc/stat, in ms).
 
-Nothing of a run can hold a CPU from these: a late wake-up means that CPU
-did not run the guest's processes (the hypervisor held it, whether or not
-it reported the time as stolen) or ran the kernel with its timers held
-off. A switch that lagged while the watcher of every CPU woke on time was
+Nothing of a run at real-time priority can hold a CPU from these: a late
+wake-up means the hypervisor held that CPU (its stolen time shows it) or
+the kernel did, e.g. its fair server (Linux 6.12 on), which runs normal
+tasks that real-time ones starved for about a second for 50 ms above
+every real-time task: a FIFO 50 busy loop beside a normal one on one CPU
+made its watcher wake about 50 ms late every second, nothing stolen. A switch that lagged while the watcher of every CPU woke on time was
 held by something of the run.
 
 With ``--trace FILE`` it also writes, every period, where the CPUs went:
