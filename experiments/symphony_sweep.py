@@ -18,8 +18,8 @@ overrides the axis's default points.
 Results (summary.json): ``points`` (per value: the baseline's and
 Symphony's median CCT over every collective of every seed,
 ``normalized_cct`` = Symphony / baseline, and ``normalized_cct_by_seed``,
-each seed's median against its own baseline's: the point's spread), ``normalized_cct`` (the list, in
-the order of ``values``), ``normalized_cct_min`` and ``best_value`` (the
+each seed's median against its own baseline's: the point's spread),
+``normalized_cct`` (the list, in the order of ``values``), ``normalized_cct_min`` and ``best_value`` (the
 point where Symphony gained most; for k also ``best_log10_k``, which CLAIMS
 judges against Fig. 8b's sweet spot), ``bit_exact``; ``paper`` (REFERENCE) holds what
 Fig. 8 shows.

@@ -13,8 +13,9 @@ wake-up means the hypervisor held that CPU (its stolen time shows it) or
 the kernel did, e.g. its fair server (Linux 6.12 on), which runs normal
 tasks that real-time ones starved for about a second for 50 ms above
 every real-time task: a FIFO 50 busy loop beside a normal one on one CPU
-made its watcher wake about 50 ms late every second, nothing stolen. A switch that lagged while the watcher of every CPU woke on time was
-held by something of the run.
+made its watcher wake about 50 ms late every second, nothing stolen. A
+switch that lagged while the watcher of every CPU woke on time was held by
+something of the run.
 
 With ``--trace FILE`` it also writes, every period, where the CPUs went:
 per CPU the ms stolen, spent in softirq and idle; per soft switch (named
@@ -45,6 +46,8 @@ from typing import TextIO
 
 USER_HZ = os.sysconf("SC_CLK_TCK")
 RESCAN_NS = 500_000_000          # how often the traced processes are looked up again
+# switches.soft.node.DAEMON_MODULE; not imported, since that module loads
+# Mininet, and this process runs at real-time priority beside a run
 _SWITCH_MODULE = "switches.soft.daemon"
 
 
@@ -230,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     open(args.out, "a").close()       # a bad path fails here, not in a child
     children: list[int] = []
     try:
-        children = [_fork_watcher(cpu, args) for cpu in sorted(os.sched_getaffinity(0))]
+        for cpu in sorted(os.sched_getaffinity(0)):
+            # one by one: a fork that fails leaves the ones made to be stopped
+            children.append(_fork_watcher(cpu, args))
         if args.trace:
             with open(args.trace, "a") as trace:
                 write_trace(trace, args.period_ms)
@@ -240,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
+        # a second Ctrl-C or SIGTERM (timeout(1) signals the process and its
+        # group) must not cut the stopping of the watchers short
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for pid in children:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
