@@ -44,6 +44,10 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from testbed.cpu_usage import read_cpus  # noqa: E402
+
 USER_HZ = os.sysconf("SC_CLK_TCK")
 RESCAN_NS = 500_000_000          # how often the traced processes are looked up again
 # switches.soft.node.DAEMON_MODULE; not imported, since that module loads
@@ -53,14 +57,9 @@ _SWITCH_MODULE = "switches.soft.daemon"
 
 def cpu_ms() -> dict[str, tuple[float, float, float]]:
     """Per CPU since boot, in ms: (stolen, softirq, idle) (/proc/stat)."""
-    out: dict[str, tuple[float, float, float]] = {}
-    with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith("cpu") and line[3] != " ":
-                v = line.split()
-                k = 1000.0 / USER_HZ
-                out[v[0]] = (int(v[8]) * k, int(v[7]) * k, int(v[4]) * k)
-    return out
+    k = 1000.0 / USER_HZ
+    return {cpu: (steal * k, softirq * k, idle * k)
+            for cpu, (_, idle, softirq, steal) in read_cpus().items() if cpu != "cpu"}
 
 
 def _argv(pid: str) -> list[str]:

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CpuSampler", "read_schedstat", "read_machine", "format_cpu", "STEAL_SHOWN"]
+__all__ = ["CpuSampler", "read_schedstat", "read_machine", "read_cpus", "format_cpu", "STEAL_SHOWN"]
 
 # Stolen shares from this on are named in a phase's CPU line and the verdict.
 STEAL_SHOWN = 0.001
@@ -69,20 +69,32 @@ def read_schedstat(pid: int, proc: str = _PROC) -> tuple[int, int] | None:
     return (run, wait) if seen else None
 
 
+def read_cpus(proc: str = _PROC) -> dict[str, tuple[int, int, int, int]]:
+    """Per line of /proc/stat that counts CPU time ("cpu" for all CPUs,
+    "cpu0", "cpu1", ... for each): (total, idle, softirq, steal) clock
+    ticks since boot; empty if the file cannot be read."""
+    out: dict[str, tuple[int, int, int, int]] = {}
+    try:
+        with open(f"{proc}/stat") as f:
+            for line in f:
+                if not line.startswith("cpu"):
+                    break           # the CPU lines come first
+                v = line.split()
+                # user nice system idle iowait irq softirq steal [guest guest_nice]:
+                # guest time is already counted in user and nice
+                ticks = [int(x) for x in v[1:9]]
+                if len(ticks) < 8:
+                    continue
+                out[v[0]] = (sum(ticks), ticks[3] + ticks[4], ticks[6], ticks[7])
+    except (OSError, ValueError):
+        return {}
+    return out
+
+
 def read_machine(proc: str = _PROC) -> tuple[int, int, int, int] | None:
     """(total, idle, softirq, steal) clock ticks of all CPUs since boot, from
     /proc/stat."""
-    try:
-        with open(f"{proc}/stat") as f:
-            line = f.readline().split()
-        if line[0] != "cpu":
-            return None
-        # user nice system idle iowait irq softirq steal [guest guest_nice]:
-        # guest time is already counted in user and nice
-        ticks = [int(x) for x in line[1:9]]
-    except (OSError, ValueError, IndexError):
-        return None
-    return sum(ticks), ticks[3] + ticks[4], ticks[6], ticks[7]
+    return read_cpus(proc).get("cpu")
 
 
 class CpuSampler:

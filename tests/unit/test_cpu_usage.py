@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from testbed import cpu_usage
-from testbed.cpu_usage import CpuSampler, format_cpu, read_machine, read_schedstat
+from testbed.cpu_usage import CpuSampler, format_cpu, read_cpus, read_machine, read_schedstat
 
 
 def _fake_proc(root: Path, tasks: dict[int, dict[int, tuple[int, int]]],
@@ -110,3 +110,17 @@ def test_a_busy_process_and_an_idle_one_on_this_machine() -> None:
     assert busy["cpu_share"] + busy["wait_share"] > 0.85
     assert rest["cpu_share"] + rest["wait_share"] < 0.05
     assert 0 < r["machine"]["busy_share"] <= 1
+
+
+def test_each_cpu_is_read_apart_from_the_machine(tmp_path: Path) -> None:
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    (tmp_path / "stat").write_text(
+        "cpu  10 0 10 70 10 0 5 5 0 0\n"
+        "cpu0 6 0 4 30 5 0 3 2 0 0\n"
+        "cpu1 4 0 6 40 5 0 2 3 0 0\n"
+        "intr 1 2 3\n")
+    cpus = read_cpus(str(tmp_path))
+    assert cpus == {"cpu": (110, 80, 5, 5), "cpu0": (50, 35, 3, 2), "cpu1": (60, 45, 2, 3)}
+    assert read_machine(str(tmp_path)) == cpus["cpu"]
+    (tmp_path / "stat").write_text("cpu0 1 2\n")        # cut short
+    assert read_cpus(str(tmp_path)) == {}
