@@ -239,7 +239,9 @@ def _icrc_ok(frame: bytes) -> bool:
 
 
 def _tshark_fields(pcap: Path, *fields: str) -> list[list[str]]:
-    cmd = ["tshark", "-r", str(pcap), "-Y", "infiniband", "-T", "fields"]
+    # not ICMP: a port-unreachable that quotes a late RoCE frame (its peer's
+    # socket closed at the end of the run) also dissects as InfiniBand
+    cmd = ["tshark", "-r", str(pcap), "-Y", "infiniband && !icmp", "-T", "fields"]
     for f in fields:
         cmd += ["-e", f]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
