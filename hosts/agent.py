@@ -65,9 +65,10 @@ import sys
 import time
 import traceback
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from hosts.agent_spec import CollectiveSpec, FlowSpec, JobSpec, SpecError, message_wire_bytes
 from hosts.commlib import FileRendezvous
@@ -121,15 +122,35 @@ class AgentError(RuntimeError):
     """The job failed; the message says why."""
 
 
+# The agents' clock: CLOCK_MONOTONIC in an agent's own process (the Mininet
+# engine); the virtual-time engine (testbed.sim) runs every agent of a run in
+# one process on its simulated clock and swaps it in (simulated_clock).
+_clock: Callable[[], int] = time.monotonic_ns
+
+
 def now_ns() -> int:
-    return time.monotonic_ns()
+    return _clock()
+
+
+@contextlib.contextmanager
+def simulated_clock(clock: Callable[[], int]) -> Iterator[None]:
+    """Every agent of this process reads ``clock`` (ns) while the block runs."""
+    global _clock
+    before = _clock
+    _clock = clock
+    try:
+        yield
+    finally:
+        _clock = before
 
 
 class EventLog:
     """JSON lines with a CLOCK_MONOTONIC timestamp and the host name."""
 
-    def __init__(self, path: str | os.PathLike[str], host: str) -> None:
-        self._f: IO[str] = open(path, "a", buffering=1)  # closed by close()
+    def __init__(self, path: str | os.PathLike[str], host: str, line_buffered: bool = True) -> None:
+        # Line-buffered where the runner reads the file while the agent runs
+        # (its progress lines); a simulated run reads it only afterwards.
+        self._f: IO[str] = open(path, "a", buffering=1 if line_buffered else -1)  # closed by close()
         self.host = host
 
     def emit(self, event: str, **fields: Any) -> None:
@@ -1006,6 +1027,21 @@ class _MessagePool:
 # collective
 
 
+@dataclass(frozen=True)
+class Offer:
+    """One agent's part of an exchange of connection data before the start:
+    ``rank`` of ``size`` parties contribute ``info`` under ``group``/``tag``
+    and each gets every party's, in rank order (a flow's two ends, a ring's
+    ranks). The Mininet engine exchanges offers through files in the
+    rendezvous directory; the virtual-time engine hands them over in memory."""
+
+    group: str
+    tag: str
+    rank: int
+    size: int
+    info: Any
+
+
 class _Collective:
     def __init__(self, agent: Agent, spec: CollectiveSpec) -> None:
         import numpy as np
@@ -1028,10 +1064,9 @@ class _Collective:
         if spec.scheme == "epic":
             self.comm = self._epic_comm(n * itemsize)
         else:
-            self.comm = Communicator.init(
+            # connected once every rank's connection data is known (connect)
+            self.comm = Communicator(
                 agent.ctx, spec.rank, spec.size, spec.job_id,
-                FileRendezvous(Path(agent.spec.rendezvous_dir) / "collective", spec.rank,
-                               spec.size, timeout=agent.spec.timeout_s),
                 channels=spec.channels, max_bytes=n * itemsize, event_sink=agent.log.sink,
                 rate_controller_factory=rate_controller,
                 pacer_factory=agent.make_pacer,
@@ -1056,6 +1091,17 @@ class _Collective:
             self._ready[i] = CollectiveExpectation.make(spec, i)
 
         self._current: CollectiveExpectation | None = None
+
+    def offer(self) -> Offer | None:
+        """The rank's connection data for the ring's exchange (None: an EPIC
+        communicator, connected through the controller already)."""
+        if self.spec.scheme == "epic":
+            return None
+        return Offer("collective", f"commlib-job{self.spec.job_id}", self.spec.rank,
+                     self.spec.size, self.comm.local_info())
+
+    def connect(self, infos: list[Any]) -> None:
+        self.comm.connect(infos)
 
     def _expected(self, iteration: int) -> CollectiveExpectation:
         return self._ready.pop(iteration, None) or CollectiveExpectation.make(self.spec, iteration)
@@ -1238,12 +1284,31 @@ def rxe_ack_timeout_ns(scale: Scale, path_mtu: int) -> int:
     return max(scale.rto_ns, int(drain_s * 1e9))
 
 
+class DoneBarrier(Protocol):
+    """Where an agent says its work is done and learns when every agent of
+    the phase is (it answers the network until then)."""
+
+    arrived: bool
+
+    def arrive(self) -> None: ...
+
+    def complete(self) -> bool: ...
+
+
 class Agent:
-    def __init__(self, spec: JobSpec, log: EventLog) -> None:
+    """One job spec on one host. ``run`` drives it in its own process (the
+    Mininet engine); the virtual-time engine drives the same steps itself:
+    ``prepare`` / ``connect`` (the exchange of connection data), ``begin`` at
+    the common start, ``poll`` whenever the host's clock reaches the time the
+    previous poll asked for or a datagram arrives, ``finish``."""
+
+    def __init__(self, spec: JobSpec, log: EventLog, provider: Any = None,
+                 rendezvous_dir: Path | None = None) -> None:
         self.spec = spec
         self.log = log
         self.scale = Scale(**spec.transport.scale)
-        self.rdv = Path(spec.rendezvous_dir)
+        # (a simulated run's specs name it relative to the run directory)
+        self.rdv = rendezvous_dir or Path(spec.rendezvous_dir)
         self.shim: Any = None
         self.shaper: Any = None      # udp hosts with a line qdisc: the QPs' HTB classes
         self._host_line = (HostLine(self.scale.line_rate_bps, now_ns())
@@ -1252,14 +1317,22 @@ class Agent:
         self.ctx: Any
         self.provider: Any
         self._device_base: dict[str, int] = {}
-        if spec.provider == "rxe":
+        self.works: list[Any] = []
+        self._done_barrier: DoneBarrier | None = None
+        self._deadline = 0
+        self._rx_lag: Any = None
+        self.wake_exact = True
+        if provider is not None:      # a simulated host's NIC (testbed.sim)
+            self.provider = provider
+        elif spec.provider == "rxe":
             self._open_rxe()
             return
-        from hosts.roce.udp_provider import UdpProvider
+        else:
+            from hosts.roce.udp_provider import UdpProvider
 
-        self.provider = UdpProvider(spec.ip)
-        self.provider.rx_holdoff_ns = round(spec.transport.rx_holdoff_us * 1000.0
-                                            * self.scale.slowdown)
+            self.provider = UdpProvider(spec.ip)
+            self.provider.rx_holdoff_ns = round(spec.transport.rx_holdoff_us * 1000.0
+                                                * self.scale.slowdown)
         self.ctx = Context(self.provider, self.scale,
                            cnp_interval_ns=cnp_interval_ns(spec, self.scale))
 
@@ -1435,114 +1508,170 @@ class Agent:
         return self.shaper
 
     def run(self) -> None:
+        """The agent in its own process: exchange connection data and meet the
+        phase's other agents through files in the rendezvous directory, run
+        until every agent is done, waiting on the provider in between."""
         spec = self.spec
-        deadline = now_ns() + int(spec.timeout_s * 1e9)
-        flows: list[_Flow | _MessagePool] = [
-            _MessagePool(self, f) if f.arrivals_s else _Flow(self, f)
-            for f in sorted(spec.flows, key=lambda f: f.flow)]
+        offers = self.prepare()
+        gathered = {}
         # Same order on every agent: pairwise exchanges cannot wait on each other.
-        for fl in flows:
-            rank = 0 if fl.sender else 1
-            infos = FileRendezvous(self.rdv / "flows", rank, 2,
-                                   timeout=spec.timeout_s).allgather(fl.info(), tag=fl.name)
-            fl.connect(infos[1 - rank])
-        works: list[Any] = list(flows)
-        if spec.collective is not None:
-            works.append(_Collective(self, spec.collective))
-        if self.shim is not None:
-            self._register_rxe_qps()
-        self.log.emit("setup_done", flows=[f.name for f in flows],
-                      collective=spec.collective is not None)
-        if jit_present():
-            # Compile the per-packet paths now, not during the measured traffic.
-            msg = max((f.msg_bytes for f in spec.flows), default=65536)
-            self.log.emit("jit_warmup", **warm_up(msg, spec.transport.path_mtu))
+        for o in offers:
+            gathered[(o.group, o.tag)] = FileRendezvous(
+                self.rdv / o.group, o.rank, o.size, timeout=spec.timeout_s).allgather(o.info, o.tag)
+        self.connect(gathered)
         b_rank, b_size = spec.barrier
         ready = FileRendezvous(self.rdv / "barrier", b_rank, b_size,
                                timeout=spec.timeout_s).allgather({"ready_ns": now_ns()}, "start")
         t0 = max(int(r["ready_ns"]) for r in ready) + int(spec.start_delay_s * 1e9)
         self.ctx.engine.run(until=lambda: now_ns() >= t0, timeout=max(0.0, (t0 - now_ns()) / 1e9))
+        self.begin(t0, _DoneBarrier(self.rdv / "done", b_rank, b_size))
+        while True:
+            wake = self.poll()
+            if wake is None:
+                break
+            if wake > now_ns():
+                self._wait(wake, self.wake_exact)
+        self.finish()
+
+    def prepare(self) -> list[Offer]:
+        """Make the flows' and the collective's QPs and buffers; what this agent
+        contributes to the exchanges of connection data, in the order every
+        agent makes them."""
+        spec = self.spec
+        self._deadline = now_ns() + int(spec.timeout_s * 1e9)
+        flows: list[_Flow | _MessagePool] = [
+            _MessagePool(self, f) if f.arrivals_s else _Flow(self, f)
+            for f in sorted(spec.flows, key=lambda f: f.flow)]
+        self.works = list(flows)
+        offers = [Offer("flows", fl.name, 0 if fl.sender else 1, 2, fl.info()) for fl in flows]
+        if spec.collective is not None:
+            coll = _Collective(self, spec.collective)
+            self.works.append(coll)
+            o = coll.offer()
+            if o is not None:
+                offers.append(o)
+        return offers
+
+    def connect(self, gathered: dict[tuple[str, str], list[Any]]) -> None:
+        """Connect every QP from the exchanges' results ((group, tag) -> every
+        party's info, in rank order), then what must happen before the start."""
+        spec = self.spec
+        for w in self.works:
+            if isinstance(w, _Collective):
+                o = w.offer()
+                if o is not None:
+                    w.connect(gathered[(o.group, o.tag)])
+            else:
+                w.connect(gathered[("flows", w.name)][1 if w.sender else 0])
+        if self.shim is not None:
+            self._register_rxe_qps()
+        self.log.emit("setup_done", flows=[w.name for w in self.works
+                                           if not isinstance(w, _Collective)],
+                      collective=spec.collective is not None)
+        if jit_present() and not getattr(self.provider, "simulated", False):
+            # Compile the per-packet paths now, not during the measured traffic
+            # (a simulated host has no traffic to be late for).
+            msg = max((f.msg_bytes for f in spec.flows), default=65536)
+            self.log.emit("jit_warmup", **warm_up(msg, spec.transport.path_mtu))
+
+    def begin(self, t0: int, done_barrier: DoneBarrier) -> None:
+        """Start the work at the phase's common instant ``t0``."""
+        spec = self.spec
         # Logged at the common instant (the same on every agent), with how late
         # this agent woke up for it.
-        self.log.emit("start", t_ns=t0, barrier=b_size, late_ns=max(0, now_ns() - t0))
+        self.log.emit("start", t_ns=t0, barrier=spec.barrier[1], late_ns=max(0, now_ns() - t0))
         # the udp provider's (an rxe engine has no provider: the kernel receives)
-        rx_lag = getattr(getattr(self.ctx.engine, "provider", None), "receive_lag", None)
-        if rx_lag is not None:
-            rx_lag.reset(now_ns(), receive_lag_threshold_ns(self.ctx.scale.slowdown))
-        for w in works:
+        self._rx_lag = getattr(getattr(self.ctx.engine, "provider", None), "receive_lag", None)
+        if self._rx_lag is not None:
+            self._rx_lag.reset(now_ns(), receive_lag_threshold_ns(self.ctx.scale.slowdown))
+        for w in self.works:
             w.start(t0)
-        done_barrier = _DoneBarrier(self.rdv / "done", b_rank, b_size)
-        sample_ns = spec.transport.sample_interval_us * 1000
-        prog_ns = int(spec.progress_interval_s * 1e9)
-        next_sample = t0 + sample_ns
-        next_prog = t0
-        next_done_check = 0
+        self._done_barrier = done_barrier
+        self._sample_ns = spec.transport.sample_interval_us * 1000
+        self._prog_ns = int(spec.progress_interval_s * 1e9)
+        self._next_sample = t0 + self._sample_ns
+        self._next_prog = t0
+        self._next_done_check = 0
+        self.wake_exact = True
+
+    def poll(self) -> int | None:
+        """One pass: the engine's receive, timers and sends, then the work's;
+        the time the next pass is due (``wake_exact``: whether it must be met
+        exactly), or None once every agent of the phase is done."""
+        spec = self.spec
+        works = self.works
         engine = self.ctx.engine
         shim = self.shim
-        while True:
-            engine.progress()
-            now = now_ns()
-            if shim is not None:
-                shim.poll(now)
+        done_barrier = self._done_barrier
+        assert done_barrier is not None, "poll before begin"
+        engine.progress()
+        now = now_ns()
+        if shim is not None:
+            shim.poll(now)
+        for w in works:
+            w.step(now)
+        if now >= self._next_sample:
             for w in works:
-                w.step(now)
-            if now >= next_sample:
-                for w in works:
-                    if not w.done:
-                        w.sample(now)
-                next_sample = now + sample_ns
-            if now >= next_prog:
-                self.log.emit("progress", t_ns=now, done=sum(w.progress()[0] for w in works),
-                              total=sum(w.progress()[1] for w in works))
-                next_prog = now + prog_ns
-            if all(w.done for w in works):
-                if not done_barrier.arrived:
-                    done_barrier.arrive()
-                    self.log.emit("work_done", t_ns=now)
-                if now >= next_done_check:
-                    if done_barrier.complete():
-                        break
-                    next_done_check = now + 20_000_000
-            if now >= deadline:
-                state = ", ".join(f"{getattr(w, 'name', 'collective')}: {w.progress()[0]}/"
-                                  f"{w.progress()[1]}" for w in works)
-                # the flows that did finish keep their flow_end in the record
-                # (a mismatch is in its bytes_ok; the timeout is the error)
-                with contextlib.suppress(AgentError):
-                    _log_flow_ends(works)
-                if all(w.done for w in works):
-                    raise AgentError(f"timed out after {spec.timeout_s:.0f} s waiting for the "
-                                     "other agents of the phase to finish")
-                for w in works:
-                    # the QPs' counters say where a ring stalled (an rxe host's
-                    # finished collectives have not reported yet either)
-                    if isinstance(w, _Collective) and (not w.done or shim is not None):
-                        w._report()
-                raise AgentError(f"timed out after {spec.timeout_s:.0f} s ({state})")
-            # The engine's deadline, exact if it is a paced send; the
-            # workload's own times (message posts, arrivals) are met exactly
-            # too; bookkeeping (samples, progress, the done check) may run late.
-            dl = engine.next_deadline()
-            exact_at = engine.exact_at
-            wake = min(next_sample, next_prog, deadline)
-            if all(w.done for w in works):
-                wake = min(wake, next_done_check)
-            due: int | None = None
+                if not w.done:
+                    w.sample(now)
+            self._next_sample = now + self._sample_ns
+        if now >= self._next_prog:
+            self.log.emit("progress", t_ns=now, done=sum(w.progress()[0] for w in works),
+                          total=sum(w.progress()[1] for w in works))
+            self._next_prog = now + self._prog_ns
+        all_done = all(w.done for w in works)
+        if all_done:
+            if not done_barrier.arrived:
+                done_barrier.arrive()
+                self.log.emit("work_done", t_ns=now)
+            if now >= self._next_done_check:
+                if done_barrier.complete():
+                    return None
+                self._next_done_check = now + 20_000_000
+        if now >= self._deadline:
+            state = ", ".join(f"{getattr(w, 'name', 'collective')}: {w.progress()[0]}/"
+                              f"{w.progress()[1]}" for w in works)
+            # the flows that did finish keep their flow_end in the record
+            # (a mismatch is in its bytes_ok; the timeout is the error)
+            with contextlib.suppress(AgentError):
+                _log_flow_ends(works)
+            if all_done:
+                raise AgentError(f"timed out after {spec.timeout_s:.0f} s waiting for the "
+                                 "other agents of the phase to finish")
             for w in works:
-                if isinstance(w, _Flow) and w.sender and not w.done:
-                    if w.spec.rate_bps or w.posted == 0:
-                        due = _earliest(due, max(w.next_post_ns, now))
-                    due = _earliest(due, w.next_wake(now))
-                elif isinstance(w, _MessagePool):
-                    due = _earliest(due, w.next_wake(now))
-            exact_at = _earliest(exact_at, due)
-            dl = _earliest(dl, due)
-            if shim is not None:
-                dl = _earliest(dl, shim.next_deadline())
-            if dl is None or dl > wake:
-                dl = wake
-            if isinstance(dl, int) and dl > now:
-                self._wait(dl, wait_exactly(dl, exact_at))
+                # the QPs' counters say where a ring stalled (an rxe host's
+                # finished collectives have not reported yet either)
+                if isinstance(w, _Collective) and (not w.done or shim is not None):
+                    w._report()
+            raise AgentError(f"timed out after {spec.timeout_s:.0f} s ({state})")
+        # The engine's deadline, exact if it is a paced send; the
+        # workload's own times (message posts, arrivals) are met exactly
+        # too; bookkeeping (samples, progress, the done check) may run late.
+        dl = engine.next_deadline()
+        exact_at = engine.exact_at
+        wake = min(self._next_sample, self._next_prog, self._deadline)
+        if all_done:
+            wake = min(wake, self._next_done_check)
+        due: int | None = None
+        for w in works:
+            if isinstance(w, _Flow) and w.sender and not w.done:
+                if w.spec.rate_bps or w.posted == 0:
+                    due = _earliest(due, max(w.next_post_ns, now))
+                due = _earliest(due, w.next_wake(now))
+            elif isinstance(w, _MessagePool):
+                due = _earliest(due, w.next_wake(now))
+        exact_at = _earliest(exact_at, due)
+        dl = _earliest(dl, due)
+        if shim is not None:
+            dl = _earliest(dl, shim.next_deadline())
+        if dl is None or dl > wake:
+            dl = wake
+        self.wake_exact = wait_exactly(dl, exact_at)
+        return dl
+
+    def finish(self) -> None:
+        """After every agent is done: the final reports and ``agent_end``."""
+        spec, shim, works = self.spec, self.shim, self.works
         extra: dict[str, Any] = {}
         if shim is not None:
             # What the host's qdisc still holds leaves before the collectives'
@@ -1561,11 +1690,11 @@ class Agent:
         _log_flow_ends(works)
         if shim is not None:
             extra["dcqcn_byte_counter"] = shim.byte_counter_report()
-        if rx_lag is not None:
-            extra["receive_lag"] = rx_lag.as_dict(now_ns())
+        if self._rx_lag is not None:
+            extra["receive_lag"] = self._rx_lag.as_dict(now_ns())
         if self._pause is not None:
             extra["pfc"] = self._pause.report()
-        self.log.emit("agent_end", ok=True, engine=engine.summary(), **extra)
+        self.log.emit("agent_end", ok=True, engine=self.ctx.engine.summary(), **extra)
 
     def close(self) -> None:
         try:

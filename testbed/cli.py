@@ -173,9 +173,17 @@ def list_cmd(show_params: bool) -> None:
 @click.option("--phase-retries", type=click.IntRange(0, 10), default=0, show_default=True,
               help="run a phase again, up to N times, when its own fidelity verdict fails "
                    "(the unfaithful tries are kept apart and listed in summary.json)")
+@click.option("--engine", type=click.Choice(["mininet", "sim"]), default="mininet",
+              show_default=True,
+              help="mininet: real time, namespaces and processes (root); sim: virtual time "
+                   "in one process, at the plan's own rates, deterministic (no root)")
+@click.option("--seed", type=int, default=1, show_default=True,
+              help="--engine sim: the run's seed (its switches' random streams)")
 def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path | None,
-            pcap: bool, params: tuple[str, ...], phase_retries: int) -> None:
-    """Run experiment NAME in Mininet; results, timelines and plots go to --out.
+            pcap: bool, params: tuple[str, ...], phase_retries: int, engine: str,
+            seed: int) -> None:
+    """Run experiment NAME in Mininet (or in virtual time with --engine sim);
+    results, timelines and plots go to --out.
 
     NAME "all" runs every experiment in sequence with one progress display,
     each into its own directory under --out (default: results/all-TIMESTAMP/).
@@ -195,7 +203,7 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
         overrides[k.strip()] = v.strip()
     opts = RunOptions(quick=quick, target=target, hosts=hosts_provider, out=out, pcap=pcap,
                       overrides=overrides, echo=lambda s: click.echo(s),
-                      phase_retries=phase_retries)
+                      phase_retries=phase_retries, engine=engine, seed=seed)
     if name == "all":
         if overrides:
             raise click.UsageError("-p/--param sets one experiment's parameters: not with 'all'")

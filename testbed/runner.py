@@ -68,7 +68,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from hosts.agent_spec import JobSpec, SpecError, agent_interpreter
 from testbed.agent_launcher import AgentLauncher, LaunchedAgent, LauncherError
@@ -129,6 +129,119 @@ class RunOptions:
     # Run a phase again, up to this many times, when its own fidelity verdict
     # fails (see run_phase_until_faithful); 0: every phase runs once.
     phase_retries: int = 0
+    # "mininet" (real time: namespaces, processes) or "sim" (virtual time,
+    # one process: testbed.sim); see ENGINES.
+    engine: str = "mininet"
+    # The virtual-time engine's seed (its switches' random streams); the
+    # plan's own seeds (jobs, flows) are the plan's.
+    seed: int = 1
+
+
+class Engine(Protocol):
+    """What executes a RunPlan: the runner keeps parameters, the plan record,
+    progress, analysis, plots and the summary once for every engine."""
+
+    name: str
+
+    def check(self, plan: RunPlan, opts: RunOptions) -> None:
+        """Raise RunError if this machine or engine cannot run ``plan``."""
+
+    def execute(self, plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Progress,
+                applied: list[dict[str, Any]], measured: dict[str, Any]) -> None:
+        """Run every phase, writing the run directory's timelines."""
+
+    def fidelity(self, run_dir: Path, plan: RunPlan, summary: dict[str, Any],
+                 measured: dict[str, Any]) -> dict[str, Any]:
+        """The run's fidelity verdict (testbed.fidelity's shape)."""
+
+
+class MininetEngine:
+    """Real time: namespaces, veths, switch daemons and agent processes."""
+
+    name = "mininet"
+
+    def check(self, plan: RunPlan, opts: RunOptions) -> None:
+        check_environment(opts.target, opts.hosts)
+
+    def execute(self, plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Progress,
+                applied: list[dict[str, Any]], measured: dict[str, Any]) -> None:
+        _bring_up_and_run(plan, run_dir, opts, prog, applied, measured)
+
+    def fidelity(self, run_dir: Path, plan: RunPlan, summary: dict[str, Any],
+                 measured: dict[str, Any]) -> dict[str, Any]:
+        return evaluate_fidelity(run_dir, plan, summary.get("target", "soft"),
+                                 summary.get("hosts", "udp"))
+
+
+class SimEngine:
+    """Virtual time: the plan on one simulated clock in this process (testbed.sim)."""
+
+    name = "sim"
+
+    def check(self, plan: RunPlan, opts: RunOptions) -> None:
+        from testbed.sim.engine import SimUnsupported, check_plan
+
+        if opts.target != "soft":
+            raise RunError(f"--target {opts.target}: the virtual-time engine runs the soft "
+                           "switch's runtime (BMv2 runs in real time: --engine mininet)")
+        if opts.pcap:
+            raise RunError("--pcap: the virtual-time engine writes no captures yet")
+        try:
+            check_plan(plan, opts.hosts)
+        except SimUnsupported as e:
+            raise RunError(f"--engine sim: {e}") from e
+
+    def execute(self, plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Progress,
+                applied: list[dict[str, Any]], measured: dict[str, Any]) -> None:
+        from testbed.controller import CliController
+        from testbed.sim.engine import SimRun, SimUnsupported
+
+        def apply(sw: Any, lines: list[str], where: str) -> None:
+            ctl = CliController(target="soft", execute=sw.execute)
+            _apply_commands(ctl, lines, "soft", plan.topology.packet_bytes, where, applied)
+
+        wall0 = time.monotonic()
+        try:
+            sim = SimRun(plan, run_dir, seed=opts.seed, apply=apply, line=prog.line,
+                         wall=time.monotonic)
+        except SimUnsupported as e:
+            raise RunError(f"--engine sim: {e}") from e
+        topo = plan.topology
+        fab = topo.fabric
+        prog.line(f"network (simulated): {topo.n_hosts} hosts around "
+                  + (f"a leaf-spine of {fab.leaves} leaves and {fab.spines} spines"
+                     if fab else "switch s1")
+                  + f" running {Path(topo.program).name}, NICs at "
+                  f"{sim.host_bps / 1e6:g} Mb/s, seed {opts.seed}")
+        measured["sim_run"] = sim
+        try:
+            sim.run()
+        finally:
+            rec = sim.record()
+            wall = time.monotonic() - wall0
+            rec.update(wall_s=round(wall, 3),
+                       packet_hops_per_s=round(rec["packet_hops"] / wall) if wall > 0 else None,
+                       events_per_s=round(rec["events"] / wall) if wall > 0 else None)
+            measured["sim"] = rec
+        prog.line(f"simulated {rec['sim_s']:.6f} s in {rec['wall_s']:.1f} s of wall time: "
+                  f"{rec['events']} events, {rec['packet_hops']} packet-hops "
+                  f"({rec['packet_hops_per_s']} per wall second)")
+
+    def fidelity(self, run_dir: Path, plan: RunPlan, summary: dict[str, Any],
+                 measured: dict[str, Any]) -> dict[str, Any]:
+        from testbed.sim.engine import sim_fidelity
+
+        return sim_fidelity(measured["sim_run"])
+
+
+ENGINES: dict[str, Engine] = {"mininet": MininetEngine(), "sim": SimEngine()}
+
+
+def engine_of(opts: RunOptions) -> Engine:
+    e = ENGINES.get(opts.engine)
+    if e is None:
+        raise RunError(f"unknown engine {opts.engine!r} (known: {', '.join(ENGINES)})")
+    return e
 
 
 # ---------------------------------------------------------------------------
@@ -1338,7 +1451,8 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
     plan: RunPlan = mod.plan(params)
     check_hosts_supported(mod, opts.hosts)
     plan = plan_for_hosts(plan, opts.hosts)
-    check_environment(opts.target, opts.hosts)
+    engine = engine_of(opts)
+    engine.check(plan, opts)
     run_dir = Path(opts.out) if opts.out else default_out_dir(mod.NAME)
     if run_dir.exists() and any(run_dir.iterdir()):
         raise RunError(f"output directory {run_dir} exists and is not empty")
@@ -1346,7 +1460,8 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
     run_dir = run_dir.resolve()
     started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     summary: dict[str, Any] = {
-        "experiment": mod.NAME, "ok": False, "quick": opts.quick, "target": opts.target,
+        "experiment": mod.NAME, "ok": False, "quick": opts.quick, "engine": engine.name,
+        "target": opts.target,
         "hosts": opts.hosts, "pcap": opts.pcap, "run_dir": str(run_dir), "started": started,
         "params": params_to_dict(params), "overrides": dict(opts.overrides),
         "versions": software_versions(), "transport": _transport_record(plan),
@@ -1363,7 +1478,7 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
     try:
         try:
             with sigterm_raises():
-                _bring_up_and_run(plan, run_dir, opts, prog, applied, measured)
+                engine.execute(plan, run_dir, opts, prog, applied, measured)
         except KeyboardInterrupt:
             summary["error"] = "interrupted (Ctrl-C)"
             raise
@@ -1383,13 +1498,16 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
                       f"{UNFAITHFUL_TRIES_DIR}/ and run again ({', '.join(names)}); "
                       "summary.json's phase_retries says why each failed")
         prog.line("analysing")
-        results = _finish(mod, plan, run_dir, summary)
+        results = _finish(mod, plan, run_dir, summary,
+                          engine.fidelity(run_dir, plan, summary, measured))
         prog.line(_verdict_line(summary, results, tuple(getattr(mod, "HEADLINE", ()))))
         return summary
     finally:
         summary["switch_config"]["port_rate"] = _port_rate_record(applied)
         summary["network"] = _network_record(plan, measured)
         summary["phase_retries"] = measured.get("phase_retries", [])
+        if "sim" in measured:
+            summary["sim"] = measured["sim"]
         summary["duration_s"] = round(prog.elapsed, 2)
         _write_json(run_dir / "summary.json", summary)
         prog.close()
@@ -1409,9 +1527,7 @@ def _port_rate_record(applied: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _finish(mod: types.ModuleType, plan: RunPlan, run_dir: Path,
-            summary: dict[str, Any]) -> dict[str, Any]:
-    fid = evaluate_fidelity(run_dir, plan, summary.get("target", "soft"),
-                            summary.get("hosts", "udp"))
+            summary: dict[str, Any], fid: dict[str, Any]) -> dict[str, Any]:
     summary["fidelity"] = fid
     try:
         results = mod.analyze(run_dir)

@@ -131,7 +131,7 @@ def _monotonic_us() -> int:
 
 class SoftSwitch:
     def __init__(self, program_module: ProgramModule, *, priority_queues: int = 1,
-                 now_us: Callable[[], int] | None = None,
+                 now_us: Callable[[], float] | None = None,
                  log: logging.Logger | None = None, drop_port: int = 511,
                  max_loops: int = 32, seed: int | None = None,
                  digest_handler: Callable[[int, str, dict[str, int]], None] | None = None,
@@ -143,8 +143,8 @@ class SoftSwitch:
         self._t0 = int(self._wall())
         # Modelled time (see forward_at): the arrival time of the frame being
         # processed, else the clock; never earlier than any time used before.
-        self._at: int | None = None
-        self._floor = self._t0
+        self._at: float | None = None
+        self._floor: float = self._t0
         self.log = log or logging.getLogger("softswitch")
         self.drop_port = drop_port
         self.max_loops = max_loops
@@ -308,21 +308,21 @@ class SoftSwitch:
             return lo
         return self.rng.randint(lo, hi)
 
-    def _clock(self) -> int:
+    def _clock(self) -> float:
         """The switch's time on the ``now_us`` base: while ``forward_at``
         runs, the frame's arrival time; otherwise the clock, but never
         earlier than a time already used (queues are scheduled in it)."""
         at = self._at
         if at is not None:
             return at
-        t = int(self._wall())
+        t = self._wall()
         if t < self._floor:
             return self._floor
         self._floor = t
         return t
 
     def now_us(self) -> int:
-        return self._clock() - self._t0
+        return int(self._clock() - self._t0)
 
     def trace(self, st: PacketState, msg: str) -> None:
         """A debug-log line of a traced program (compiled with trace=True)."""
@@ -417,7 +417,7 @@ class SoftSwitch:
             out += self.dequeue_ready()
         return out
 
-    def forward_at(self, port: int, data: bytes, arrived_us: int) -> list[tuple[int, bytes]]:
+    def forward_at(self, port: int, data: bytes, arrived_us: float) -> list[tuple[int, bytes]]:
         """``forward(port, data)`` in modelled time: as if the frame were
         processed when it arrived (``arrived_us``, on the ``now_us`` base,
         e.g. the kernel's receive timestamp). Packets the traffic manager
@@ -428,7 +428,7 @@ class SoftSwitch:
         fed in arrival order, the result does not depend on when the
         frames were read. A time earlier than one already used is taken as
         that one (time never runs backwards in the queues)."""
-        behind = self._floor - int(arrived_us)
+        behind = int(self._floor - arrived_us)
         if behind > 0:
             self._note_behind(port, len(data), behind)
         self._at = self._advance_to(arrived_us)
@@ -450,7 +450,7 @@ class SoftSwitch:
         if behind_us > self.rx_behind_clock_max_us.get(port, 0):
             self.rx_behind_clock_max_us[port] = behind_us
 
-    def release_until(self, t_us: int) -> list[tuple[int, bytes]]:
+    def release_until(self, t_us: float) -> list[tuple[int, bytes]]:
         """``dequeue_ready()`` as of ``t_us`` (the ``now_us`` base): what
         the traffic manager releases by then. A data path that has read every
         frame that arrived before ``t_us`` releases by that time, not by a
@@ -461,8 +461,8 @@ class SoftSwitch:
         finally:
             self._at = None
 
-    def _advance_to(self, t_us: int) -> int:
-        at = int(t_us)
+    def _advance_to(self, t_us: float) -> float:
+        at = t_us
         if at < self._floor:
             at = self._floor
         self._floor = at
@@ -470,6 +470,11 @@ class SoftSwitch:
 
     def next_release_us(self) -> int | None:
         return self.tm.next_release_us()
+
+    def next_release(self) -> float | None:
+        """``next_release_us`` on the clock's own scale, not rounded up (a
+        float clock's nanoseconds)."""
+        return self.tm.next_release()
 
     def process_sync(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
         self.receive(port, data)
@@ -573,7 +578,7 @@ class SoftSwitch:
         st.ingress_length = length
         if itype == NORMAL:
             sm.ingress_port = port
-            sm.ingress_global_timestamp = (self._clock() - self._t0) & _M48
+            sm.ingress_global_timestamp = int(self._clock() - self._t0) & _M48
         sm.packet_length = length
         sm.instance_type = itype
         if preserved:

@@ -39,7 +39,10 @@ Soft-target extensions (not in BMv2):
   headroom for what is in flight lose packets, as on a switch.
 
 Time is whatever ``now_us()`` returns (microseconds); it is injected so
-tests can drive a fake clock.
+tests can drive a fake clock. An integer clock (the daemon's) keeps every
+time an integer; a float one (the virtual-time engine's, in ns / 1000) keeps
+the queues' schedule to the nanosecond. What egress sees (QueueMeta's
+times) is whole microseconds either way, as in BMv2.
 
 While no rate, port rate or weight is set anywhere, every head may leave at
 once: ``pop_ready`` then takes a short path with the same result, and
@@ -117,12 +120,12 @@ class _Port:
 
 
 class TrafficManager:
-    def __init__(self, priority_queues: int = 1, now_us: Callable[[], int] | None = None,
+    def __init__(self, priority_queues: int = 1, now_us: Callable[[], float] | None = None,
                  default_depth: int = DEFAULT_DEPTH) -> None:
         if priority_queues < 1 or priority_queues > 8:
             raise ValueError("priority_queues must be between 1 and 8")
         self.nq = priority_queues
-        self.now_us = now_us or (lambda: 0)
+        self.now_us: Callable[[], float] = now_us or (lambda: 0)
         self.default_depth = default_depth
         self.default_rate = 0
         self.default_port_bps = 0
@@ -274,7 +277,7 @@ class TrafficManager:
             q.drops += 1
             return False
         self._seq += 1
-        now = int(self.now_us())
+        now = self.now_us()
         q.items.append((obj, length, now, n, self._seq, ingress))
         if self.pfc is not None and ingress >= 0:
             quanta = self.pfc.held_one(ingress, prio, now, self._line_bps(ingress))
@@ -300,11 +303,12 @@ class TrafficManager:
         q = p.queues[prio]
         if q.capacity <= 0 or not self.unpaced:
             return None
-        now = int(self.now_us())  # enqueued and dequeued at once
+        now = self.now_us()  # enqueued and dequeued at once
         q.enqueued += 1
         q.dequeued += 1
         q.last_sched = now
-        return _new_tuple(QueueMeta, (now, 0, 0, 0, prio, now))
+        us = int(now)
+        return _new_tuple(QueueMeta, (us, 0, 0, 0, prio, us))
 
     def _select(self, p: _Port, now: float) -> tuple[int, float] | None:
         """The priority to serve on port ``p`` at ``now`` and the head's
@@ -371,8 +375,8 @@ class TrafficManager:
         # got round to it (which only says how busy the machine was). Without
         # a rate there is no schedule: the time it waited for the data path.
         deq = sched if p.rate_bps > 0 or q.rate_pps > 0 else now
-        meta = QueueMeta(enq_timestamp=enq_us, enq_qdepth=it[_ENQ_QDEPTH],
-                         deq_qdepth=len(q.items), deq_timedelta=max(0, int(deq) - enq_us),
+        meta = QueueMeta(enq_timestamp=int(enq_us), enq_qdepth=it[_ENQ_QDEPTH],
+                         deq_qdepth=len(q.items), deq_timedelta=max(0, int(deq - enq_us)),
                          qid=prio, deq_us=int(now))
         return port, prio, it[_OBJ], meta
 
@@ -424,7 +428,7 @@ class TrafficManager:
         """pop_ready when no queue or port is rate limited and no weights are
         set: per port the highest non-empty priority, across ports the oldest
         head (by enqueue time, then arrival order)."""
-        now = int(self.now_us())
+        now = self.now_us()
         busy = self._busy
         if len(busy) == 1 and self.nq == 1:  # the usual case: nothing to choose
             port, p = next(iter(busy.items()))
@@ -457,8 +461,9 @@ class TrafficManager:
             del busy[port]
         self.total -= 1
         q.last_sched = enq_us
-        return port, prio, obj, _new_tuple(QueueMeta, (enq_us, enq_qdepth, len(q.items),
-                                                       max(0, now - enq_us), prio, now))
+        return port, prio, obj, _new_tuple(QueueMeta, (int(enq_us), enq_qdepth, len(q.items),
+                                                       max(0, int(now - enq_us)), prio,
+                                                       int(now)))
 
     def pop_any(self) -> tuple[int, int, Any, QueueMeta] | None:
         """Next packet ignoring rates (strict priority per port; across ports
@@ -486,6 +491,11 @@ class TrafficManager:
 
     def next_release_us(self) -> int | None:
         """Earliest time a queued packet may leave (may be <= now), or None."""
+        best = self.next_release()
+        return None if best is None else int(-(-best // 1))  # ceil
+
+    def next_release(self) -> float | None:
+        """``next_release_us`` on the clock's own scale (not rounded up)."""
         if self.total == 0:
             return None
         best = None
@@ -502,7 +512,7 @@ class TrafficManager:
                         best = t
         if best is None or best == float("inf"):
             return None     # (only queues paused until an XON)
-        return int(-(-best // 1))  # ceil
+        return float(best)
 
     def clear(self) -> None:
         for p in self.ports.values():

@@ -1,0 +1,231 @@
+"""A RoCE host on the simulated clock: its NIC and the driver of its agent.
+
+- ``SimNic`` is the host's packet provider (hosts.roce.provider.Provider),
+  what the udp provider is in a Mininet host: the QPs' datagrams leave as the
+  Ethernet/IPv4/UDP frames Linux would send (identification 0, DF, TTL 64, a
+  valid header checksum, no UDP checksum) on the host's line at the NIC's rate;
+  frames from the switch become IPv4 packets in its receive queue.
+- ``SimHost`` drives one hosts.agent.Agent: it polls the agent when the time
+  the agent asked for comes or a datagram arrives, as the agent's own loop
+  does after each wait in a Mininet host.
+- ``MemoryDoneBarrier``: the phase's done barrier, shared in memory.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hosts.roce.constants import ECN_ECT0, ECN_MASK, IP_PROTO_UDP, ROCE_UDP_PORT
+from testbed.sim.link import TxLine
+from testbed.sim.loop import EventLoop, SimError
+
+__all__ = ["SimNic", "SimHost", "MemoryDoneBarrier", "ipv4_checksum"]
+
+_ETH_IPV4 = b"\x08\x00"
+_HDR = struct.Struct("!BBHHHBBH4s4sHHHH")
+_WORDS = struct.Struct("!10H")
+_IP_DF = 0x4000
+# polls of one host at one instant before the run counts as a livelock
+MAX_POLLS_PER_INSTANT = 10_000
+
+
+def ipv4_checksum(header: bytes) -> int:
+    s = sum(_WORDS.unpack(header))
+    s = (s & 0xFFFF) + (s >> 16)
+    s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+class SimNic:
+    """The provider of a simulated host (hosts.roce.provider.Provider)."""
+
+    simulated = True          # no JIT warm-up, nothing to be late for
+    receive_lag = None        # the kernel's receive lag: none here
+
+    def __init__(self, loop: EventLoop, ip: str, mac: str, gateway_mac: str,
+                 data_ecn: int = ECN_ECT0) -> None:
+        self.loop = loop
+        self.local_ip = ip
+        self.port = ROCE_UDP_PORT
+        self.data_ecn = data_ecn
+        self._ip_b = socket.inet_aton(ip)
+        self._eth = (bytes.fromhex(gateway_mac.replace(":", ""))
+                     + bytes.fromhex(mac.replace(":", "")) + _ETH_IPV4)
+        self.line: TxLine | None = None
+        self._inbox: deque[bytes] = deque()
+        self._ports: dict[int, int] = {}
+        self._hdr_cache: dict[tuple[int, str, int, int, int], bytes] = {}
+        self.on_receive: Callable[[], None] | None = None   # the host driver's wake-up
+        self.counters = dict.fromkeys(("tx_frames", "rx_frames", "rx_not_for_me",
+                                       "rx_no_agent"), 0)
+
+    def now_ns(self) -> int:
+        return self.loop.now
+
+    def open_port(self, sport: int) -> None:
+        self._ports[sport] = self._ports.get(sport, 0) + 1
+
+    def close_port(self, sport: int) -> None:
+        n = self._ports.get(sport, 0) - 1
+        if n <= 0:
+            self._ports.pop(sport, None)
+        else:
+            self._ports[sport] = n
+
+    def _header(self, sport: int, dst_ip: str, dst_port: int, tos: int, n: int) -> bytes:
+        key = (sport, dst_ip, dst_port, tos, n)
+        h = self._hdr_cache.get(key)
+        if h is None:
+            ip = _HDR.pack(0x45, tos, 28 + n, 0, _IP_DF, 64, IP_PROTO_UDP, 0, self._ip_b,
+                           socket.inet_aton(dst_ip), sport, dst_port, 8 + n, 0)
+            c = ipv4_checksum(ip[:20])
+            h = self._eth + ip[:10] + struct.pack("!H", c) + ip[12:]
+            if len(self._hdr_cache) > 4096:
+                self._hdr_cache.clear()
+            self._hdr_cache[key] = h
+        return h
+
+    def send(self, sport: int, dst_ip: str, dst_port: int,
+             parts: Sequence[bytes | memoryview], ecn: int, dscp: int = 0,
+             priority: int = 0) -> bool:
+        # ``priority`` picks a QP's HTB class on a shaped Mininet host; a
+        # simulated NIC sends in order at its rate, its QPs paced by DCQCN.
+        if self.line is None:
+            raise SimError(f"host {self.local_ip}: its NIC has no link")
+        if ecn == ECN_ECT0:
+            ecn = self.data_ecn
+        payload = b"".join(parts)
+        tos = ((dscp & 0x3F) << 2) | (ecn & ECN_MASK)
+        self.counters["tx_frames"] += 1
+        self.line.send(self._header(sport, dst_ip, dst_port, tos, len(payload)) + payload)
+        return True
+
+    def deliver(self, frame: bytes) -> None:
+        """A frame from the host's link."""
+        self.counters["rx_frames"] += 1
+        # IPv4 to this address and the RoCE port (what the udp provider's
+        # socket filter lets through)
+        if (frame[12:14] != _ETH_IPV4 or frame[30:34] != self._ip_b or frame[23] != IP_PROTO_UDP
+                or int.from_bytes(frame[36:38], "big") != self.port):
+            self.counters["rx_not_for_me"] += 1
+            return
+        if self.on_receive is None:
+            self.counters["rx_no_agent"] += 1   # between phases: nobody listens
+            return
+        self._inbox.append(frame[14:])
+        self.on_receive()
+
+    def recv(self, max_pkts: int) -> list[bytes]:
+        q = self._inbox
+        if len(q) <= max_pkts:
+            out = list(q)
+            q.clear()
+            return out
+        return [q.popleft() for _ in range(max_pkts)]
+
+    def wait(self, deadline_ns: int | None, exact: bool = True) -> None:
+        raise SimError("a simulated host never blocks: its driver polls it")
+
+    def watch(self, source: Any) -> None:
+        raise SimError("a simulated host has no PFC pause socket to watch")
+
+    def close(self) -> None:
+        self._inbox.clear()
+        self.on_receive = None
+
+
+class MemoryDoneBarrier:
+    """The phase's done barrier (hosts.agent.DoneBarrier), one per agent."""
+
+    def __init__(self, shared: set[int], rank: int, size: int) -> None:
+        self.shared, self.rank, self.size = shared, rank, size
+        self.arrived = False
+
+    def arrive(self) -> None:
+        self.shared.add(self.rank)
+        self.arrived = True
+
+    def complete(self) -> bool:
+        return len(self.shared) == self.size
+
+
+class SimHost:
+    """Polls one agent on the simulated clock. ``on_finished(host)`` once the
+    agent's ``poll`` says the phase is over for it (after ``finish``);
+    ``on_error(host, exception)`` if it raised."""
+
+    def __init__(self, name: str, loop: EventLoop, nic: SimNic, agent: Any,
+                 on_finished: Callable[[SimHost], None],
+                 on_error: Callable[[SimHost, BaseException], None]) -> None:
+        self.name = name
+        self.loop = loop
+        self.nic = nic
+        self.agent = agent
+        self.on_finished = on_finished
+        self.on_error = on_error
+        self.finished = False
+        self.polls = 0
+        self._poll_at: int | None = None
+        self._same_instant = 0
+        self._last_poll_ns = -1
+        nic.on_receive = self._datagram
+
+    def begin(self, t0: int, barrier: MemoryDoneBarrier) -> None:
+        """Schedule the agent's start at ``t0``."""
+        def start(_: Any) -> None:
+            try:
+                self.agent.begin(t0, barrier)
+            except Exception as e:
+                self._fail(e)
+                return
+            self._poll(t0)
+        self.loop.at(t0, start)
+
+    def _datagram(self) -> None:
+        now = self.loop.now
+        if self.finished or self.agent._done_barrier is None:
+            return              # before the start the engine reads its queue then
+        if self._poll_at is None or self._poll_at > now:
+            self._poll_at = now
+            self.loop.at(now, self._poll, now)
+
+    def _poll(self, t: int) -> None:
+        if self.finished or (self._poll_at is not None and t != self._poll_at):
+            return              # a stale wake-up: an earlier one replaced it
+        self._poll_at = None
+        now = self.loop.now
+        if now == self._last_poll_ns:
+            self._same_instant += 1
+            if self._same_instant > MAX_POLLS_PER_INSTANT:
+                self._fail(SimError(f"host {self.name}: its agent asked to run again at the "
+                                    f"same instant {MAX_POLLS_PER_INSTANT} times ({now} ns)"))
+                return
+        else:
+            self._same_instant = 0
+            self._last_poll_ns = now
+        self.polls += 1
+        try:
+            wake = self.agent.poll()
+            if wake is None:
+                self.finished = True
+                self.agent.finish()
+                self.nic.on_receive = None
+                self.on_finished(self)
+                return
+        except Exception as e:
+            self._fail(e)
+            return
+        if wake < now:
+            wake = now
+        if self._poll_at is None or wake < self._poll_at:
+            self._poll_at = wake
+            self.loop.at(wake, self._poll, wake)
+
+    def _fail(self, e: BaseException) -> None:
+        self.finished = True
+        self.nic.on_receive = None
+        self.on_error(self, e)
