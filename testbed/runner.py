@@ -332,12 +332,26 @@ def software_versions() -> dict[str, Any]:
             out[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             out[dist] = None
-    try:  # Debian's mininet is not a pip distribution; it carries its own VERSION
-        from mininet.net import VERSION as mininet_version
-        out["mininet"] = str(mininet_version)
-    except ImportError:
-        out["mininet"] = None
+    out["mininet"] = _mininet_version()
     return out
+
+
+def _mininet_version() -> str | None:
+    """Debian's mininet is not a pip distribution; it carries its own VERSION,
+    read from its source so that recording it does not load Mininet (the
+    virtual-time engine runs without it)."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("mininet")    # (a submodule's would import the package)
+    if spec is None or spec.origin is None:
+        return None
+    try:
+        net = Path(spec.origin).parent / "net.py"
+        m = re.search(r'^VERSION\s*=\s*"([^"]+)"', net.read_text(), re.M)
+    except OSError:
+        return None
+    return m.group(1) if m else None
 
 
 def pypy_version() -> str | None:

@@ -1,0 +1,2 @@
+"""The virtual-time engine: a RunPlan on one simulated clock, in one process
+(``testbed run NAME --engine sim``; see testbed.sim.engine)."""

@@ -1,0 +1,133 @@
+"""The virtual-time engine's parts: the event loop, links, the switch on the simulated clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from switches.soft.compiler import compile_program
+from testbed.experiment import repo_path
+from testbed.net import host_addr, router_commands
+from testbed.sim.host import SimNic, ipv4_checksum
+from testbed.sim.link import TxLine
+from testbed.sim.loop import EventLoop, SimError
+from testbed.sim.switch import SimSwitch
+
+
+def test_events_run_in_time_then_schedule_order() -> None:
+    loop = EventLoop()
+    seen: list[tuple[int, str]] = []
+    for t, tag in ((30, "c"), (10, "a"), (30, "d"), (20, "b")):
+        loop.at(t, lambda tag: seen.append((loop.now, tag)), tag)
+    assert loop.run() is False
+    assert seen == [(10, "a"), (20, "b"), (30, "c"), (30, "d")]
+    assert loop.events == 4
+
+
+def test_an_event_in_the_past_is_refused() -> None:
+    loop = EventLoop()
+    loop.at(100, lambda _: loop.at(99, lambda _: None))
+    with pytest.raises(SimError, match="in the past"):
+        loop.run()
+
+
+def test_run_stops_at_until_and_on_stop() -> None:
+    loop = EventLoop()
+    loop.at(50, lambda _: None)
+    loop.at(500, lambda _: loop.stop())
+    loop.at(600, lambda _: None)
+    assert loop.run(until_ns=200) is False and loop.now == 200
+    assert loop.run() is True and loop.now == 500
+    assert loop.pending() == 1
+
+
+def test_discard_drops_selected_callbacks() -> None:
+    loop = EventLoop()
+    kept: list[int] = []
+
+    def stale(_: object) -> None:
+        raise AssertionError("discarded event ran")
+
+    loop.at(10, stale)
+    loop.at(20, kept.append, 20)
+    assert loop.discard(lambda fn: fn is stale) == 1
+    loop.run()
+    assert kept == [20] and loop.now == 20
+
+
+def test_a_line_serialises_in_order_then_propagates() -> None:
+    loop = EventLoop()
+    got: list[tuple[int, int]] = []
+    line = TxLine(loop, 10e9, lambda f: got.append((loop.now, len(f))), delay_ns=500)
+    loop.at(0, lambda _: (line.send(bytes(1250)), line.send(bytes(125))))
+    loop.run()
+    # 1250 B at 10 Gb/s: 1000 ns; the second frame waits for the first
+    assert got == [(1500, 1250), (1600, 125)]
+    assert line.frames == 2 and line.bytes == 1375 and line.queued_max_ns == 1000
+
+
+def test_a_line_rounds_arrival_up_to_the_whole_nanosecond() -> None:
+    loop = EventLoop()
+    got: list[int] = []
+    line = TxLine(loop, 100e9, lambda f: got.append(loop.now))
+    loop.at(0, lambda _: line.send(bytes(64)))      # 5.12 ns
+    loop.run()
+    assert got == [6]
+
+
+def test_ipv4_checksum_of_a_known_header() -> None:
+    hdr = bytes.fromhex("450000730000400040110000c0a80001c0a800c7")
+    assert ipv4_checksum(hdr) == 0xB861
+
+
+def _star(loop: EventLoop, rate_bps: float) -> tuple[SimSwitch, dict[str, SimNic]]:
+    module = compile_program(repo_path("switches/p4/l3_router.p4"))
+    sw = SimSwitch("s1", loop, module, default_bps=rate_bps)
+    nics = {}
+    for i in (1, 2):
+        a = host_addr(i)
+        nic = SimNic(loop, a.ip, a.mac, a.gateway_mac)
+        nic.line = TxLine(loop, rate_bps, sw.receiver(a.port))
+        sw.connect(a.port, TxLine(loop, rate_bps, nic.deliver))
+        nics[a.name] = nic
+    for line in router_commands([host_addr(1), host_addr(2)]):
+        sw.execute(line)
+    return sw, nics
+
+
+def test_a_datagram_crosses_the_p4_switch_at_the_port_rate() -> None:
+    loop = EventLoop()
+    sw, nics = _star(loop, 10e9)
+    sw.execute("set_port_rate_bps 1000000000 2")       # port 2 at 1 Gb/s
+    got: list[tuple[int, bytes]] = []
+    nics["h2"].on_receive = lambda: got.extend((loop.now, p) for p in nics["h2"].recv(8))
+    payload = bytes(range(100)) * 10                    # 1000 B of RoCE payload
+    loop.at(0, lambda _: nics["h1"].send(50000, "10.0.2.1", 4791, [payload], 2))
+    loop.run()
+    assert len(got) == 1
+    t, pkt = got[0]
+    frame = 14 + 20 + 8 + len(payload)
+    # host link at 10 Gb/s, then the switch's port 2 at 1 Gb/s
+    assert t == -(-frame * 8 // 10) + frame * 8
+    assert pkt[28:] == payload and pkt[8] == 63        # routed: TTL decremented
+    assert pkt[1] & 3 == 2                               # ECT(0) kept
+    assert sw.sw.stats()["tx"] == {"2": 1}
+
+
+def test_a_full_queue_drops_at_the_port_rate_and_the_rest_drain() -> None:
+    loop = EventLoop()
+    sw, nics = _star(loop, 10e9)
+    sw.execute("set_port_rate_bps 100000000 2")        # 100 Mb/s: the bottleneck
+    sw.execute("set_queue_depth 8")
+    got: list[int] = []
+    nics["h2"].on_receive = lambda: got.extend(loop.now for _ in nics["h2"].recv(64))
+
+    def burst(_: object) -> None:
+        for _i in range(20):
+            nics["h1"].send(50000, "10.0.2.1", 4791, [bytes(958)], 2)
+    loop.at(0, burst)
+    loop.run()
+    drops = sw.sw.stats()["queues"]["2"]["queues"][0]["drops"]
+    assert len(got) + drops == 20 and drops > 0
+    gaps = {b - a for a, b in zip(got, got[1:], strict=False)}
+    assert gaps == {80_000}                              # 1000 B at 100 Mb/s each
+    assert sw.sw.tm.total == 0

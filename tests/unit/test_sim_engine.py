@@ -1,0 +1,151 @@
+"""Whole runs on the virtual-time engine: the same files as the Mininet engine,
+byte-identical for the same seed, no wall clock on the simulated path, no root."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed.experiment import load, make_params
+from testbed.runner import RunError, RunOptions, run
+from testbed.sim.engine import SimRun, SimUnsupported, check_plan
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _opts(out: Path, **kw: Any) -> RunOptions:
+    return RunOptions(quick=True, out=out, engine="sim", echo=lambda _s: None, **kw)
+
+
+def _timelines(run_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run_dir)): p.read_bytes()
+            for p in sorted((run_dir / "phases").rglob("*")) if p.is_file()}
+
+
+def test_roce_basics_runs_and_writes_what_the_analysis_reads(tmp_path: Path) -> None:
+    s = run("roce-basics", _opts(tmp_path / "r"))
+    assert s["ok"] and s["engine"] == "sim" and s["fidelity_ok"]
+    assert s["fidelity"]["checks"]["frames_accounted"]["value"] == 0
+    assert s["single"]["goodput_fraction"] > 0.95
+    assert s["pair"]["cnps"] > 0                 # two senders into one port: ECN at work
+    assert s["loss"]["bytes_ok"] and s["loss"]["retransmissions"] > 0
+    assert s["sim"]["packet_hops"] > 1000 and s["sim"]["sim_s"] > 1
+    d = tmp_path / "r"
+    for ph in ("single", "pair", "loss"):
+        assert (d / "phases" / ph / "switch.jsonl").stat().st_size > 0
+        stats = json.loads((d / "phases" / ph / "switch_stats.json").read_text())
+        assert stats["engine"] == "sim" and stats["after"]["switch"]["queued"] == 0
+    assert len(s["plots"]) == 3
+
+
+def test_same_seed_same_bytes_other_seed_still_valid(tmp_path: Path) -> None:
+    a = run("roce-basics", _opts(tmp_path / "a"))
+    b = run("roce-basics", _opts(tmp_path / "b"))
+    assert _timelines(tmp_path / "a") == _timelines(tmp_path / "b")
+    wall = ("duration_s", "run_dir", "started", "sim")
+    assert {k: v for k, v in a.items() if k not in wall} == \
+        {k: v for k, v in b.items() if k not in wall}
+    assert a["sim"]["events"] == b["sim"]["events"]
+
+
+def test_a_collective_is_bit_exact(tmp_path: Path) -> None:
+    s = run("ring-allreduce", _opts(tmp_path / "r"))
+    assert s["allreduce"]["bit_exact"] is True and s["fidelity_ok"]
+
+
+_CLOCKS = ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns",
+           "sleep", "process_time", "thread_time", "clock_gettime", "clock_gettime_ns")
+
+
+def test_no_wall_clock_is_read_on_the_simulated_path(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    mod = load("roce-basics")
+    plan = mod.plan(make_params(mod, quick=True))
+    from testbed.controller import CliController
+    from testbed.runner import _apply_commands
+
+    def apply(sw: Any, lines: list[str], where: str) -> None:
+        _apply_commands(CliController(target="soft", execute=sw.execute), lines, "soft",
+                        plan.topology.packet_bytes, where, [])
+
+    sim = SimRun(plan, tmp_path, apply=apply)     # compiling may read the clock
+    reads: list[str] = []
+
+    def forbidden(name: str) -> Callable[..., Any]:
+        def f(*_a: Any, **_k: Any) -> Any:
+            reads.append(name)
+            raise AssertionError(f"time.{name} read during a simulated run")
+        return f
+
+    for name in _CLOCKS:
+        if hasattr(time, name):
+            monkeypatch.setattr(time, name, forbidden(name))
+    sim.run()
+    monkeypatch.undo()
+    assert reads == []
+    assert sim.record()["packet_hops"] > 1000
+
+
+def test_plans_it_cannot_honour_are_refused_before_the_run(tmp_path: Path) -> None:
+    mod = load("epic-allreduce")
+    plan = mod.plan(make_params(mod, quick=True))
+    with pytest.raises(SimUnsupported, match="EPIC"):
+        check_plan(plan)
+    with pytest.raises(RunError, match="--engine sim: .*EPIC"):
+        run("epic-allreduce", _opts(tmp_path / "e"))
+    assert not (tmp_path / "e").exists()
+    with pytest.raises(RunError, match="rxe hosts need the Mininet engine"):
+        run("roce-basics", _opts(tmp_path / "x", hosts="rxe"))
+    with pytest.raises(RunError, match="--target bmv2"):
+        run("roce-basics", _opts(tmp_path / "y", target="bmv2"))
+
+
+def _unprivileged() -> list[str] | None:
+    """A command prefix that runs as an unprivileged user, or None."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    return None if setpriv is None else [setpriv, "--reuid=65534", "--regid=65534",
+                                         "--clear-groups"]
+
+
+def test_runs_as_an_unprivileged_user_without_mininet() -> None:
+    prefix = _unprivileged()
+    if prefix is None:
+        pytest.skip("no setpriv to drop root")
+    # pytest's own temporary directories are private to root: one of the
+    # test's own that the unprivileged user may enter, removed after
+    base = Path(tempfile.mkdtemp(prefix="p4tb-sim-unprivileged-"))
+    try:
+        base.chmod(0o777)
+        out = base / "run"
+        script = ("import os, sys\n"
+                  "from testbed.cli import main\n"
+                  "try:\n"
+                  "    main(['run', 'ring-allreduce', '--quick', '--engine', 'sim', "
+                  f"'--out', {str(out)!r}])\n"
+                  "except SystemExit as e:\n"
+                  "    assert not e.code, e.code\n"
+                  "assert os.geteuid() != 0\n"
+                  "assert not any(m.split('.')[0] == 'mininet' for m in sys.modules), 'mininet'\n"
+                  "print('unprivileged ok')\n")
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(base),
+               "XDG_CACHE_HOME": str(base / "cache"), "PYTHONPATH": str(REPO),
+               "P4TB_STATE_DIR": str(base / "state"), "MPLCONFIGDIR": str(base / "mpl")}
+        r = subprocess.run([*prefix, sys.executable, "-c", script], cwd=base, env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "unprivileged ok" in r.stdout
+        assert json.loads((out / "summary.json").read_text())["fidelity_ok"]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
