@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -604,6 +605,59 @@ def bench_forwarding_cmd(backends: tuple[str, ...], seconds: float, runs: int,
         click.echo(json.dumps(summary, indent=2))
     else:
         click.echo(format_summary(summary))
+
+
+@bench_group.command("sim")
+@click.option("--ranks", default="8,32", show_default=True,
+              help="comma-separated rank counts (8, 32, 128: leaf-spines of 4, 8 or 16 "
+                   "hosts per leaf)")
+@click.option("--chunk-kib", type=click.IntRange(min=1), default=64, show_default=True,
+              help="KiB per rank and ring step")
+@click.option("--link-gbps", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
+              help="every link's and NIC's rate")
+@click.option("--ns3/--no-ns3", default=True, show_default=True,
+              help="also time ns-3's UDP flood through a 3-hop chain (pip install ns3)")
+@click.option("--json", "as_json", is_flag=True, help="print the figures as JSON")
+def bench_sim_cmd(ranks: str, chunk_kib: int, link_gbps: float, ns3: bool,
+                  as_json: bool) -> None:
+    """The virtual-time engine's speed: Ring AllReduce on a leaf-spine of soft switches
+    (symphony.p4, ECMP), packet-hops and events per wall second, wall time and peak
+    memory per size, beside ns-3's packet-hops per second in the same run."""
+    from testbed.sim.bench import fabric_for, measure_subprocess
+
+    try:
+        sizes = [int(r) for r in ranks.split(",") if r.strip()]
+        for n in sizes:
+            fabric_for(n)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--ranks") from None
+    figures: dict[str, Any] = {"sim": [], "ns3": None}
+    for n in sizes:
+        try:
+            fig = measure_subprocess(n, link_gbps, chunk_kib)
+        except RuntimeError as e:
+            raise click.ClickException(str(e)) from None
+        figures["sim"].append(dataclasses.asdict(fig))
+        click.echo(fig.line(), err=as_json)
+    if ns3:
+        from testbed.sim.ns3_reference import Ns3Unavailable, ns3_available, udp_flood_subprocess
+
+        if not ns3_available():
+            click.echo("ns-3: not installed (pip install ns3, or '.[bench]'); no reference "
+                       "figure", err=True)
+        else:
+            hops = max((f["packet_hops"] for f in figures["sim"]), default=200_000)
+            try:
+                ref = udp_flood_subprocess(hops=3, rate_bps=link_gbps * 1e9,
+                                           packets=max(10_000, hops // 3))
+            except (Ns3Unavailable, RuntimeError) as e:
+                raise click.ClickException(f"ns-3 reference: {e}") from None
+            figures["ns3"] = dataclasses.asdict(ref)
+            click.echo(f"ns-3 {ref.ns3_version}: UDP flood, {ref.hops}-hop chain at "
+                       f"{link_gbps:g} Gb/s, {ref.packets:,} packets: "
+                       f"{ref.packet_hops_per_s:,.0f} packet-hops/s", err=as_json)
+    if as_json:
+        click.echo(json.dumps(figures, indent=2))
 
 
 @bench_group.command("hosts")

@@ -58,7 +58,7 @@ def test_a_line_serialises_in_order_then_propagates() -> None:
     loop = EventLoop()
     got: list[tuple[int, int]] = []
     line = TxLine(loop, 10e9, lambda f: got.append((loop.now, len(f))), delay_ns=500)
-    loop.at(0, lambda _: (line.send(bytes(1250)), line.send(bytes(125))))
+    loop.at(0, lambda _: [line.send(bytes(1250)), line.send(bytes(125))] and None)
     loop.run()
     # 1250 B at 10 Gb/s: 1000 ns; the second frame waits for the first
     assert got == [(1500, 1250), (1600, 125)]
