@@ -1062,6 +1062,7 @@ class _Collective:
 
         self.comm: Any
         if spec.scheme == "epic":
+            # connected once the controller installed its group (connect)
             self.comm = self._epic_comm(n * itemsize)
         else:
             # connected once every rank's connection data is known (connect)
@@ -1092,24 +1093,28 @@ class _Collective:
 
         self._current: CollectiveExpectation | None = None
 
-    def offer(self) -> Offer | None:
-        """The rank's connection data for the ring's exchange (None: an EPIC
-        communicator, connected through the controller already)."""
-        if self.spec.scheme == "epic":
-            return None
-        return Offer("collective", f"commlib-job{self.spec.job_id}", self.spec.rank,
-                     self.spec.size, self.comm.local_info())
+    def offer(self) -> Offer:
+        """The rank's connection data: for a ring, exchanged with the other ranks;
+        for EPIC, handed to the controller, which installs the switch's group
+        from every rank's (testbed.epic.install_from_rendezvous)."""
+        spec = self.spec
+        if spec.scheme == "epic":
+            return Offer("epic", f"gid{self.comm.endpoint.gid}", spec.rank, spec.size,
+                         self.comm.local_info())
+        return Offer("collective", f"commlib-job{spec.job_id}", spec.rank, spec.size,
+                     self.comm.local_info())
 
     def connect(self, infos: list[Any]) -> None:
-        self.comm.connect(infos)
+        if self.spec.scheme == "epic":
+            self.comm.connect()     # the switch's group is installed: nothing to learn
+        else:
+            self.comm.connect(infos)
 
     def _expected(self, iteration: int) -> CollectiveExpectation:
         return self._ready.pop(iteration, None) or CollectiveExpectation.make(self.spec, iteration)
 
     def _epic_comm(self, max_bytes: int) -> EpicCommunicator:
-        """Create the rank's QP, tell the controller (a file in the phase's
-        rendezvous directory: rank<r>.json), wait until it has installed the
-        group (file ``ready``), connect."""
+        """The rank's EPIC communicator, not yet connected (its QP per group)."""
         from hosts.commlib.epic import EpicCommunicator, EpicEndpoint
 
         spec, agent = self.spec, self.agent
@@ -1117,25 +1122,12 @@ class _Collective:
         ep = EpicEndpoint(str(e["switch_ip"]), int(e["qpn"]), int(e["gid"]),
                           int(e.get("start_psn", 0)))
         scale = agent.scale
-        comm = EpicCommunicator(
+        return EpicCommunicator(
             agent.ctx, spec.rank, spec.size, ep, max_bytes=max_bytes,
             event_sink=agent.log.sink, job_id=spec.job_id,
             rate_controller_factory=lambda: make_rate_controller(
                 agent.spec, scale, agent.log, f"rank{spec.rank}-epic"),
             pacer_factory=agent.make_pacer, timeout_s=agent.spec.timeout_s)
-        d = Path(agent.spec.rendezvous_dir) / "epic"
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".rank{spec.rank}.tmp"
-        tmp.write_text(json.dumps(comm.local_info()))
-        os.replace(tmp, d / f"rank{spec.rank}.json")
-        deadline = time.monotonic() + agent.spec.timeout_s
-        while not (d / "ready").exists():
-            if time.monotonic() > deadline:
-                raise AgentError(f"rank {spec.rank}: the controller did not install EPIC "
-                                 f"group {ep.gid} within {agent.spec.timeout_s:.0f} s")
-            time.sleep(0.02)
-        comm.connect()
-        return comm
 
     def start(self, t: int) -> None:
         self._start_next()
@@ -1489,8 +1481,13 @@ class Agent:
             from hosts.roce.pfc import HostPause, PauseError
 
             try:
-                self._pause = HostPause(_ifname_of(self.spec.ip), self.scale.line_rate_bps,
-                                        receive_lag=self.provider.receive_lag)
+                sim_sock = getattr(self.provider, "pause_socket", None)
+                if sim_sock is not None:     # a simulated NIC hands its pause frames over
+                    self._pause = HostPause(self.spec.ip, self.scale.line_rate_bps,
+                                            sock=sim_sock(), clock=now_ns)
+                else:
+                    self._pause = HostPause(_ifname_of(self.spec.ip), self.scale.line_rate_bps,
+                                            receive_lag=self.provider.receive_lag)
             except PauseError as e:
                 raise AgentError(f"host {self.spec.host}: {e}") from e
             # a pause frame (an XON) wakes the agent, as it reaches a NIC at once
@@ -1513,9 +1510,13 @@ class Agent:
         until every agent is done, waiting on the provider in between."""
         spec = self.spec
         offers = self.prepare()
-        gathered = {}
+        gathered: dict[tuple[str, str], list[Any]] = {}
         # Same order on every agent: pairwise exchanges cannot wait on each other.
         for o in offers:
+            if o.group == "epic":
+                self._epic_handshake(o)
+                gathered[(o.group, o.tag)] = []
+                continue
             gathered[(o.group, o.tag)] = FileRendezvous(
                 self.rdv / o.group, o.rank, o.size, timeout=spec.timeout_s).allgather(o.info, o.tag)
         self.connect(gathered)
@@ -1533,6 +1534,22 @@ class Agent:
                 self._wait(wake, self.wake_exact)
         self.finish()
 
+    def _epic_handshake(self, offer: Offer) -> None:
+        """Tell the controller this rank's EPIC QPs (a file in the phase's
+        rendezvous directory: rank<r>.json) and wait until it has installed
+        the group (file ``ready``)."""
+        d = self.rdv / "epic"
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".rank{offer.rank}.tmp"
+        tmp.write_text(json.dumps(offer.info))
+        os.replace(tmp, d / f"rank{offer.rank}.json")
+        deadline = time.monotonic() + self.spec.timeout_s
+        while not (d / "ready").exists():
+            if time.monotonic() > deadline:
+                raise AgentError(f"rank {offer.rank}: the controller did not install EPIC "
+                                 f"group {offer.tag} within {self.spec.timeout_s:.0f} s")
+            time.sleep(0.02)
+
     def prepare(self) -> list[Offer]:
         """Make the flows' and the collective's QPs and buffers; what this agent
         contributes to the exchanges of connection data, in the order every
@@ -1547,9 +1564,7 @@ class Agent:
         if spec.collective is not None:
             coll = _Collective(self, spec.collective)
             self.works.append(coll)
-            o = coll.offer()
-            if o is not None:
-                offers.append(o)
+            offers.append(coll.offer())
         return offers
 
     def connect(self, gathered: dict[tuple[str, str], list[Any]]) -> None:
@@ -1559,8 +1574,7 @@ class Agent:
         for w in self.works:
             if isinstance(w, _Collective):
                 o = w.offer()
-                if o is not None:
-                    w.connect(gathered[(o.group, o.tag)])
+                w.connect(gathered[(o.group, o.tag)])
             else:
                 w.connect(gathered[("flows", w.name)][1 if w.sender else 0])
         if self.shim is not None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from hosts.roce.receive_lag import ReceiveLag
@@ -57,10 +58,13 @@ class HostPause:
     reached ``ifname`` (read on an AF_PACKET socket for MAC control)."""
 
     def __init__(self, ifname: str, line_bps: float, sock: Any = None,
-                 receive_lag: ReceiveLag | None = None) -> None:
+                 receive_lag: ReceiveLag | None = None,
+                 clock: Callable[[], int] = time.monotonic_ns) -> None:
         if not line_bps > 0:
             raise ValueError("a paused link needs a positive line rate")
         self.ifname = ifname
+        # CLOCK_MONOTONIC, or a simulated host's clock (testbed.sim)
+        self.clock = clock
         self.ns_per_quantum = QUANTUM_BITS * 1e9 / line_bps
         if sock is None:
             try:
@@ -88,7 +92,7 @@ class HostPause:
 
     def drain(self) -> None:
         """Take the pause frames that arrived (the agent's wait ended on them)."""
-        self.until_ns(time.monotonic_ns())
+        self.until_ns(self.clock())
 
     def until_ns(self, now_ns: int) -> int:
         """Read the pause frames that arrived; the time the host may send
@@ -129,7 +133,7 @@ class HostPause:
         self.until = at_ns + round(q * self.ns_per_quantum)
 
     def report(self) -> dict[str, Any]:
-        now = time.monotonic_ns()
+        now = self.clock()
         still = now - self._since if self._since is not None else 0
         return {"frames": self.frames, "xoffs": self.xoffs, "malformed": self.malformed,
                 "paused_s": (self.paused_ns + still) / 1e9}

@@ -16,7 +16,8 @@ ns), ``switch.jsonl`` / ``switch-<name>.jsonl`` samples every
 ``switch_poll_interval_s`` of simulated time and ``switch_stats.json``.
 
 What it cannot honour it refuses before the run (:func:`check_plan`): rxe
-hosts, EPIC groups (their controller hand-shake), PFC on the hosts.
+hosts. EPIC groups are installed as the Mininet engine's
+controller installs them, from the ranks' reports, before the start.
 """
 
 from __future__ import annotations
@@ -46,20 +47,6 @@ def check_plan(plan: RunPlan, hosts: str = "udp") -> None:
         raise SimUnsupported(f"--hosts {hosts}: the virtual-time engine runs the udp "
                              "provider's RoCE stack; rxe hosts need the Mininet engine "
                              "(a kernel with rdma_rxe)")
-    for p in plan.phases:
-        if p.epic_group is not None:
-            raise SimUnsupported(f"phase {p.name}: EPIC groups are installed by the "
-                                 "controller from the ranks' rendezvous files, which the "
-                                 "virtual-time engine does not do yet; run it with "
-                                 "--engine mininet")
-        for h, spec in p.jobs.items():
-            if spec.transport.pfc:
-                raise SimUnsupported(f"phase {p.name}, {h}: transport.pfc (hosts obeying "
-                                     "PFC pause frames) is not modelled by the virtual-time "
-                                     "engine yet")
-            if spec.collective is not None and spec.collective.scheme == "epic":
-                raise SimUnsupported(f"phase {p.name}, {h}: EPIC collectives need the "
-                                     "Mininet engine for now")
 
 
 def host_line_bps(plan: RunPlan) -> float:
@@ -168,6 +155,8 @@ class SimRun:
             # the exchanges of connection data, as the rendezvous files do it
             offers = {h: a.prepare() for h, a in agents.items()}
             gathered = _gather(offers, phase.name)
+            if phase.epic_group is not None:
+                self._install_epic(phase, jobs, gathered, pdir)
             for a in agents.values():
                 a.connect(gathered)
         except (AgentError, SimError) as e:
@@ -278,6 +267,55 @@ class SimRun:
                   f"{loop.events - events0} events)")
         polls = sum(h.polls for h in hosts.values())
         return PhaseResult(phase.name, start_ns, end_ns, polls, loop.events - events0)
+
+    def _install_epic(self, phase: PhasePlan, jobs: dict[str, JobSpec],
+                      gathered: dict[tuple[str, str], list[Any]], pdir: Path) -> None:
+        """What the Mininet engine's controller does once the ranks reported
+        their QPs: the phase's EPIC groups, installed by the same code from the
+        same rank files (testbed.epic)."""
+        from testbed.epic import (
+            communicator_nodes,
+            install_from_rendezvous,
+            install_tree_from_rendezvous,
+            tree_nodes,
+        )
+        from testbed.runner import RunError
+
+        plan, net = self.plan, self.net
+        group = phase.epic_group
+        assert group is not None
+        infos = [v for (g, _t), v in gathered.items() if g == "epic"]
+        if len(infos) != 1:
+            raise RunError(f"phase {phase.name}: {len(infos)} EPIC communicators; "
+                           "a phase has one")
+        d = pdir / "rendezvous" / "epic"
+        d.mkdir(parents=True, exist_ok=True)
+        for info in infos[0]:
+            (d / f"rank{info['rank']}.json").write_text(json.dumps(info))
+        earlier = [q for q in plan.phases[:plan.phases.index(phase)] if q.epic_group is not None]
+        fab = plan.topology.fabric
+        try:
+            if fab is None:
+                lines = install_from_rendezvous(group, jobs, d, node_base=sum(
+                    communicator_nodes(len(q.jobs)) for q in earlier))
+                by_switch = {"s1": lines} if lines is not None else None
+            else:
+                prior: dict[str, int] = {}
+                for q in earlier:
+                    assert q.epic_group is not None
+                    for n, k in tree_nodes(q.epic_group, fab, len(q.jobs)).items():
+                        prior[n] = prior.get(n, 0) + k
+                by_switch = install_tree_from_rendezvous(group, jobs, d, fab, node_base=prior)
+        except ValueError as e:
+            raise RunError(f"phase {phase.name}: EPIC: {e}") from e
+        if by_switch is None:
+            raise RunError(f"phase {phase.name}: EPIC: not every rank reported its QPs")
+        for name, lines in by_switch.items():
+            self.apply(net.switches[name], list(lines or []),
+                       f"phase {phase.name} (EPIC {'tree, ' + name if fab else 'group'})")
+        (d / "ready").write_text("ok\n")
+        self.line(f"phase {phase.name}: EPIC group installed ({len(jobs)} ranks"
+                  + (f", {', '.join(by_switch)})" if fab else ")"))
 
     # -- what the run measured of itself ------------------------------------------
     def record(self) -> dict[str, Any]:

@@ -23,9 +23,10 @@ from hosts.roce.constants import ECN_ECT0, ECN_MASK, IP_PROTO_UDP, ROCE_UDP_PORT
 from testbed.sim.link import TxLine
 from testbed.sim.loop import EventLoop, SimError
 
-__all__ = ["SimNic", "SimHost", "MemoryDoneBarrier", "ipv4_checksum"]
+__all__ = ["SimNic", "SimHost", "SimPauseSocket", "MemoryDoneBarrier", "ipv4_checksum"]
 
 _ETH_IPV4 = b"\x08\x00"
+_ETH_MAC_CONTROL = b"\x88\x08"      # PFC pause frames
 _HDR = struct.Struct("!BBHHHBBH4s4sHHHH")
 _WORDS = struct.Struct("!10H")
 _IP_DF = 0x4000
@@ -56,6 +57,7 @@ class SimNic:
         self._eth = (bytes.fromhex(gateway_mac.replace(":", ""))
                      + bytes.fromhex(mac.replace(":", "")) + _ETH_IPV4)
         self.line: TxLine | None = None
+        self._pause: SimPauseSocket | None = None
         self._inbox: deque[bytes] = deque()
         self._ports: dict[int, int] = {}
         self._hdr_cache: dict[tuple[int, str, int, int, int], bytes] = {}
@@ -107,6 +109,13 @@ class SimNic:
     def deliver(self, frame: bytes) -> None:
         """A frame from the host's link."""
         self.counters["rx_frames"] += 1
+        if frame[12:14] == _ETH_MAC_CONTROL:
+            if self._pause is None or self.on_receive is None:
+                self.counters["rx_not_for_me"] += 1     # the host obeys no PFC
+                return
+            self._pause.frames.append(frame)
+            self.on_receive()                  # a pause frame wakes the agent at once
+            return
         # IPv4 to this address and the RoCE port (what the udp provider's
         # socket filter lets through)
         if (frame[12:14] != _ETH_IPV4 or frame[30:34] != self._ip_b or frame[23] != IP_PROTO_UDP
@@ -130,12 +139,46 @@ class SimNic:
     def wait(self, deadline_ns: int | None, exact: bool = True) -> None:
         raise SimError("a simulated host never blocks: its driver polls it")
 
+    def pause_socket(self) -> SimPauseSocket:
+        """Where the NIC puts the PFC frames it receives, for hosts.roce.pfc.HostPause
+        (in place of its AF_PACKET socket)."""
+        if self._pause is None:
+            self._pause = SimPauseSocket()
+        return self._pause
+
     def watch(self, source: Any) -> None:
-        raise SimError("a simulated host has no PFC pause socket to watch")
+        # (the host's pause frames already wake its driver: deliver)
+        pass
 
     def close(self) -> None:
         self._inbox.clear()
         self.on_receive = None
+        self._pause = None
+
+
+class SimPauseSocket:
+    """The PFC frames a simulated NIC received, read as from a socket; a frame
+    takes effect when read, which on the simulated clock is when it arrived."""
+
+    def __init__(self) -> None:
+        self.frames: deque[bytes] = deque()
+
+    def recvmsg(self, _bufsize: int, _ancbufsize: int = 0) -> tuple[bytes, list[Any], int, None]:
+        if not self.frames:
+            raise BlockingIOError
+        return self.frames.popleft(), [], 0, None
+
+    def setblocking(self, _flag: bool) -> None:
+        pass
+
+    def setsockopt(self, *_args: Any) -> None:
+        raise OSError("no receive timestamps: the frame's time is the simulated clock's")
+
+    def fileno(self) -> int:
+        return -1
+
+    def close(self) -> None:
+        self.frames.clear()
 
 
 class MemoryDoneBarrier:

@@ -97,17 +97,58 @@ def test_no_wall_clock_is_read_on_the_simulated_path(tmp_path: Path,
 
 
 def test_plans_it_cannot_honour_are_refused_before_the_run(tmp_path: Path) -> None:
-    mod = load("epic-allreduce")
+    mod = load("roce-basics")
     plan = mod.plan(make_params(mod, quick=True))
-    with pytest.raises(SimUnsupported, match="EPIC"):
-        check_plan(plan)
-    with pytest.raises(RunError, match="--engine sim: .*EPIC"):
-        run("epic-allreduce", _opts(tmp_path / "e"))
-    assert not (tmp_path / "e").exists()
+    with pytest.raises(SimUnsupported, match="rxe hosts need the Mininet engine"):
+        check_plan(plan, "rxe")
     with pytest.raises(RunError, match="rxe hosts need the Mininet engine"):
         run("roce-basics", _opts(tmp_path / "x", hosts="rxe"))
     with pytest.raises(RunError, match="--target bmv2"):
         run("roce-basics", _opts(tmp_path / "y", target="bmv2"))
+    with pytest.raises(RunError, match="--pcap"):
+        run("roce-basics", _opts(tmp_path / "z", pcap=True))
+    assert not any((tmp_path / d).exists() for d in "xyz")
+
+
+def test_epic_aggregates_in_the_p4_switch_bit_exactly(tmp_path: Path) -> None:
+    s = run("epic-allreduce", _opts(tmp_path / "e"))
+    assert s["bit_exact"] is True and s["fidelity_ok"]
+    applied = [r["where"] for r in s["switch_config"]["applied"]]
+    assert any("(EPIC group)" in w for w in applied)
+
+
+def test_hosts_obey_the_switchs_pfc_pauses(tmp_path: Path) -> None:
+    s = run("roce-basics", _opts(tmp_path / "p", overrides={
+        "pfc_xoff_pkts": "6", "pfc_xon_pkts": "3", "phases": "pair"}))
+    assert s["fidelity_ok"]
+    stats = json.loads((tmp_path / "p" / "phases" / "pair" / "switch_stats.json").read_text())
+    pfc = stats["after"]["switch"]["pfc"]
+    assert pfc["xoff_sent"] and pfc["xon_sent"]
+    assert stats["after"]["switch"]["drops"] == {}
+    paused = []
+    for h in ("h1", "h2"):
+        for line in (tmp_path / "p" / "phases" / "pair" / f"{h}.events.jsonl").open():
+            e = json.loads(line)
+            if e["event"] == "agent_end":
+                paused.append(e["pfc"]["paused_s"])
+    assert len(paused) == 2 and all(p > 0 for p in paused)
+    # the queue stays near XOFF plus what was in flight, far below its 64 packets
+    assert s["pair"]["max_queue_pkts"] < 20
+
+
+def test_timelines_do_not_depend_on_the_process(tmp_path: Path) -> None:
+    """Two processes with different string hashing give the same bytes."""
+    outs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"h{seed}"
+        env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=str(REPO),
+                   XDG_CACHE_HOME=str(tmp_path / "cache"), MPLCONFIGDIR=str(tmp_path / "mpl"))
+        r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", "ring-allreduce",
+                            "--quick", "--engine", "sim", "--out", str(out)],
+                           env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        outs.append(_timelines(out))
+    assert outs[0] == outs[1] and len(outs[0]) >= 5
 
 
 def _unprivileged() -> list[str] | None:
