@@ -240,6 +240,8 @@ def _stamp() -> str:
 def _check_can_run(opts: Any) -> None:
     from testbed.runner import RunError, check_environment
 
+    if opts.engine == "sim":
+        return          # each run checks its own plan; the machine needs nothing
     try:
         check_environment(opts.target, opts.hosts)
     except RunError as e:
@@ -314,9 +316,13 @@ def _run_all(opts: Any) -> None:
 @click.option("--no-reanalyse", is_flag=True,
               help="judge reused runs on the results they recorded (default: analyse their "
                    "saved timelines again with the current code)")
+@click.option("--engine", type=click.Choice(["mininet", "sim"]), default="mininet",
+              show_default=True, help="the engine of new runs (see `testbed run --help`)")
+@click.option("--seed", type=int, default=1, show_default=True,
+              help="--engine sim: the first run's seed; repeated runs take the next ones")
 def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, ...],
                run_missing: bool, repeat: int, out: Path | None, target: str,
-               hosts_provider: str, no_reanalyse: bool) -> None:
+               hosts_provider: str, no_reanalyse: bool, engine: str, seed: int) -> None:
     """Reproduce the papers' claims and write a report beside them.
 
     Runs every experiment that declares paper claims (or NAMES only), or
@@ -363,7 +369,7 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
     failed = False
     if to_run:
         opts = RunOptions(quick=(profile or "quick") == "quick", target=target,
-                          hosts=hosts_provider)
+                          hosts=hosts_provider, engine=engine, seed=seed)
         _check_can_run(opts)
         prog = SuiteProgress(len(to_run) * repeat)
         load_start = os.getloadavg()

@@ -296,6 +296,8 @@ def provenance(runs: list[RunRecord]) -> list[tuple[str, str]]:
         ("Python / PyPy", f"{m.get('python')} / {pypy_version() or 'not installed'}"),
         ("recorded by the runs", f"kernel {recorded('kernel')}; cores {recorded('cpus')}; "
                                  f"Python {recorded('python')}; PyPy {recorded('pypy')}"),
+        ("engine", ", ".join(sorted({str(r.summary.get("engine", "mininet")) for r in runs}))
+         or "-"),
         ("target (switch)", of_runs("target")),
         ("hosts (RoCE provider)", of_runs("hosts")),
         ("load average when the report was written",
@@ -499,13 +501,14 @@ def _html(report: Report, images: dict[Path, str]) -> str:
 
 def _run_row(r: RunRecord) -> list[str]:
     ov = " ".join(f"{k}={v}" for k, v in r.overrides.items())
-    return [r.label, r.profile + (f" ({ov})" if ov else ""), str(r.summary.get("target", "-")),
+    return [r.label, r.profile + (f" ({ov})" if ov else ""),
+            str(r.summary.get("engine", "mininet")), str(r.summary.get("target", "-")),
             str(r.summary.get("hosts", "-")), r.commit, _dur(r.duration_s), r.verdict,
             r.note or "as recorded"]
 
 
-_RUN_HEAD = ["run", "profile", "target", "hosts", "commit", "time", "fidelity verdict",
-             "results"]
+_RUN_HEAD = ["run", "profile", "engine", "target", "hosts", "commit", "time",
+             "fidelity verdict", "results"]
 
 
 def _runs_table_html(runs: list[RunRecord], left_out: list[tuple[RunRecord, str]]) -> str:

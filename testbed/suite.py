@@ -113,7 +113,9 @@ def run_suite(names: list[str], root: Path, opts: RunOptions, *, repeat: int = 1
         prog.start(i, name if repeat == 1 else f"{name} #{k}")
         t0 = time.monotonic()
         try:
-            summary = runner(name, replace(opts, out=run_dir, echo=prog.line))
+            # (a simulated run repeats exactly with its seed: each repeat takes the next)
+            summary = runner(name, replace(opts, out=run_dir, echo=prog.line,
+                                           seed=opts.seed + k - 1))
         except RunTerminated:
             raise
         except (RunError, ExperimentError) as e:
