@@ -296,6 +296,45 @@ def _run_all(opts: Any) -> None:
 # report
 
 
+@main.command("validate")
+@click.argument("names", nargs=-1)
+@click.option("--mininet-runs", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Mininet runs per experiment (a spread needs about 4)")
+@click.option("--sim-seeds", type=click.IntRange(1, 50), default=4, show_default=True,
+              help="virtual-time runs per experiment, seeds 1..N")
+@click.option("--full", is_flag=True, help="the full profiles (default: quick)")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="output directory (default: results/validate-TIMESTAMP/)")
+def validate_cmd(names: tuple[str, ...], mininet_runs: int, sim_seeds: int, full: bool,
+                 out: Path | None) -> None:
+    """Run the same plans on the Mininet and the virtual-time engines and compare
+    their figures (OUT/validation.md, OUT/validation.json; every run under OUT/runs/).
+
+    NAMES default to every experiment with figures to compare. The Mininet
+    runs need root. Exit status: 0 every figure agrees, 1 some differ or were
+    not measured, 2 bad arguments."""
+    from testbed.runner import REPO_ROOT, RunOptions
+    from testbed.validate import FIGURES, markdown, validate
+
+    chosen = list(names) or list(FIGURES)
+    unknown = [n for n in chosen if n not in FIGURES]
+    if unknown:
+        raise click.UsageError(f"{', '.join(unknown)}: no figures to compare "
+                               f"(known: {', '.join(FIGURES)})")
+    out_dir = out or REPO_ROOT / "results" / f"validate-{_stamp()}"
+    if out_dir.exists() and any(out_dir.iterdir()):
+        click.echo(f"error: output directory {out_dir} exists and is not empty", err=True)
+        sys.exit(2)
+    _check_can_run(RunOptions())
+    with _stopped_runs_exit("; no comparison written"):
+        val = validate(chosen, out_dir, mininet_runs=mininet_runs, sim_seeds=sim_seeds,
+                       quick=not full, echo=lambda s: click.echo(s))
+    click.echo(markdown(val))
+    click.echo(f"comparison: {out_dir / 'validation.md'}")
+    if not all(c.verdict == "agrees" for c in val.comparisons):
+        sys.exit(1)
+
+
 @main.command("report")
 @click.argument("names", nargs=-1)
 @click.option("--profile", type=click.Choice(["quick", "full"]), default=None,
