@@ -180,9 +180,13 @@ def list_cmd(show_params: bool) -> None:
                    "in one process, at the plan's own rates, deterministic (no root)")
 @click.option("--seed", type=int, default=1, show_default=True,
               help="--engine sim: the run's seed (its switches' random streams)")
+@click.option("--host-links", type=click.Choice(["wire", "veth"]), default="wire",
+              show_default=True,
+              help="--engine sim: a host's frame reaches the switch with its last bit "
+                   "(wire: the NIC serialises it) or its first (veth: as on Mininet)")
 def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path | None,
             pcap: bool, params: tuple[str, ...], phase_retries: int, engine: str,
-            seed: int) -> None:
+            seed: int, host_links: str) -> None:
     """Run experiment NAME in Mininet (or in virtual time with --engine sim);
     results, timelines and plots go to --out.
 
@@ -204,7 +208,8 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
         overrides[k.strip()] = v.strip()
     opts = RunOptions(quick=quick, target=target, hosts=hosts_provider, out=out, pcap=pcap,
                       overrides=overrides, echo=lambda s: click.echo(s),
-                      phase_retries=phase_retries, engine=engine, seed=seed)
+                      phase_retries=phase_retries, engine=engine, seed=seed,
+                      host_links=host_links)
     if name == "all":
         if overrides:
             raise click.UsageError("-p/--param sets one experiment's parameters: not with 'all'")
@@ -303,10 +308,12 @@ def _run_all(opts: Any) -> None:
 @click.option("--sim-seeds", type=click.IntRange(1, 50), default=4, show_default=True,
               help="virtual-time runs per experiment, seeds 1..N")
 @click.option("--full", is_flag=True, help="the full profiles (default: quick)")
+@click.option("--host-links", type=click.Choice(["wire", "veth"]), default="wire",
+              show_default=True, help="the simulated runs' host links (see `testbed run --help`)")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="output directory (default: results/validate-TIMESTAMP/)")
 def validate_cmd(names: tuple[str, ...], mininet_runs: int, sim_seeds: int, full: bool,
-                 out: Path | None) -> None:
+                 host_links: str, out: Path | None) -> None:
     """Run the same plans on the Mininet and the virtual-time engines and compare
     their figures (OUT/validation.md, OUT/validation.json; every run under OUT/runs/).
 
@@ -328,7 +335,7 @@ def validate_cmd(names: tuple[str, ...], mininet_runs: int, sim_seeds: int, full
     _check_can_run(RunOptions())
     with _stopped_runs_exit("; no comparison written"):
         val = validate(chosen, out_dir, mininet_runs=mininet_runs, sim_seeds=sim_seeds,
-                       quick=not full, echo=lambda s: click.echo(s))
+                       quick=not full, host_links=host_links, echo=lambda s: click.echo(s))
     click.echo(markdown(val))
     click.echo(f"comparison: {out_dir / 'validation.md'}")
     if not all(c.verdict == "agrees" for c in val.comparisons):

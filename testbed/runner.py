@@ -135,6 +135,10 @@ class RunOptions:
     # The virtual-time engine's seed (its switches' random streams); the
     # plan's own seeds (jobs, flows) are the plan's.
     seed: int = 1
+    # The virtual-time engine's host links (testbed.sim.network.HOST_LINKS):
+    # "wire" (a frame arrives with its last bit) or "veth" (with its first,
+    # as on the Mininet engine).
+    host_links: str = "wire"
 
 
 class Engine(Protocol):
@@ -202,9 +206,9 @@ class SimEngine:
 
         wall0 = time.monotonic()
         try:
-            sim = SimRun(plan, run_dir, seed=opts.seed, apply=apply, line=prog.line,
-                         wall=time.monotonic)
-        except SimUnsupported as e:
+            sim = SimRun(plan, run_dir, seed=opts.seed, host_links=opts.host_links,
+                         apply=apply, line=prog.line, wall=time.monotonic)
+        except (SimUnsupported, ValueError) as e:
             raise RunError(f"--engine sim: {e}") from e
         topo = plan.topology
         fab = topo.fabric
@@ -212,7 +216,7 @@ class SimEngine:
                   + (f"a leaf-spine of {fab.leaves} leaves and {fab.spines} spines"
                      if fab else "switch s1")
                   + f" running {Path(topo.program).name}, NICs at "
-                  f"{sim.host_bps / 1e6:g} Mb/s, seed {opts.seed}")
+                  f"{sim.host_bps / 1e6:g} Mb/s, host links {opts.host_links}, seed {opts.seed}")
         measured["sim_run"] = sim
         try:
             sim.run()

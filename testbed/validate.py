@@ -99,7 +99,7 @@ def compare(experiment: str, key: str, rule: float | str, mininet: list[Any],
 
 
 def validate(names: list[str], out: Path, *, mininet_runs: int = 1, sim_seeds: int = 4,
-             quick: bool = True, echo: Callable[[str], None] = print,
+             quick: bool = True, host_links: str = "wire", echo: Callable[[str], None] = print,
              runner: Callable[[str, RunOptions], dict[str, Any]] = run) -> Validation:
     unknown = [n for n in names if n not in FIGURES]
     if unknown:
@@ -109,7 +109,7 @@ def validate(names: list[str], out: Path, *, mininet_runs: int = 1, sim_seeds: i
         raise ValueError("mininet_runs and sim_seeds must be >= 1")
     out.mkdir(parents=True, exist_ok=True)
     val = Validation()
-    base = RunOptions(quick=quick, echo=lambda _s: None)
+    base = RunOptions(quick=quick, echo=lambda _s: None, host_links=host_links)
     for name in names:
         values: dict[str, dict[str, list[Any]]] = {"mininet": {}, "sim": {}}
         tries = ([("mininet", k, replace(base, engine="mininet")) for k in range(mininet_runs)]
@@ -146,7 +146,8 @@ def validate(names: list[str], out: Path, *, mininet_runs: int = 1, sim_seeds: i
                  + (f" ({c.difference:+.1%})" if c.difference is not None else ""))
     (out / "validation.json").write_text(json.dumps(
         {"comparisons": [asdict(c) for c in val.comparisons], "runs": val.runs,
-         "mininet_runs": mininet_runs, "sim_seeds": sim_seeds, "quick": quick}, indent=1))
+         "mininet_runs": mininet_runs, "sim_seeds": sim_seeds, "quick": quick,
+         "host_links": host_links}, indent=1))
     (out / "validation.md").write_text(markdown(val))
     return val
 

@@ -79,6 +79,7 @@ class SimRun:
     the simulated path, and may be None."""
 
     def __init__(self, plan: RunPlan, run_dir: Path, *, seed: int = 1,
+                 host_links: str = "wire",
                  apply: Callable[[Any, list[str], str], None],
                  line: Callable[[str], None] = lambda _m: None,
                  wall: Callable[[], float] | None = None) -> None:
@@ -91,8 +92,9 @@ class SimRun:
         self.wall = wall
         self.loop = EventLoop()
         self.host_bps = host_line_bps(plan)
+        self.host_links = host_links
         self.net = SimNetwork.build(plan, self.loop, self.host_bps, seed,
-                                    compile_plan_program(plan))
+                                    compile_plan_program(plan), host_links)
         self.phases: list[PhaseResult] = []
 
     # -- the whole run -----------------------------------------------------------
@@ -319,20 +321,25 @@ class SimRun:
 
     # -- what the run measured of itself ------------------------------------------
     def record(self) -> dict[str, Any]:
-        return {"engine": "sim", "seed": self.seed, "sim_s": self.loop.now / 1e9,
+        return {"engine": "sim", "seed": self.seed, "host_links": self.host_links,
+                "sim_s": self.loop.now / 1e9,
                 "events": self.loop.events, "packet_hops": self.net.packet_hops(),
                 "host_line_bps": self.host_bps, "interpreter": _interpreter(),
                 "phases": [dataclasses.asdict(p) for p in self.phases]}
 
 
 def _sim_job(spec: JobSpec) -> JobSpec:
-    """A job as the simulated host runs it: its NIC serialises every frame at
-    the line rate, so the pacer needs no HTB class on a host interface to hand
-    frames to ahead of their time (transport.qdisc_ahead_packets)."""
+    """A job as the simulated host runs it, without two allowances the Mininet
+    engine makes for real time: its NIC serialises every frame at the line
+    rate, so the pacer needs no HTB class on a host interface to hand frames
+    to ahead of their time (transport.qdisc_ahead_packets 0); and its timers
+    need no floor (Scale.floor_ms, what a Python host can resolve in real
+    time), so every timer is the model's value times the slowdown. At the
+    emulation's slowdowns no model timer is below the floor anyway."""
     t = spec.transport
-    if not t.qdisc_ahead_packets:
-        return spec
-    return dataclasses.replace(spec, transport=dataclasses.replace(t, qdisc_ahead_packets=0))
+    scale = {**t.scale, "floor_ms": 0.0}
+    return dataclasses.replace(spec, transport=dataclasses.replace(
+        t, qdisc_ahead_packets=0, scale=scale))
 
 
 def _gather(offers: dict[str, list[Any]], phase: str) -> dict[tuple[str, str], list[Any]]:

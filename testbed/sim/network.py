@@ -21,7 +21,9 @@ from testbed.sim.link import TxLine
 from testbed.sim.loop import EventLoop
 from testbed.sim.switch import SimSwitch
 
-__all__ = ["SimNetwork", "switch_seed"]
+__all__ = ["SimNetwork", "switch_seed", "HOST_LINKS"]
+
+HOST_LINKS = ("wire", "veth")
 
 
 def switch_seed(seed: int, name: str) -> int:
@@ -40,7 +42,13 @@ class SimNetwork:
 
     @classmethod
     def build(cls, plan: RunPlan, loop: EventLoop, host_bps: float, seed: int,
-              program_module: Any) -> SimNetwork:
+              program_module: Any, host_links: str = "wire") -> SimNetwork:
+        """``host_links`` "wire": a host's frame reaches its switch when its
+        last bit did (a NIC serialises it, the switch stores and forwards);
+        "veth": when its first bit did, as over the Mininet engine's veths."""
+        if host_links not in HOST_LINKS:
+            raise ValueError(f"host_links must be one of {', '.join(HOST_LINKS)}, "
+                             f"not {host_links!r}")
         topo = plan.topology
         fab = topo.fabric
         switches: dict[str, SimSwitch] = {}
@@ -78,7 +86,8 @@ class SimNetwork:
         for a in addrs:
             sw, port = edge[a.name]
             nic = SimNic(loop, a.ip, a.mac, a.gateway_mac)
-            nic.line = TxLine(loop, host_bps, sw.receiver(port), name=f"{a.name}->{sw.name}:{port}")
+            nic.line = TxLine(loop, host_bps, sw.receiver(port), name=f"{a.name}->{sw.name}:{port}",
+                              first_bit=host_links == "veth")
             down = TxLine(loop, host_bps, nic.deliver, name=f"{sw.name}:{port}->{a.name}")
             sw.connect(port, down)
             lines.extend((nic.line, down))

@@ -65,6 +65,15 @@ def test_a_line_serialises_in_order_then_propagates() -> None:
     assert line.frames == 2 and line.bytes == 1375 and line.queued_max_ns == 1000
 
 
+def test_a_veth_like_line_hands_a_frame_over_at_its_first_bit() -> None:
+    loop = EventLoop()
+    got: list[int] = []
+    line = TxLine(loop, 10e9, lambda f: got.append(loop.now), first_bit=True)
+    loop.at(0, lambda _: [line.send(bytes(1250)), line.send(bytes(1250))] and None)
+    loop.run()
+    assert got == [0, 1000]          # spaced by the line, each there at once
+
+
 def test_a_line_rounds_arrival_up_to_the_whole_nanosecond() -> None:
     loop = EventLoop()
     got: list[int] = []
