@@ -190,3 +190,17 @@ def test_runs_as_an_unprivileged_user_without_mininet() -> None:
         assert json.loads((out / "summary.json").read_text())["fidelity_ok"]
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_slowdown_is_a_pure_time_scaling(tmp_path: Path) -> None:
+    """The same plan 50 times faster (links, NIC, every timer, the samples)
+    gives the same normalized figures and 1/50 of the durations."""
+    slow = run("roce-basics", _opts(tmp_path / "slow", overrides={"phases": "pair,loss"}))
+    fast = run("roce-basics", _opts(tmp_path / "fast", overrides={
+        "phases": "pair,loss", "bottleneck_mbps": "200", "sample_interval_us": "100"}))
+    assert slow["params"]["sample_interval_us"] == 5000        # 50 x 100 at 4 Mb/s
+    for key in ("jain_index", "utilization", "ce_marked_pkts", "cnps", "max_enq_qdepth_pkts"):
+        assert slow["pair"][key] == fast["pair"][key], key
+    for key in ("goodput_fraction", "retransmissions", "naks", "data_packets_sent"):
+        assert slow["loss"][key] == fast["loss"][key], key
+    assert fast["loss"]["duration_s"] == pytest.approx(slow["loss"]["duration_s"] / 50, rel=1e-3)
