@@ -310,10 +310,12 @@ def _run_all(opts: Any) -> None:
 @click.option("--full", is_flag=True, help="the full profiles (default: quick)")
 @click.option("--host-links", type=click.Choice(["wire", "veth"]), default="wire",
               show_default=True, help="the simulated runs' host links (see `testbed run --help`)")
+@click.option("--reuse-mininet", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="take the Mininet runs from an earlier validation's directory")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="output directory (default: results/validate-TIMESTAMP/)")
 def validate_cmd(names: tuple[str, ...], mininet_runs: int, sim_seeds: int, full: bool,
-                 host_links: str, out: Path | None) -> None:
+                 host_links: str, reuse_mininet: Path | None, out: Path | None) -> None:
     """Run the same plans on the Mininet and the virtual-time engines and compare
     their figures (OUT/validation.md, OUT/validation.json; every run under OUT/runs/).
 
@@ -332,10 +334,12 @@ def validate_cmd(names: tuple[str, ...], mininet_runs: int, sim_seeds: int, full
     if out_dir.exists() and any(out_dir.iterdir()):
         click.echo(f"error: output directory {out_dir} exists and is not empty", err=True)
         sys.exit(2)
-    _check_can_run(RunOptions())
+    if reuse_mininet is None:
+        _check_can_run(RunOptions())
     with _stopped_runs_exit("; no comparison written"):
         val = validate(chosen, out_dir, mininet_runs=mininet_runs, sim_seeds=sim_seeds,
-                       quick=not full, host_links=host_links, echo=lambda s: click.echo(s))
+                       quick=not full, host_links=host_links, echo=lambda s: click.echo(s),
+                       reuse_mininet=reuse_mininet)
     click.echo(markdown(val))
     click.echo(f"comparison: {out_dir / 'validation.md'}")
     if not all(c.verdict == "agrees" for c in val.comparisons):

@@ -64,3 +64,28 @@ def test_unfaithful_and_failed_runs_are_left_out(tmp_path: Path) -> None:
 def test_unknown_experiments_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no figures to compare for nope"):
         validate(["nope"], tmp_path, echo=lambda _s: None)
+
+
+def test_mininet_runs_of_an_earlier_validation_are_reused(tmp_path: Path) -> None:
+    before = tmp_path / "before"
+    for k, mean in ((1, 0.44), (2, 0.46)):
+        d = before / "runs" / f"ring-allreduce-mininet-{k}"
+        d.mkdir(parents=True)
+        (d / "summary.json").write_text(json.dumps({
+            "fidelity_ok": True, "fidelity_verdict": "faithful",
+            "allreduce": {"bit_exact": True, "mean_s": mean}}))
+    engines: list[str] = []
+
+    def runner(name: str, opts: RunOptions) -> dict[str, Any]:
+        engines.append(opts.engine)
+        return {"fidelity_ok": True, "allreduce": {"bit_exact": True, "mean_s": 0.45}}
+
+    val = validate(["ring-allreduce"], tmp_path / "now", mininet_runs=2, sim_seeds=1,
+                   echo=lambda _s: None, runner=runner, reuse_mininet=before)
+    assert engines == ["sim"]
+    by = {c.key: c for c in val.comparisons}
+    assert by["allreduce.mean_s"].mininet == [0.44, 0.46]
+    again = validate(["ring-allreduce"], tmp_path / "again", mininet_runs=3, sim_seeds=1,
+                     echo=lambda _s: None, runner=runner, reuse_mininet=before)
+    missing = [r for r in again.runs if not r["ok"]]
+    assert len(missing) == 1 and "no Mininet run to reuse" in missing[0]["error"]
