@@ -224,7 +224,8 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
-        click.echo("interrupted: network torn down", err=True)
+        click.echo("interrupted: " + ("the run directory's summary.json says so"
+                                      if engine == "sim" else "network torn down"), err=True)
         sys.exit(130)
     click.echo(f"summary: {Path(summary['run_dir']) / 'summary.json'}")
     for p in summary.get("plots", []):
