@@ -311,8 +311,18 @@ class CollectiveSpec:
     step_base: int = 0
     ops: tuple[str, ...] = ()
     root: int = 0
+    # "real": every byte exists and every result is checked bit for bit;
+    # "phantom": the same packets and timing without the data (no buffers
+    # kept, nothing reduced or checked: hosts.commlib.communicator), for runs
+    # whose ranks' real buffers would not fit in memory.
+    payload: str = "real"
 
     def __post_init__(self) -> None:
+        if self.payload not in ("real", "phantom"):
+            raise SpecError(f"collective.payload {self.payload!r} unknown (real, phantom)")
+        if self.payload == "phantom" and self.scheme != "ring":
+            raise SpecError("collective.payload 'phantom' runs the ring collectives only: "
+                            "EPIC's switch adds the payload it carries")
         if not 0 <= self.step_base <= 0x3FFF:
             raise SpecError(f"collective.step_base {self.step_base} must be 0..16383")
         if not 0 <= self.rank < self.size:

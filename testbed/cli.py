@@ -672,10 +672,14 @@ def bench_forwarding_cmd(backends: tuple[str, ...], seconds: float, runs: int,
               help="KiB per rank and ring step")
 @click.option("--link-gbps", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
               help="every link's and NIC's rate")
+@click.option("--payload", type=click.Choice(["real", "phantom"]), default="real",
+              show_default=True,
+              help="real: every byte kept and the result checked; phantom: the same packets "
+                   "without the data (what large sizes need)")
 @click.option("--ns3/--no-ns3", default=True, show_default=True,
               help="also time ns-3's UDP flood through a 3-hop chain (pip install ns3)")
 @click.option("--json", "as_json", is_flag=True, help="print the figures as JSON")
-def bench_sim_cmd(ranks: str, chunk_kib: int, link_gbps: float, ns3: bool,
+def bench_sim_cmd(ranks: str, chunk_kib: int, link_gbps: float, payload: str, ns3: bool,
                   as_json: bool) -> None:
     """The virtual-time engine's speed: Ring AllReduce on a leaf-spine of soft switches
     (symphony.p4, ECMP), packet-hops and events per wall second, wall time and peak
@@ -691,7 +695,7 @@ def bench_sim_cmd(ranks: str, chunk_kib: int, link_gbps: float, ns3: bool,
     figures: dict[str, Any] = {"sim": [], "ns3": None}
     for n in sizes:
         try:
-            fig = measure_subprocess(n, link_gbps, chunk_kib)
+            fig = measure_subprocess(n, link_gbps, chunk_kib, payload)
         except RuntimeError as e:
             raise click.ClickException(str(e)) from None
         figures["sim"].append(dataclasses.asdict(fig))

@@ -67,6 +67,7 @@ as NCCL's.
 
 from __future__ import annotations
 
+import mmap
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -130,6 +131,7 @@ class Communicator:
         step_base: int = 0,
         timeout_s: float = 60.0,
         step_psn_origin: bool = False,
+        phantom: bool = False,
     ) -> None:
         if not 0 <= rank < size:
             raise ValueError(f"rank {rank} out of range for size {size}")
@@ -148,12 +150,22 @@ class Communicator:
         self.pd = ctx.alloc_pd()
         self.cq = ctx.create_cq()
         access = Access.LOCAL_WRITE | Access.REMOTE_WRITE
+        # Phantom payloads: the same packets, steps and timing, but no data
+        # kept. The buffers are anonymous memory that is never written (their
+        # pages stay unallocated; reads see zeros), what arrives is discarded,
+        # nothing is reduced and there is no result to check. For runs at a
+        # scale where every rank's real buffers would not fit in memory.
+        self.phantom = phantom
         # Two halves, used by alternate collectives: a neighbour that already
         # finished collective k may write k+1's data while we still finish k.
-        self.work = bytearray(2 * max(1, max_bytes))
-        self.staging = bytearray(2 * max(1, max_bytes))
+        self.work: Any = _lazy_zeros(2 * max(1, max_bytes)) if phantom else \
+            bytearray(2 * max(1, max_bytes))
+        self.staging: Any = _lazy_zeros(2 * max(1, max_bytes)) if phantom else \
+            bytearray(2 * max(1, max_bytes))
         self.work_mr = self.pd.reg_mr(self.work, access)
         self.staging_mr = self.pd.reg_mr(self.staging, access)
+        if phantom:
+            self.work_mr.discard_writes = self.staging_mr.discard_writes = True
         self.step_psn_origin = step_psn_origin
         # lanes and the receiver's reconnect lag (module docstring)
         self._reconnect_lag = max(1, size - 1)
@@ -408,13 +420,21 @@ class _Chan:
         self.t_start = 0
 
 
+def _lazy_zeros(n: int) -> mmap.mmap:
+    """``n`` writable bytes of anonymous memory that cost nothing until written."""
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0)
+    return mmap.mmap(-1, n, flags=flags)
+
+
 class CollectiveOp:
-    """One collective in progress on one rank; `progress()` -> True when done."""
+    """One collective in progress on one rank; `progress()` -> True when done.
+    On a phantom communicator ``x`` gives only the size and type (e.g. a
+    zero-strided ``np.broadcast_to`` view, which costs no memory)."""
 
     def __init__(self, comm: Communicator, kind: Collective, x: np.ndarray, op: ReduceOp,
                  root: int = 0) -> None:
         self.comm, self.kind, self.op, self.root = comm, kind, ReduceOp(op), root
-        x = np.ascontiguousarray(x).reshape(-1)
+        x = x.reshape(-1) if comm.phantom else np.ascontiguousarray(x).reshape(-1)
         self.dtype = check_dtype(x.dtype)
         n = comm.size
         self.in_count = x.size
@@ -435,7 +455,9 @@ class CollectiveOp:
         self.base = base
         self.work = np.frombuffer(comm.work, dtype=self.dtype, count=total, offset=base)
         self.staging = np.frombuffer(comm.staging, dtype=self.dtype, count=total, offset=base)
-        if kind is Collective.ALL_GATHER:
+        if comm.phantom:
+            pass                # nothing to hold: the buffers stay untouched
+        elif kind is Collective.ALL_GATHER:
             off, ln = split(total, n)[comm.rank]
             self.work[off : off + ln] = x
         elif kind is Collective.BROADCAST:
@@ -484,7 +506,7 @@ class CollectiveOp:
                 t_sent = comm._sent.pop(key)
                 t_recv = comm._arrived.pop(key)
                 off, ln = (0, 0) if st.recv_chunk is None else self.layout[c][st.recv_chunk]
-                if st.reduces and ln:
+                if st.reduces and ln and not comm.phantom:
                     reduce_into(self.work[off : off + ln], self.staging[off : off + ln], self.op)
                 now = comm.ctx.engine.now_ns()
                 comm._emit(
@@ -558,6 +580,8 @@ class CollectiveOp:
     def result(self) -> np.ndarray:
         if not self.done:
             raise CommError("collective not finished")
+        if self.comm.phantom:
+            raise CommError("a collective of phantom payloads has no result")
         if self.kind is Collective.REDUCE_SCATTER:
             off, ln = split(self.count, self.comm.size)[self.comm.rank]
             return self.work[off : off + ln].copy()

@@ -228,7 +228,11 @@ class MRBase:
 
 class MR(MRBase):
     """A registered buffer. ``addr`` is its virtual base address (what remote_addr and
-    SGE.addr refer to); ``buf`` is a writable memoryview on the registered object."""
+    SGE.addr refer to); ``buf`` is a writable memoryview on the registered object.
+    ``discard_writes``: what arrives for it is counted but not stored (a phantom
+    payload that nothing reads, see hosts.commlib.communicator)."""
+
+    discard_writes = False
 
     def __init__(self, pd: PD, buf, access: Access, addr: int, key: int) -> None:
         mv = memoryview(buf)
@@ -900,7 +904,7 @@ class QP:
             if rx.pos + n > rx.end or (is_last and rx.pos + n != rx.end):
                 self._fatal_nak(AETH_SYNDROME_NAK_INV_REQ)
                 return
-            if n and rx.mr is not None:
+            if n and rx.mr is not None and not rx.mr.discard_writes:
                 rx.mr.buf[rx.pos: rx.pos + n] = payload
             rx.pos += n
         else:
@@ -914,7 +918,7 @@ class QP:
                 rx.wqe = None
                 self._fatal_nak(AETH_SYNDROME_NAK_INV_REQ)
                 return
-            if n and rx.mr is not None:
+            if n and rx.mr is not None and not rx.mr.discard_writes:
                 rx.mr.buf[rx.pos: rx.pos + n] = payload
             rx.pos += n
             rx.total += n

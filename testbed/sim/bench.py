@@ -48,12 +48,14 @@ class SimFigure:
     packet_hops_per_s: float
     events_per_s: float
     peak_rss_mib: float        # the child process's peak resident memory
-    bit_exact: bool
+    payload: str               # "real" (checked bit for bit) or "phantom" (hosts.commlib)
+    bit_exact: bool | None     # None: phantom payloads are not checked
     cct_s: float               # the AllReduce's completion time, simulated
 
     def line(self) -> str:
         return (f"sim  {self.ranks:4d} ranks ({self.leaves}x{self.spines} leaf-spine, "
-                f"{self.link_gbps:g} Gb/s, {self.chunk_kib} KiB chunks, {self.interpreter}): "
+                f"{self.link_gbps:g} Gb/s, {self.chunk_kib} KiB chunks, {self.payload} payload, "
+                f"{self.interpreter}): "
                 f"{self.packet_hops_per_s:,.0f} packet-hops/s, {self.events_per_s:,.0f} events/s, "
                 f"{self.packet_hops:,} packet-hops in {self.wall_s:.1f} s wall "
                 f"({self.sim_s * 1e3:.3f} ms simulated, CCT {self.cct_s * 1e3:.3f} ms), "
@@ -70,7 +72,7 @@ def fabric_for(ranks: int) -> LeafSpine:
 
 
 def ring_plan(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
-              path_mtu: int = 1024) -> RunPlan:
+              path_mtu: int = 1024, payload: str = "real") -> RunPlan:
     """One Ring AllReduce of ``chunk_kib`` KiB per rank and step (int64) on
     ``fabric_for(ranks)``, every link at ``link_gbps``, DCQCN (ConnectX
     preset) at its own time constants."""
@@ -85,7 +87,8 @@ def ring_plan(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
         jobs[a.name] = JobSpec(host=a.name, ip=a.ip, transport=t,
                                collective=CollectiveSpec(rank=r, size=ranks, job_id=1,
                                                          op="all_reduce", dtype="int64",
-                                                         count=count, iterations=1, seed=7))
+                                                         count=count, iterations=1, seed=7,
+                                                         payload=payload))
     topo = Topology(n_hosts=ranks, program=PROGRAM, fabric=fab,
                     commands=(f"set_port_rate_bps {int(link_gbps * 1e9)}",
                               "set_queue_depth 1000"))
@@ -93,14 +96,15 @@ def ring_plan(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
                    fidelity=FidelityLimits(), switch_poll_interval_s=1e-3)
 
 
-def measure(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64) -> SimFigure:
+def measure(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
+            payload: str = "real") -> SimFigure:
     """Run the plan here; the figure (peak memory: this process's)."""
     from testbed.controller import CliController
     from testbed.runner import _apply_commands
     from testbed.sim.engine import SimRun, _interpreter
     from testbed.timeline import load_phase
 
-    plan = ring_plan(ranks, link_gbps, chunk_kib)
+    plan = ring_plan(ranks, link_gbps, chunk_kib, payload=payload)
     with tempfile.TemporaryDirectory(prefix="p4tb-bench-sim-") as d:
         def apply(sw: Any, lines: list[str], where: str) -> None:
             _apply_commands(CliController(target="soft", execute=sw.execute), lines, "soft",
@@ -124,18 +128,21 @@ def measure(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64) -> SimFigu
                      packet_hops=rec["packet_hops"],
                      packet_hops_per_s=round(rec["packet_hops"] / wall),
                      events_per_s=round(rec["events"] / wall), peak_rss_mib=round(peak, 1),
-                     bit_exact=len(checks) == ranks and all(e["ok"] for e in checks),
+                     payload=payload,
+                     bit_exact=None if payload == "phantom" else
+                     len(checks) == ranks and all(e["ok"] for e in checks),
                      cct_s=cct)
 
 
 def measure_subprocess(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
-                       interpreter: str | None = None, timeout_s: float = 3600) -> SimFigure:
+                       payload: str = "real", interpreter: str | None = None,
+                       timeout_s: float = 3600) -> SimFigure:
     """``measure`` in a child process (its own peak memory)."""
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     r = subprocess.run([interpreter or sys.executable, "-m", "testbed.sim.bench", str(ranks),
-                        str(link_gbps), str(chunk_kib)], capture_output=True, text=True,
+                        str(link_gbps), str(chunk_kib), payload], capture_output=True, text=True,
                        timeout=timeout_s, env=env, cwd=root)
     if r.returncode != 0:
         tail = "\n".join(r.stderr.strip().splitlines()[-5:])
@@ -145,7 +152,7 @@ def measure_subprocess(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    fig = measure(int(args[0]), float(args[1]), int(args[2]))
+    fig = measure(int(args[0]), float(args[1]), int(args[2]), args[3] if len(args) > 3 else "real")
     print(json.dumps(asdict(fig)))
     return 0
 

@@ -456,3 +456,24 @@ def test_step_psn_origin_ignores_a_copy_of_a_step_that_arrives_late() -> None:
     assert late, "no first packet was copied"
     copied = comms[1].left[0]
     assert sum(q.stats["dup_pkts"] for q in copied) == 1     # the copy, ignored
+
+
+def test_a_phantom_communicator_keeps_no_data() -> None:
+    """Phantom buffers stay untouched: what arrives is discarded, nothing is
+    reduced, and there is no result to read; the packets are the real ones'."""
+    import numpy as np
+
+    from hosts.commlib import CommError
+
+    w, comms, _ = make_ring(3, 1, comm_kw={"phantom": True})
+    x = np.broadcast_to(np.zeros(1, dtype=np.int64), (4096,))
+    ops = [c.start_all_reduce(x) for c in comms]
+    run_all(w, ops)
+    assert all(not any(bytes(c.work)) and not any(bytes(c.staging)) for c in comms)
+    assert all(c.work_mr.discard_writes and c.staging_mr.discard_writes for c in comms)
+    with pytest.raises(CommError, match="phantom"):
+        ops[0].result()
+    w2, real, _ = make_ring(3, 1)
+    ops2 = [c.start_all_reduce(np.arange(4096, dtype=np.int64)) for c in real]
+    run_all(w2, ops2)
+    assert len(data_packets(w)) == len(data_packets(w2))
