@@ -43,9 +43,16 @@ class SimSwitch:
         return self.loop.now / 1000.0
 
     def connect(self, port: int, line: TxLine) -> None:
+        """Frames leaving ``port`` go on ``line``. A port whose rate nothing set
+        drains at the line's: its queue then builds in the traffic manager,
+        where the program sees it (enq_qdepth, RED), not behind it on the line.
+        The plan's own ``set_port_rate_bps`` lines come later and prevail."""
         if port in self.ports:
             raise SimError(f"switch {self.name}: port {port} connected twice")
         self.ports[port] = line
+        tm = self.sw.tm
+        if not tm.default_port_bps and not (port in tm.ports and tm.ports[port].rate_bps):
+            tm.set_port_rate_bps(int(line.rate_bps), port)
 
     def receiver(self, port: int) -> Any:
         """What a link delivers to: frames arriving on ``port``."""

@@ -88,17 +88,17 @@ def test_ipv4_checksum_of_a_known_header() -> None:
     assert ipv4_checksum(hdr) == 0xB861
 
 
-def _star(loop: EventLoop, rate_bps: float) -> tuple[SimSwitch, dict[str, SimNic]]:
+def _star(loop: EventLoop, rate_bps: float, n: int = 2) -> tuple[SimSwitch, dict[str, SimNic]]:
     module = compile_program(repo_path("switches/p4/l3_router.p4"))
     sw = SimSwitch("s1", loop, module, default_bps=rate_bps)
     nics = {}
-    for i in (1, 2):
+    for i in range(1, n + 1):
         a = host_addr(i)
         nic = SimNic(loop, a.ip, a.mac, a.gateway_mac)
         nic.line = TxLine(loop, rate_bps, sw.receiver(a.port))
         sw.connect(a.port, TxLine(loop, rate_bps, nic.deliver))
         nics[a.name] = nic
-    for line in router_commands([host_addr(1), host_addr(2)]):
+    for line in router_commands([host_addr(i) for i in range(1, n + 1)]):
         sw.execute(line)
     return sw, nics
 
@@ -140,3 +140,21 @@ def test_a_full_queue_drops_at_the_port_rate_and_the_rest_drain() -> None:
     gaps = {b - a for a, b in zip(got, got[1:], strict=False)}
     assert gaps == {80_000}                              # 1000 B at 100 Mb/s each
     assert sw.sw.tm.total == 0
+
+
+def test_a_port_without_a_set_rate_queues_in_the_traffic_manager() -> None:
+    loop = EventLoop()
+    sw, nics = _star(loop, 1e9, n=3)       # nothing sets a port rate
+    nics["h3"].on_receive = lambda: nics["h3"].recv(64) and None
+    depths: list[int] = []
+
+    def burst(_: object) -> None:          # two senders at line rate into one port
+        for h in ("h1", "h2"):
+            for _i in range(10):
+                nics[h].send(50000, "10.0.3.1", 4791, [bytes(958)], 2)
+    loop.at(0, burst)
+    loop.at(80_000, lambda _: depths.append(sw.sw.tm.depth(3)))
+    loop.run()
+    assert sw.sw.tm.ports[3].rate_bps == 1_000_000_000
+    # half of what arrived by then still waits in the switch's queue
+    assert 8 <= depths[0] <= 10 and sw.sw.stats()["tx"] == {"3": 20}
