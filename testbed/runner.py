@@ -1502,7 +1502,9 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
             raise
         except SoftSignal as e:
             summary["error"] = f"terminated ({e})"
-            raise RunTerminated(f"run terminated by {e}; network torn down") from e
+            raise RunTerminated(f"run terminated by {e}"
+                                + ("; network torn down" if engine.name == "mininet" else "")
+                                ) from e
         except RunError as e:
             summary["error"] = str(e)
             raise

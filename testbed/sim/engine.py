@@ -177,8 +177,11 @@ class SimRun:
 
         shared: set[int] = set()
         t_ready = loop.now
+        from testbed.net import SoftSignal
+
         for h, spec in jobs.items():
-            hosts[h] = SimHost(h, loop, net.nics[h], agents[h], done, failed)
+            hosts[h] = SimHost(h, loop, net.nics[h], agents[h], done, failed,
+                               passthrough=(SoftSignal,))
             rank, size = spec.barrier
             hosts[h].begin(t_ready + int(spec.start_delay_s * 1e9),
                            MemoryDoneBarrier(shared, rank, size))
@@ -214,6 +217,8 @@ class SimRun:
         progress = _Progress(self, phase.name, agents) if self.wall is not None else None
         try:
             loop.run(until_ns=deadline, on_batch=progress.report if progress else None)
+        except SoftSignal:
+            raise                   # SIGTERM: the runner stops, and so does a suite
         except Exception as e:
             raise RunError(f"phase {phase.name}: the simulation failed at "
                            f"{loop.now / 1e9:.6f} s: {type(e).__name__}: {e}") from e

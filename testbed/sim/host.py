@@ -199,17 +199,21 @@ class MemoryDoneBarrier:
 class SimHost:
     """Polls one agent on the simulated clock. ``on_finished(host)`` once the
     agent's ``poll`` says the phase is over for it (after ``finish``);
-    ``on_error(host, exception)`` if it raised."""
+    ``on_error(host, exception)`` if it raised. Exceptions of the
+    ``passthrough`` types (the runner's SIGTERM, say) are not the agent's
+    failure: they end the run."""
 
     def __init__(self, name: str, loop: EventLoop, nic: SimNic, agent: Any,
                  on_finished: Callable[[SimHost], None],
-                 on_error: Callable[[SimHost, BaseException], None]) -> None:
+                 on_error: Callable[[SimHost, BaseException], None],
+                 passthrough: tuple[type[BaseException], ...] = ()) -> None:
         self.name = name
         self.loop = loop
         self.nic = nic
         self.agent = agent
         self.on_finished = on_finished
         self.on_error = on_error
+        self.passthrough = passthrough
         self.finished = False
         self.polls = 0
         self._poll_at: int | None = None
@@ -222,6 +226,8 @@ class SimHost:
         def start(_: Any) -> None:
             try:
                 self.agent.begin(t0, barrier)
+            except self.passthrough:
+                raise
             except Exception as e:
                 self._fail(e)
                 return
@@ -259,6 +265,8 @@ class SimHost:
                 self.nic.on_receive = None
                 self.on_finished(self)
                 return
+        except self.passthrough:
+            raise
         except Exception as e:
             self._fail(e)
             return

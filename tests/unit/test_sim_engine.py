@@ -241,3 +241,27 @@ def test_phantom_payloads_keep_the_timing_without_the_data(tmp_path: Path) -> No
     assert ghost["allreduce"]["bit_exact"] is None          # not checked, not claimed
     assert _step_times(tmp_path / "real") == _step_times(tmp_path / "ghost")
     assert ghost["sim"]["packet_hops"] == real["sim"]["packet_hops"]
+
+
+def test_sigterm_ends_a_simulated_run_as_terminated(tmp_path: Path) -> None:
+    """SIGTERM is the run's end, not an agent's failure: a suite stops on it."""
+    import signal
+
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=str(REPO), XDG_CACHE_HOME=str(tmp_path / "cache"),
+               MPLCONFIGDIR=str(tmp_path / "mpl"))
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", "reflex-probing",
+                             "--quick", "--engine", "sim", "--out", str(out)], env=env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 120
+    while not any(out.glob("phases/*/h1.events.jsonl")):
+        assert time.monotonic() < deadline and proc.poll() is None, "the run never started"
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert "run terminated by signal SIGTERM" in err and "network" not in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["error"] == "terminated (signal SIGTERM)" and not summary["ok"]
