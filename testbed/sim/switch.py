@@ -2,11 +2,12 @@
 traffic manager as the Mininet engine's daemon, without sockets or threads.
 
 A frame that arrives on a port goes through ingress and into the traffic
-manager at its arrival time (``SoftSwitch.forward_at``); what the traffic
-manager releases leaves on the port's line (testbed.sim.link.TxLine) at the
-port's rate. The switch asks to be woken when its queues next release a packet
-(a paced port, a delay line, a PFC pause running out), to the nanosecond: the
-traffic manager's clock is the simulated one in microseconds as a float.
+manager at its arrival time (``SoftSwitch.receive_at``). Each port is woken
+when its queues next release a packet (a paced port, a delay line, a PFC
+pause running out), to the nanosecond (the traffic manager's clock is the
+simulated one in microseconds as a float); what it releases goes through
+egress (``SoftSwitch.release_port``) and leaves on the port's line
+(testbed.sim.link.TxLine) at the port's rate.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class SimSwitch:
                              log=logging.getLogger(f"testbed.sim.{name}"))
         self.control = ControlPlane(self.sw)
         self.ports: dict[int, TxLine] = {}
-        self._wake_at: int | None = None
+        self._wakes: dict[int, int] = {}     # port -> its pending release wake-up (ns)
         self.unconnected_tx = 0             # frames sent to a port with no link
         self.hops = 0                       # frames received (packet-hops into this switch)
 
@@ -58,17 +59,18 @@ class SimSwitch:
         """What a link delivers to: frames arriving on ``port``."""
         def receive(frame: bytes) -> None:
             self.hops += 1
-            self._send(self.sw.forward_at(port, frame, self.loop.now / 1000.0))
+            self._send(self.sw.receive_at(port, frame, self.loop.now / 1000.0))
         return receive
 
     def execute(self, line: str) -> str:
         """A control-plane line (simple_switch_CLI syntax); rates and queue
-        settings take effect at once, so the switch looks at its queues again."""
+        settings take effect at once, so every port looks at its queues again."""
         out = str(self.control.execute(line))
+        self.sw.tm.touched.update(self.sw.tm.ports)
         self._schedule()
         return out
 
-    def _send(self, out: list[tuple[int, bytes]]) -> None:
+    def _send(self, out: list[tuple[int, bytes]], schedule: bool = True) -> None:
         ports = self.ports
         tm_ports = self.sw.tm.ports
         for port, frame in out:
@@ -78,30 +80,55 @@ class SimSwitch:
                 continue
             p = tm_ports.get(port)
             line.send(frame, p.rate_bps if p is not None and p.rate_bps > 0 else None)
-        self._schedule()
+        if schedule:
+            self._schedule()
 
     def _schedule(self) -> None:
-        nxt = self.sw.next_release()
+        """A wake-up for each port whose next release may have moved, at that
+        time (each port is released on its own: the traffic manager need not
+        look at every port for every packet)."""
+        tm = self.sw.tm
+        now = self.loop.now
+        now_us = now / 1000.0
+        while tm.touched:
+            batch = sorted(tm.touched)      # (a release may touch other ports)
+            tm.touched.clear()
+            for port in batch:
+                self._schedule_port(port, now, now_us)
+
+    def _schedule_port(self, port: int, now: int, now_us: float) -> None:
+        tm = self.sw.tm
+        nxt = tm.port_next_release(port)
         if nxt is None:
             return
+        if nxt <= now_us:
+            # due now (on the traffic manager's own clock, no rounding):
+            # released in this event, as the frame that made it due arrived
+            self._wakes.pop(port, None)
+            self._send(self.sw.release_port(port, now_us), schedule=False)
+            nxt = tm.port_next_release(port)     # its next packet, if any
+            if nxt is None:
+                return
         t = int(nxt * 1000.0)
         if t < nxt * 1000.0:
             t += 1
-        now = self.loop.now
         if t <= now:
             # due already (a setting just changed) or a rounding step short:
             # the next nanosecond, so that a wake always moves time on
             t = now + 1
-        if self._wake_at is not None and now <= self._wake_at <= t:
+        w = self._wakes.get(port)
+        if w is not None and now <= w <= t:
             return                          # already due no later than that
-        self._wake_at = t
-        self.loop.at(t, self._release, t)
+        self._wakes[port] = t
+        self.loop.at(t, self._release, (port, t))
 
-    def _release(self, t: int) -> None:
-        if t != self._wake_at:
+    def _release(self, arg: tuple[int, int]) -> None:
+        port, t = arg
+        if self._wakes.get(port) != t:
             return                          # superseded by an earlier wake
-        self._wake_at = None
-        self._send(self.sw.release_until(t / 1000.0))
+        del self._wakes[port]
+        self.sw.tm.touched.add(port)        # its next packet, if any
+        self._send(self.sw.release_port(port, t / 1000.0))
 
     # -- what the runner reads -------------------------------------------------
     def sample(self) -> dict[str, Any]:

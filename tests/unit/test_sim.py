@@ -158,3 +158,25 @@ def test_a_port_without_a_set_rate_queues_in_the_traffic_manager() -> None:
     assert sw.sw.tm.ports[3].rate_bps == 1_000_000_000
     # half of what arrived by then still waits in the switch's queue
     assert 8 <= depths[0] <= 10 and sw.sw.stats()["tx"] == {"3": 20}
+
+
+def test_ports_release_on_their_own_at_their_own_rates() -> None:
+    """Each port is woken for its own next packet: two ports at different
+    rates drain side by side, each at its rate, whatever the other holds."""
+    loop = EventLoop()
+    sw, nics = _star(loop, 10e9, n=3)
+    sw.execute("set_port_rate_bps 100000000 2")     # 100 Mb/s
+    sw.execute("set_port_rate_bps 50000000 3")      # 50 Mb/s
+    got: dict[str, list[int]] = {"h2": [], "h3": []}
+    for h in got:
+        nics[h].on_receive = lambda h=h: got[h].extend(loop.now for _ in nics[h].recv(64))
+
+    def burst(_: object) -> None:
+        for _i in range(5):
+            for dst in ("10.0.2.1", "10.0.3.1"):
+                nics["h1"].send(50000, dst, 4791, [bytes(958)], 2)
+    loop.at(0, burst)
+    loop.run()
+    gaps = {h: {b - a for a, b in zip(t, t[1:], strict=False)} for h, t in got.items()}
+    assert gaps == {"h2": {80_000}, "h3": {160_000}}
+    assert sw.sw.tm.total == 0 and not sw._wakes

@@ -439,6 +439,45 @@ class SoftSwitch:
             self._at = None
         return out
 
+    def receive_at(self, port: int, data: bytes, t_us: float) -> list[tuple[int, bytes]]:
+        """Ingress of a frame that arrived at ``t_us``, into the traffic manager
+        (nothing is released: see ``release_port``); the PFC frames the
+        traffic manager asks for meanwhile. The virtual-time engine's way in."""
+        self._at = self._advance_to(t_us)
+        try:
+            self.receive(port, data)
+            out: list[tuple[int, bytes]] = []
+            if self.tm.pfc_out:
+                self._pfc_frames(out)
+            return out
+        finally:
+            self._at = None
+
+    def release_port(self, port: int, t_us: float) -> list[tuple[int, bytes]]:
+        """Egress of what ``port`` releases by ``t_us`` (TrafficManager.pop_port),
+        and the PFC frames asked for meanwhile; the port's next release is
+        ``tm.port_next_release(port)``."""
+        self._at = self._advance_to(t_us)
+        out: list[tuple[int, bytes]] = []
+        tm = self.tm
+        try:
+            if tm.pfc_out:
+                self._pfc_frames(out)
+            while True:
+                item = tm.pop_port(port)
+                if item is None:
+                    break
+                p, _prio, (st, length, gen), meta = item
+                try:
+                    self._egress_one(p, st, length, gen, meta, out)
+                except Exception as e:
+                    self._egress_failed(e, p)
+                if tm.pfc_out:
+                    self._pfc_frames(out)
+            return out
+        finally:
+            self._at = None
+
     def _note_behind(self, port: int, length: int, behind_us: int) -> None:
         p = self.tm.ports.get(port)
         rate = p.rate_bps if p is not None and p.rate_bps > 0 else self.tm.default_port_bps

@@ -135,6 +135,10 @@ class TrafficManager:
         self._seq = 0
         self.total = 0
         self._busy: dict[int, _Port] = {}  # ports with queued packets
+        # Ports whose next release may have moved since the caller last
+        # looked (a packet queued, a pause frame): for a caller that releases
+        # port by port (pop_port), as the virtual-time engine does.
+        self.touched: set[int] = set()
         self.pfc: PfcIngress | None = None
         self.pfc_out: list[tuple[int, int, int]] = []  # (port, priority, quanta) to send
         # No rate, port rate or weights anywhere: every queued head may leave
@@ -236,6 +240,7 @@ class TrafficManager:
         rate a timer has no length: a pause then lasts until its XON."""
         p = self.ports.get(port) or self._port(port)
         p.pauses_rx += 1
+        self.touched.add(port)
         now = float(self.now_us())
         bps = self._line_bps(port)
         for prio, q in quanta.items():
@@ -288,6 +293,7 @@ class TrafficManager:
             self._busy[port] = p
         p.count += 1
         self.total += 1
+        self.touched.add(port)
         return True
 
     def pass_through(self, port: int, prio: int) -> QueueMeta | None:
@@ -409,6 +415,51 @@ class TrafficManager:
             self.in_flight += 1
             self.total += 1
         return self._pop_line(now) if self.in_flight else None
+
+    def pop_port(self, port: int) -> tuple[int, int, Any, QueueMeta] | None:
+        """``pop_ready`` for one port: its next packet that may leave now (from
+        its queues, through its delay line), or None. For a caller that keeps a
+        release time per port instead of asking across every port each time."""
+        p = self.ports.get(port)
+        if p is None:
+            return None
+        now = float(self.now_us())
+        while p.count:
+            sel = self._select(p, now)
+            if sel is None:
+                break
+            prio, t = sel
+            item = self._pop(port, p, prio, t, now)
+            if not p.delay_us:
+                return item
+            p.line.append((t + p.delay_us, item))
+            self.in_flight += 1
+            self.total += 1
+        if p.line and p.line[0][0] <= now:
+            self.in_flight -= 1
+            self.total -= 1
+            line_item: tuple[int, int, Any, QueueMeta] = p.line.popleft()[1]
+            return line_item
+        return None
+
+    def port_next_release(self, port: int) -> float | None:
+        """When ``port`` may next release a packet (may be <= now), on the
+        clock's own scale; None if it holds none (or only queues paused until
+        an XON)."""
+        p = self.ports.get(port)
+        if p is None:
+            return None
+        best = p.line[0][0] if p.line else None
+        if p.count:
+            free = p.free_at if p.rate_bps > 0 else float("-inf")
+            for prio, q in enumerate(p.queues):
+                if q.items:
+                    t = max(q.head_eligible(free), p.paused_until[prio])
+                    if best is None or t < best:
+                        best = t
+        if best is None or best == float("inf"):
+            return None
+        return float(best)
 
     def _pop_line(self, now: float | None) -> tuple[int, int, Any, QueueMeta] | None:
         """The earliest packet whose delay has passed (any, with ``now`` None)."""
