@@ -538,15 +538,19 @@ def doctor_cmd(as_json: bool) -> None:
         ("provider rxe (rdma_rxe + pyverbs)", r["providers"]["rxe"], why(pd["rxe"])),
         ("rxe hosts in Mininet (initial namespace)", r["rxe_hosts"],
          f"  ({r['rxe_hosts_reason']})" if r["rxe_hosts_reason"] else ""),
+        ("engine mininet (real time: root + Mininet)", r["engines"]["mininet"], ""),
+        ("engine sim (virtual time, no root)", r["engines"]["sim"], ""),
         ("mininet", r["mininet"], ""),
         ("root", r["root"], ""),
         ("p4runtime extra (pip install -e '.[p4runtime]')", r["p4runtime"], ""),
         ("p4runtime-shell (here or .venv-p4runtime-shell)", r["p4runtime_shell"], ""),
+        ("ns3 (pip install '.[bench]', for bench sim)", r["ns3"], ""),
     ] + [(f"  tool {tool}", present, "") for tool, present in r["tools"].items()]
     for label, value, note in rows:
         click.echo(f"{label:<48} {yn(value)}{note}")
     if not r["can_run_network"]:
-        click.echo("network runs need root and Mininet (apt-get install mininet)")
+        click.echo("network runs need root and Mininet (apt-get install mininet); "
+                   "--engine sim runs without either")
 
 
 # ---------------------------------------------------------------------------

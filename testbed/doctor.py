@@ -63,6 +63,9 @@ def doctor_report() -> dict[str, Any]:
         "mininet": mininet_ok,
         "root": root,
         "can_run_network": mininet_ok and root,
+        # the engines (testbed run --engine): virtual time needs nothing more
+        "engines": {"mininet": mininet_ok and root, "sim": True},
+        "ns3": _importable_spec("ns"),      # testbed bench sim's reference figure
         "p4runtime": _importable("grpc", "google.protobuf", "p4.v1.p4runtime_pb2",
                                  "p4.config.v1.p4info_pb2"),
         # setup.sh keeps p4runtime-shell in an environment of its own (old pins)
@@ -70,6 +73,14 @@ def doctor_report() -> dict[str, Any]:
         "tools": tools,
         "python": sys.version.split()[0],
     }
+
+
+def _importable_spec(name: str) -> bool:
+    """Whether ``name`` is installed, without importing it (ns-3's bindings
+    take seconds to load)."""
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
 
 
 def _shell_venv_has_p4runtime_sh() -> bool:
