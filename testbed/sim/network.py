@@ -104,7 +104,14 @@ class SimNetwork:
 
 
 def compile_plan_program(plan: RunPlan) -> Any:
-    """The plan's P4 program, compiled by the soft target's compiler (cached)."""
+    """The plan's P4 program, compiled by the soft target's compiler (cached).
+    Raises ValueError naming the program and the place if it does not compile
+    (a syntax error, or an extern the soft switch lacks)."""
     from switches.soft.compiler import compile_program
+    from switches.soft.frontend.source import P4Error
 
-    return compile_program(repo_path(plan.topology.program))
+    try:
+        return compile_program(repo_path(plan.topology.program))
+    except P4Error as e:
+        raise ValueError(f"P4 program {plan.topology.program} does not compile for the "
+                         f"soft switch: {e}") from None

@@ -265,3 +265,16 @@ def test_sigterm_ends_a_simulated_run_as_terminated(tmp_path: Path) -> None:
     assert "run terminated by signal SIGTERM" in err and "network" not in err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["error"] == "terminated (signal SIGTERM)" and not summary["ok"]
+
+
+def test_a_program_that_does_not_compile_is_refused_with_its_place(tmp_path: Path) -> None:
+    import dataclasses
+
+    bad = tmp_path / "bad.p4"
+    bad.write_text("#include <v1model.p4>\ncontrol C() { apply { no_such_extern(); } }\n")
+    mod = load("roce-basics")
+    plan = mod.plan(make_params(mod, quick=True))
+    plan = dataclasses.replace(plan, topology=dataclasses.replace(plan.topology,
+                                                                   program=str(bad)))
+    with pytest.raises(ValueError, match=r"bad\.p4 does not compile for the soft switch: .*bad\.p4:"):
+        SimRun(plan, tmp_path, apply=lambda *_a: None)
