@@ -1084,8 +1084,9 @@ class _Collective:
         # agents' real-time priority beside the rings' traffic, on every rank
         # of a job at once: symphony-two-jobs' 2 MiB AllReduces, 19 ms
         # (median) between a collective's end and its check, now 0.8 ms.
-        budget = PRECOMPUTE_BUDGET_BYTES if spec.payload == "real" else 0
+        budget = PRECOMPUTE_BUDGET_BYTES
         self._ready: dict[int, CollectiveExpectation] = {}
+        # (phantom payloads have nothing to expect)
         for i in range(len(self.schedule) if spec.payload == "real" else 0):
             budget -= 2 * n * itemsize
             if budget < 0:
@@ -1094,16 +1095,18 @@ class _Collective:
 
         self._current: CollectiveExpectation | None = None
 
+    @property
+    def exchange(self) -> tuple[str, str]:
+        """The (group, tag) of the rank's exchange of connection data."""
+        if self.spec.scheme == "epic":
+            return "epic", f"gid{self.comm.endpoint.gid}"
+        return "collective", f"commlib-job{self.spec.job_id}"
+
     def offer(self) -> Offer:
         """The rank's connection data: for a ring, exchanged with the other ranks;
         for EPIC, handed to the controller, which installs the switch's group
         from every rank's (testbed.epic.install_from_rendezvous)."""
-        spec = self.spec
-        if spec.scheme == "epic":
-            return Offer("epic", f"gid{self.comm.endpoint.gid}", spec.rank, spec.size,
-                         self.comm.local_info())
-        return Offer("collective", f"commlib-job{spec.job_id}", spec.rank, spec.size,
-                     self.comm.local_info())
+        return Offer(*self.exchange, self.spec.rank, self.spec.size, self.comm.local_info())
 
     def connect(self, infos: list[Any]) -> None:
         if self.spec.scheme == "epic":
@@ -1136,28 +1139,18 @@ class _Collective:
     def _start_next(self) -> None:
         spec = self.spec
         op, count = spec.sequence()[self.iteration]
-        if spec.payload == "phantom":
-            # the size and type of the input, without its memory
-            import numpy as np
-
-            self._current = None
-            if op == "barrier":
-                self.op = self.comm.start_barrier()
-                return
-            sized = np.broadcast_to(np.zeros(1, dtype=spec.dtype), (count,))
-            if op in ("reduce", "broadcast"):
-                self.op = {"reduce": self.comm.start_reduce,
-                           "broadcast": self.comm.start_broadcast}[op](sized, root=spec.root)
-            else:
-                self.op = {"all_reduce": self.comm.start_all_reduce,
-                           "reduce_scatter": self.comm.start_reduce_scatter,
-                           "all_gather": self.comm.start_all_gather}[op](sized)
-            return
-        self._current = self._expected(self.iteration)
+        phantom = spec.payload == "phantom"
+        self._current = None if phantom else self._expected(self.iteration)
         if op == "barrier":
             self.op = self.comm.start_barrier()
             return
-        x, self._current.x = self._current.x, None     # the communicator's now
+        if self._current is None:
+            # phantom: the size and type of the input, without its memory
+            import numpy as np
+
+            x: Any = np.broadcast_to(np.zeros(1, dtype=spec.dtype), (count,))
+        else:
+            x, self._current.x = self._current.x, None     # the communicator's now
         if op in ("reduce", "broadcast"):
             start_rooted = {"reduce": self.comm.start_reduce,
                             "broadcast": self.comm.start_broadcast}[op]
@@ -1601,8 +1594,7 @@ class Agent:
         spec = self.spec
         for w in self.works:
             if isinstance(w, _Collective):
-                o = w.offer()
-                w.connect(gathered[(o.group, o.tag)])
+                w.connect(gathered[w.exchange])
             else:
                 w.connect(gathered[("flows", w.name)][1 if w.sender else 0])
         if self.shim is not None:

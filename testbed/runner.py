@@ -197,12 +197,11 @@ class SimEngine:
 
     def execute(self, plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Progress,
                 applied: list[dict[str, Any]], measured: dict[str, Any]) -> None:
-        from testbed.controller import CliController
         from testbed.sim.engine import SimRun, SimUnsupported
 
         def apply(sw: Any, lines: list[str], where: str) -> None:
-            ctl = CliController(target="soft", execute=sw.execute)
-            _apply_commands(ctl, lines, "soft", plan.topology.packet_bytes, where, applied)
+            _apply_commands(sw.controller(), lines, "soft", plan.topology.packet_bytes, where,
+                            applied)
 
         wall0 = time.monotonic()
         try:

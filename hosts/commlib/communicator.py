@@ -158,10 +158,9 @@ class Communicator:
         self.phantom = phantom
         # Two halves, used by alternate collectives: a neighbour that already
         # finished collective k may write k+1's data while we still finish k.
-        self.work: Any = _lazy_zeros(2 * max(1, max_bytes)) if phantom else \
-            bytearray(2 * max(1, max_bytes))
-        self.staging: Any = _lazy_zeros(2 * max(1, max_bytes)) if phantom else \
-            bytearray(2 * max(1, max_bytes))
+        buffer: Callable[[int], Any] = _lazy_zeros if phantom else bytearray
+        self.work = buffer(2 * max(1, max_bytes))
+        self.staging = buffer(2 * max(1, max_bytes))
         self.work_mr = self.pd.reg_mr(self.work, access)
         self.staging_mr = self.pd.reg_mr(self.staging, access)
         if phantom:

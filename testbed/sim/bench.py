@@ -99,7 +99,6 @@ def ring_plan(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
 def measure(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
             payload: str = "real") -> SimFigure:
     """Run the plan here; the figure (peak memory: this process's)."""
-    from testbed.controller import CliController
     from testbed.runner import _apply_commands
     from testbed.sim.engine import SimRun, _interpreter
     from testbed.timeline import load_phase
@@ -107,7 +106,7 @@ def measure(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
     plan = ring_plan(ranks, link_gbps, chunk_kib, payload=payload)
     with tempfile.TemporaryDirectory(prefix="p4tb-bench-sim-") as d:
         def apply(sw: Any, lines: list[str], where: str) -> None:
-            _apply_commands(CliController(target="soft", execute=sw.execute), lines, "soft",
+            _apply_commands(sw.controller(), lines, "soft",
                             plan.topology.packet_bytes, where, [])
 
         sim = SimRun(plan, Path(d), apply=apply)

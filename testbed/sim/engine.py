@@ -249,8 +249,8 @@ class SimRun:
         qmaxes: dict[str, Any] = {}
         if reg:
             for n, sw in net.switches.items():
-                out = sw.execute(f"register_read {reg}")
-                vals = [int(x) for x in out.split("=", 1)[1].split(",") if x.strip()]
+                vals = sw.controller().register_read(reg)
+                assert isinstance(vals, list)
                 qmaxes[n] = {str(p): v for p, v in enumerate(vals) if v}
         stats: dict[str, Any] = {
             "late_commands": late_done, "poller_samples": samples[0], "poller_error": None,

@@ -17,6 +17,7 @@ from typing import Any
 
 from switches.soft.control.verbs import ControlPlane
 from switches.soft.runtime.switch import SoftSwitch
+from testbed.controller import CliController
 from testbed.sim.link import TxLine
 from testbed.sim.loop import EventLoop, SimError
 
@@ -36,6 +37,7 @@ class SimSwitch:
                              log=logging.getLogger(f"testbed.sim.{name}"))
         self.control = ControlPlane(self.sw)
         self.ports: dict[int, TxLine] = {}
+        self._controller: CliController | None = None
         self._wakes: dict[int, int] = {}     # port -> its pending release wake-up (ns)
         self.unconnected_tx = 0             # frames sent to a port with no link
         self.hops = 0                       # frames received (packet-hops into this switch)
@@ -61,6 +63,14 @@ class SimSwitch:
             self.hops += 1
             self._send(self.sw.receive_at(port, frame, self.loop.now / 1000.0))
         return receive
+
+    def controller(self) -> CliController:
+        """The switch's controller API over its control plane, as a Mininet
+        switch node's ``controller()`` (one per switch: it keeps the tables'
+        schema once read)."""
+        if self._controller is None:
+            self._controller = CliController(target="soft", execute=self.execute)
+        return self._controller
 
     def execute(self, line: str) -> str:
         """A control-plane line (simple_switch_CLI syntax); rates and queue

@@ -104,6 +104,8 @@ NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = 
 _PFC_SRC_MAC = bytes.fromhex("02000000fc01")
 
 _M32 = (1 << 32) - 1
+# what one port may release at once: everything that is due
+_NO_LIMIT = 1 << 62
 _M48 = (1 << 48) - 1
 _M19 = (1 << 19) - 1
 
@@ -358,6 +360,13 @@ class SoftSwitch:
             self._run_ingress(*more)
 
     def dequeue_ready(self, limit: int = 4096) -> list[tuple[int, bytes]]:
+        tm = self.tm
+        return self._egress_from(tm.pop_unpaced if tm.unpaced else tm.pop_ready, limit)
+
+    def _egress_from(self, pop: Callable[[], tuple[int, int, Any, QueueMeta] | None],
+                     limit: int) -> list[tuple[int, bytes]]:
+        """Egress of what ``pop`` releases (up to ``limit`` packets), with the
+        PFC frames the traffic manager asks for meanwhile, ahead of them."""
         out: list[tuple[int, bytes]] = []
         tm = self.tm
         if tm.pfc_out:
@@ -365,7 +374,7 @@ class SoftSwitch:
         for _ in range(limit):
             if not tm.total:
                 break
-            item = tm.pop_unpaced() if tm.unpaced else tm.pop_ready()
+            item = pop()
             if item is None:
                 break
             port, _prio, (st, length, gen), meta = item
@@ -458,23 +467,8 @@ class SoftSwitch:
         and the PFC frames asked for meanwhile; the port's next release is
         ``tm.port_next_release(port)``."""
         self._at = self._advance_to(t_us)
-        out: list[tuple[int, bytes]] = []
-        tm = self.tm
         try:
-            if tm.pfc_out:
-                self._pfc_frames(out)
-            while True:
-                item = tm.pop_port(port)
-                if item is None:
-                    break
-                p, _prio, (st, length, gen), meta = item
-                try:
-                    self._egress_one(p, st, length, gen, meta, out)
-                except Exception as e:
-                    self._egress_failed(e, p)
-                if tm.pfc_out:
-                    self._pfc_frames(out)
-            return out
+            return self._egress_from(lambda: self.tm.pop_port(port), _NO_LIMIT)
         finally:
             self._at = None
 

@@ -436,10 +436,7 @@ class TrafficManager:
             self.in_flight += 1
             self.total += 1
         if p.line and p.line[0][0] <= now:
-            self.in_flight -= 1
-            self.total -= 1
-            line_item: tuple[int, int, Any, QueueMeta] = p.line.popleft()[1]
-            return line_item
+            return self._take_line(p)
         return None
 
     def port_next_release(self, port: int) -> float | None:
@@ -447,8 +444,15 @@ class TrafficManager:
         clock's own scale; None if it holds none (or only queues paused until
         an XON)."""
         p = self.ports.get(port)
-        if p is None:
+        best = None if p is None else self._port_release(p)
+        if best is None or best == float("inf"):
             return None
+        return float(best)
+
+    @staticmethod
+    def _port_release(p: _Port) -> float | None:
+        """The earliest time a packet of ``p`` may leave (its delay line's head
+        or a queue's head), inf for queues paused until an XON, None if empty."""
         best = p.line[0][0] if p.line else None
         if p.count:
             free = p.free_at if p.rate_bps > 0 else float("-inf")
@@ -457,9 +461,14 @@ class TrafficManager:
                     t = max(q.head_eligible(free), p.paused_until[prio])
                     if best is None or t < best:
                         best = t
-        if best is None or best == float("inf"):
-            return None
-        return float(best)
+        return best
+
+    def _take_line(self, p: _Port) -> tuple[int, int, Any, QueueMeta]:
+        """The head of ``p``'s delay line, off the link."""
+        self.in_flight -= 1
+        self.total -= 1
+        item: tuple[int, int, Any, QueueMeta] = p.line.popleft()[1]
+        return item
 
     def _pop_line(self, now: float | None) -> tuple[int, int, Any, QueueMeta] | None:
         """The earliest packet whose delay has passed (any, with ``now`` None)."""
@@ -470,10 +479,7 @@ class TrafficManager:
                     best = p
         if best is None:
             return None
-        self.in_flight -= 1
-        self.total -= 1
-        item: tuple[int, int, Any, QueueMeta] = best.line.popleft()[1]
-        return item
+        return self._take_line(best)
 
     def pop_unpaced(self) -> tuple[int, int, Any, QueueMeta] | None:
         """pop_ready when no queue or port is rate limited and no weights are
@@ -551,16 +557,9 @@ class TrafficManager:
             return None
         best = None
         for p in self.ports.values():
-            if p.line and (best is None or p.line[0][0] < best):
-                best = p.line[0][0]
-            if p.count == 0:
-                continue
-            free = p.free_at if p.rate_bps > 0 else float("-inf")
-            for prio, q in enumerate(p.queues):
-                if q.items:
-                    t = max(q.head_eligible(free), p.paused_until[prio])
-                    if best is None or t < best:
-                        best = t
+            t = self._port_release(p)
+            if t is not None and (best is None or t < best):
+                best = t
         if best is None or best == float("inf"):
             return None     # (only queues paused until an XON)
         return float(best)
