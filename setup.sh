@@ -2,8 +2,9 @@
 # One set-up command for a fresh Debian machine (run as root, or with sudo):
 # system packages for Mininet runs (and Chromium, in which a test loads the
 # report page), then the project in .venv (editable, with
-# the dev tools and the P4Runtime extra), and p4runtime-shell in an
-# environment of its own. Safe to run again.
+# the dev tools and the P4Runtime extra), PyPy's environment for the
+# virtual-time engine, and p4runtime-shell in an environment of its own.
+# Safe to run again.
 #
 #   ./setup.sh          the project and what Mininet runs need
 #   ./setup.sh --vm     also what `testbed vm build/run` needs (mmdebstrap, qemu)
@@ -37,6 +38,14 @@ if [ ! -x .venv/bin/python ]; then
     /usr/bin/python3 -m venv --system-site-packages .venv
 fi
 .venv/bin/pip install --quiet -e '.[dev,p4runtime]'
+
+# The virtual-time engine runs under PyPy where it finds .venv-pypy
+# (testbed/sim/pypy.py): Debian's PyPy with numpy, the one package its
+# simulated path needs (2.0.2: the last release with wheels for PyPy 3.9).
+if [ ! -x .venv-pypy/bin/python ]; then
+    pypy3 -m venv .venv-pypy
+fi
+.venv-pypy/bin/pip install --quiet 'numpy==2.0.2'
 
 # p4runtime-shell pins old protobuf/ipython/jedi versions: it gets its own
 # environment so it can never break the project's .venv. The tests use it to

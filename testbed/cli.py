@@ -184,9 +184,13 @@ def list_cmd(show_params: bool) -> None:
               show_default=True,
               help="--engine sim: a host's frame reaches the switch with its last bit "
                    "(wire: the NIC serialises it) or its first (veth: as on Mininet)")
+@click.option("--interpreter", type=click.Choice(["auto", "pypy", "cpython"]), default="auto",
+              show_default=True,
+              help="--engine sim: run the simulation under PyPy (2-3x faster; set up by "
+                   "./setup.sh as .venv-pypy) or CPython; auto: PyPy where set up")
 def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path | None,
             pcap: bool, params: tuple[str, ...], phase_retries: int, engine: str,
-            seed: int, host_links: str) -> None:
+            seed: int, host_links: str, interpreter: str) -> None:
     """Run experiment NAME in Mininet (or in virtual time with --engine sim);
     results, timelines and plots go to --out.
 
@@ -209,7 +213,7 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
     opts = RunOptions(quick=quick, target=target, hosts=hosts_provider, out=out, pcap=pcap,
                       overrides=overrides, echo=lambda s: click.echo(s),
                       phase_retries=phase_retries, engine=engine, seed=seed,
-                      host_links=host_links)
+                      host_links=host_links, interpreter=interpreter)
     if name == "all":
         if overrides:
             raise click.UsageError("-p/--param sets one experiment's parameters: not with 'all'")
@@ -371,9 +375,12 @@ def validate_cmd(names: tuple[str, ...], mininet_runs: int, sim_seeds: int, full
               show_default=True, help="the engine of new runs (see `testbed run --help`)")
 @click.option("--seed", type=int, default=1, show_default=True,
               help="--engine sim: the first run's seed; repeated runs take the next ones")
+@click.option("--interpreter", type=click.Choice(["auto", "pypy", "cpython"]), default="auto",
+              show_default=True, help="--engine sim: PyPy or CPython (see `testbed run --help`)")
 def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, ...],
                run_missing: bool, repeat: int, out: Path | None, target: str,
-               hosts_provider: str, no_reanalyse: bool, engine: str, seed: int) -> None:
+               hosts_provider: str, no_reanalyse: bool, engine: str, seed: int,
+               interpreter: str) -> None:
     """Reproduce the papers' claims and write a report beside them.
 
     Runs every experiment that declares paper claims (or NAMES only), or
@@ -420,7 +427,7 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
     failed = False
     if to_run:
         opts = RunOptions(quick=(profile or "quick") == "quick", target=target,
-                          hosts=hosts_provider, engine=engine, seed=seed)
+                          hosts=hosts_provider, engine=engine, seed=seed, interpreter=interpreter)
         _check_can_run(opts)
         prog = SuiteProgress(len(to_run) * repeat)
         load_start = os.getloadavg()
@@ -680,15 +687,20 @@ def bench_forwarding_cmd(backends: tuple[str, ...], seconds: float, runs: int,
               show_default=True,
               help="real: every byte kept and the result checked; phantom: the same packets "
                    "without the data (what large sizes need)")
+@click.option("--interpreter", "interpreters", multiple=True,
+              type=click.Choice(["cpython", "pypy"]),
+              help="run under this interpreter (repeatable; default: CPython, and PyPy "
+                   "where ./setup.sh set it up)")
 @click.option("--ns3/--no-ns3", default=True, show_default=True,
               help="also time ns-3's UDP flood through a 3-hop chain (pip install ns3)")
 @click.option("--json", "as_json", is_flag=True, help="print the figures as JSON")
-def bench_sim_cmd(ranks: str, chunk_kib: int, link_gbps: float, payload: str, ns3: bool,
-                  as_json: bool) -> None:
+def bench_sim_cmd(ranks: str, chunk_kib: int, link_gbps: float, payload: str,
+                  interpreters: tuple[str, ...], ns3: bool, as_json: bool) -> None:
     """The virtual-time engine's speed: Ring AllReduce on a leaf-spine of soft switches
     (symphony.p4, ECMP), packet-hops and events per wall second, wall time and peak
     memory per size, beside ns-3's packet-hops per second in the same run."""
     from testbed.sim.bench import fabric_for, measure_subprocess
+    from testbed.sim.pypy import InterpreterError, choose, find_pypy
 
     try:
         sizes = [int(r) for r in ranks.split(",") if r.strip()]
@@ -696,14 +708,20 @@ def bench_sim_cmd(ranks: str, chunk_kib: int, link_gbps: float, payload: str, ns
             fabric_for(n)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--ranks") from None
+    wanted = interpreters or (("cpython", "pypy") if find_pypy() else ("cpython",))
+    try:
+        exes = [choose(i) or sys.executable for i in dict.fromkeys(wanted)]
+    except InterpreterError as e:
+        raise click.BadParameter(str(e), param_hint="--interpreter") from None
     figures: dict[str, Any] = {"sim": [], "ns3": None}
     for n in sizes:
-        try:
-            fig = measure_subprocess(n, link_gbps, chunk_kib, payload)
-        except RuntimeError as e:
-            raise click.ClickException(str(e)) from None
-        figures["sim"].append(dataclasses.asdict(fig))
-        click.echo(fig.line(), err=as_json)
+        for exe in exes:
+            try:
+                fig = measure_subprocess(n, link_gbps, chunk_kib, payload, interpreter=exe)
+            except RuntimeError as e:
+                raise click.ClickException(str(e)) from None
+            figures["sim"].append(dataclasses.asdict(fig))
+            click.echo(fig.line(), err=as_json)
     if ns3:
         from testbed.sim.ns3_reference import Ns3Unavailable, ns3_available, udp_flood_subprocess
 

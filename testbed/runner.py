@@ -139,6 +139,9 @@ class RunOptions:
     # "wire" (a frame arrives with its last bit) or "veth" (with its first,
     # as on the Mininet engine).
     host_links: str = "wire"
+    # The virtual-time engine's interpreter (testbed.sim.pypy.INTERPRETERS):
+    # "auto" runs it under PyPy where set up, in this CPython otherwise.
+    interpreter: str = "auto"
 
 
 class Engine(Protocol):
@@ -197,17 +200,15 @@ class SimEngine:
 
     def execute(self, plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Progress,
                 applied: list[dict[str, Any]], measured: dict[str, Any]) -> None:
-        from testbed.sim.engine import SimRun, SimUnsupported
+        from testbed.sim.engine import SimRun, SimUnsupported, host_line_bps, sim_fidelity
+        from testbed.sim.network import compile_plan_program
+        from testbed.sim.pypy import InterpreterError, choose, run_in_child
 
-        def apply(sw: Any, lines: list[str], where: str) -> None:
-            _apply_commands(sw.controller(), lines, "soft", plan.topology.packet_bytes, where,
-                            applied)
-
-        wall0 = time.monotonic()
         try:
-            sim = SimRun(plan, run_dir, seed=opts.seed, host_links=opts.host_links,
-                         apply=apply, line=prog.line, wall=time.monotonic)
-        except (SimUnsupported, ValueError) as e:
+            exe = choose(opts.interpreter)
+            host_bps = host_line_bps(plan)
+            program = compile_plan_program(plan)
+        except (InterpreterError, SimUnsupported, ValueError) as e:
             raise RunError(f"--engine sim: {e}") from e
         topo = plan.topology
         fab = topo.fabric
@@ -215,26 +216,57 @@ class SimEngine:
                   + (f"a leaf-spine of {fab.leaves} leaves and {fab.spines} spines"
                      if fab else "switch s1")
                   + f" running {Path(topo.program).name}, NICs at "
-                  f"{sim.host_bps / 1e6:g} Mb/s, host links {opts.host_links}, seed {opts.seed}")
-        measured["sim_run"] = sim
+                  f"{host_bps / 1e6:g} Mb/s, host links {opts.host_links}, seed {opts.seed}"
+                  + (f", under PyPy ({exe})" if exe else ""))
+        wall0 = time.monotonic()
+        rec: dict[str, Any] | None = None
         try:
-            sim.run()
+            if exe is None:  # in this process
+                def apply(sw: Any, lines: list[str], where: str) -> None:
+                    _apply_commands(sw.controller(), lines, "soft", topo.packet_bytes, where,
+                                    applied)
+
+                try:
+                    sim = SimRun(plan, run_dir, seed=opts.seed, host_links=opts.host_links,
+                                 apply=apply, line=prog.line, wall=time.monotonic,
+                                 program=program)
+                except (SimUnsupported, ValueError) as e:
+                    raise RunError(f"--engine sim: {e}") from e
+                try:
+                    sim.run()
+                finally:
+                    rec = sim.record()
+                    measured["sim_fidelity"] = sim_fidelity(sim)
+            else:
+                from switches.soft.backends import write_generated
+
+                out = run_in_child(exe, plan, run_dir, seed=opts.seed,
+                                   host_links=opts.host_links, packet_bytes=topo.packet_bytes,
+                                   program_path=write_generated(program), line=prog.line)
+                applied.extend(out.applied)
+                rec = out.record
+                if out.fidelity is not None:
+                    measured["sim_fidelity"] = out.fidelity
+                if out.interrupted:
+                    raise KeyboardInterrupt
+                if out.error:
+                    raise RunError(out.error)
         finally:
-            rec = sim.record()
-            wall = time.monotonic() - wall0
-            rec.update(wall_s=round(wall, 3),
-                       packet_hops_per_s=round(rec["packet_hops"] / wall) if wall > 0 else None,
-                       events_per_s=round(rec["events"] / wall) if wall > 0 else None)
-            measured["sim"] = rec
+            if rec is not None:
+                wall = time.monotonic() - wall0
+                rec.update(wall_s=round(wall, 3),
+                           packet_hops_per_s=round(rec["packet_hops"] / wall) if wall > 0 else None,
+                           events_per_s=round(rec["events"] / wall) if wall > 0 else None)
+                measured["sim"] = rec
+        assert rec is not None  # (a run without a record raised above)
         prog.line(f"simulated {rec['sim_s']:.6f} s in {rec['wall_s']:.1f} s of wall time: "
                   f"{rec['events']} events, {rec['packet_hops']} packet-hops "
-                  f"({rec['packet_hops_per_s']} per wall second)")
+                  f"({rec['packet_hops_per_s']} per wall second, {rec['interpreter']})")
 
     def fidelity(self, run_dir: Path, plan: RunPlan, summary: dict[str, Any],
                  measured: dict[str, Any]) -> dict[str, Any]:
-        from testbed.sim.engine import sim_fidelity
-
-        return sim_fidelity(measured["sim_run"])
+        fid: dict[str, Any] = measured["sim_fidelity"]
+        return fid
 
 
 ENGINES: dict[str, Engine] = {"mininet": MininetEngine(), "sim": SimEngine()}

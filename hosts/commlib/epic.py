@@ -210,7 +210,7 @@ def fixed_point_bound(size: int, factor: float) -> float:
 _Round = tuple[EpicOp, int, np.ndarray]          # op, root, int32 words (a rank's own)
 # A plan yields rounds and is sent each round's result: the summed (or copied)
 # words on ranks that receive them, None on ranks that only send.
-_Plan = Generator[_Round, np.ndarray | None, np.ndarray | None]
+_Plan = Generator[_Round, "np.ndarray | None", "np.ndarray | None"]  # (strings: runs on Python 3.9)
 
 
 class EpicCommunicator:

@@ -121,9 +121,23 @@ def load_generated(path: str, name: str | None = None) -> types.ModuleType:
 def install_compat() -> None:
     """Let the runtime and control plane run on Python 3.9 (PyPy): ``zip``
     accepts ``strict`` and ``bisect.insort`` accepts ``key`` (3.10 features),
-    where the interpreter lacks them. A no-op on 3.10 and later."""
+    and ``enum.StrEnum`` exists (3.11; the collectives' names), where the
+    interpreter lacks them. A no-op on 3.11 and later."""
     import bisect
     import builtins
+    import enum
+
+    if not hasattr(enum, "StrEnum"):
+        class StrEnum(str, enum.Enum):  # noqa: UP042 (the backport of enum.StrEnum)
+            """A str whose str() and format() are its value, as 3.11's."""
+
+            def __str__(self) -> str:
+                return str(self.value)
+
+            def __format__(self, spec: str) -> str:
+                return str(self.value).__format__(spec)
+
+        enum.StrEnum = StrEnum  # type: ignore[misc,assignment]
 
     try:
         zip((), strict=True)

@@ -97,19 +97,22 @@ def ring_plan(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
 
 
 def measure(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
-            payload: str = "real") -> SimFigure:
-    """Run the plan here; the figure (peak memory: this process's)."""
+            payload: str = "real", program_path: str | None = None) -> SimFigure:
+    """Run the plan here; the figure (peak memory: this process's).
+    ``program_path``: the generated P4 module, compiled elsewhere (PyPy)."""
+    from switches.soft.backends import load_generated
     from testbed.runner import _apply_commands
     from testbed.sim.engine import SimRun, _interpreter
     from testbed.timeline import load_phase
 
     plan = ring_plan(ranks, link_gbps, chunk_kib, payload=payload)
+    program = load_generated(program_path) if program_path else None
     with tempfile.TemporaryDirectory(prefix="p4tb-bench-sim-") as d:
         def apply(sw: Any, lines: list[str], where: str) -> None:
             _apply_commands(sw.controller(), lines, "soft",
                             plan.topology.packet_bytes, where, [])
 
-        sim = SimRun(plan, Path(d), apply=apply)
+        sim = SimRun(plan, Path(d), apply=apply, program=program)
         t0 = time.perf_counter()
         sim.run()
         wall = time.perf_counter() - t0
@@ -136,12 +139,18 @@ def measure(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
 def measure_subprocess(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
                        payload: str = "real", interpreter: str | None = None,
                        timeout_s: float = 3600) -> SimFigure:
-    """``measure`` in a child process (its own peak memory)."""
+    """``measure`` in a child process (its own peak memory), under
+    ``interpreter`` (default: this one); the program is compiled here."""
+    from switches.soft.backends import write_generated
+    from testbed.sim.network import compile_plan_program
+
     root = str(Path(__file__).resolve().parents[2])
+    generated = write_generated(compile_plan_program(ring_plan(8)))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     r = subprocess.run([interpreter or sys.executable, "-m", "testbed.sim.bench", str(ranks),
-                        str(link_gbps), str(chunk_kib), payload], capture_output=True, text=True,
+                        str(link_gbps), str(chunk_kib), payload, generated],
+                       capture_output=True, text=True,
                        timeout=timeout_s, env=env, cwd=root)
     if r.returncode != 0:
         tail = "\n".join(r.stderr.strip().splitlines()[-5:])
@@ -150,8 +159,12 @@ def measure_subprocess(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
 
 
 def main(argv: list[str] | None = None) -> int:
+    from switches.soft.backends import install_compat
+
+    install_compat()  # (PyPy 3.9)
     args = sys.argv[1:] if argv is None else argv
-    fig = measure(int(args[0]), float(args[1]), int(args[2]), args[3] if len(args) > 3 else "real")
+    fig = measure(int(args[0]), float(args[1]), int(args[2]), args[3] if len(args) > 3 else "real",
+                  args[4] if len(args) > 4 else None)
     print(json.dumps(asdict(fig)))
     return 0
 

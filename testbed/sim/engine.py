@@ -76,13 +76,14 @@ class SimRun:
     applies control-plane lines to a switch (the runner's, so they are
     recorded as on the Mininet engine); ``line(msg)`` reports progress;
     ``wall`` (seconds, any base) is read only for progress reports, never on
-    the simulated path, and may be None."""
+    the simulated path, and may be None; ``program``: the plan's compiled P4
+    module, if compiled elsewhere (testbed.sim.pypy)."""
 
     def __init__(self, plan: RunPlan, run_dir: Path, *, seed: int = 1,
                  host_links: str = "wire",
                  apply: Callable[[Any, list[str], str], None],
                  line: Callable[[str], None] = lambda _m: None,
-                 wall: Callable[[], float] | None = None) -> None:
+                 wall: Callable[[], float] | None = None, program: Any = None) -> None:
         check_plan(plan)
         self.plan = plan
         self.run_dir = run_dir
@@ -94,7 +95,7 @@ class SimRun:
         self.host_bps = host_line_bps(plan)
         self.host_links = host_links
         self.net = SimNetwork.build(plan, self.loop, self.host_bps, seed,
-                                    compile_plan_program(plan), host_links)
+                                    program or compile_plan_program(plan), host_links)
         self.phases: list[PhaseResult] = []
 
     # -- the whole run -----------------------------------------------------------

@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _opts(out: Path, **kw: Any) -> RunOptions:
+    # in this process unless a test asks for PyPy (tests/unit/test_sim_pypy.py)
+    kw.setdefault("interpreter", "cpython")
     return RunOptions(quick=True, out=out, engine="sim", echo=lambda _s: None, **kw)
 
 

@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from . import ir
-from .parser import parse_tokens
 from .preprocess import P4INCLUDE_DIR, Preprocessor
 from .source import Location, P4Error, P4Unsupported
 
+if TYPE_CHECKING:
+    from . import ir
+
 
 def _prog(pp: Preprocessor, toks: list) -> ir.Program:
+    # The IR and the parser load on first parse: a process that only runs
+    # compiled programs (the simulator under PyPy) never needs them.
+    from . import ir
+    from .parser import parse_tokens
+
     decls = parse_tokens(toks)
     loc = toks[0].loc if toks else Location(pp.files[0] if pp.files else "<unknown>", 1, 1)
     return ir.Program(loc=loc, decls=decls, files=list(pp.files))
@@ -49,5 +56,5 @@ def parse_string(text: str, filename: str = "<string>",
     return _prog(pp, toks)
 
 
-__all__ = ["parse_file", "parse_string", "P4Error", "P4Unsupported", "Location", "ir",
+__all__ = ["parse_file", "parse_string", "P4Error", "P4Unsupported", "Location",
            "P4INCLUDE_DIR"]
