@@ -329,18 +329,27 @@ class StatementGen(ExpressionGen):
     # -- inlining of actions / functions / controls -------------------------
 
     def bind_params(self, params: list[ir.Param], args: list[ir.Expr | None],
-                    loc: Location) -> list[tuple[ir.Expr, str, Any]]:
+                    loc: Location, callee: ir.ControlDecl | None = None
+                    ) -> list[tuple[ir.Expr, str, Any]]:
         """Copy-in: evaluate arguments left to right into fresh locals bound to
-        the parameters. Returns the copy-out list (lvalue, local, type)."""
+        the parameters. Returns the copy-out list (lvalue, local, type).
+        ``callee``: a control being applied, whose header and struct
+        arguments are passed by reference where no copy can be told apart
+        (by_reference)."""
         outs: list[tuple[ir.Expr, str, Any]] = []
         binds: list[tuple[int, str]] = []
-        for p, a in zip(params, args, strict=False):
+        by_ref = by_reference(callee, params, args) if callee is not None else set()
+        for i, (p, a) in enumerate(zip(params, args, strict=False)):
             t = p.type.resolved
             bt = base_t(t)
             if isinstance(bt, T.Extern) or (a is not None and isinstance(base_t(a.type), T.Extern)):
                 binds.append((id(p), self.ex(a) if a is not None else "None"))
                 continue
             name = self.fresh(p.name)
+            if i in by_ref and a is not None:
+                self.w(f"{name} = {self.ex(a)}  # by reference")
+                binds.append((id(p), name))
+                continue
             if p.direction == "out":
                 self.w(f"{name} = {self.default(t, loc)}")
             elif a is None:
@@ -471,7 +480,8 @@ class StatementGen(ExpressionGen):
             saved_ret = self.ret
             prefix = self.cp_name(inst, decl_prefix)
             self.w(f"# control {prefix} ({d.name})")
-            outs = self.bind_params(d.params, self.ordered_args(d.params, ce.args), ce.loc)
+            outs = self.bind_params(d.params, self.ordered_args(d.params, ce.args), ce.loc,
+                                    callee=d)
             self.bind_ctor(d, inst)
             self.prefix = prefix
             self.ret = []
@@ -566,3 +576,63 @@ class StatementGen(ExpressionGen):
             self.bound[key] = v
         return v
 
+
+
+# Methods of a header that only read it.
+_READING_METHODS = frozenset({"isValid", "minSizeInBits", "minSizeInBytes", "maxSizeInBits",
+                              "maxSizeInBytes"})
+
+
+def _stable_path(e: ir.Expr) -> Any | None:
+    """The declaration at the root of ``e`` if ``e`` names the same object
+    whenever it is evaluated (``x``, ``x.f.g``: no index, no ``.next``)."""
+    while isinstance(e, ir.MemberExpr) and e.member not in ("next", "last"):
+        e = e.expr
+    return e.decl if isinstance(e, ir.PathExpr) and e.decl is not None else None
+
+
+def _root(e: ir.Expr) -> Any | None:
+    while isinstance(e, (ir.MemberExpr, ir.IndexExpr, ir.SliceExpr)):
+        e = e.expr
+    return e.decl if isinstance(e, ir.PathExpr) else None
+
+
+def _only_read(p: ir.Param, callee: ir.ControlDecl) -> bool:
+    """True if nothing in ``callee`` can write ``p``: it is never assigned to
+    and never handed to a call (an argument, or a method other than a
+    reading one). Conservative: P4 forbids writing an ``in`` parameter, but
+    the checker does not enforce that."""
+    for n in walk([callee.body, callee.locals]):
+        if isinstance(n, ir.AssignStmt) and _root(n.lhs) is p:
+            return False
+        if isinstance(n, ir.CallExpr):
+            f = n.func
+            if (isinstance(f, ir.MemberExpr) and f.member not in _READING_METHODS
+                    and _root(f.expr) is p):
+                return False
+            if any(a.value is not None and _root(a.value) is p for a in n.args):
+                return False
+    return True
+
+
+def by_reference(callee: ir.ControlDecl, params: list[ir.Param],
+                 args: list[ir.Expr | None]) -> set[int]:
+    """The positions of a control's arguments that can be passed by reference
+    instead of copied in (and out): copy-in/copy-out (P4_16 6.8) cannot be told
+    apart from a reference when the argument is a header or struct that the
+    call reaches by no other name. A control is declared at the top level, so
+    it sees its caller only through its parameters; the argument must share
+    its root with no other argument, be a stable path, and be ``inout`` (its
+    copy would be copied back at every exit anyway) or an ``in`` that the
+    control only reads. Saves copying every header per packet per call."""
+    roots = [_root(a) if a is not None else None for a in args]
+    out: set[int] = set()
+    for i, (p, a) in enumerate(zip(params, args, strict=False)):
+        if a is None or p.direction not in ("in", "inout") or not is_composite(p.type.resolved):
+            continue
+        root = _stable_path(a)
+        if root is None or sum(r is root for r in roots) > 1:
+            continue
+        if p.direction == "inout" or _only_read(p, callee):
+            out.add(i)
+    return out
