@@ -6,7 +6,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -140,26 +140,105 @@ def switch_cli_cmd(port: int, host: str, keep_going: bool, quiet: bool,
 # experiments: list, run, plot
 
 
+def _shown(value: Any) -> str:
+    """A parameter's value as ``-p NAME=VALUE`` takes it."""
+    if value is None:
+        return "none"
+    if value == "":
+        return '""'
+    return str(value)
+
+
+_Row = tuple[str, str, str, str, str]
+_PARAMS_HEADER: _Row = ("PARAMETER", "DEFAULT", "QUICK", "UNIT", "MEANING")
+_VALUE_COLUMN_MAX = 10     # a longer default or quick value pushes the rest of its row right
+
+
+def _params_rows(mod: Any) -> list[_Row]:
+    """(name, default, quick, unit, meaning) of each of experiment ``mod``'s parameters."""
+    from testbed.experiment import param_docs
+
+    return [(d.name, _shown(d.full), _shown(d.quick), d.unit or "-", d.meaning)
+            for d in param_docs(mod)]
+
+
+def _column_widths(rows: Sequence[_Row]) -> list[int]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_PARAMS_HEADER) - 1)]
+    return [min(w, _VALUE_COLUMN_MAX) if i in (1, 2) else w for i, w in enumerate(widths)]
+
+
+def _table_lines(rows: Sequence[_Row], widths: Sequence[int], indent: str = "  ") -> list[str]:
+    """``rows`` in columns of ``widths`` (the last column unbounded); a cell
+    wider than its column pushes the rest of its row right."""
+    out = []
+    for row in rows:
+        line, edge = indent, len(indent)
+        for cell, w in zip(row[:-1], widths, strict=True):
+            edge += w + 2
+            line += cell
+            line += " " * max(2, edge - len(line))
+        out.append(line + row[-1])
+    return out
+
+
 @main.command("list")
 @click.option("--params", "show_params", is_flag=True, help="also show each parameter's "
-              "default and quick value")
+              "default, quick value, unit and meaning")
 def list_cmd(show_params: bool) -> None:
     """List the experiments (``testbed run NAME``)."""
-    import dataclasses
-
     from testbed.experiment import describe, discover
 
-    for name, mod in discover().items():
-        click.echo(f"{name:<20} {describe(mod)}")
-        if show_params:
-            full, quick = mod.Params(), mod.Params.quick()
-            for f in dataclasses.fields(full):
-                a, b = getattr(full, f.name), getattr(quick, f.name)
-                q = f"  (quick: {b})" if a != b else ""
-                click.echo(f"    {f.name} = {a}{q}")
+    exps = discover()
+    if not show_params:
+        for name, mod in exps.items():
+            click.echo(f"{name:<20} {describe(mod)}")
+        return
+    rows = {name: _params_rows(mod) for name, mod in exps.items()}
+    widths = _column_widths([_PARAMS_HEADER] + [r for rs in rows.values() for r in rs])
+    click.echo(_table_lines([_PARAMS_HEADER], widths)[0])
+    for name, mod in exps.items():
+        click.echo(f"{name}: {describe(mod)}")
+        for line in _table_lines(rows[name], widths):
+            click.echo(line)
 
 
-@main.command("run")
+class _RunCommand(click.Command):
+    """``testbed run``: with NAME, ``--help`` also lists that experiment's
+    parameters (what ``-p NAME=VALUE`` sets)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not ctx.resilient_parsing and set(args) & set(ctx.help_option_names):
+            try:   # NAME as given, before the eager --help prints and exits
+                opts, _, _ = self.make_parser(ctx).parse_args(args=list(args))
+            except click.UsageError:
+                opts = {}
+            ctx.meta["testbed.run.name"] = opts.get("name")
+        return super().parse_args(ctx, args)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_help(ctx, formatter)
+        name = ctx.meta.get("testbed.run.name")
+        if not isinstance(name, str) or name == "all":
+            return
+        from testbed.experiment import ExperimentError, load
+
+        try:
+            mod = load(name)
+        except ExperimentError as e:
+            formatter.write_paragraph()
+            formatter.write_text(str(e))
+            return
+        with formatter.section(f"Parameters of {mod.NAME} (-p NAME=VALUE)"):
+            formatter.write_text("Each with its meaning [unit], its default (the full "
+                                 "profile's) and its value in the quick profile (--quick).")
+            formatter.write_paragraph()
+            formatter.write_dl([
+                (pname, f"{meaning}{f' [{unit}]' if unit != '-' else ''}; "
+                        f"default {full}, quick {quick}")
+                for pname, full, quick, unit, meaning in _params_rows(mod)])
+
+
+@main.command("run", cls=_RunCommand)
 @click.argument("name")
 @click.option("--quick", is_flag=True, help="the experiment's short profile")
 @click.option("--target", type=click.Choice(["soft", "bmv2"]), default="soft", show_default=True,
@@ -170,7 +249,7 @@ def list_cmd(show_params: bool) -> None:
               help="run directory (default: results/NAME-TIMESTAMP/)")
 @click.option("--pcap", is_flag=True, help="write pcaps of every switch port")
 @click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE",
-              help="override a parameter (see `testbed list --params`)")
+              help="override a parameter (`testbed run NAME --help` lists NAME's)")
 @click.option("--phase-retries", type=click.IntRange(0, 10), default=0, show_default=True,
               help="run a phase again, up to N times, when its own fidelity verdict fails "
                    "(the unfaithful tries are kept apart and listed in summary.json)")
