@@ -94,6 +94,11 @@ class ReflexNetwork:
     def __post_init__(self) -> None:
         if self.link_mbps <= 0 or self.nic_gbps <= 0 or self.t_int_us <= 0:
             raise ValueError("link_mbps, nic_gbps and t_int_us must be positive")
+        if self.warmup < 0 or self.measure < 1 or self.exploit < 1:
+            raise ValueError("the probing cycle needs warmup >= 0, measure >= 1 and "
+                             "exploit >= 1 intervals")
+        if self.msg_bytes < 1 or self.path_mtu < 1 or self.window < 1:
+            raise ValueError("msg_bytes, path_mtu and window must be >= 1")
         if self.agent_interpreter not in INTERPRETERS:
             raise ValueError(f"agent_interpreter must be one of {', '.join(INTERPRETERS)}")
         if self.host_qdisc_ahead_packets and self.host_qdisc_ahead_packets < 2:

@@ -202,6 +202,8 @@ class SymphonyRing(SymphonyNetwork):
         super().__post_init__()
         if self.backend not in ("python", "pypy"):
             raise ValueError(f"backend {self.backend!r}: python or pypy")
+        if self.channels < 1:
+            raise ValueError("channels must be >= 1")
         if self.warmup_kb < 0 or (self.warmup_kb * 1024) % (8 * self.channels):
             raise ValueError("warmup_kb must be >= 0 and split into int64 elements per channel")
         if self.leaves < 2:

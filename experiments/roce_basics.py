@@ -182,10 +182,16 @@ class Params:
     def __post_init__(self) -> None:
         if self.bottleneck_mbps <= 0 or self.nic_gbps <= 0:
             raise ValueError("bottleneck_mbps and nic_gbps must be positive")
+        small = [n for n in ("msg_bytes", "window", "single_msgs", "pair_msgs", "loss_msgs",
+                             "path_mtu") if getattr(self, n) < 1]
+        if small:
+            raise ValueError(f"{', '.join(small)} must be >= 1")
         if not 0 <= self.loss_per_10k <= 10000:
             raise ValueError("loss_per_10k must be 0..10000")
         if not 0 < self.ecn_kmin < self.ecn_kmax < self.queue_depth:
             raise ValueError("need 0 < ecn_kmin < ecn_kmax < queue_depth")
+        if not 0 < self.ecn_pmax <= 100:
+            raise ValueError("ecn_pmax must be 1..100 (percent)")
         if self.pfc_xoff_pkts and not 0 <= self.pfc_xon_pkts < self.pfc_xoff_pkts < self.queue_depth:
             raise ValueError("need 0 <= pfc_xon_pkts < pfc_xoff_pkts < queue_depth "
                              "(or pfc_xoff_pkts 0: no PFC)")

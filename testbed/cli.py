@@ -276,9 +276,11 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
     verdict; for "all": every run finished), 1 the run failed (the message
     says where), 2 bad arguments, 130 interrupted.
     """
+    from hosts.agent_spec import SpecError
     from testbed.experiment import ExperimentError
     from testbed.runner import RunError, RunOptions, run
 
+    _check_out_dir(out)
     overrides = {}
     for item in params:
         k, sep, v = item.partition("=")
@@ -298,6 +300,11 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
         summary = run(name, opts)
     except ExperimentError as e:
         click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except SpecError as e:   # the plan's jobs, from parameters Params itself accepted
+        given = "".join(f" -p {item}" for item in params)
+        click.echo(f"error: {name}{given}: these parameters make a job the hosts cannot "
+                   f"run: {e}", err=True)
         sys.exit(2)
     except RunError as e:
         click.echo(f"error: {e}", err=True)
@@ -320,6 +327,44 @@ def _stamp() -> str:
     import datetime as dt
 
     return dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def _check_out_dir(path: Path | str | None) -> None:
+    """Exit 2 with one line unless directory ``path`` (an --out) can be
+    created, with its parents, and written, before anything starts. Leaves nothing behind: the
+    directories it had to create are removed again."""
+    if path is None:
+        return
+    import errno
+    import tempfile
+
+    path = Path(path)
+    created: list[Path] = []
+    doing = "create"
+    try:
+        if path.exists() and not path.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        missing = []
+        p = path
+        while not p.exists() and p != p.parent:
+            missing.append(p)
+            p = p.parent
+        for d in reversed(missing):
+            d.mkdir()
+            created.append(d)
+        doing = "write in"
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        click.echo(f"error: --out {path}: cannot {doing} the directory: "
+                   f"{e.strerror or e}", err=True)
+        sys.exit(2)
+    finally:
+        for d in reversed(created):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
 
 
 def _check_can_run(opts: Any) -> None:
@@ -410,6 +455,7 @@ def validate_cmd(names: tuple[str, ...], mininet_runs: int, sim_seeds: int, full
     if unknown:
         raise click.UsageError(f"{', '.join(unknown)}: no figures to compare "
                                f"(known: {', '.join(FIGURES)})")
+    _check_out_dir(out)
     out_dir = out or REPO_ROOT / "results" / f"validate-{_stamp()}"
     if out_dir.exists() and any(out_dir.iterdir()):
         click.echo(f"error: output directory {out_dir} exists and is not empty", err=True)
@@ -485,6 +531,7 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
     chosen = {n: claimed[n] for n in (names or claimed)}
     if run_missing and not reuse:
         raise click.UsageError("--run-missing goes with --reuse")
+    _check_out_dir(out)
     out_dir = Path(out) if out else REPO_ROOT / "results" / f"report-{_stamp()}"
     if out_dir.exists() and any(out_dir.iterdir()):
         click.echo(f"error: output directory {out_dir} exists and is not empty", err=True)
@@ -848,6 +895,7 @@ def bench_hosts_cmd(only: str | None, start_mbps: float, ceiling_mbps: float, fl
         raise click.UsageError("need 0 < --floor <= --start <= --ceiling")
     if resolution <= 0 or seconds <= 0:
         raise click.UsageError("--resolution and --seconds must be positive")
+    _check_out_dir(out_dir)
     from testbed.bench_hosts import format_report, hosts_bench
 
     kinds = (only,) if only else ("lone_qp", "pair")

@@ -405,7 +405,7 @@ def make_params(mod: types.ModuleType, quick: bool = False,
         try:
             params = dataclasses.replace(params, **changes)
         except (TypeError, ValueError) as e:
-            raise ExperimentError(f"bad parameters: {e}") from e
+            raise ExperimentError(f"{mod.NAME}: bad parameters: {e}") from e
     return params
 
 

@@ -1,10 +1,16 @@
-"""The command line's help: ``testbed run NAME --help`` and ``testbed list
---params`` show every parameter's meaning, unit, default and quick value."""
+"""The command line's help and its answers to bad input: ``testbed run NAME
+--help`` and ``testbed list --params`` show every parameter's meaning, unit,
+default and quick value; a bad parameter value and an output directory that
+cannot be made each end in one line on stderr and exit status 2, without a
+traceback."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from experiments import roce_basics
 from testbed.cli import main
@@ -14,6 +20,15 @@ from testbed.experiment import discover, param_docs
 def _bare(text: str) -> str:
     """``text`` without whitespace: the help wraps lines (and at hyphens)."""
     return "".join(text.split())
+
+
+def _one_error_line(r: Result) -> str:
+    assert r.exit_code == 2, r.output
+    assert isinstance(r.exception, SystemExit)
+    assert "Traceback" not in r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    return lines[0]
 
 
 # ---------------------------------------------------------------------------
@@ -69,3 +84,53 @@ def test_list_params_is_one_table_of_every_parameter() -> None:
             assert row.endswith(d.meaning)
             if len(str(d.full)) < 10 and len(str(d.quick)) < 10:   # aligned columns
                 assert row[meaning_at:] == d.meaning
+
+
+# ---------------------------------------------------------------------------
+# bad input: one line, exit 2
+
+
+def test_a_bad_parameter_value_names_the_parameter() -> None:
+    line = _one_error_line(CliRunner().invoke(main, ["run", "roce-basics", "-p", "window=-4"]))
+    assert line == "error: roce-basics: bad parameters: window must be >= 1"
+
+
+def test_parameters_whose_jobs_cannot_run_are_named(tmp_path: Path) -> None:
+    r = CliRunner().invoke(main, ["run", "ring-allreduce", "-p", "count=0", "--engine", "sim",
+                                  "--out", str(tmp_path / "run")])
+    line = _one_error_line(r)
+    assert line.startswith("error: ring-allreduce -p count=0: ")
+    assert "collective.count" in line
+    assert not (tmp_path / "run").exists()
+
+
+OUT_COMMANDS = [
+    ["run", "roce-basics"],
+    ["run", "roce-basics", "--engine", "sim", "--quick"],
+    ["run", "all", "--quick"],
+    ["report"],
+    ["validate"],
+    ["bench", "hosts"],
+]
+
+
+@pytest.mark.parametrize("command", OUT_COMMANDS, ids=lambda c: " ".join(c[:2]))
+def test_an_output_directory_that_cannot_be_made_is_refused_first(
+        command: list[str], tmp_path: Path) -> None:
+    if command[0] == "bench" and os.geteuid() != 0:
+        pytest.skip("testbed bench hosts checks for root first")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    out = blocker / "run"
+    line = _one_error_line(CliRunner().invoke(main, [*command, "--out", str(out)]))
+    assert line == f"error: --out {out}: cannot create the directory: Not a directory"
+    if Path("/proc/self").exists():
+        line = _one_error_line(CliRunner().invoke(main, [*command, "--out", "/proc/forbidden"]))
+        assert line.startswith("error: --out /proc/forbidden: cannot create the directory: ")
+
+
+def test_checking_an_output_directory_leaves_nothing_behind(tmp_path: Path) -> None:
+    out = tmp_path / "a" / "b"
+    r = CliRunner().invoke(main, ["run", "roce-basics", "-p", "window=0", "--out", str(out)])
+    assert r.exit_code == 2
+    assert list(tmp_path.iterdir()) == []
