@@ -1,8 +1,8 @@
 """The command line's help and its answers to bad input: ``testbed run NAME
 --help`` and ``testbed list --params`` show every parameter's meaning, unit,
-default and quick value; a bad parameter value and an output directory that
-cannot be made each end in one line on stderr and exit status 2, without a
-traceback."""
+default and quick value; a bad parameter value, an output directory that
+cannot be made and an STF file naming a table the program lacks each end in
+one line on stderr and exit status 2, without a traceback."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from click.testing import CliRunner, Result
 from experiments import roce_basics
 from testbed.cli import main
 from testbed.experiment import discover, param_docs
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _bare(text: str) -> str:
@@ -134,3 +136,14 @@ def test_checking_an_output_directory_leaves_nothing_behind(tmp_path: Path) -> N
     r = CliRunner().invoke(main, ["run", "roce-basics", "-p", "window=0", "--out", str(out)])
     assert r.exit_code == 2
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_stf_table_the_program_lacks_is_named_with_file_and_line(tmp_path: Path) -> None:
+    test = tmp_path / "t.stf"
+    test.write_text("# a test\nadd no_such_table hdr.ipv4.dstAddr:0x0a000001 drop()\n"
+                    "packet 0 00\n")
+    r = CliRunner().invoke(main, ["stf", str(REPO / "switches/p4/l3_router.p4"), str(test)])
+    line = _one_error_line(r)
+    assert line.startswith(f"error: {test}:2: unknown table no_such_table (tables: ")
+    assert "MyIngress.ipv4_lpm" in line
+    assert r.stdout == ""
