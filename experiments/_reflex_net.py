@@ -13,7 +13,7 @@ from typing import Any
 
 from hosts.agent_spec import INTERPRETERS, FlowSpec, JobSpec, TransportSpec
 from hosts.reflex.schemes import DSCP_LOW, PRIO_LOW
-from testbed.experiment import Topology
+from testbed.experiment import Topology, param
 from testbed.modelled import ModelledNetwork, packets
 from testbed.net import host_addr
 from testbed.timeline import PhaseData, counter_points, payload_efficiency
@@ -39,56 +39,66 @@ class ReflexNetwork:
     """The paper's network (10 Gb/s links, two DRR queues per port, RED hard
     threshold 65 of 466 packets, T_int 5 ms at 1:1:3) on ``link_mbps`` links."""
 
-    # Every switch port and host NIC in the full profiles (the quick ones run
-    # at QUICK_LINK_MBPS). At 40 Mb/s a lone Python sender once delivered only
-    # 22-30 of 37.8 Mb/s of payload on a loaded 2-core machine; at 20 Mb/s
-    # 17.5 of 18.9.
-    link_mbps: float = 20.0
-    nic_gbps: float = 10.0           # the paper's links; sets the slowdown
-    t_int_us: float = 5000.0         # probing interval of the modelled network (paper: 5 ms)
-    warmup: int = 1                  # phases in intervals (paper: 1:1:3)
-    measure: int = 1
-    exploit: int = 3
-    queue_pkts: int = 466            # per queue (paper)
-    ecn_k_pkts: int = 65             # RED hard marking threshold (paper)
-    msg_bytes: int = 65536
-    window: int = 8                  # outstanding messages per QP
-    path_mtu: int = 1024             # the testbed's links have a 1500-byte MTU
+    # The full profiles' rate (the quick ones run at QUICK_LINK_MBPS). At 40
+    # Mb/s a lone Python sender once delivered only 22-30 of 37.8 Mb/s of
+    # payload on a loaded 2-core machine; at 20 Mb/s 17.5 of 18.9.
+    link_mbps: float = param(20.0, "rate of every switch port and host NIC", "Mb/s")
+    nic_gbps: float = param(10.0, "the paper's links: slowdown = nic_gbps / link_mbps", "Gb/s")
+    t_int_us: float = param(5000.0, "probing interval T_int of the modelled network (paper: "
+                                    "5 ms)", "us")
+    warmup: int = param(1, "warmup phase of the probing cycle (paper: 1 of 1:1:3)", "T_int")
+    measure: int = param(1, "measure phase of the probing cycle (paper: 1 of 1:1:3)", "T_int")
+    exploit: int = param(3, "exploit phase of the probing cycle (paper: 3 of 1:1:3)", "T_int")
+    queue_pkts: int = param(466, "capacity of each queue (paper)", "packets")
+    ecn_k_pkts: int = param(65, "RED hard threshold: a queue marks ECN from this depth (paper)",
+                            "packets")
+    msg_bytes: int = param(65536, "size of each RDMA WRITE message of a flow (a multiple of "
+                                  "path_mtu)", "bytes")
+    window: int = param(8, "outstanding messages per QP", "messages")
+    path_mtu: int = param(1024, "RoCE path MTU: payload per packet (at most 1024: the links "
+                                "carry 1500-byte frames)", "bytes")
     # DCQCN's parameters from the DCQCN paper: a flow reacts at most once per
     # 50 us CNP interval, on the time scale of DCTCP's once-per-RTT reaction in
     # the ReFlex paper's network (65 queued packets are ~80 us at 10 Gb/s).
     # connectx reacts every 4 us; against the paper's hard marking threshold
     # its flows swing between line rate and near zero (measured: two flows in
     # one queue used 68% of the link).
-    dcqcn_preset: str = "zhu2015"
-    # RoCE's retransmission timer (modelled us). The low queue drains at 10% of
-    # the link: 466 packets wait ~4 ms there, and RoCE's go-back-N timer does not
-    # back off as TCP's does (the paper's DCTCP: min RTO 1 ms, exponential
-    # backoff), so a shorter timer retransmits packets that are only queued, and
-    # 7 unanswered timeouts end the connection (absolute priority starves the
-    # flexible flow for ~5 ms of modelled time).
-    rto_us: float = 4000.0
-    sample_interval_us: int = 20000
-    # What runs the host agents (hosts.agent_spec.INTERPRETERS).
-    agent_interpreter: str = "python"
-    # > 0: every host's interface serialises at the line rate and each
-    # sending QP at its DCQCN rate (HTB, hosts/roce/shaping.py), and the
-    # pacer keeps up to this many full-size packets queued there
-    # (hosts/roce/README.md, "Speed"); 0: the pacer alone spaces the frames,
-    # one wake-up per packet. Measured with reflex-cases --quick (40 Mb/s,
-    # realtime, one run each): senders late for 5.6% of their sends with 0,
-    # 0.2% with 16 (experiments/README.md, "reflex-cases"). 16 full-size
-    # packets are 14 us of the modelled 10 Gb/s link, against T_int = 5 ms.
-    host_qdisc_ahead_packets: float = 16.0
-    switch_backend: str = "python"   # the soft switch's data path: python or pypy
-    # Agents and switch at real-time priority (Topology.realtime): without it
-    # the senders waited on the run queue behind the switch and the receiver
-    # and were late for 5-14% of their packets at 40 Mb/s on 2 cores.
-    realtime: bool = True
+    dcqcn_preset: str = param("zhu2015", "DCQCN parameters: zhu2015 (the DCQCN paper's) or "
+                                         "connectx (mlx5 NIC defaults)")
+    # The low queue drains at 10% of the link: 466 packets wait ~4 ms there,
+    # and RoCE's go-back-N timer does not back off as TCP's does (the paper's
+    # DCTCP: min RTO 1 ms, exponential backoff), so a shorter timer
+    # retransmits packets that are only queued, and 7 unanswered timeouts end
+    # the connection (absolute priority starves the flexible flow for ~5 ms
+    # of modelled time).
+    rto_us: float = param(4000.0, "RoCE's retransmission timeout, in modelled time", "us")
+    sample_interval_us: int = param(20000, "interval of each flow's rate and receive samples "
+                                           "(testbed clock)", "us")
+    agent_interpreter: str = param("python", "what runs the host agents: python, pypy or auto")
+    # hosts/roce/shaping.py; hosts/roce/README.md, "Speed". Measured with
+    # reflex-cases --quick (40 Mb/s, realtime, one run each): senders late
+    # for 5.6% of their sends with 0, 0.2% with 16 (experiments/README.md,
+    # "reflex-cases"). 16 full-size packets are 14 us of the modelled 10 Gb/s
+    # link, against T_int = 5 ms.
+    host_qdisc_ahead_packets: float = param(
+        16.0, "> 0: each host's interface serialises at the line rate and each sending QP at "
+              "its DCQCN rate in a qdisc, the pacer keeping up to this many full-size packets "
+              "queued there (0: no qdisc, the pacer alone spaces the frames)", "packets")
+    switch_backend: str = param("python", "the soft switch's data path: python or pypy")
+    # Without it the senders waited on the run queue behind the switch and
+    # the receiver and were late for 5-14% of their packets at 40 Mb/s on 2
+    # cores.
+    realtime: bool = param(True, "the host agents and the switch run at real-time priority "
+                                 "(SCHED_FIFO)")
 
     def __post_init__(self) -> None:
         if self.link_mbps <= 0 or self.nic_gbps <= 0 or self.t_int_us <= 0:
             raise ValueError("link_mbps, nic_gbps and t_int_us must be positive")
+        if self.warmup < 0 or self.measure < 1 or self.exploit < 1:
+            raise ValueError("the probing cycle needs warmup >= 0, measure >= 1 and "
+                             "exploit >= 1 intervals")
+        if self.msg_bytes < 1 or self.path_mtu < 1 or self.window < 1:
+            raise ValueError("msg_bytes, path_mtu and window must be >= 1")
         if self.agent_interpreter not in INTERPRETERS:
             raise ValueError(f"agent_interpreter must be one of {', '.join(INTERPRETERS)}")
         if self.host_qdisc_ahead_packets and self.host_qdisc_ahead_packets < 2:

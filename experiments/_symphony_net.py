@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from hosts.agent_spec import TransportSpec, message_wire_bytes
+from testbed.experiment import param
 from testbed.modelled import Conversion, ModelledNetwork, Pfc, Red, kbytes, packets
 from testbed.net import LeafSpine
 from testbed.symphony import SymphonyParams
@@ -38,51 +39,64 @@ class SymphonyNetwork:
     of the model (DCQCN's, Symphony's windows, the transport's) is that many
     times longer; bytes are not scaled."""
 
-    link_mbps: float = 20.0          # every switch port and host NIC
-    nic_gbps: float = 10.0           # the paper's NICs; sets the slowdown
+    link_mbps: float = param(20.0, "rate of every switch port and host NIC", "Mb/s")
+    nic_gbps: float = param(10.0, "the paper's NICs: slowdown = nic_gbps / link_mbps", "Gb/s")
     # Symphony (paper §4.1), modelled time
-    k: float = _PAPER.k
-    tau: float = _PAPER.tau
-    t_win_us: float = _PAPER.t_win_us
-    psn_window_us: float = _PAPER.psn_window_us
-    n_warmup: int = _PAPER.n_warmup
-    n_sample: int = _PAPER.n_sample
+    k: float = param(_PAPER.k, "Symphony's marking factor: a packet of an outpacing step is "
+                               "marked with probability min(1, k x alpha x psn / psn_rec)")
+    tau: float = param(_PAPER.tau, "Symphony: alpha grows after a T_win window in which at "
+                                   "least this share of the packets outpaced, else shrinks")
+    t_win_us: float = param(_PAPER.t_win_us, "Symphony's alpha window T_win, in modelled time",
+                            "us")
+    psn_window_us: float = param(_PAPER.psn_window_us, "Symphony resets the lagging step's "
+                                 "PSN record this often, in modelled time", "us")
+    n_warmup: int = param(_PAPER.n_warmup, "Symphony marks nothing until the lagging step's "
+                                           "PSN record passes this", "packets")
+    n_sample: int = param(_PAPER.n_sample, "Symphony changes alpha only after a T_win window "
+                                           "of more than this many packets", "packets")
     # RED (paper §4.1, after HPCC), modelled bytes of queue
-    red_kmin_kb: float = 50.0
-    red_kmax_kb: float = 100.0
-    red_pmax: float = 0.2
-    queue_pkts: int = 256            # per port; above Kmax with room for bursts
+    red_kmin_kb: float = param(50.0, "RED Kmin: queue where ECN marking starts (1 KB = 1000 "
+                                     "bytes)", "KB")
+    red_kmax_kb: float = param(100.0, "RED Kmax: queue where the marking probability reaches "
+                                      "red_pmax", "KB")
+    red_pmax: float = param(0.2, "RED marking probability at Kmax")
+    queue_pkts: int = param(256, "capacity of each port's queue (above Kmax, with room for "
+                                 "bursts)", "packets")
     # PFC (a lossless fabric, as HPCC's RDMA configuration runs, which the
-    # paper's simulations follow): an ingress port pauses the hop before it
-    # once this much of its traffic waits in the switch's egress queues.
-    # HPCC's switches size XOFF dynamically from a shared buffer; the paper
-    # gives no figure. Here XOFF lies above RED's Kmax, so that a queue fed
-    # by one ingress is fully marked before it pauses (ECN acts first, as
-    # the paper intends), and two ingress ports at XOFF plus what their
-    # senders still have in flight fit the 256-packet queue; XON is XOFF less
-    # two full frames. Off here (symphony-two-flows: the prototype's one
-    # port); on for the ring experiments (SymphonyRing).
-    pfc: bool = False
-    pfc_xoff_kb: float = 110.0
-    pfc_xon_kb: float = 108.0
-    path_mtu: int = 1024
-    dcqcn_preset: str = "connectx"   # ConnectX-6 in the prototype
-    # RoCE's retransmission timer (modelled us; None: the transport's 100 us).
+    # paper's simulations follow). HPCC's switches size XOFF dynamically from
+    # a shared buffer; the paper gives no figure. Here XOFF lies above RED's
+    # Kmax, so that a queue fed by one ingress is fully marked before it
+    # pauses (ECN acts first, as the paper intends), and two ingress ports at
+    # XOFF plus what their senders still have in flight fit the 256-packet
+    # queue; XON is XOFF less two full frames. Off here (symphony-two-flows:
+    # the prototype's one port); on for the ring experiments (SymphonyRing).
+    pfc: bool = param(False, "PFC: every switch port pauses the hop before it (a lossless "
+                             "fabric; the udp hosts obey)")
+    pfc_xoff_kb: float = param(110.0, "PFC XOFF: an ingress port pauses the hop before it once "
+                                      "this much of its traffic waits in the egress queues",
+                               "KB")
+    pfc_xon_kb: float = param(108.0, "PFC XON: the pause ends once no more than this waits",
+                              "KB")
+    path_mtu: int = param(1024, "RoCE path MTU: payload per packet", "bytes")
+    dcqcn_preset: str = param("connectx", "DCQCN parameters: connectx (mlx5 NIC defaults; "
+                                          "ConnectX-6 in the prototype) or zhu2015")
     # A full queue of queue_pkts holds 256 x 0.87 = 222 us at 10 Gb/s, and a
     # fabric path crosses three: a timer below that retransmits packets that
     # are only queued (go-back-N: the whole window again).
-    rto_us: float | None = None
-    # The agents at real-time priority above the switches
-    # (Topology.realtime_agents_first): four ranks of ten QPs each and four
-    # switch daemons share two cores; with the switches first the ranks were
-    # late for 15-25 % of their packets, with the agents first 1.2 % at most.
-    realtime: bool = True
-    realtime_agents_first: bool = True
-    # > 0: every host's interface serialises at the line rate and each
-    # sending QP at its DCQCN rate (HTB, hosts/roce/shaping.py), and a rank
-    # keeps up to this many full-size packets queued there
-    # (hosts/roce/README.md, "Speed"); 0: the pacer alone spaces the frames.
-    host_qdisc_ahead_packets: float = 0.0
+    rto_us: float | None = param(None, "RoCE's retransmission timeout, in modelled time "
+                                       "(none: the transport's 100 us)", "us")
+    # Four ranks of ten QPs each and four switch daemons share two cores; with
+    # the switches first the ranks were late for 15-25 % of their packets,
+    # with the agents first 1.2 % at most.
+    realtime: bool = param(True, "the host agents and the switches run at real-time priority "
+                                 "(SCHED_FIFO)")
+    realtime_agents_first: bool = param(True, "with realtime: the agents above the switches "
+                                              "instead of below")
+    # hosts/roce/shaping.py; hosts/roce/README.md, "Speed"
+    host_qdisc_ahead_packets: float = param(
+        0.0, "> 0: each host's interface serialises at the line rate and each sending QP at "
+             "its DCQCN rate in a qdisc, a rank keeping up to this many full-size packets "
+             "queued there (0: no qdisc, the pacer alone spaces the frames)", "packets")
 
     def __post_init__(self) -> None:
         if self.link_mbps <= 0 or self.nic_gbps <= 0:
@@ -144,47 +158,52 @@ class SymphonyRing(SymphonyNetwork):
 
     JOBS_PER_FABRIC: ClassVar[int] = 1
 
-    # Every switch port and host NIC (slowdown 3333). The runs' switches and
-    # agents all run at real-time priority; at 4 Mb/s the full profile kept
-    # the machine 71-85% busy and 3-7 of its 12 phases had a switch lagging
-    # past 50 ms; at 3 none passed 38 ms (experiments/README.md,
-    # "symphony-ring"). The quick profiles' shorter steps run at 4.
+    # Slowdown 3333. The runs' switches and agents all run at real-time
+    # priority; at 4 Mb/s the full profile kept the machine 71-85% busy and
+    # 3-7 of its 12 phases had a switch lagging past 50 ms; at 3 none passed
+    # 38 ms (experiments/README.md, "symphony-ring"). The quick profiles'
+    # shorter steps run at 4.
     link_mbps: float = 3.0
     # above three full queues (see SymphonyNetwork.rto_us); a ConnectX's
     # local ACK timeout is 4.096 us x 2^k, milliseconds in common setups
     rto_us: float | None = 1000.0
-    leaves: int = 2
-    spines: int = 2
+    leaves: int = param(2, "leaf switches (at least 2: the rings cross the spines)",
+                        "switches")
+    spines: int = param(2, "spine switches", "switches")
     # 2 hosts per leaf over 2 spines keeps the fabric 1:1, as the paper's
     # (one spine group, no oversubscription up to 128 nodes): with 4 per
     # leaf every leaf's uplinks would carry twice their rate, and no ring
     # could run at the line rate its theoretical CCT assumes
-    hosts_per_leaf: int = 2
-    channels: int = 2                # parallel rings per job
-    chunk_kb: int = 1024             # per rank per step (paper: 8 MB)
-    iterations: int = 3              # collectives per job and phase
-    seeds: int = 3
-    # The soft switches' data path. PyPy forwards a packet for a third of
-    # CPython's CPU (README, "Speed"), but its JIT compiles for the first
-    # seconds of traffic and stops the data path meanwhile: symphony-ring
-    # --quick with the agents first lagged 63-90 ms at most on PyPy (three
-    # runs, one with a 256 KiB warm-up) against 51-56 ms on CPython (two runs,
-    # load average about 5 from the run itself).
-    backend: str = "python"
+    hosts_per_leaf: int = param(2, "hosts on each leaf, one rank each", "hosts")
+    channels: int = param(2, "parallel rings per job", "rings")
+    chunk_kb: int = param(1024, "chunk per rank and step, split over the channels (paper: "
+                                "8 MB)", "KiB")
+    iterations: int = param(3, "AllReduces per job and phase", "collectives")
+    seeds: int = param(3, "runs of every scheme; each seed starts the steps at other tags "
+                          "(under ECMP: other paths)", "runs")
+    # PyPy forwards a packet for a third of CPython's CPU (README, "Speed"),
+    # but its JIT compiles for the first seconds of traffic and stops the
+    # data path meanwhile: symphony-ring --quick with the agents first lagged
+    # 63-90 ms at most on PyPy (three runs, one with a 256 KiB warm-up)
+    # against 51-56 ms on CPython (two runs, load average about 5 from the
+    # run itself).
+    backend: str = param("python", "the soft switches' data path: python or pypy")
     # The paper's simulations follow HPCC's RDMA configuration, a lossless
     # fabric; steps long enough for DCQCN to act (1 MiB: ~3 of its periods)
     # overflow lossy queues, and a retransmission timeout then outweighs
     # anything Symphony changes (experiments/README.md, "symphony-ring")
     pfc: bool = True
-    # One untracked AllReduce of this chunk first, outside the verdict: the
-    # ranks' and switches' first packets (and a PyPy JIT's first
-    # compilations) fall in it (0: none).
-    warmup_kb: int = 64
+    # The ranks' and switches' first packets (and a PyPy JIT's first
+    # compilations) fall in the warm-up.
+    warmup_kb: int = param(64, "chunk of one untracked AllReduce before measuring, outside the "
+                               "verdict (0: none)", "KiB")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.backend not in ("python", "pypy"):
             raise ValueError(f"backend {self.backend!r}: python or pypy")
+        if self.channels < 1:
+            raise ValueError("channels must be >= 1")
         if self.warmup_kb < 0 or (self.warmup_kb * 1024) % (8 * self.channels):
             raise ValueError("warmup_kb must be >= 0 and split into int64 elements per channel")
         if self.leaves < 2:

@@ -48,7 +48,7 @@ from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec
 from hosts.commlib.epic import ELEMS, PACKET_BYTES
 from hosts.roce.constants import BTH_LEN, FRAME_OVERHEAD, ICRC_LEN
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.net import host_addr
 from testbed.timeline import load_phase
 
@@ -114,15 +114,17 @@ DATA_PATH = "python"
 
 @dataclass(frozen=True)
 class Params:
-    ranks: int = 8
-    min_kib: int = 4
-    max_kib: int = 1024
-    iterations: int = 2
-    link_mbps: float = 0.5        # every switch port and host NIC
-    warmup_kib: int = 256         # one EPIC AllReduce before measuring (0: none)
-    nic_gbps: float = 100.0       # the paper's NIC: slowdown = nic_gbps / link_mbps
-    backend: str = DATA_PATH      # the soft switch's data path
-    seed: int = 1
+    ranks: int = param(8, "hosts in the AllReduce, one rank each", "ranks")
+    min_kib: int = param(4, "smallest message of the size sweep (sizes x4 up to max_kib)",
+                         "KiB")
+    max_kib: int = param(1024, "largest message of the size sweep", "KiB")
+    iterations: int = param(2, "AllReduces per message size and scheme", "collectives")
+    link_mbps: float = param(0.5, "rate of every switch port and host NIC", "Mb/s")
+    warmup_kib: int = param(256, "one EPIC AllReduce of this size before measuring (0: none)",
+                            "KiB")
+    nic_gbps: float = param(100.0, "the paper's NIC: slowdown = nic_gbps / link_mbps", "Gb/s")
+    backend: str = param(DATA_PATH, "the soft switch's data path: python or pypy")
+    seed: int = param(1, "seed of the ranks' input data")
 
     @classmethod
     def quick(cls) -> Params:

@@ -42,7 +42,7 @@ from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec
 from hosts.commlib.epic import ELEMS, MAX_GROUPS, PACKET_BYTES, group_count
 from hosts.roce.scale import Scale
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.net import host_addr
 from testbed.timeline import load_phase
 
@@ -81,15 +81,19 @@ CLAIMS = (
 
 @dataclass(frozen=True)
 class Params:
-    ranks: int = 8
-    size_kib: int = 256
-    iterations: int = 2
-    losses: str = "0,0.001,0.002,0.005,0.01"   # per hop, comma-separated
-    link_mbps: float = 0.5        # every switch port and host NIC
-    warmup_kib: int = 64          # one lossless EPIC AllReduce before measuring (0: none)
-    nic_gbps: float = 100.0       # the paper's NIC: slowdown = nic_gbps / link_mbps
-    backend: str = epic_allreduce.DATA_PATH   # the soft switch's data path
-    seed: int = 1
+    ranks: int = param(8, "hosts in the AllReduce, one rank each", "ranks")
+    size_kib: int = param(256, "message of each AllReduce", "KiB")
+    iterations: int = param(2, "AllReduces per loss rate", "collectives")
+    losses: str = param("0,0.001,0.002,0.005,0.01", "loss rates, one phase each: the "
+                        "probability a packet is dropped on each of its two hops, "
+                        "comma-separated, in steps of 0.0001")
+    link_mbps: float = param(0.5, "rate of every switch port and host NIC", "Mb/s")
+    warmup_kib: int = param(64, "one lossless EPIC AllReduce of this size before measuring "
+                                "(0: none)", "KiB")
+    nic_gbps: float = param(100.0, "the paper's NIC: slowdown = nic_gbps / link_mbps", "Gb/s")
+    backend: str = param(epic_allreduce.DATA_PATH, "the soft switch's data path: python or "
+                                                   "pypy")
+    seed: int = param(1, "seed of the ranks' input data")
 
     @classmethod
     def quick(cls) -> Params:

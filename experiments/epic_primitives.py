@@ -56,7 +56,7 @@ from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec
 from hosts.commlib.epic import PACKET_BYTES
 from hosts.commlib.schedule import pipeline_pieces
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.net import host_addr
 from testbed.timeline import load_phase
 
@@ -114,16 +114,19 @@ CLAIMS = (
 
 @dataclass(frozen=True)
 class Params:
-    ranks: int = 8
-    size_kib: int = 1024          # each primitive's message (the whole buffer)
-    iterations: int = 2           # of each primitive, in a row
-    barriers: int = 10
-    root: int = 0                 # of Reduce and Broadcast
-    link_mbps: float = 0.5        # every switch port and host NIC
-    warmup_kib: int = 256         # one EPIC AllReduce before measuring (0: none)
-    nic_gbps: float = 100.0       # the paper's NIC: slowdown = nic_gbps / link_mbps
-    backend: str = epic_allreduce.DATA_PATH   # the soft switch's data path
-    seed: int = 1
+    ranks: int = param(8, "hosts in the communicator, one rank each", "ranks")
+    size_kib: int = param(1024, "each primitive's message (the whole buffer; int32 split "
+                                "evenly over the ranks)", "KiB")
+    iterations: int = param(2, "runs of each primitive in a row, per scheme", "collectives")
+    barriers: int = param(10, "Barriers per scheme, after the other primitives", "barriers")
+    root: int = param(0, "the rank Reduce reduces to and Broadcast sends from", "rank")
+    link_mbps: float = param(0.5, "rate of every switch port and host NIC", "Mb/s")
+    warmup_kib: int = param(256, "one EPIC AllReduce of this size before measuring (0: none)",
+                            "KiB")
+    nic_gbps: float = param(100.0, "the paper's NIC: slowdown = nic_gbps / link_mbps", "Gb/s")
+    backend: str = param(epic_allreduce.DATA_PATH, "the soft switch's data path: python or "
+                                                   "pypy")
+    seed: int = param(1, "seed of the ranks' input data")
 
     @classmethod
     def quick(cls) -> Params:

@@ -56,7 +56,7 @@ from experiments.epic_allreduce import frame_bytes, ideal_algbw_fraction, retran
 from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec
 from hosts.commlib.epic import ELEMS, PACKET_BYTES
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.net import LeafSpine, host_addr
 from testbed.timeline import load_phase
 
@@ -123,23 +123,27 @@ MAX_RANKS = 15                     # 2N+1 groups inside each 32-gid block
 
 @dataclass(frozen=True)
 class Params:
-    leaves: int = 2                # child switches of the root (Tree-3-2: 2)
-    hosts_per_leaf: int = 2        # ranks per child switch (Tree-3-2: 2)
-    min_kib: int = 4
-    max_kib: int = 1024
-    iterations: int = 2
-    float_kib: int = 256           # the float32 AllReduce (0: no float phase)
-    barriers: int = 5
-    link_mbps: float = 0.5         # every switch port and host NIC
-    # One EPIC AllReduce before measuring (0: none). With backend=pypy the
-    # three switch daemons keep compiling traces for about 20 s of EPIC
-    # traffic (stalls of 100-140 ms), so that backend needs 1024 here (21 s
-    # at 0.5 Mb/s) to keep them out of the measured phases; the CPython data
-    # path (the default) has no such stalls.
-    warmup_kib: int = 64
-    nic_gbps: float = 100.0        # the paper's NIC: slowdown = nic_gbps / link_mbps
-    backend: str = epic_allreduce.DATA_PATH   # the soft switches' data path
-    seed: int = 1
+    leaves: int = param(2, "child switches of the root switch (Tree-3-2: 2)", "switches")
+    hosts_per_leaf: int = param(2, "ranks on each child switch (Tree-3-2: 2)", "ranks")
+    min_kib: int = param(4, "smallest int32 AllReduce of the size sweep (sizes x4 up to "
+                            "max_kib)", "KiB")
+    max_kib: int = param(1024, "largest int32 AllReduce of the size sweep", "KiB")
+    iterations: int = param(2, "AllReduces per size and scheme (and of the float phase)",
+                            "collectives")
+    float_kib: int = param(256, "the float32 AllReduce of the epic_float phase (0: no float "
+                                "phase)", "KiB")
+    barriers: int = param(5, "Barriers per scheme, after the AllReduces", "barriers")
+    link_mbps: float = param(0.5, "rate of every switch port and host NIC", "Mb/s")
+    # With backend=pypy the three switch daemons keep compiling traces for
+    # about 20 s of EPIC traffic (stalls of 100-140 ms), so that backend needs
+    # 1024 here (21 s at 0.5 Mb/s) to keep them out of the measured phases;
+    # the CPython data path (the default) has no such stalls.
+    warmup_kib: int = param(64, "one EPIC AllReduce of this size before measuring (0: none)",
+                            "KiB")
+    nic_gbps: float = param(100.0, "the paper's NIC: slowdown = nic_gbps / link_mbps", "Gb/s")
+    backend: str = param(epic_allreduce.DATA_PATH, "the soft switches' data path: python or "
+                                                   "pypy")
+    seed: int = param(1, "seed of the ranks' input data")
 
     @classmethod
     def quick(cls) -> Params:

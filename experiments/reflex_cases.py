@@ -79,7 +79,7 @@ from experiments._reflex_net import (
 from hosts.agent_spec import FlowSpec, JobSpec
 from hosts.reflex.schemes import DSCP_HIGH, DSCP_LOW, SCHEMES
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, param
 from testbed.net import host_addr
 from testbed.timeline import PhaseData, load_phase, value_at
 
@@ -135,24 +135,29 @@ CLAIMS = (
 
 @dataclass(frozen=True)
 class Params(ReflexNetwork):
-    alpha: float = 0.9
-    # The later (short) flow's volume in cycles at line rate (paper: 2 Gbit = 8
-    # cycles of 10 Gb/s x 25 ms), per case.
-    case1_short_cycles: float = 8.0
-    case2_short_cycles: float = 8.0
-    case2_head_cycles: float = 1.0   # the regular flow alone before the flexible one
-    # Fixed schemes: the short flow's volume in intervals at line rate. Long
-    # enough that the ~4 ms (modelled) of DCQCN recovery after the later
+    alpha: float = param(0.9, "ReFlex aggressiveness: the share of its fair-share rate a "
+                              "flexible flow must keep (paper: 0.9)")
+    # Short flows' volumes: the paper's 2 Gbit is 8 cycles of 10 Gb/s x 25 ms.
+    case1_short_cycles: float = param(8.0, "case 1: the later, regular flow's volume in "
+                                           "probing cycles at line rate", "cycles")
+    case2_short_cycles: float = param(8.0, "case 2: the later, flexible flow's volume in "
+                                           "probing cycles at line rate", "cycles")
+    case2_head_cycles: float = param(1.0, "case 2: how long the regular flow runs alone before "
+                                          "the flexible one starts", "cycles")
+    # Long enough that the ~4 ms (modelled) of DCQCN recovery after the later
     # flow's arrival weighs little in its fraction (experiments/README.md,
     # "The fixed schemes' window"): 8 intervals put 6 of the 8 shares within
     # 0.05 of the paper's, 1 interval one.
-    scheme_short_intervals: float = 8.0
-    scheme_head_intervals: float = 1.0   # fixed schemes: the first flow alone
-    schemes: str = "reflex,none,absolute,weighted-9:1,weighted-2:1,weighted-10:9"
-    # Runs of every phase (they differ by the machine's timing); each key is
-    # their mean, with its spread.
-    seeds: int = 3
-    first_seed: int = 0                # seeds first_seed .. first_seed + seeds - 1
+    scheme_short_intervals: float = param(8.0, "fixed schemes: the later flow's volume in "
+                                               "probing intervals at line rate", "T_int")
+    scheme_head_intervals: float = param(1.0, "fixed schemes: how long the first flow runs "
+                                              "alone", "T_int")
+    schemes: str = param("reflex,none,absolute,weighted-9:1,weighted-2:1,weighted-10:9",
+                         "which schemes run, comma-separated")
+    # Runs differ by the machine's timing; each key is their mean, with its spread.
+    seeds: int = param(3, "runs of every phase", "runs")
+    first_seed: int = param(0, "the first run's seed (seeds first_seed .. first_seed + "
+                               "seeds - 1)")
 
     @classmethod
     def quick(cls) -> Params:

@@ -52,7 +52,7 @@ from experiments._reflex_net import (
 from hosts.agent_spec import FlowSpec
 from hosts.reflex.schemes import SCHEMES
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, param
 from testbed.net import host_addr
 from testbed.timeline import PhaseData, load_phase
 
@@ -91,13 +91,18 @@ CLAIMS = (
 
 @dataclass(frozen=True)
 class Params(ReflexNetwork):
-    alpha: float = 1.0                 # the paper's r sweep keeps fair-share aggressiveness
-    r_values: str = "0,0.2,0.4,0.6,0.8,1"
-    flow_cycles: float = 8.0           # each flow's size, cycles of line-rate volume
-    # Runs of each r (the runs differ by the machine's timing, not by any
-    # parameter); each key is their mean, with its spread.
-    seeds: int = 3
-    first_seed: int = 0                # seeds first_seed .. first_seed + seeds - 1
+    alpha: float = param(1.0, "ReFlex aggressiveness: the share of its fair-share rate the "
+                              "flexible flow must keep (1: the paper's r sweep)")
+    r_values: str = param("0,0.2,0.4,0.6,0.8,1", "reliability factors r swept, one phase "
+                          "each: the share of its size the flexible flow must deliver, "
+                          "comma-separated")
+    flow_cycles: float = param(8.0, "each flow's volume in probing cycles at line rate (the "
+                                    "paper's 8 Gbit: 32)", "cycles")
+    # Runs differ by the machine's timing, not by any parameter; each key is
+    # their mean, with its spread.
+    seeds: int = param(3, "runs of each r", "runs")
+    first_seed: int = param(0, "the first run's seed (seeds first_seed .. first_seed + "
+                               "seeds - 1)")
 
     @classmethod
     def quick(cls) -> Params:

@@ -82,7 +82,7 @@ from experiments._reflex_net import (
 from hosts.agent_spec import FlowSpec
 from hosts.reflex.schemes import SCHEMES
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, param
 from testbed.net import host_addr
 from testbed.timeline import PhaseData, load_phase, value_at
 
@@ -120,13 +120,19 @@ LOW_SHARE = 0.1    # the low queue's DRR share (90/10)
 
 @dataclass(frozen=True)
 class Params(ReflexNetwork):
-    alpha: float = 0.9                 # Fig. 9's aggressiveness
-    exploits: str = "1,2,3,4,5"        # D_exploit values swept (warmup:measure stay 1:1)
-    n_regular: int = 8                 # short regular flows per phase
-    regular_intervals: float = 1.0     # their volume, intervals at line rate
-    long_cycles: int = 2               # whole cycles the long regular flow must cover
-    seeds: int = 3
-    first_seed: int = 0                # seeds first_seed .. first_seed + seeds - 1
+    alpha: float = param(0.9, "ReFlex aggressiveness: the share of its fair-share rate the "
+                              "flexible flow must keep (Fig. 9: 0.9)")
+    exploits: str = param("1,2,3,4,5", "D_exploit values swept, one phase each per seed "
+                          "(warmup:measure stay 1:1), comma-separated", "T_int")
+    n_regular: int = param(8, "short regular flows per phase, one at a time", "flows")
+    regular_intervals: float = param(1.0, "each short regular flow's volume in probing "
+                                          "intervals at line rate", "T_int")
+    long_cycles: int = param(2, "whole probing cycles the long regular flow must compete for",
+                             "cycles")
+    seeds: int = param(3, "runs of each D_exploit; the seed jitters the regular flows' "
+                          "arrivals", "runs")
+    first_seed: int = param(0, "the first run's seed (seeds first_seed .. first_seed + "
+                               "seeds - 1)")
 
     @classmethod
     def quick(cls) -> Params:

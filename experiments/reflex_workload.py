@@ -97,7 +97,7 @@ from experiments._reflex_net import (
 from hosts.agent_spec import FlowSpec
 from hosts.reflex.schemes import DSCP_HIGH, DSCP_LOW, SCHEMES
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, param
 from testbed.net import host_addr
 from testbed.timeline import PhaseData, load_phase
 
@@ -163,26 +163,32 @@ class Params(ReflexNetwork):
     # 6 hours; at 60 Mb/s about 2.6, and a run of its claims' schemes with
     # both seeds was faithful (experiments/README.md, "reflex-workload").
     link_mbps: float = QUICK_LINK_MBPS
-    senders: int = 4                   # sending hosts; one more host receives
-    load: float = 0.4                  # average utilization of the downlink (paper)
-    flexible_share: float = 0.5        # of the load, from flexible flows (paper: half)
-    # Each flow's size in probing cycles of line-rate volume (paper: 250 MB on
-    # 10 Gb/s, 8 cycles of 25 ms); regular flows are as large (workload 1).
-    flexible_cycles: float = 2.0
-    flows: int = 24                    # arrivals per run, half of them flexible
-    alphas: str = "0.5,0.8,1"          # ReFlex with r = 1
-    rs: str = "0.5,0.8"                # ReFlex with alpha = 1
-    baselines: str = "none,weighted-9:1"
-    seeds: int = 2                     # draws of the arrivals
-    first_seed: int = 0
-    workloads: str = "1,2"             # which of the paper's workloads to run
-    # Workload 2: regular flows of the paper's 100 kB (rounded up to whole
-    # packets), as messages over w2_qps connections per sender; a draw has
-    # w2_flexible flexible arrivals and the regular ones until the next
-    # flexible arrival would come.
-    w2_regular_bytes: int = 100_000
-    w2_flexible: int = 4
-    w2_qps: int = 4
+    senders: int = param(4, "sending hosts; one more host receives", "hosts")
+    load: float = param(0.4, "average utilization of the receiver's downlink (paper: 0.4)")
+    flexible_share: float = param(0.5, "part of the load (and of workload 1's flows) from "
+                                       "flexible flows (paper: half)")
+    # The paper's 250 MB on 10 Gb/s is 8 cycles of 25 ms.
+    flexible_cycles: float = param(2.0, "each flow's volume in probing cycles at line rate "
+                                        "(workload 1's regular flows are as large)", "cycles")
+    flows: int = param(24, "workload 1: flow arrivals per draw", "flows")
+    alphas: str = param("0.5,0.8,1", "ReFlex schemes with r = 1: their alphas, "
+                        "comma-separated")
+    rs: str = param("0.5,0.8", "ReFlex schemes with alpha = 1: their reliability factors r, "
+                    "comma-separated (empty: none)")
+    baselines: str = param("none,weighted-9:1", "fixed schemes run, comma-separated (none is "
+                           "the speed-ups' reference)")
+    seeds: int = param(2, "draws of the arrivals; every scheme runs each draw", "draws")
+    first_seed: int = param(0, "the first draw's seed (seeds first_seed .. first_seed + "
+                               "seeds - 1)")
+    workloads: str = param("1,2", "which of the paper's workloads run, comma-separated")
+    # Workload 2's regular flows are messages over w2_qps connections per
+    # sender; a draw has w2_flexible flexible arrivals and the regular ones
+    # until the next flexible arrival would come.
+    w2_regular_bytes: int = param(100_000, "workload 2: each regular flow's size (the paper's "
+                                           "100 kB, rounded up to whole packets)", "bytes")
+    w2_flexible: int = param(4, "workload 2: flexible flow arrivals per draw", "flows")
+    w2_qps: int = param(4, "workload 2: connections per sender the regular flows are posted "
+                           "on", "QPs")
 
     @classmethod
     def quick(cls) -> Params:

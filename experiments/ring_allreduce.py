@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.net import host_addr
 from testbed.timeline import load_phase
 
@@ -39,19 +39,22 @@ HEADLINE = ("allreduce.bit_exact", "allreduce.ranks", "allreduce.iterations", "a
 
 @dataclass(frozen=True)
 class Params:
-    ranks: int = 8
-    count: int = 65536            # elements per rank
-    dtype: str = "int64"
-    iterations: int = 3
-    channels: int = 1
-    link_mbps: float = 4.0        # every link and host NIC; the switch carries ranks x this
-    slowdown: float = 1000.0
-    seed: int = 1
-    path_mtu: int = 1024
-    # "real" (every result checked bit for bit) or "phantom" (the same packets
-    # and timing without the data: no bit-exactness to report; for sizes whose
-    # buffers would not fit in memory, hosts/commlib/communicator.py)
-    payload: str = "real"
+    ranks: int = param(8, "hosts in the ring, one rank each", "ranks")
+    count: int = param(65536, "elements each rank reduces", "elements")
+    dtype: str = param("int64", "element type: int64 or int32")
+    iterations: int = param(3, "AllReduces in a row", "collectives")
+    channels: int = param(1, "parallel rings, each with its own QPs and its share of every "
+                             "step", "rings")
+    link_mbps: float = param(4.0, "rate of every link and host NIC; the switch carries ranks "
+                                  "x this", "Mb/s")
+    slowdown: float = param(1000.0, "time dilation: the modelled NICs run at link_mbps x "
+                                    "slowdown and every transport timer is this much longer")
+    seed: int = param(1, "seed of the ranks' input data")
+    path_mtu: int = param(1024, "RoCE path MTU: payload per packet", "bytes")
+    # phantom is for sizes whose buffers would not fit in memory
+    # (hosts/commlib/communicator.py)
+    payload: str = param("real", "real (every result checked bit for bit) or phantom (the "
+                                 "same packets and timing without the data)")
 
     @classmethod
     def quick(cls) -> Params:

@@ -99,7 +99,7 @@ from hosts.agent_spec import (
     message_wire_bytes,
 )
 from hosts.roce.dcqcn import preset_name
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.modelled import ModelledNetwork, Pfc, Red, packets
 from testbed.net import host_addr
 from testbed.timeline import (
@@ -125,47 +125,55 @@ HEADLINE = ("single.goodput_fraction", "pair.jain_index", "pair.max_queue_pkts",
 
 @dataclass(frozen=True)
 class Params:
-    bottleneck_mbps: float = 8.0     # every link (switch egress port) and every host NIC
-    nic_gbps: float = 40.0           # emulated NIC (the DCQCN paper's); sets the slowdown
-    link_delay_us: float = 0.0       # modelled one-way delay per link (x slowdown on the testbed)
-    msg_bytes: int = 65536
-    window: int = 4                  # outstanding messages per QP
-    single_msgs: int = 120
-    pair_msgs: int = 120             # per flow
-    loss_msgs: int = 40
-    loss_per_10k: int = 100          # 1% per packet and switch port
-    queue_depth: int = 64            # packets per egress queue (BMv2's default)
-    ecn_kmin: int = 4                # RED marking thresholds (packets of enqueue depth)
-    ecn_kmax: int = 16
-    ecn_pmax: int = 20               # percent at Kmax
-    # PFC (soft target): > 0 pauses an ingress port once this many of its
-    # packets wait in the egress queues, until pfc_xon_pkts; the hosts obey
-    # the pauses (hosts/roce/pfc.py). 0: a lossy switch, as in the paper.
-    pfc_xoff_pkts: int = 0
-    pfc_xon_pkts: int = 0
-    # "zhu2015" (the DCQCN paper, whose 40 Gb/s testbed this run scales) or
-    # "connectx" (mlx5 NIC defaults; hosts/roce/README.md, "DCQCN presets").
-    dcqcn_preset: str = "zhu2015"
-    path_mtu: int = 1024
-    sample_interval_us: int = 5000
-    agent_interpreter: str = "python"  # what runs the host agents: python, pypy or auto
-    pacer_burst_packets: float = 2.0  # host token bucket, in full-size packets
-    # Each host's interface serialises at the line rate and each sending QP
-    # at its DCQCN rate (HTB, hosts/roce/shaping.py), and the pacer keeps up
-    # to this many packets queued there; 0: no qdisc, the pacer alone spaces
-    # the frames.
-    host_qdisc_ahead_packets: float = 0.0
-    # A received frame wakes a host's agent no sooner than this many us of the
-    # modelled network after its last wake-up (0: every frame wakes it;
-    # hosts.agent_spec.TransportSpec.rx_holdoff_us)
-    host_rx_holdoff_us: float = 0.0
-    switch_backend: str = "python"   # the soft switch's data path: python or pypy
-    phases: str = "single,pair,loss"  # which phases run (comma-separated, in this order)
-    # Messages per flow of a warm-up phase before the measured ones (0: none):
-    # both senders at once, so every path the phases use is exercised; it
-    # lets a PyPy switch or PyPy agents compile their per-packet code before
-    # measuring, and is outside the fidelity verdict.
-    warmup_msgs: int = 0
+    bottleneck_mbps: float = param(8.0, "rate of every link (switch egress port) and every "
+                                        "host NIC", "Mb/s")
+    nic_gbps: float = param(40.0, "the emulated NIC (the DCQCN paper's): slowdown = "
+                                  "nic_gbps / bottleneck_mbps", "Gb/s")
+    link_delay_us: float = param(0.0, "modelled one-way delay per link (x slowdown on the "
+                                      "testbed)", "us")
+    msg_bytes: int = param(65536, "size of each RDMA WRITE message", "bytes")
+    window: int = param(4, "outstanding messages per QP", "messages")
+    single_msgs: int = param(120, "messages of the single phase's flow", "messages")
+    pair_msgs: int = param(120, "messages of each of the pair phase's two flows", "messages")
+    loss_msgs: int = param(40, "messages of the loss phase's flow", "messages")
+    loss_per_10k: int = param(100, "loss phase: packets dropped at every switch port, per "
+                                   "10000 (100: 1%)", "1/10000")
+    queue_depth: int = param(64, "capacity of each egress queue (BMv2's default)", "packets")
+    ecn_kmin: int = param(4, "RED Kmin: enqueue depth where ECN marking starts", "packets")
+    ecn_kmax: int = param(16, "RED Kmax: enqueue depth where the marking probability reaches "
+                              "ecn_pmax", "packets")
+    ecn_pmax: int = param(20, "RED marking probability at Kmax", "%")
+    # PFC on the soft target; the hosts obey the pauses (hosts/roce/pfc.py).
+    pfc_xoff_pkts: int = param(0, "PFC XOFF: an ingress port is paused once this many of its "
+                                  "packets wait in the egress queues (0: no PFC, a lossy "
+                                  "switch as in the paper)", "packets")
+    pfc_xon_pkts: int = param(0, "PFC XON: the paused port resumes once no more than this many "
+                                 "of its packets wait", "packets")
+    # hosts/roce/README.md, "DCQCN presets"
+    dcqcn_preset: str = param("zhu2015", "DCQCN parameters: zhu2015 (the DCQCN paper's, whose "
+                                         "40 Gb/s testbed this run scales) or connectx (mlx5 "
+                                         "NIC defaults)")
+    path_mtu: int = param(1024, "RoCE path MTU: payload per packet", "bytes")
+    sample_interval_us: int = param(5000, "interval of each flow's rate and receive samples "
+                                          "(testbed clock)", "us")
+    agent_interpreter: str = param("python", "what runs the host agents: python, pypy or auto")
+    pacer_burst_packets: float = param(2.0, "host pacer's token bucket, in full-size packets",
+                                       "packets")
+    # HTB, hosts/roce/shaping.py
+    host_qdisc_ahead_packets: float = param(
+        0.0, "> 0: each host's interface serialises at the line rate and each sending QP at "
+             "its DCQCN rate in a qdisc, the pacer keeping up to this many packets queued "
+             "there (0: no qdisc, the pacer alone spaces the frames)", "packets")
+    # hosts.agent_spec.TransportSpec.rx_holdoff_us
+    host_rx_holdoff_us: float = param(0.0, "a received frame wakes a host's agent no sooner "
+                                           "than this after its last wake-up, in modelled "
+                                           "time (0: every frame wakes it)", "us")
+    switch_backend: str = param("python", "the soft switch's data path: python or pypy")
+    phases: str = param("single,pair,loss", "which phases run, comma-separated, in this order")
+    # The warm-up lets a PyPy switch or PyPy agents compile their per-packet
+    # code before measuring, and is outside the fidelity verdict.
+    warmup_msgs: int = param(0, "messages per flow of a warm-up phase before the measured "
+                                "ones, both senders at once (0: none)", "messages")
 
     @classmethod
     def quick(cls) -> Params:
@@ -174,10 +182,16 @@ class Params:
     def __post_init__(self) -> None:
         if self.bottleneck_mbps <= 0 or self.nic_gbps <= 0:
             raise ValueError("bottleneck_mbps and nic_gbps must be positive")
+        small = [n for n in ("msg_bytes", "window", "single_msgs", "pair_msgs", "loss_msgs",
+                             "path_mtu") if getattr(self, n) < 1]
+        if small:
+            raise ValueError(f"{', '.join(small)} must be >= 1")
         if not 0 <= self.loss_per_10k <= 10000:
             raise ValueError("loss_per_10k must be 0..10000")
         if not 0 < self.ecn_kmin < self.ecn_kmax < self.queue_depth:
             raise ValueError("need 0 < ecn_kmin < ecn_kmax < queue_depth")
+        if not 0 < self.ecn_pmax <= 100:
+            raise ValueError("ecn_pmax must be 1..100 (percent)")
         if self.pfc_xoff_pkts and not 0 <= self.pfc_xon_pkts < self.pfc_xoff_pkts < self.queue_depth:
             raise ValueError("need 0 <= pfc_xon_pkts < pfc_xoff_pkts < queue_depth "
                              "(or pfc_xoff_pkts 0: no PFC)")

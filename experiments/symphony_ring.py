@@ -105,7 +105,7 @@ from experiments._symphony_net import (
 from hosts.agent_spec import CollectiveSpec, FlowSpec, JobSpec
 from hosts.roce.dcqcn import CONNECTX
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.modelled import full_frame_bytes
 from testbed.net import LeafSpine, host_addr
 from testbed.symphony import (
@@ -173,16 +173,22 @@ CLAIMS = (
 
 @dataclass(frozen=True)
 class Params(SymphonyRing):
-    variant: str = "ecmp"
-    imbalance: float = 1.13          # variant imbalance: the slowed hop's load / capacity
-    schemes: str = ",".join(SCHEMES)  # which schemes run (comma-separated)
-    late_start: float = 0.33         # symphony_late: switched on after this part of the phase
-    # variant congestion: the background traffic's mean offered load (a part
-    # of a link's rate) and message size; its arrivals cover this many times
-    # the phase's line-rate duration (the baseline's CCT runs above it)
-    background_load: float = 0.1
-    background_kb: int = 64
-    background_span: float = 1.25
+    variant: str = param("ecmp", "ecmp (ECMP over the spines), imbalance (static routes, one "
+                                 "hop slowed) or congestion (static routes, background traffic "
+                                 "over one hop)")
+    imbalance: float = param(1.13, "variant imbalance: the slowed hop's load / its capacity "
+                                   "(its rate is link_mbps / this)")
+    schemes: str = param(",".join(SCHEMES), "which schemes run, comma-separated (baseline is "
+                                            "required)")
+    late_start: float = param(0.33, "symphony_late: Symphony is switched on after this part "
+                                    "of the phase's line-rate duration")
+    # The testbed's choice: the paper gives no size or load for its transient
+    # congestion; a tenth of a link in bursts shorter than a step.
+    background_load: float = param(0.1, "variant congestion: the background traffic's mean "
+                                        "offered load, a part of a link's rate")
+    background_kb: int = param(64, "variant congestion: each background message", "KiB")
+    background_span: float = param(1.25, "variant congestion: the background arrivals cover "
+                                         "this many times the phase's line-rate duration")
 
     @classmethod
     def quick(cls) -> Params:

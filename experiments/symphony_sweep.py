@@ -43,7 +43,7 @@ from experiments._symphony_net import (
     load_params,
 )
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.modelled import full_frame_bytes
 from testbed.symphony import (
     config_command,
@@ -82,8 +82,11 @@ CLAIMS = (
 
 @dataclass(frozen=True)
 class Params(SymphonyRing):
-    sweep: str = "k"
-    values: str = ""                 # comma-separated; empty: the axis's default points
+    sweep: str = param("k", "the axis swept: k (Symphony's marking factor, ECMP), imbalance "
+                            "(one hop slowed, static routes) or chunk (chunk size, ECMP)")
+    values: str = param("", "the axis's points, comma-separated (chunk in KiB; empty: the "
+                            "axis's defaults: "
+                        + "; ".join(f"{k} {v}" for k, v in DEFAULT_VALUES.items()) + ")")
     seeds: int = 2
     # slowdown 5000, as symphony-two-jobs: at symphony-ring's 3 Mb/s the
     # machine was 75-92% busy and the switches lagged 43-99 ms in 8 of 10

@@ -62,7 +62,7 @@ from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyNetwork,
 from hosts.agent_spec import FlowSpec, JobSpec, TransportSpec, message_wire_bytes
 from hosts.roce.dcqcn import CONNECTX
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.net import host_addr
 from testbed.symphony import (
     config_command,
@@ -114,14 +114,18 @@ CLAIMS = (
 
 @dataclass(frozen=True)
 class Params(SymphonyNetwork):
-    link_mbps: float = 10.0          # every switch port and host NIC
+    link_mbps: float = 10.0
     pfc: bool = True                 # lossless, as the paper's simulations
-    flow_kb: int = 8192              # per flow (paper: 1 GB)
-    offsets: str = "0,0.1667,0.3333,0.5,0.6667,0.8333,1"  # A's start, fractions of S
-    key_offset: float = 0.3333       # the paper's point (fraction of S)
-    seeds: int = 3
-    step_a: int = 10                 # A: step k (lagging); B: step k+1
-    sample_interval_us: int = 20000
+    flow_kb: int = param(8192, "each flow's size, one RDMA WRITE (paper: 1 GB)", "KiB")
+    offsets: str = param("0,0.1667,0.3333,0.5,0.6667,0.8333,1", "A's start after B's, in "
+                         "fractions of B's standalone FCT S, one phase per scheme each, "
+                         "comma-separated")
+    key_offset: float = param(0.3333, "the offset the headline figures are taken at (the "
+                                      "paper's point), a fraction of S; one of offsets")
+    seeds: int = param(3, "runs of every offset and scheme", "runs")
+    step_a: int = param(10, "the step A carries (the lagging one); B carries step_a + 1")
+    sample_interval_us: int = param(20000, "interval of each flow's rate and receive samples "
+                                           "(testbed clock)", "us")
 
     @classmethod
     def quick(cls) -> Params:

@@ -47,7 +47,7 @@ from experiments._symphony_net import (
 )
 from hosts.agent_spec import CollectiveSpec, JobSpec
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.modelled import full_frame_bytes
 from testbed.net import host_addr
 from testbed.symphony import (
@@ -97,8 +97,9 @@ class Params(SymphonyRing):
     # of one seed); at 2 Mb/s 68-72% busy, 42 ms at most, faithful
     # (experiments/README.md, "symphony-two-jobs")
     link_mbps: float = 2.0
-    chunk_kb: int = 512              # per rank per step (paper: 8 MB)
-    offset: float = 0.25             # job B's start, in job A's line-rate durations
+    chunk_kb: int = 512
+    offset: float = param(0.25, "job B's start after job A's, in job A's line-rate durations "
+                                "(0..2)")
 
     @classmethod
     def quick(cls) -> Params:

@@ -6,7 +6,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -140,26 +140,105 @@ def switch_cli_cmd(port: int, host: str, keep_going: bool, quiet: bool,
 # experiments: list, run, plot
 
 
+def _shown(value: Any) -> str:
+    """A parameter's value as ``-p NAME=VALUE`` takes it."""
+    if value is None:
+        return "none"
+    if value == "":
+        return '""'
+    return str(value)
+
+
+_Row = tuple[str, str, str, str, str]
+_PARAMS_HEADER: _Row = ("PARAMETER", "DEFAULT", "QUICK", "UNIT", "MEANING")
+_VALUE_COLUMN_MAX = 10     # a longer default or quick value pushes the rest of its row right
+
+
+def _params_rows(mod: Any) -> list[_Row]:
+    """(name, default, quick, unit, meaning) of each of experiment ``mod``'s parameters."""
+    from testbed.experiment import param_docs
+
+    return [(d.name, _shown(d.full), _shown(d.quick), d.unit or "-", d.meaning)
+            for d in param_docs(mod)]
+
+
+def _column_widths(rows: Sequence[_Row]) -> list[int]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_PARAMS_HEADER) - 1)]
+    return [min(w, _VALUE_COLUMN_MAX) if i in (1, 2) else w for i, w in enumerate(widths)]
+
+
+def _table_lines(rows: Sequence[_Row], widths: Sequence[int], indent: str = "  ") -> list[str]:
+    """``rows`` in columns of ``widths`` (the last column unbounded); a cell
+    wider than its column pushes the rest of its row right."""
+    out = []
+    for row in rows:
+        line, edge = indent, len(indent)
+        for cell, w in zip(row[:-1], widths, strict=True):
+            edge += w + 2
+            line += cell
+            line += " " * max(2, edge - len(line))
+        out.append(line + row[-1])
+    return out
+
+
 @main.command("list")
 @click.option("--params", "show_params", is_flag=True, help="also show each parameter's "
-              "default and quick value")
+              "default, quick value, unit and meaning")
 def list_cmd(show_params: bool) -> None:
     """List the experiments (``testbed run NAME``)."""
-    import dataclasses
-
     from testbed.experiment import describe, discover
 
-    for name, mod in discover().items():
-        click.echo(f"{name:<20} {describe(mod)}")
-        if show_params:
-            full, quick = mod.Params(), mod.Params.quick()
-            for f in dataclasses.fields(full):
-                a, b = getattr(full, f.name), getattr(quick, f.name)
-                q = f"  (quick: {b})" if a != b else ""
-                click.echo(f"    {f.name} = {a}{q}")
+    exps = discover()
+    if not show_params:
+        for name, mod in exps.items():
+            click.echo(f"{name:<20} {describe(mod)}")
+        return
+    rows = {name: _params_rows(mod) for name, mod in exps.items()}
+    widths = _column_widths([_PARAMS_HEADER] + [r for rs in rows.values() for r in rs])
+    click.echo(_table_lines([_PARAMS_HEADER], widths)[0])
+    for name, mod in exps.items():
+        click.echo(f"{name}: {describe(mod)}")
+        for line in _table_lines(rows[name], widths):
+            click.echo(line)
 
 
-@main.command("run")
+class _RunCommand(click.Command):
+    """``testbed run``: with NAME, ``--help`` also lists that experiment's
+    parameters (what ``-p NAME=VALUE`` sets)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not ctx.resilient_parsing and set(args) & set(ctx.help_option_names):
+            try:   # NAME as given, before the eager --help prints and exits
+                opts, _, _ = self.make_parser(ctx).parse_args(args=list(args))
+            except click.UsageError:
+                opts = {}
+            ctx.meta["testbed.run.name"] = opts.get("name")
+        return super().parse_args(ctx, args)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_help(ctx, formatter)
+        name = ctx.meta.get("testbed.run.name")
+        if not isinstance(name, str) or name == "all":
+            return
+        from testbed.experiment import ExperimentError, load
+
+        try:
+            mod = load(name)
+        except ExperimentError as e:
+            formatter.write_paragraph()
+            formatter.write_text(str(e))
+            return
+        with formatter.section(f"Parameters of {mod.NAME} (-p NAME=VALUE)"):
+            formatter.write_text("Each with its meaning [unit], its default (the full "
+                                 "profile's) and its value in the quick profile (--quick).")
+            formatter.write_paragraph()
+            formatter.write_dl([
+                (pname, f"{meaning}{f' [{unit}]' if unit != '-' else ''}; "
+                        f"default {full}, quick {quick}")
+                for pname, full, quick, unit, meaning in _params_rows(mod)])
+
+
+@main.command("run", cls=_RunCommand)
 @click.argument("name")
 @click.option("--quick", is_flag=True, help="the experiment's short profile")
 @click.option("--target", type=click.Choice(["soft", "bmv2"]), default="soft", show_default=True,
@@ -170,7 +249,7 @@ def list_cmd(show_params: bool) -> None:
               help="run directory (default: results/NAME-TIMESTAMP/)")
 @click.option("--pcap", is_flag=True, help="write pcaps of every switch port")
 @click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE",
-              help="override a parameter (see `testbed list --params`)")
+              help="override a parameter (`testbed run NAME --help` lists NAME's)")
 @click.option("--phase-retries", type=click.IntRange(0, 10), default=0, show_default=True,
               help="run a phase again, up to N times, when its own fidelity verdict fails "
                    "(the unfaithful tries are kept apart and listed in summary.json)")
@@ -201,9 +280,11 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
     verdict; for "all": every run finished), 1 the run failed (the message
     says where), 2 bad arguments, 130 interrupted.
     """
+    from hosts.agent_spec import SpecError
     from testbed.experiment import ExperimentError
     from testbed.runner import RunError, RunOptions, run
 
+    _check_out_dir(out)
     overrides = {}
     for item in params:
         k, sep, v = item.partition("=")
@@ -223,6 +304,11 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
         summary = run(name, opts)
     except ExperimentError as e:
         click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except SpecError as e:   # the plan's jobs, from parameters Params itself accepted
+        given = "".join(f" -p {item}" for item in params)
+        click.echo(f"error: {name}{given}: these parameters make a job the hosts cannot "
+                   f"run: {e}", err=True)
         sys.exit(2)
     except RunError as e:
         click.echo(f"error: {e}", err=True)
@@ -245,6 +331,44 @@ def _stamp() -> str:
     import datetime as dt
 
     return dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def _check_out_dir(path: Path | str | None) -> None:
+    """Exit 2 with one line unless directory ``path`` (an --out) can be
+    created, with its parents, and written, before anything starts. Leaves nothing behind: the
+    directories it had to create are removed again."""
+    if path is None:
+        return
+    import errno
+    import tempfile
+
+    path = Path(path)
+    created: list[Path] = []
+    doing = "create"
+    try:
+        if path.exists() and not path.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        missing = []
+        p = path
+        while not p.exists() and p != p.parent:
+            missing.append(p)
+            p = p.parent
+        for d in reversed(missing):
+            d.mkdir()
+            created.append(d)
+        doing = "write in"
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        click.echo(f"error: --out {path}: cannot {doing} the directory: "
+                   f"{e.strerror or e}", err=True)
+        sys.exit(2)
+    finally:
+        for d in reversed(created):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
 
 
 def _check_can_run(opts: Any) -> None:
@@ -335,6 +459,7 @@ def validate_cmd(names: tuple[str, ...], mininet_runs: int, sim_seeds: int, full
     if unknown:
         raise click.UsageError(f"{', '.join(unknown)}: no figures to compare "
                                f"(known: {', '.join(FIGURES)})")
+    _check_out_dir(out)
     out_dir = out or REPO_ROOT / "results" / f"validate-{_stamp()}"
     if out_dir.exists() and any(out_dir.iterdir()):
         click.echo(f"error: output directory {out_dir} exists and is not empty", err=True)
@@ -413,6 +538,7 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
     chosen = {n: claimed[n] for n in (names or claimed)}
     if run_missing and not reuse:
         raise click.UsageError("--run-missing goes with --reuse")
+    _check_out_dir(out)
     out_dir = Path(out) if out else REPO_ROOT / "results" / f"report-{_stamp()}"
     if out_dir.exists() and any(out_dir.iterdir()):
         click.echo(f"error: output directory {out_dir} exists and is not empty", err=True)
@@ -787,6 +913,7 @@ def bench_hosts_cmd(only: str | None, start_mbps: float, ceiling_mbps: float, fl
         raise click.UsageError("need 0 < --floor <= --start <= --ceiling")
     if resolution <= 0 or seconds <= 0:
         raise click.UsageError("--resolution and --seconds must be positive")
+    _check_out_dir(out_dir)
     from testbed.bench_hosts import format_report, hosts_bench
 
     kinds = (only,) if only else ("lone_qp", "pair")

@@ -5,7 +5,10 @@ An experiment is a module in ``experiments/`` with:
 - ``NAME`` (the CLI name, e.g. ``"roce-basics"``) and a docstring whose first
   line describes it;
 - ``Params``: a frozen dataclass of typed parameters with defaults (the full
-  profile) and a classmethod ``quick()`` (the short profile);
+  profile) and a classmethod ``quick()`` (the short profile); each field is
+  declared with ``param(default, meaning, unit)``, the one-line meaning and
+  unit ``testbed run NAME --help`` and ``testbed list --params`` show (a
+  subclass that only changes a default keeps its base's meaning);
 - ``plan(params) -> RunPlan``: the topology, the switch configuration and the
   phases, each phase a set of job specs (hosts.agent_spec.JobSpec) by host;
 - ``analyze(run_dir) -> dict``: results from the saved timelines (merged into
@@ -30,7 +33,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from hosts.agent_spec import JobSpec
 from testbed.modelled import ModelledNetwork, NetworkError
@@ -45,6 +48,9 @@ __all__ = [
     "discover",
     "load",
     "make_params",
+    "param",
+    "param_docs",
+    "ParamDoc",
     "params_to_dict",
     "plan_to_dict",
 ]
@@ -315,6 +321,46 @@ def describe(mod: types.ModuleType) -> str:
 # ---------------------------------------------------------------------------
 # parameters
 
+T = TypeVar("T")
+
+
+def param(default: T, meaning: str, unit: str = "") -> T:
+    """A ``Params`` field with its default, its one-line meaning and its unit
+    ("" for a name, a flag or a plain number): what ``testbed run NAME
+    --help`` shows. Typed as its default, so ``x: int = param(4, ...)`` checks."""
+    return cast(T, field(default=default, metadata={"meaning": meaning, "unit": unit}))
+
+
+@dataclass(frozen=True)
+class ParamDoc:
+    """One parameter of an experiment as the command line shows it."""
+
+    name: str
+    meaning: str         # "" if the field was declared without ``param``
+    unit: str
+    full: Any            # the default (full profile)
+    quick: Any           # the quick profile's value
+
+
+def _field_doc(cls: type, name: str) -> tuple[str, str]:
+    """(meaning, unit) of field ``name``: from the nearest class in the MRO
+    that declares it with ``param`` (a subclass may override the default alone)."""
+    for klass in cls.__mro__:
+        f = vars(klass).get("__dataclass_fields__", {}).get(name)
+        if f is not None and "meaning" in f.metadata:
+            return f.metadata["meaning"], f.metadata.get("unit", "")
+    return "", ""
+
+
+def param_docs(mod: types.ModuleType) -> list[ParamDoc]:
+    """Every parameter of experiment ``mod`` in declaration order, with its
+    meaning, unit, default and quick value."""
+    cls = mod.Params
+    full, quick = cls(), cls.quick()
+    return [ParamDoc(f.name, *_field_doc(cls, f.name), getattr(full, f.name),
+                     getattr(quick, f.name))
+            for f in dataclasses.fields(cls)]
+
 
 def _coerce(value: str, tp: Any, name: str) -> Any:
     origin = typing.get_origin(tp)
@@ -359,7 +405,7 @@ def make_params(mod: types.ModuleType, quick: bool = False,
         try:
             params = dataclasses.replace(params, **changes)
         except (TypeError, ValueError) as e:
-            raise ExperimentError(f"bad parameters: {e}") from e
+            raise ExperimentError(f"{mod.NAME}: bad parameters: {e}") from e
     return params
 
 

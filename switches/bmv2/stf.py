@@ -229,7 +229,8 @@ def run_stf_bmv2(p4_path: str | os.PathLike[str], stf_path: str | os.PathLike[st
                  log_dir: str | None = None, ready_timeout: float = 60.0) -> StfResult:
     """Run one STF test against BMv2 (root). Raises ToolMissing without BMv2,
     P4cError when p4c rejects the program, Bmv2StartError when the switch
-    does not come up; mismatches and bad STF lines are in the result."""
+    does not come up, StfSyntaxError when a line is not STF or names a table
+    the program does not have; mismatches are in the result."""
     import shutil
 
     exe = shutil.which(SWITCH_EXE)
@@ -260,7 +261,7 @@ def run_stf_bmv2(p4_path: str | os.PathLike[str], stf_path: str | os.PathLike[st
                                    thrift if "thrift" in opened else None)
         push_pipeline(ctl, p4info_path, json_path)
         wire = _Wire({p: host for p, (_, host) in pairs.items()})
-        return run_commands(commands, Bmv2Target(ctl, wire))
+        return run_commands(commands, Bmv2Target(ctl, wire), str(stf_path))
     finally:
         if wire is not None:
             wire.close()

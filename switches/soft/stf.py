@@ -9,7 +9,8 @@ and the verdict are :mod:`switches.stf`'s, shared with the BMv2 runner.
 ``main(argv)`` is the command-line entry (``python -m switches.soft.stf
 prog.p4 test.stf [--json]``): prints a readable diff and returns 0 if the
 test passed, 1 if it failed, 2 if it could not run (the program does not
-compile, the file is unreadable, or a line is not STF: ``file:line:``).
+compile, the file is unreadable, or a line is not STF or names a table the
+program does not have: ``file:line:``).
 """
 
 from __future__ import annotations
@@ -108,10 +109,10 @@ def run_stf_text(module: ProgramModule, text: str, filename: str = "<stf>",
                  switch_factory: Callable[[ProgramModule], SoftSwitch] | None = None
                  ) -> StfResult:
     """Run STF ``text`` against a compiled program module (StfSyntaxError if
-    a line is not STF)."""
+    a line is not STF or names a table the program does not have)."""
     commands = parse_stf(text, filename)
     sw = SoftSwitch(module) if switch_factory is None else switch_factory(module)
-    return run_commands(commands, SoftTarget(sw))
+    return run_commands(commands, SoftTarget(sw), filename)
 
 
 def run_stf(p4_path: str | Path, stf_path: str | Path, backend: str = "python",

@@ -30,6 +30,7 @@ from switches.stf.syntax import (
     RemoveAll,
     SetDefault,
     StfError,
+    StfSyntaxError,
     Wait,
     parse_int,
     parse_lpm,
@@ -244,9 +245,31 @@ class _Engine:
             raise StfError(f"unhandled command {type(cmd).__name__}")
 
 
-def run_commands(commands: Sequence[Command], target: StfTarget) -> StfResult:
+def check_tables(commands: Sequence[Command], target: StfTarget,
+                 filename: str = "<stf>") -> None:
+    """Raise StfSyntaxError (``file:line: unknown table NAME``) for the first
+    ``add`` or ``setdefault`` whose table the program does not have (or names
+    ambiguously): the file does not fit the program, so none of it runs."""
+    names = list(target.tables())
+    for cmd in commands:
+        if not isinstance(cmd, (Add, SetDefault)):
+            continue
+        if not any(n.endswith(cmd.table) for n in names):
+            raise StfSyntaxError(filename, cmd.line, f"unknown table {cmd.table} (tables: "
+                                                     f"{', '.join(sorted(names)) or 'none'})")
+        try:
+            resolve_name(names, cmd.table, "table")
+        except StfError as e:   # ambiguous
+            raise StfSyntaxError(filename, cmd.line, str(e)) from None
+
+
+def run_commands(commands: Sequence[Command], target: StfTarget,
+                 filename: str = "<stf>") -> StfResult:
     """Execute ``commands`` on ``target``; a command that fails is reported
-    against its line and the run goes on."""
+    against its line and the run goes on. A table the program does not have
+    stops the run before any command (StfSyntaxError naming ``filename``
+    and the line: see ``check_tables``)."""
+    check_tables(commands, target, filename)
     engine = _Engine(target)
     errors: tuple[type[Exception], ...] = (StfError, *target.command_errors)
     for cmd in commands:

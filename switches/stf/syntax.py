@@ -32,7 +32,8 @@ class StfError(Exception):
 
 
 class StfSyntaxError(StfError):
-    """A line is not STF; ``str()`` is ``file:line: message``."""
+    """A line is not STF, or names a table the program does not have;
+    ``str()`` is ``file:line: message``."""
 
     def __init__(self, filename: str, line: int, message: str) -> None:
         super().__init__(f"{filename}:{line}: {message}")

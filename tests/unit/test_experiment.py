@@ -3,6 +3,7 @@ parsing, Jain's index, goodput, and roce-basics' analysis on synthetic timelines
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from testbed.experiment import (
     discover,
     load,
     make_params,
+    param_docs,
     params_to_dict,
     plan_to_dict,
 )
@@ -114,6 +116,34 @@ def test_parameters_quick_profile_and_overrides() -> None:
         make_params(roce_basics, overrides={"queue_depth": "deep"})
     with pytest.raises(ExperimentError, match="bad parameters"):
         make_params(roce_basics, overrides={"ecn_kmax": "100"})  # above the queue depth
+
+
+def test_every_experiment_parameter_has_a_meaning() -> None:
+    """``testbed run NAME --help`` shows each parameter's meaning and unit,
+    declared with the field (testbed.experiment.param)."""
+    missing, multiline = [], []
+    for name, mod in discover().items():
+        docs = param_docs(mod)
+        assert [d.name for d in docs] == [f.name for f in dataclasses.fields(mod.Params)]
+        for d in docs:
+            if not d.meaning.strip():
+                missing.append(f"{name}: {d.name}")
+            if "\n" in d.meaning + d.unit:
+                multiline.append(f"{name}: {d.name}")
+    assert not missing, "parameters without a meaning (declare them with param()): " + \
+        ", ".join(missing)
+    assert not multiline, "meanings and units are one line: " + ", ".join(multiline)
+
+
+def test_a_subclass_keeps_the_meaning_of_a_default_it_changes() -> None:
+    from experiments import symphony_two_jobs
+    from experiments._symphony_net import SymphonyNetwork
+
+    docs = {d.name: d for d in param_docs(symphony_two_jobs)}
+    link = docs["link_mbps"]
+    assert link.full == 2.0 and link.unit == "Mb/s"
+    assert link.meaning == dataclasses.fields(SymphonyNetwork)[0].metadata["meaning"]
+    assert docs["hosts_per_leaf"].full == 4 and docs["hosts_per_leaf"].quick == 2
 
 
 def test_roce_basics_plan_is_plain_data() -> None:

@@ -182,15 +182,34 @@ check_counter rx_count(1) bytes > 10000
 
 def test_bad_commands_are_reported_with_line_numbers() -> None:
     text = """
-add nosuchtable k:1 a()
+add dmac dstAddr:0x01 no_such_action()
 add dmac dstAddr:0x01 forward(prt:1)
 mc_node_associate 9 9
 """
     res = run_stf_text(prog, text)
     assert not res.passed
-    assert res.mismatches[0].startswith("line 2:") and "nosuchtable" in res.mismatches[0]
+    assert res.mismatches[0].startswith("line 2:") and "no_such_action" in res.mismatches[0]
     assert "line 3:" in res.mismatches[1] and "prt" in res.mismatches[1]
     assert "line 4:" in res.mismatches[2] and "mc_node_associate" in res.mismatches[2]
+
+
+@pytest.mark.parametrize("line", ["add nosuchtable k:1 a()", "setdefault nosuchtable a()"])
+def test_an_unknown_table_stops_the_test_naming_file_and_line(line: str) -> None:
+    from switches.soft.runtime.switch import SoftSwitch
+
+    sent: list[object] = []
+
+    def factory(module):  # noqa: ANN001, ANN202
+        sw = SoftSwitch(module)
+        sw.process_sync = lambda *a: sent.append(a) or []  # type: ignore[method-assign]
+        return sw
+
+    with pytest.raises(StfSyntaxError) as e:
+        run_stf_text(prog, f"packet 1 {hexs(l2())}\n\n{line}\n", "t.stf",
+                     switch_factory=factory)
+    assert str(e.value).startswith("t.stf:3: unknown table nosuchtable (tables: ")
+    assert "MyIngress.dmac" in str(e.value)
+    assert sent == []          # the file does not fit the program: nothing ran
 
 
 @pytest.mark.parametrize("line, message", [
