@@ -141,6 +141,7 @@ def params_table(mod: types.ModuleType) -> str:
     for f in fields:
         dv, qv = getattr(full, f.name), getattr(quick, f.name)
         tp = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        tp = tp.replace(" | ", " or ")
         cells = [f"`{f.name}`", f"`{tp}`", _value(dv), "same" if qv == dv else f"**{_value(qv)}**"]
         if has_unit:
             cells.append(_cell(f.metadata.get("unit", "")))
@@ -188,7 +189,7 @@ def experiment_page(name: str, mod: types.ModuleType) -> str:
         parts += ["## What it runs", "", docstring_markdown(rest), ""]
     parts += ["## Parameters", "",
               "Set any of them with `-p NAME=VALUE`; the full profile is the default, "
-              f"`--quick` the short one (`testbed list --params` prints the same).", "",
+              "`--quick` the short one (`testbed list --params` prints the same).", "",
               params_table(mod), ""]
     headline = getattr(mod, "HEADLINE", ())
     if headline:
