@@ -279,7 +279,12 @@ def measurements_page() -> str:
 
 
 def on_config(config: Any) -> Any:
-    """Put one navigation entry per experiment under "Experiments"."""
+    """Put one navigation entry per experiment under "Experiments", and let
+    snippets (the tutorial's code) resolve from the repository root whatever
+    the working directory."""
+    snippets = config["mdx_configs"].get("pymdownx.snippets")
+    if snippets is not None:
+        snippets["base_path"] = [str(ROOT)]
     exps = _experiments()
     entries: list[Any] = [{"Overview": "experiments/index.md"}]
     entries += [{name: f"experiments/{name}.md"} for name in exps]
@@ -288,6 +293,12 @@ def on_config(config: Any) -> Any:
         if isinstance(item, dict) and "Experiments" in item:
             nav[i] = {"Experiments": entries}
     return config
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """mkdocs-click prints click 8.2+'s "no default" sentinel as a default
+    (``Sentinel.UNSET``): show no default there, as ``--help`` does."""
+    return html.replace("<code>Sentinel.UNSET</code>", "")
 
 
 def on_files(files: Any, config: Any) -> Any:
