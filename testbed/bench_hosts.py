@@ -47,7 +47,7 @@ PATH_MTU = 1024
 # Packets a sender may keep in its line-rate qdisc (roce-basics
 # host_qdisc_ahead_packets): a DCQCN cut then waits at most 16 packet times,
 # 3.5 us in the modelled 40 Gb/s network. Measured: the lone QP's faithful
-# rate more than doubles over pacing in Python alone (README, "Speed of the hosts").
+# rate more than doubles over pacing in Python alone (hosts/roce/README.md, "Speed").
 QDISC_AHEAD_PACKETS = 16.0
 # Packets through the switch before a trial's measured phase when a JIT runs
 # it or the agents: the PyPy switch lagged 112-202 ms during a warm-up of

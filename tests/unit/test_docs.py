@@ -1,6 +1,7 @@
-"""The READMEs say what the code does: the experiments they list exist, the
-benchmark figures name their command, commit, machine and saved JSON, and
-the options they offer are accepted."""
+"""The README and the docs say what the code does: the experiments they list
+exist, the benchmark records name their command, commit and machine and the
+docs render them, the options they offer are accepted, and the README stays
+a short guide (no run history, no commit hashes)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from testbed.experiment import discover
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
+ROADMAP = (REPO / "docs" / "roadmap.md").read_text()
 
 
 def _section(text: str, title: str) -> str:
@@ -25,8 +27,15 @@ def test_the_experiments_table_lists_exactly_the_experiments_that_exist() -> Non
     assert sorted(table) == sorted(discover()), "README's Experiments table vs testbed list"
 
 
+def test_the_readme_is_a_short_guide_without_commit_hashes() -> None:
+    assert len(README.splitlines()) <= 200
+    hashes = re.findall(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b", README)
+    assert not hashes, f"commit hashes in README.md: {hashes}"
+    assert "testbed report" in _section(README, "Reproducing the papers: one command")
+
+
 def test_plans_are_kept_under_roadmap() -> None:
-    roadmap = _section(README, "Roadmap")
+    roadmap = ROADMAP
     assert "not in the code yet" in roadmap
     # the roadmap names no experiment that exists already
     for name in discover():
@@ -44,24 +53,38 @@ def test_rxe_hosts_are_offered_only_for_experiments_that_run_on_them() -> None:
         assert "rxe" in getattr(load(name), "HOST_PROVIDERS", ()), name
 
 
-def test_benchmark_figures_name_command_commit_machine_and_json() -> None:
-    refs = sorted(set(re.findall(r"`(results/reference/[\w.-]+\.json)`", README)))
-    assert refs, "the benchmark figures point at no saved JSON"
-    for ref in refs:
-        rec = json.loads((REPO / ref).read_text())
+def _measurements_page() -> str:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "experiment_pages", REPO / "docs" / "hooks" / "experiment_pages.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    page: str = mod.measurements_page()
+    return page
+
+
+def test_benchmark_records_name_command_commit_machine_and_the_docs_render_them() -> None:
+    page = _measurements_page()
+    refs = sorted(REPO.glob("results/reference/*.json"))
+    records = [json.loads(p.read_text()) for p in refs]
+    benches = [(p, r) for p, r in zip(refs, records, strict=True)
+               if isinstance(r.get("results"), list)]
+    assert benches, "no benchmark record in results/reference/"
+    for path, rec in benches:
+        ref = path.relative_to(REPO)
         assert {"command", "commit", "machine", "results"} <= set(rec), ref
-        assert rec["command"] in README, f"{ref}: its command is not quoted"
-        assert rec["commit"][:12] in README, f"{ref}: its commit is not quoted"
+        assert rec["command"] in page, f"{ref}: its command is not shown"
+        assert rec["commit"][:12] in page, f"{ref}: its commit is not shown"
         if "total_s" in rec:      # a suite of runs (testbed run all): its times
             m, s = divmod(round(rec["total_s"]), 60)
-            assert f"{m} min {s:02d} s" in README, f"{ref}: the total time differs"
+            assert f"{m} min {s:02d} s" in page, f"{ref}: the total time differs"
             for r in rec["results"]:
                 m, s = divmod(round(r["seconds"]), 60)
-                row = re.search(rf"^\| {r['experiment']} \| (\d+:\d\d) \|", README, re.M)
+                row = re.search(rf"^\| {r['experiment']} \| (\d+:\d\d) \|", page, re.M)
                 assert row and row.group(1) == f"{m}:{s:02d}", (ref, r["experiment"])
             continue
-        runs = int(re.search(r"--runs (\d+)", rec["command"]).group(1))  # type: ignore[union-attr]
-        assert f"medians of {runs} runs" in README, f"{ref}: the run count differs"
         for r in rec["results"]:
-            row = re.search(rf"^\| `{r['backend']}` \| ([\d.]+) \|", README, re.M)
+            row = re.search(rf"^\| `{r['backend']}` \| ([\d.]+) \|", page, re.M)
             assert row and float(row.group(1)) == round(r["mbps"]), (ref, r["backend"])
