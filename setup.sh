@@ -37,7 +37,7 @@ fi
 if [ ! -x .venv/bin/python ]; then
     /usr/bin/python3 -m venv --system-site-packages .venv
 fi
-.venv/bin/pip install --quiet -e '.[dev,p4runtime]'
+.venv/bin/pip install --quiet -e '.[dev,p4runtime,docs]'
 
 # The virtual-time engine runs under PyPy where it finds .venv-pypy
 # (testbed/sim/pypy.py): Debian's PyPy with numpy, the one package its
