@@ -600,8 +600,9 @@ def _root(e: ir.Expr) -> Any | None:
 def _only_read(p: ir.Param, callee: ir.ControlDecl) -> bool:
     """True if nothing in ``callee`` can write ``p``: it is never assigned to
     and never handed to a call (an argument, or a method other than a
-    reading one). Conservative: P4 forbids writing an ``in`` parameter, but
-    the checker does not enforce that."""
+    reading one). The checker refuses an assignment to an ``in`` parameter
+    but lets a method call such as ``setInvalid()`` on one pass, so every
+    call that reaches it counts as a write."""
     for n in walk([callee.body, callee.locals]):
         if isinstance(n, ir.AssignStmt) and _root(n.lhs) is p:
             return False
