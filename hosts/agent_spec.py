@@ -78,9 +78,15 @@ class SpecError(ValueError):
 
 
 def message_wire_bytes(msg_bytes: int, path_mtu: int, with_imm: bool = True) -> int:
-    """Ethernet frame bytes (Ethernet + IPv4 + UDP + BTH [+ RETH] [+ ImmDt] + payload
-    padded to 4 + ICRC; no preamble, inter-frame gap or FCS) of one RDMA WRITE
-    [WITH_IMM] message of ``msg_bytes`` sent once, with ``path_mtu`` payload per packet."""
+    """The Ethernet frame bytes of one RDMA WRITE message (``WRITE_WITH_IMM`` when
+    ``with_imm``) of ``msg_bytes``, sent once with ``path_mtu`` bytes of payload
+    per packet.
+
+    Every packet counts Ethernet + IPv4 + UDP + BTH + its payload + ICRC; the
+    first packet adds the RETH, the last the ImmDt (``with_imm`` only) and the
+    padding of its payload to a multiple of 4 bytes. No preamble, inter-frame
+    gap or FCS: exactly the bytes a switch port's rate limiter counts.
+    """
     npkts = max(1, -(-msg_bytes // path_mtu))
     last = msg_bytes - (npkts - 1) * path_mtu  # payload of the last packet
     total = npkts * (FRAME_OVERHEAD + BTH_LEN + ICRC_LEN) + RETH_LEN

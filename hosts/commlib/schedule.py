@@ -151,7 +151,13 @@ def ring_steps(collective: Collective, rank: int, size: int, root: int = 0) -> l
 
 
 def channel_chunks(count: int, size: int, channels: int) -> list[list[tuple[int, int]]]:
-    """[channel][chunk] -> (offset, length) in elements of the whole buffer."""
+    """Where each channel's share of each ring chunk lies in the buffer.
+
+    The buffer of ``count`` elements is cut into ``size`` chunks (one per rank,
+    `split`), and each chunk into ``channels`` parts. The result is indexed
+    ``result[channel][chunk]`` and holds ``(offset, length)``, both in elements
+    of the whole buffer.
+    """
     chunks = split(count, size)
     out: list[list[tuple[int, int]]] = [[] for _ in range(channels)]
     for c_off, c_len in chunks:
