@@ -30,7 +30,7 @@ QDEPTH_REGISTER = "MyEgress.qdepth_max"
 # third. Not 70 or 80 Mb/s: there the agent receiving a line-rate flow on a
 # 2-core machine, lowest in real-time priority, was behind a 50 us feedback
 # interval for more than 5% of some phases (the verdict's host_receive_lag;
-# experiments/README.md, "The quick profile's clock").
+# docs/experiments/analysis/reflex-cases.md).
 QUICK_LINK_MBPS = 60.0
 
 
@@ -75,10 +75,9 @@ class ReflexNetwork:
     sample_interval_us: int = param(20000, "interval of each flow's rate and receive samples "
                                            "(testbed clock)", "us")
     agent_interpreter: str = param("python", "what runs the host agents: python, pypy or auto")
-    # hosts/roce/shaping.py; hosts/roce/README.md, "Speed". Measured with
-    # reflex-cases --quick (40 Mb/s, realtime, one run each): senders late
-    # for 5.6% of their sends with 0, 0.2% with 16 (experiments/README.md,
-    # "reflex-cases"). 16 full-size packets are 14 us of the modelled 10 Gb/s
+    # hosts/roce/shaping.py; docs/architecture.md, "On a small machine".
+    # Measured with reflex-cases --quick (40 Mb/s, realtime, one run each):
+    # senders late for 5.6% of their sends with 0, 0.2% with 16. 16 full-size packets are 14 us of the modelled 10 Gb/s
     # link, against T_int = 5 ms.
     host_qdisc_ahead_packets: float = param(
         16.0, "> 0: each host's interface serialises at the line rate and each sending QP at "

@@ -92,7 +92,8 @@ class SymphonyNetwork:
                                  "(SCHED_FIFO)")
     realtime_agents_first: bool = param(True, "with realtime: the agents above the switches "
                                               "instead of below")
-    # hosts/roce/shaping.py; hosts/roce/README.md, "Speed"
+    # hosts/roce/shaping.py. Off here: with it a ring stalled once DCQCN had cut
+    # its QPs to the preset's floor (docs/architecture.md, "On a small machine").
     host_qdisc_ahead_packets: float = param(
         0.0, "> 0: each host's interface serialises at the line rate and each sending QP at "
              "its DCQCN rate in a qdisc, a rank keeping up to this many full-size packets "
@@ -161,7 +162,7 @@ class SymphonyRing(SymphonyNetwork):
     # Slowdown 3333. The runs' switches and agents all run at real-time
     # priority; at 4 Mb/s the full profile kept the machine 71-85% busy and
     # 3-7 of its 12 phases had a switch lagging past 50 ms; at 3 none passed
-    # 38 ms (experiments/README.md, "symphony-ring"). The quick profiles'
+    # 38 ms (docs/experiments/analysis/symphony-ring.md). The quick profiles'
     # shorter steps run at 4.
     link_mbps: float = 3.0
     # above three full queues (see SymphonyNetwork.rto_us); a ConnectX's
@@ -181,7 +182,8 @@ class SymphonyRing(SymphonyNetwork):
     iterations: int = param(3, "AllReduces per job and phase", "collectives")
     seeds: int = param(3, "runs of every scheme; each seed starts the steps at other tags "
                           "(under ECMP: other paths)", "runs")
-    # PyPy forwards a packet for a third of CPython's CPU (README, "Speed"),
+    # PyPy forwards a packet for a third of CPython's CPU
+    # (results/reference/forwarding-bench.json, testbed bench forwarding),
     # but its JIT compiles for the first seconds of traffic and stops the
     # data path meanwhile: symphony-ring --quick with the agents first lagged
     # 63-90 ms at most on PyPy (three runs, one with a 256 KiB warm-up)
@@ -191,7 +193,7 @@ class SymphonyRing(SymphonyNetwork):
     # The paper's simulations follow HPCC's RDMA configuration, a lossless
     # fabric; steps long enough for DCQCN to act (1 MiB: ~3 of its periods)
     # overflow lossy queues, and a retransmission timeout then outweighs
-    # anything Symphony changes (experiments/README.md, "symphony-ring")
+    # anything Symphony changes (docs/experiments/analysis/symphony-ring.md)
     pfc: bool = True
     # The ranks' and switches' first packets (and a PyPy JIT's first
     # compilations) fall in the warm-up.

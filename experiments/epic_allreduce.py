@@ -108,7 +108,7 @@ MAX_RANKS = 15      # 2N+1 groups below the warm-up's gid 32
 # path for 50-150 ms at a time (PYPYLOG: 702 traces in an epic-allreduce
 # --quick run, the longest 153 ms, some 10 s in), so no quick run was
 # faithful; with CPython, epic-allreduce --quick lagged at most 6.5 ms and
-# epic-tree --quick 3 ms, both faithful (experiments/README.md, "epic-tree").
+# epic-tree --quick 3 ms, both faithful (docs/experiments/analysis/epic-allreduce.md).
 DATA_PATH = "python"
 
 

@@ -49,8 +49,7 @@ from testbed.timeline import load_phase
 NAME = "epic-loss"
 # On rxe hosts the keys retransmissions and timeouts come from each rank's
 # DCQCN shim, which counts its QPs' requests and NAKs on the wire (rxe counts
-# per device, and no timer expiries: experiments/README.md, "epic-loss on rxe
-# hosts"); rxe's ACK timeout is 4.096 us x 2^t, the first such value at or
+# per device, and no timer expiries: docs/experiments/analysis/epic-loss.md); rxe's ACK timeout is 4.096 us x 2^t, the first such value at or
 # above the paper's 100 us x slowdown.
 HOST_PROVIDERS = ("udp", "rxe")
 PROGRAM = "switches/p4/epic.p4"
@@ -101,8 +100,8 @@ class Params:
         # paper's 100 us, is then 5 s of wall time instead of 20 s, and the
         # 1% phase's few timeouts set the run's length (0:31 to 2:13 of
         # `testbed run all --quick` at 0.5 Mb/s, 0:07 to 0:47 at 1 Mb/s).
-        # Faithful at 0.5, 1 and 2 Mb/s (experiments/README.md, "Measured
-        # (epic-loss)"): timeouts cost the same modelled time at every rate.
+        # Faithful at 0.5, 1 and 2 Mb/s (docs/experiments/analysis/epic-loss.md):
+        # timeouts cost the same modelled time at every rate.
         return cls(size_kib=64, iterations=1, losses="0,0.01", link_mbps=2.0)
 
     def __post_init__(self) -> None:

@@ -23,7 +23,8 @@ interval T_int = 5 ms becomes 5 ms x slowdown (2.5 s at 20 Mb/s); DCQCN's
 timers stretch by the same factor. Queue sizes and thresholds are in packets
 (unscaled).
 
-Differences from the paper (README "reflex-cases" explains them):
+Differences from the paper (the conclusions on this experiment's docs page,
+docs/experiments/analysis/reflex-cases.md, explain what they do):
 - Transport: RoCEv2 with DCQCN instead of DCTCP (the hosts are RoCE hosts and
   the kernel has no DCTCP). DCQCN reacts to CNPs per 50 us interval and
   recovers by timer-driven rate increases, so a flow returning from low
@@ -145,8 +146,9 @@ class Params(ReflexNetwork):
     case2_head_cycles: float = param(1.0, "case 2: how long the regular flow runs alone before "
                                           "the flexible one starts", "cycles")
     # Long enough that the ~4 ms (modelled) of DCQCN recovery after the later
-    # flow's arrival weighs little in its fraction (experiments/README.md,
-    # "The fixed schemes' window"): 8 intervals put 6 of the 8 shares within
+    # flow's arrival weighs little in its fraction
+    # (docs/experiments/analysis/reflex-cases.md, "The fixed schemes"; its
+    # table by interval count): 8 intervals put 6 of the 8 shares within
     # 0.05 of the paper's, 1 interval one.
     scheme_short_intervals: float = param(8.0, "fixed schemes: the later flow's volume in "
                                                "probing intervals at line rate", "T_int")

@@ -161,7 +161,7 @@ class Params(ReflexNetwork):
     # The full profile runs on the quick profiles' clock too (the modelled
     # network is the same): at 20 Mb/s its 14 phases per seed pair took about
     # 6 hours; at 60 Mb/s about 2.6, and a run of its claims' schemes with
-    # both seeds was faithful (experiments/README.md, "reflex-workload").
+    # both seeds was faithful (docs/experiments/analysis/reflex-workload.md).
     link_mbps: float = QUICK_LINK_MBPS
     senders: int = param(4, "sending hosts; one more host receives", "hosts")
     load: float = param(0.4, "average utilization of the receiver's downlink (paper: 0.4)")

@@ -91,8 +91,8 @@ class Params(SymphonyRing):
     # slowdown 5000, as symphony-two-jobs: at symphony-ring's 3 Mb/s the
     # machine was 75-92% busy and the switches lagged 43-99 ms in 8 of 10
     # phases; at 2 Mb/s 48-72% busy: one run failed 5 of 6 tries (55-307
-    # ms), another was faithful with none run again (experiments/README.md,
-    # "symphony-sweep")
+    # ms), another was faithful with none run again
+    # (docs/experiments/analysis/symphony-sweep.md)
     link_mbps: float = 2.0
 
     @classmethod

@@ -95,7 +95,7 @@ class Params(SymphonyRing):
     # slowdown 5000: four switches and eight agents on two CPUs at 3 Mb/s
     # kept the machine 83-86% busy and the switches lagged 121-218 ms (runs
     # of one seed); at 2 Mb/s 68-72% busy, 42 ms at most, faithful
-    # (experiments/README.md, "symphony-two-jobs")
+    # (docs/experiments/analysis/symphony-two-jobs.md)
     link_mbps: float = 2.0
     chunk_kb: int = 512
     offset: float = param(0.25, "job B's start after job A's, in job A's line-rate durations "

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A screenshot of a report page (testbed report) in headless Chromium, for
-the README: the top ``--width`` x ``--height`` CSS pixels, reduced to a
+the docs (docs/getting-started.md shows
+results/reference/report-quick.png): the top ``--width`` x ``--height`` CSS pixels, reduced to a
 palette of ``--colors`` colours so the committed PNG stays small.
 
     .venv/bin/python scripts/report_screenshot.py results/report-.../index.html OUT.png

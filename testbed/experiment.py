@@ -97,7 +97,7 @@ class Topology:
     # work: a paced sender then runs when it wakes for its next packet instead
     # of waiting on the run queue behind the switch and the receiver, which on
     # a 2-core machine made ReFlex's senders late for 5-14% of their packets
-    # (experiments/README.md, "reflex-cases"). Everything else (the runner,
+    # (docs/architecture.md, "On a small machine"). Everything else (the runner,
     # the kernel's softirq threads) shares what is left (the kernel keeps 5%
     # of each second for it).
     realtime: bool = False

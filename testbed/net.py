@@ -154,7 +154,8 @@ def keep_links_in_order(net: Any, cpus: Iterable[int] | None = None,
     CPU its timer fires on, and while a real-time process held one CPU its
     backlog waited (ksoftirqd is not real-time), so later frames of a flow
     overtook earlier ones through the other CPU by up to ~30 ms, and every
-    overtaking cost a go-back-N round (experiments/README.md, reflex-cases).
+    overtaking cost a go-back-N round (docs/architecture.md, "On a small
+    machine").
     One CPU per interface rather than one per flow: frames of different flows
     on one link stay in order too (the verdict's ``switch_ingress_order``).
     Root-namespace nodes are written in ``sysfs``; a namespaced host from its

@@ -146,7 +146,8 @@ def write_record(path: Path, runs: list[SuiteRun], total_s: float, command: str,
                  load_start: tuple[float, ...] | None = None) -> dict[str, Any]:
     """``suite.json``: the command, the commit and machine (with the load
     average at the start, if given, and at the end), each run's time and
-    verdict and the total wall time (the figure the README quotes)."""
+    verdict and the total wall time (results/reference/run-all-quick.json is
+    one; the docs' reference measurements page shows it)."""
     from testbed.bench_hosts import machine_info
 
     m = machine_info()

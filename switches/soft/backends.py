@@ -41,7 +41,7 @@ PYPY_ENV = "SOFTSWITCH_PYPY"  # overrides the PyPy executable (default: pypy3 on
 # 1039), a function after 163 (1619) and a side exit after 20 failures (200).
 # With the defaults a fabric switch forwarding a few hundred packets a second
 # per path went on compiling for the first ~20 s of traffic, each compilation
-# stopping its data path for up to ~55 ms (experiments/README.md, "epic-tree";
+# stopping its data path for up to ~55 ms (epic-tree's three switches;
 # symphony-ring's switches lagged up to 61 ms after a 64 KiB warm-up). Lower
 # thresholds move that into the first seconds, the experiments' warm-up phases:
 # symphony-ring --quick's measured phases then lagged at most 5-39 ms.

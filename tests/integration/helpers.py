@@ -121,7 +121,8 @@ def xfail_unless_faithful(summary: dict[str, Any], name: str) -> None:
     call would measure the loaded machine, not the code. What must hold
     whatever the load (bit-exact results, keys, plots) is checked before it."""
     if not summary.get("fidelity_ok"):
-        pytest.xfail(f"{name} was not faithful on this machine (see experiments/README.md): "
+        pytest.xfail(f"{name} was not faithful on this machine (docs/getting-started.md, "
+                     f"'When a run is not faithful'): "
                      f"{summary.get('fidelity_verdict', summary.get('fidelity'))}")
 
 

@@ -52,7 +52,7 @@ def test_quick_reflex_run_matches_the_paper(tmp_path: Path) -> None:
     off = {key: s[key] for key in ("case1.regular_rate_fraction", "case2.flexible_rate_fraction")
            if s[key] != pytest.approx(REFERENCE[key], rel=0.10)}
     if off:
-        # Known gap (experiments/README.md, "reflex-cases"): Case 2's
+        # Known gap (docs/experiments/analysis/reflex-cases.md): Case 2's
         # flexible flow sits near the band's lower edge (paper 0.45, band
         # 0.405-0.495): two DCQCN flows in one queue use ~0.94 of the link, so
         # its fair share is ~0.47, and after its low exploit phase DCQCN takes

@@ -52,7 +52,7 @@ def test_quick_probing_sweep(tmp_path: Path) -> None:
         if not calc - 5 <= got <= (slow + cycle + 1.5) * 5.0:
             off[f"d{exploit}"] = (got, calc - 5, (slow + cycle + 1.5) * 5.0)
     if off:
-        # Known gap (experiments/README.md, "reflex-probing"): the budget came
+        # Known gap (docs/experiments/analysis/reflex-probing.md): the budget came
         # early while reordered frames cut some measure phases' estimates
         # (D_exploit = 1: 45.6 ms against at least 50; D_exploit = 3: 119-145
         # ms against at least 155); with each link kept in order within the

@@ -51,7 +51,7 @@ def test_quick_workload_run(tmp_path: Path) -> None:
     # The paper's direction for the fixed scheme: the regular flows gain from
     # the flexible ones' 10% queue; in workload 1 the flexible ones lose. A
     # faithful run against it is a known gap, reported as an expected failure
-    # with its figures (experiments/README.md, "reflex-workload"): workload
+    # with its figures (docs/experiments/analysis/reflex-workload.md): workload
     # 2's regular flows had a mean speed-up of 0.86 in one faithful CI run
     # (1.14 and 1.24 in two others; paper 2.10): under DCQCN the shared queue
     # is mostly empty, so without priority they already take only 1.7-1.8

@@ -99,7 +99,7 @@ def _check_device_counts_acks(run: Path) -> None:
     the sums among its sent packets: sent_pkts is more than the data the rank
     uploaded, by no more than the ACKs it sent (the switch's capture of what
     arrived from the rank). So a rank's retransmissions are not sent_pkts minus
-    its data (experiments/README.md, "epic-loss on rxe hosts")."""
+    its data (docs/experiments/analysis/epic-loss.md)."""
     for r in range(1, RANKS + 1):
         evs = [json.loads(x) for x in
                (run / "phases" / "epic" / f"h{r}.events.jsonl").read_text().splitlines()]

@@ -3,7 +3,7 @@ over the leaf-spine and is bit-exact (a ring that stalls times out here), the
 summary's keys and the paper's values beside them, the plots, and, on a
 faithful run, CCTs and overlaps a ring at line rate can have. Four switch
 daemons and four agents on two cores are often not faithful even on an idle
-machine (experiments/README.md, "symphony-ring"): such a run ends as an
+machine (docs/experiments/analysis/symphony-ring.md): such a run ends as an
 expected failure after the checks that hold whatever the load."""
 
 from __future__ import annotations
