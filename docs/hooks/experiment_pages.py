@@ -40,7 +40,6 @@ ANALYSIS = ROOT / "docs" / "experiments" / "analysis"
 REPO_NOTES = (
     "testbed/sim/README.md",
     "hosts/roce/README.md",
-    "experiments/README.md",
     "switches/p4/README.md",
     "switches/p4/EPIC.md",
     "switches/bmv2/README.md",

@@ -88,3 +88,46 @@ def test_benchmark_records_name_command_commit_machine_and_the_docs_render_them(
         for r in rec["results"]:
             row = re.search(rf"^\| `{r['backend']}` \| ([\d.]+) \|", page, re.M)
             assert row and float(row.group(1)) == round(r["mbps"]), (ref, r["backend"])
+
+
+HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+NOTES = ("experiments/README.md", "hosts/roce/README.md", "testbed/sim/README.md",
+         "switches/p4/README.md", "switches/p4/EPIC.md", "switches/bmv2/README.md")
+
+
+def test_the_notes_and_the_docs_carry_no_commit_hashes() -> None:
+    pages = [REPO / n for n in NOTES] + sorted((REPO / "docs").rglob("*.md"))
+    for page in pages:
+        hashes = HASH.findall(page.read_text())
+        assert not hashes, f"commit hashes in {page.relative_to(REPO)}: {hashes}"
+
+
+def test_the_experiments_readme_is_an_index_of_the_experiments() -> None:
+    text = (REPO / "experiments" / "README.md").read_text()
+    assert len(text.splitlines()) <= 80, "experiments/README.md is an index; records go to the docs"
+    rows = re.findall(r"^\| \[([a-z0-9-]+)\]\(([\w.]+)\) \|.*\]\(([^)]+)\) \|$", text, re.M)
+    assert sorted(name for name, _, _ in rows) == sorted(discover())
+    for name, module, analysis in rows:
+        assert (REPO / "experiments" / module).exists(), module
+        assert (REPO / "experiments" / analysis).resolve() == \
+            REPO / "docs" / "experiments" / "analysis" / f"{name}.md", analysis
+
+
+DOC_REF = re.compile(r'((?:[\w.-]+/)*(?:README|EPIC)\.md|docs/(?:[\w.-]+/)*[\w.-]+\.md)'
+                     r'(?:,? "([^"\n]+)")?')
+
+
+def test_comments_point_at_notes_and_docs_pages_that_exist() -> None:
+    # A comment that sends the reader to a README or a docs page names a file
+    # that exists, and a quoted section that the file has.
+    for top in ("hosts", "switches", "testbed", "experiments", "scripts", "tests"):
+        for src in sorted((REPO / top).rglob("*.py")):
+            text = src.read_text()
+            for m in DOC_REF.finditer(text):
+                ref, section = m.group(1), m.group(2)
+                found = [p for p in (src.parent / ref, REPO / ref) if p.is_file()]
+                where = f"{src.relative_to(REPO)}: {ref}"
+                assert found, f"{where} does not exist"
+                if section:
+                    assert section.lower() in found[0].read_text().lower(), \
+                        f"{where} has no section {section!r}"
