@@ -421,6 +421,7 @@ class QP:
         # its last tick) has come: a rank with tens of QPs, most idle at any
         # moment, otherwise spent most of its CPU ticking idle ones.
         self._touched = True
+        self.engine._dirty = True
         self._wake_at: int | None = None
         # the next packet's send time when the pacer wants it met to the us
         # (the host then polls for it), else None: timers may run late
@@ -474,6 +475,7 @@ class QP:
     def modify(self, attr: QPAttr | None = None, **kw) -> None:
         """Apply the non-None fields of ``attr`` / the keywords (QPAttr field names)."""
         self._touched = True
+        self.engine._dirty = True
         cur = self.state
         vals, new = modify_request(cur, attr, kw)
         if new == QPState.RTR and "dest_ip" not in vals and self.dest_ip == "0.0.0.0":
@@ -568,6 +570,7 @@ class QP:
         self._sq_tail += w.npkts
         self._sq.append(w)
         self._touched = True
+        self.engine._dirty = True
         self._pump(self.engine.now_ns())
 
     def post_recv(self, wr: RecvWR) -> None:
@@ -579,6 +582,7 @@ class QP:
         self._resolve(wr.sge, Access.LOCAL_WRITE)
         self._rq.append(wr)
         self._touched = True
+        self.engine._dirty = True
 
     def _wc(self, wr_id: int, status: WCStatus, op: WCOpcode, n: int,
             imm: int | None = None) -> WC:
@@ -1017,6 +1021,17 @@ class Engine:
             bind(self)
         self.stats: dict[str, int] = dict.fromkeys((
             "rx_datagrams", "icrc_drops", "malformed_drops", "unknown_qp_drops"), 0)
+        # A simulated host's agent passes twice per poll (its own pass, then
+        # the CQ's): the second finds nothing to do unless a WR was posted or
+        # a frame arrived in between. ``_settled_ns``: the instant of the
+        # last pass that left nothing due then (-1: none); ``_dirty``: a QP
+        # was touched since that pass began. Real-time providers never settle.
+        pending = getattr(self.provider, "pending", None)
+        self._can_settle = bool(getattr(self.provider, "simulated", False) and pending)
+        # whether frames wait to be read (a simulated NIC's receive queue)
+        self._frames_pending: Callable[[], bool] = pending or (lambda: True)
+        self._settled_ns = -1
+        self._dirty = False
 
     def _alloc_qpn(self) -> int:
         return next(self._qpn)
@@ -1080,17 +1095,24 @@ class Engine:
         """One pass: receive what is pending, fire due timers, transmit."""
         prov = self.provider
         now = prov.now_ns()
+        if now == self._settled_ns and not self._dirty and not self._frames_pending():
+            return      # this instant's pass left nothing due, and nothing came since
         # One bounded batch per pass, so a flooded receiver still gets to its timers
         # and ACKs; ACKs owed for the batch go out together below (coalescing).
         for pkt in prov.recv(_RECV_BATCH):
             self._on_datagram(pkt, now)
         now = prov.now_ns()
+        self._dirty = False
+        settled = self._can_settle
         for qp in self._qp_list:
             w = qp._wake_at
             if qp._touched or (w is not None and now >= w):
                 qp._touched = False
                 qp._tick(now)
-                qp._wake_at = qp._next_deadline()
+                w = qp._wake_at = qp._next_deadline()
+            if w is not None and w <= now:
+                settled = False
+        self._settled_ns = now if settled and not self._dirty else -1
 
     def next_deadline(self) -> int | None:
         """The earliest time a QP needs a pass. ``exact_at`` is then the

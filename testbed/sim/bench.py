@@ -14,7 +14,6 @@ to compare against. These are measurements, not tests.
 from __future__ import annotations
 
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -143,11 +142,11 @@ def measure_subprocess(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
     ``interpreter`` (default: this one); the program is compiled here."""
     from switches.soft.backends import write_generated
     from testbed.sim.network import compile_plan_program
+    from testbed.sim.pypy import child_env
 
     root = str(Path(__file__).resolve().parents[2])
     generated = write_generated(compile_plan_program(ring_plan(8)))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    env = child_env()
     r = subprocess.run([interpreter or sys.executable, "-m", "testbed.sim.bench", str(ranks),
                         str(link_gbps), str(chunk_kib), payload, generated],
                        capture_output=True, text=True,

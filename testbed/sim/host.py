@@ -100,10 +100,13 @@ class SimNic:
             raise SimError(f"host {self.local_ip}: its NIC has no link")
         if ecn == ECN_ECT0:
             ecn = self.data_ecn
-        payload = b"".join(parts)
+        n = 0
+        for part in parts:
+            n += len(part)
         tos = ((dscp & 0x3F) << 2) | (ecn & ECN_MASK)
         self.counters["tx_frames"] += 1
-        self.line.send(self._header(sport, dst_ip, dst_port, tos, len(payload)) + payload)
+        # one copy: headers and parts joined at once
+        self.line.send(b"".join((self._header(sport, dst_ip, dst_port, tos, n), *parts)))
         return True
 
     def deliver(self, frame: bytes) -> None:
@@ -127,6 +130,9 @@ class SimNic:
             return
         self._inbox.append(frame[14:])
         self.on_receive()
+
+    def pending(self) -> bool:
+        return bool(self._inbox)
 
     def recv(self, max_pkts: int) -> list[bytes]:
         q = self._inbox

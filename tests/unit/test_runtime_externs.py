@@ -131,3 +131,21 @@ def test_log_msg_format() -> None:
     assert format_log_msg("{} {}", [1]) == "1 {}"
     assert format_log_msg("a={a} b={}", [1, 2]) == "a=1 b=2"
     assert format_log_msg("set \\{x\\} = {}", [7]) == "set {x} = 7"
+
+
+def test_hashes_of_stateless_algorithms_are_memoized_and_the_others_not() -> None:
+    h = HashEngine()
+    data = [(0x0A000001, 32), (0x0A000002, 32), (6, 8), (4791, 16)]
+    first = h.compute("crc16", data)
+    assert h.compute("crc16", list(data)) == first == crc16(pack_bits(data))
+    assert ("crc16", tuple(data)) in h._memo
+    # random draws anew; a custom CRC's parameters may change between packets
+    assert len({h.compute("random", data) for _ in range(8)}) > 1
+    before = h.compute("crc16_custom", data)
+    h.crc16_custom.init = 0xFFFF
+    assert h.compute("crc16_custom", data) != before
+    assert not any(k[0] in ("random", "crc16_custom") for k in h._memo)
+    # a program's calculation may take a stateless algorithm's name: then it is not
+    h.set_calculations({"crc16": "crc16_custom"})
+    h.custom["crc16"].init = 0x1234
+    assert h.compute("crc16", data) != first

@@ -180,3 +180,59 @@ def test_ports_release_on_their_own_at_their_own_rates() -> None:
     gaps = {h: {b - a for a, b in zip(t, t[1:], strict=False)} for h, t in got.items()}
     assert gaps == {"h2": {80_000}, "h3": {160_000}}
     assert sw.sw.tm.total == 0 and not sw._wakes
+
+
+def test_a_second_pass_at_one_instant_looks_only_if_something_changed() -> None:
+    """An agent's poll passes its engine twice (its own pass, then its CQ's);
+    on a simulated host the second reads nothing unless a frame came or a QP
+    was touched in between, and any later instant passes again."""
+    from hosts.roce import Context, QPState, Scale
+
+    loop = EventLoop()
+    nic = SimNic(loop, "10.0.0.1", "02:00:00:00:00:01", "02:00:00:00:00:fe")
+    nic.line = TxLine(loop, 10e9, lambda _f: None)
+    ctx = Context(nic, Scale())
+    reads: list[int] = []
+    recv = nic.recv
+
+    def counting_recv(n: int) -> list[bytes]:
+        reads.append(loop.now)
+        return recv(n)
+
+    nic.recv = counting_recv  # type: ignore[method-assign]
+    engine = ctx.engine
+    qp = ctx.alloc_pd().create_qp(ctx.create_cq())   # touched: the next pass looks
+    engine.progress()
+    engine.progress()
+    assert len(reads) == 1
+    qp.modify(state=QPState.INIT)                    # touched again
+    engine.progress()
+    engine.progress()
+    assert len(reads) == 2
+    nic._inbox.append(b"\x45" + bytes(40))            # a frame came (malformed: dropped)
+    engine.progress()
+    assert len(reads) == 3 and engine.stats["malformed_drops"] == 1
+    loop.at(5, lambda _: None)
+    loop.run()
+    engine.progress()                                # another instant
+    assert reads == [0, 0, 0, 5]
+
+
+def test_a_real_time_provider_never_skips_a_pass() -> None:
+    from hosts.roce import Context, Scale, SimWire
+
+    wire = SimWire()
+    ctx = Context(wire.provider("10.0.0.2"), Scale())
+    assert not ctx.engine._can_settle
+
+
+def test_a_simulation_child_gets_a_large_nursery_unless_one_is_chosen(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from testbed.sim.pypy import GC_NURSERY, child_env
+
+    monkeypatch.delenv("PYPY_GC_NURSERY", raising=False)
+    assert child_env()["PYPY_GC_NURSERY"] == GC_NURSERY
+    monkeypatch.setenv("PYPY_GC_NURSERY", "8MB")
+    env = child_env()
+    assert env["PYPY_GC_NURSERY"] == "8MB"
+    assert env["PYTHONPATH"].split(":")[0] == str(repo_path("."))

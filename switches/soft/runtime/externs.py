@@ -159,6 +159,12 @@ def identity(buf: bytes) -> int:
     return int.from_bytes(buf[:8], "big") if buf else 0
 
 
+# Algorithms whose value depends on the data alone (not "random", nor the
+# custom CRCs a control plane may re-parameterize): their results may be memoized.
+_PURE = frozenset({"crc16", "crc32", "csum16", "xor16", "identity"})
+_MEMO_MAX = 1 << 16
+
+
 class HashEngine:
     """Named algorithms with per-switch state (custom CRC parameters, RNG)."""
 
@@ -167,6 +173,8 @@ class HashEngine:
         self.crc16_custom = crc16_default()
         self.crc32_custom = crc32_default()
         self.custom: dict[str, CrcConfig] = {}  # named calculations (set_calculations)
+        # (algorithm, fields) -> hash, for the algorithms without state
+        self._memo: dict[tuple[str, tuple[tuple[int, int], ...]], int] = {}
         self._algos: dict[str, Callable[[bytes], int]] = {
             "crc16": crc16,
             "crc32": crc32,
@@ -194,10 +202,23 @@ class HashEngine:
         return sorted(self._algos)
 
     def compute(self, algo: str, data: list[tuple[int, int]]) -> int:
+        pure = algo in _PURE and algo not in self.custom
+        if pure:
+            # a flow's packets hash the same fields (ECMP, selectors): its
+            # hash is computed once
+            key = (algo, tuple(data))
+            h = self._memo.get(key)
+            if h is not None:
+                return h
         fn = self._algos.get(algo)
         if fn is None:
             raise ValueError(f"unknown hash algorithm {algo!r}")
-        return fn(pack_bits(data))
+        h = fn(pack_bits(data))
+        if pure:
+            if len(self._memo) >= _MEMO_MAX:
+                self._memo.clear()
+            self._memo[key] = h
+        return h
 
     def hash(self, algo: str, base: int, data: list[tuple[int, int]], max_: int) -> int:
         h = self.compute(algo, data)
