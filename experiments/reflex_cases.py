@@ -337,13 +337,16 @@ def case_result(data: PhaseData, p: Params, case: int, whole_cycles: bool,
     link's payload capacity: from the later flow's first delivered byte to
     the end of either. A later flow that delivered nothing until the first
     one ended (a strict low queue starves it) was active from its start,
-    ``later_start_s`` after its agent's start: its rate is 0 over that."""
+    ``later_start_s`` after its agent's start: its rate is 0 over that.
+    "Nothing" is what its receiver's samples show: none taken by the first
+    flow's last byte counted one (that last byte may arrive between two of
+    the later flow's samples, as a flow's final sample is taken at its end)."""
     measured = "regular" if case == 1 else "flex"
     pts = {f: delivered(data, f) for f in ("flex", "regular")}
     later = "regular" if case == 1 else "flex"
     t_a = first_rx_s(pts[later])
     t_b = min(last_rx_s(pts["flex"]), last_rx_s(pts["regular"]))
-    if t_b <= t_a:
+    if t_b <= t_a or not any(v > 0 for t, v in pts[later] if t <= t_b):  # starved till then
         t_a = data.flow_start(later, "sender")["t_ns"] / 1e9 + later_start_s
     if t_b <= t_a:
         raise ValueError(f"phase {data.name}: the first flow ended before the later one "

@@ -200,7 +200,8 @@ class SimEngine:
 
     def execute(self, plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Progress,
                 applied: list[dict[str, Any]], measured: dict[str, Any]) -> None:
-        from testbed.sim.engine import SimRun, SimUnsupported, host_line_bps, sim_fidelity
+        from testbed.sim.driver import run_phases
+        from testbed.sim.engine import SimUnsupported, host_line_bps
         from testbed.sim.network import compile_plan_program
         from testbed.sim.pypy import InterpreterError, choose, run_in_child
 
@@ -222,21 +223,9 @@ class SimEngine:
         rec: dict[str, Any] | None = None
         try:
             if exe is None:  # in this process
-                def apply(sw: Any, lines: list[str], where: str) -> None:
-                    _apply_commands(sw.controller(), lines, "soft", topo.packet_bytes, where,
-                                    applied)
-
-                try:
-                    sim = SimRun(plan, run_dir, seed=opts.seed, host_links=opts.host_links,
-                                 apply=apply, line=prog.line, wall=time.monotonic,
-                                 program=program)
-                except (SimUnsupported, ValueError) as e:
-                    raise RunError(f"--engine sim: {e}") from e
-                try:
-                    sim.run()
-                finally:
-                    rec = sim.record()
-                    measured["sim_fidelity"] = sim_fidelity(sim)
+                out = run_phases(plan, run_dir, seed=opts.seed, host_links=opts.host_links,
+                                 packet_bytes=topo.packet_bytes, load_program=lambda: program,
+                                 line=prog.line, applied=applied)
             else:
                 from switches.soft.backends import write_generated
 
@@ -244,13 +233,10 @@ class SimEngine:
                                    host_links=opts.host_links, packet_bytes=topo.packet_bytes,
                                    program_path=write_generated(program), line=prog.line)
                 applied.extend(out.applied)
-                rec = out.record
-                if out.fidelity is not None:
-                    measured["sim_fidelity"] = out.fidelity
-                if out.interrupted:
-                    raise KeyboardInterrupt
-                if out.error:
-                    raise RunError(out.error)
+            rec = out.record
+            if out.fidelity is not None:
+                measured["sim_fidelity"] = out.fidelity
+            out.reraise()
         finally:
             if rec is not None:
                 wall = time.monotonic() - wall0

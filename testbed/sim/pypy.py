@@ -11,8 +11,9 @@ in the child:
   Python 3.10+, Debian's PyPy is Python 3.9;
 - the child (``python -m testbed.sim.pypy``) backports the few newer
   features the simulated path uses (backends.install_compat), reads the plan
-  (pickled) on stdin, runs every phase into the run directory, and reports on
-  a pipe of its own: progress lines, then the run's record, its fidelity
+  (pickled) on stdin, runs every phase into the run directory with the
+  runner's own driver (testbed.sim.driver.run_phases), and reports on a pipe
+  of its own: progress lines, then the run's record, its fidelity
   verdict, the switch commands it applied and the error that stopped it;
 - results are the same under both interpreters (a test compares the run
   directories); the interpreter is recorded in summary.json's ``sim``.
@@ -31,10 +32,11 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from testbed.sim.driver import FAULT, SimOutcome
 
 INTERPRETERS = ("auto", "pypy", "cpython")
 PYPY_ENV = "TESTBED_SIM_PYPY"  # a PyPy executable with numpy, instead of .venv-pypy
@@ -92,20 +94,9 @@ def child_env() -> dict[str, str]:
     return env
 
 
-@dataclass
-class ChildOutcome:
-    """What the child reported at its end."""
-
-    record: dict[str, Any] | None = None
-    fidelity: dict[str, Any] | None = None
-    applied: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None      # the RunError that stopped the run
-    interrupted: bool = False
-
-
 def run_in_child(exe: str, plan: Any, run_dir: Path, *, seed: int, host_links: str,
                  packet_bytes: int, program_path: str,
-                 line: Callable[[str], None]) -> ChildOutcome:
+                 line: Callable[[str], None]) -> SimOutcome:
     """Run every phase of ``plan`` under ``exe``; progress goes to ``line``.
     A child that dies without reporting raises RuntimeError with its last
     words; Ctrl-C or SIGTERM here stops the child too."""
@@ -120,7 +111,7 @@ def run_in_child(exe: str, plan: Any, run_dir: Path, *, seed: int, host_links: s
                                  pass_fds=(wfd,), env=child_env(), cwd=str(_ROOT))
     finally:
         os.close(wfd)
-    outcome: ChildOutcome | None = None
+    outcome: SimOutcome | None = None
     stderr_text = ""
     try:
         assert child.stdin is not None
@@ -132,7 +123,7 @@ def run_in_child(exe: str, plan: Any, run_dir: Path, *, seed: int, host_links: s
                 if "line" in msg:
                     line(msg["line"])
                 elif "done" in msg:
-                    outcome = ChildOutcome(**msg["done"])
+                    outcome = SimOutcome(**msg["done"])
         child.wait()
         errors.seek(0)
         stderr_text = errors.read().decode(errors="replace")
@@ -148,7 +139,7 @@ def run_in_child(exe: str, plan: Any, run_dir: Path, *, seed: int, host_links: s
     if outcome is None:
         raise RuntimeError(f"the simulation under {exe} ended (exit {child.returncode}) "
                            "without a report: " + " | ".join(stderr_text.splitlines()[-5:]))
-    if outcome.error and outcome.error.startswith("the simulation failed"):
+    if outcome.error and outcome.error.startswith(FAULT):
         sys.stderr.write(stderr_text)  # the child's traceback
     return outcome
 
@@ -157,13 +148,10 @@ def _child(report_fd: int) -> int:
     from switches.soft.backends import install_compat
 
     install_compat()  # before anything imports hosts (enum.StrEnum, zip(strict=))
-    import time
     import traceback
-    from dataclasses import asdict
 
     from switches.soft.backends import load_generated
-    from testbed.runner import RunError, _apply_commands
-    from testbed.sim.engine import SimRun, SimUnsupported, sim_fidelity
+    from testbed.sim.driver import run_phases
 
     reports = os.fdopen(report_fd, "w")
 
@@ -172,34 +160,16 @@ def _child(report_fd: int) -> int:
         reports.flush()
 
     job = pickle.loads(sys.stdin.buffer.read())
-    out = ChildOutcome()
-
-    def apply(sw: Any, lines: list[str], where: str) -> None:
-        _apply_commands(sw.controller(), lines, "soft", job["packet_bytes"], where, out.applied)
-
-    sim: SimRun | None = None
-    try:
-        try:
-            sim = SimRun(job["plan"], Path(job["run_dir"]), seed=job["seed"],
-                         host_links=job["host_links"], apply=apply,
-                         line=lambda m: report(line=m), wall=time.monotonic,
-                         program=load_generated(job["program_path"]))
-        except (SimUnsupported, ValueError) as e:
-            out.error = f"--engine sim: {e}"  # as the runner words it on CPython
-            return 0
-        sim.run()
-    except RunError as e:
-        out.error = str(e)
-    except KeyboardInterrupt:
-        out.interrupted = True
-    except Exception as e:  # a fault of the simulator: its traceback goes to stderr
-        traceback.print_exc()
-        out.error = f"the simulation failed: {type(e).__name__}: {e}"
-    finally:
-        if sim is not None:
-            out.record = sim.record()
-            out.fidelity = sim_fidelity(sim)
-        report(done=asdict(out))
+    out = run_phases(job["plan"], Path(job["run_dir"]), seed=job["seed"],
+                     host_links=job["host_links"], packet_bytes=job["packet_bytes"],
+                     load_program=lambda: load_generated(job["program_path"]),
+                     line=lambda m: report(line=m))
+    e = out.exception
+    if e is not None and out.error and out.error.startswith(FAULT):
+        traceback.print_exception(type(e), e, e.__traceback__)  # (3.9's signature)
+    report(done=out.report())
+    if e is not None and not isinstance(e, (Exception, KeyboardInterrupt)):
+        raise e  # reported, and still the child's end (SystemExit and the like)
     return 130 if out.interrupted else 0
 
 

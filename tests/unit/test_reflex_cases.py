@@ -279,3 +279,32 @@ def test_several_runs_per_phase_give_mean_and_spread() -> None:
     assert "runs" not in one and "regular_rate_fraction_sd" not in one
     with pytest.raises(ValueError, match="seeds"):
         rc.Params(seeds=0)
+
+
+def test_a_starved_later_flow_is_told_by_its_samples_not_their_grid(tmp_path: Path) -> None:
+    """The first flow's last byte arrives between two of the later flow's
+    samples (a flow's final sample is taken at its end, off the grid: the
+    virtual-time engine's case2-absolute, regular flow's last byte 2.3 ms
+    after the flexible flow's last empty sample). The later flow is starved
+    all the same: its rate is 0 from its start, not a 2 ms window's."""
+    p = dataclasses.replace(rc.Params.quick(), schemes="absolute", link_mbps=40.0)
+    pay = p.payload_bps / 1e6
+    _write_run(tmp_path, p, {
+        "case1-absolute": {"flex": [(2.0, pay), (6.0, 0.0), (9.0, pay)],
+                           "regular": [(2.0, 0.0), (6.0, pay)]},
+        "case2-absolute": {"regular": [(6.0, pay)], "flex": [(6.0, 0.0), (9.0, pay)]}})
+    d = tmp_path / "phases" / "case2-absolute"
+    evs = [json.loads(line) for line in (d / "h3.events.jsonl").read_text().splitlines()]
+    last = max(e["rx_bytes"] for e in evs if e["event"] == "rx" and e["flow"] == "regular")
+    evs.append({"event": "rx", "t_ns": T0 + int(6.023e9), "host": "h3", "flow": "regular",
+                "rx_bytes": last + int(pay * 1e6 / 8 * 0.023)})
+    (d / "h3.events.jsonl").write_text("".join(
+        json.dumps(e) + "\n" for e in sorted(evs, key=lambda e: e["t_ns"])))
+    for case in (1, 2):
+        (tmp_path / "phases" / f"case{case}-absolute" / "h1.events.jsonl").write_text("".join(
+            json.dumps({"event": "flow_start", "t_ns": T0, "host": h, "flow": f,
+                        "role": "sender"}) + "\n" for h, f in (("h1", "flex"), ("h2", "regular"))))
+    r = rc.analyze(tmp_path)["schemes"]["absolute"]["case2"]
+    assert r["window_s"] == [1.25, 6.023]
+    assert r["flexible_rate_fraction"] < 0.01
+    assert r["other_rate_fraction"] == pytest.approx(1.0, abs=0.02)
