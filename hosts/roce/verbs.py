@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -415,7 +416,7 @@ class QP:
             "out_of_seq", "naks_sent", "rnr_naks_sent", "acks_sent", "cnps_sent",
             "ce_pkts", "paced_pkts", "pacing_late_sum_ns", "pacing_late_max_ns",
             "acked_pkts"), 0)
-        self._pseudo_tx: dict[int, bytes] = {}
+        self._pseudo_tx: dict[int, int] = {}   # (sport, length) -> CRC of the pseudo-header
         # The engine ticks a QP only when it was touched (a packet for it, a
         # posted WR, a modify) or its own next deadline (``_wake_at``, as of
         # its last tick) has come: a rank with tens of QPs, most idle at any
@@ -608,16 +609,16 @@ class QP:
         self._ack_now = False
 
     # -- transmit --------------------------------------------------------------
-    def _pseudo(self, roce_len: int, sport: int) -> bytes:
+    def _pseudo_crc(self, roce_len: int, sport: int) -> int:
         key = (sport << 32) | roce_len
-        p = self._pseudo_tx.get(key)
-        if p is None:
+        c = self._pseudo_tx.get(key)
+        if c is None:
             if len(self._pseudo_tx) > 256:     # WR tags come and go: keep the cache small
                 self._pseudo_tx.clear()
-            p = wire.pseudo_header(self.engine._local_ip_b, self._dest_ip_b, sport,
-                                   roce_len, self.dest_port)
-            self._pseudo_tx[key] = p
-        return p
+            c = zlib.crc32(wire.pseudo_header(self.engine._local_ip_b, self._dest_ip_b, sport,
+                                              roce_len, self.dest_port))
+            self._pseudo_tx[key] = c
+        return c
 
     def _xmit(self, hdr: bytes, payload, ecn: int, sport: int | None = None,
               dscp: int = 0, priority: int = 0) -> bool:
@@ -625,7 +626,7 @@ class QP:
             sport = self.sport
         pad = _PAD[-len(payload) & 3]
         roce_len = len(hdr) + len(payload) + len(pad) + ICRC_LEN
-        crc = wire.icrc_parts(self._pseudo(roce_len, sport), hdr, payload, pad)
+        crc = wire.icrc_after(self._pseudo_crc(roce_len, sport), hdr, payload, pad)
         ok = self.ctx.provider.send(sport, self.dest_ip, self.dest_port,
                                     (hdr, payload, pad + _ICRC.pack(crc)), ecn, dscp,
                                     priority)

@@ -140,3 +140,15 @@ def test_scapy_built_packet_decodes_with_wire():
     cnp = bytes(IP(src=SRC, dst=DST, id=0, flags="DF") / UDP(sport=SPORT, dport=4791)
                 / L.cnp(0x77))
     assert cnp[28:] == wire.encode_cnp(pseudo, 0x77)
+
+
+@pytest.mark.parametrize("payload, pad", [(b"\x5a" * 1024, b""), (b"xyz", b"\x00"), (b"", b"")])
+def test_a_senders_icrc_from_its_pseudo_header_crc_is_the_packets(payload, pad):
+    import zlib
+
+    hdr = build(Opcode.RDMA_WRITE_FIRST, b"")[:28]        # BTH + RETH, job id in byte 4
+    roce_len = len(hdr) + len(payload) + len(pad) + 4
+    ph = pseudo(roce_len)
+    crc = wire.icrc_after(zlib.crc32(ph), hdr, memoryview(payload), pad)
+    assert crc == wire.icrc_parts(ph, hdr, payload, pad)
+    assert wire.check_icrc(ph, hdr + payload + pad + wire.ICRC.pack(crc))
