@@ -505,10 +505,14 @@ def validate_cmd(names: tuple[str, ...], mininet_runs: int, sim_seeds: int, full
 @click.option("--jobs", type=int, default=1, show_default=True, metavar="N",
               help="--engine sim: run N of the report's runs at a time, each in a process of "
                    "its own on this machine")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="--engine sim: run the report's runs on the workers of this Dask distributed "
+                   "scheduler (e.g. tcp://host:8786; pip install -e '.[cluster]'); the workers "
+                   "must see --out at the same path")
 def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, ...],
                run_missing: bool, repeat: int, out: Path | None, target: str,
                hosts_provider: str, no_reanalyse: bool, engine: str, seed: int,
-               interpreter: str, jobs: int) -> None:
+               interpreter: str, jobs: int, scheduler: str | None) -> None:
     """Reproduce the papers' claims and write a report beside them.
 
     Runs every experiment that declares paper claims (or NAMES only), or
@@ -519,9 +523,9 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
     verdict; provenance. New runs go to OUT/runs/.
 
     The runs are independent: with --engine sim, --jobs N runs N at a time
-    on this machine; the files are the same whichever process writes them.
-    A run whose process fails (not the run itself) is run once more, then
-    reported as failed.
+    on this machine and --scheduler ADDRESS on a Dask cluster; the files are
+    the same whichever process writes them. A run whose process or worker
+    fails (not the run itself) is run once more, then reported as failed.
 
     Exit status: 0 written, 1 a run or the report failed, 2 bad arguments,
     130 interrupted.
@@ -536,15 +540,26 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
         write,
     )
     from testbed.runner import REPO_ROOT, RunOptions
-    from testbed.suite import SuiteProgress, format_table, run_suite, write_record
+    from testbed.suite import (
+        SuiteError,
+        SuiteProgress,
+        connect,
+        format_table,
+        run_suite,
+        write_record,
+    )
 
     if jobs < 1:
         click.echo(f"error: --jobs {jobs}: the number of runs at a time is 1 or more", err=True)
         sys.exit(2)
-    parallel = f"--jobs {jobs}" if jobs > 1 else ""
+    parallel = f"--scheduler {scheduler}" if scheduler else f"--jobs {jobs}" if jobs > 1 else ""
     if parallel and engine != "sim":
         click.echo(f"error: {parallel}: parallel runs are for --engine sim (a Mininet run "
                    "needs the whole machine, and root)", err=True)
+        sys.exit(2)
+    if scheduler and jobs > 1:
+        click.echo(f"error: --jobs {jobs} and --scheduler: give one (on a cluster its workers "
+                   "set how many runs go at a time)", err=True)
         sys.exit(2)
     claimed = experiments_with_claims()
     unknown = [n for n in names if n not in claimed]
@@ -571,15 +586,27 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
         opts = RunOptions(quick=(profile or "quick") == "quick", target=target,
                           hosts=hosts_provider, engine=engine, seed=seed, interpreter=interpreter)
         _check_can_run(opts)
-        where = f", {jobs} at a time" if jobs > 1 else ""
+        client = None
+        if scheduler:
+            try:
+                client = connect(scheduler)
+            except SuiteError as e:
+                click.echo(f"error: --scheduler: {e}", err=True)
+                sys.exit(2)
+        where = (f" on the Dask scheduler at {scheduler}" if scheduler else
+                 f", {jobs} at a time" if jobs > 1 else "")
         prog = SuiteProgress(len(to_run) * repeat)
         load_start = os.getloadavg()
         click.echo(f"running {', '.join(to_run)} ({profile or 'quick'} profile"
                    f"{f', {repeat} runs each' if repeat > 1 else ''}) into {out_dir / 'runs'}"
                    + where)
-        with _stopped_runs_exit("; no report written"):
-            done = run_suite(to_run, out_dir / "runs", opts, repeat=repeat, progress=prog,
-                             jobs=jobs)
+        try:
+            with _stopped_runs_exit("; no report written"):
+                done = run_suite(to_run, out_dir / "runs", opts, repeat=repeat, progress=prog,
+                                 jobs=jobs, client=client)
+        finally:
+            if client is not None:
+                client.close()
         click.echo(format_table(done, prog.elapsed))
         write_record(out_dir / "runs" / "suite.json", done, prog.elapsed,
                      f"testbed report --profile {profile or 'quick'}"

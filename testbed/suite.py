@@ -1,30 +1,35 @@
 """Several runs with one progress display (``testbed run all``,
-``testbed report``): one after the other or in parallel processes.
+``testbed report``): one after the other, in parallel processes, or on a
+Dask distributed cluster.
 
 Each run is an ordinary run (testbed.runner.run) into ``<root>/<name>/``
 (``<name>-<k>`` for the k-th repeat), so its directory is a normal run
 directory. :func:`execute` runs one :class:`RunSpec` and returns its
 record; :func:`run_suite` calls it in this process, one run after the
-other (the default), or in ``jobs`` processes at a time (each run in a
-process of its own, forked from this one). Whichever process runs it, a
-run writes the same files into the same directory.
+other (the default), in ``jobs`` processes at a time (each run in a
+process of its own, forked from this one), or on the workers of a Dask
+distributed scheduler (``client``, from :func:`connect`). Whichever
+process runs it, a run writes the same files into the same directory.
 
 Failures: a run that fails on its own terms (the runner's RunError or
 ExperimentError; its summary.json says why) is a result: it is recorded
 and the suite goes on. A run whose execution fails otherwise (another
-exception, a process that dies) is run once more
+exception, a process that dies, a Dask worker lost) is run once more
 (:data:`RETRIES`), then recorded as failed, with a summary.json that says
 so: the report lists it, never leaves it out.
 
 Ctrl-C and SIGTERM (RunTerminated) stop the suite. In this process the
 interrupted run tears its network down first; in parallel every running
 run is interrupted as by Ctrl-C (it records so, and stops its PyPy child,
-if any) and waited for, so that no process is left behind.
+if any) and waited for, so that no process is left behind; on Dask the
+runs not yet finished are cancelled (a run a worker has started finishes
+there: Dask cannot interrupt it).
 
 The display: on a terminal, one status line rewritten in place (which run of
 how many, its elapsed time, the suite's, and the run's latest line), plus a
 permanent line per finished run; elsewhere (a log, CI) the run's lines with
-the same prefix. Every run's own lines are in its ``progress.log``.
+the same prefix. Runs on Dask show their finished line only. Every run's
+own lines are in its ``progress.log``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -47,11 +53,13 @@ from testbed.experiment import ExperimentError
 from testbed.runner import RunError, RunOptions, RunTerminated, run
 
 __all__ = ["SuiteRun", "SuiteProgress", "SuiteError", "RunSpec", "plan_runs", "execute",
-           "run_suite", "format_table", "write_record", "RETRIES"]
+           "run_suite", "connect", "format_table", "write_record", "RETRIES"]
 
 # A run whose execution failed (not the run itself: see the module doc) is
 # run this many times more before it is recorded as failed.
 RETRIES = 1
+# How long connect() tries to reach a Dask scheduler.
+CONNECT_TIMEOUT_S = 10.0
 # How long a stopped parallel run has to record why and stop its children.
 STOP_GRACE_S = 30.0
 
@@ -59,7 +67,8 @@ Runner = Callable[[str, RunOptions], dict]
 
 
 class SuiteError(ValueError):
-    """A suite that cannot start (its run directories exist)."""
+    """A suite that cannot start: its run directories exist, or its Dask
+    scheduler cannot be reached (the message says which)."""
 
 
 @dataclass
@@ -179,13 +188,14 @@ def plan_runs(names: list[str], root: Path, opts: RunOptions, repeat: int = 1) -
 
 
 # One run at a time in a process: a run plots with matplotlib's pyplot and
-# sets signal handlers, neither of which is for several threads.
+# sets signal handlers, neither of which is for several threads (a Dask
+# worker with more than one thread runs its runs in turn).
 _ONE_RUN = threading.Lock()
 
 
 def execute(spec: RunSpec, runner: Runner = run) -> SuiteRun:
     """Run ``spec`` in this process and return its record: the one function
-    that runs a suite's run, here or in a forked process.
+    that runs a suite's run, here, in a forked process or on a Dask worker.
 
     The run directory is the spec's own: what an earlier attempt of the run
     left there is removed first. The run's own failure (RunError,
@@ -252,11 +262,11 @@ def _again(spec: RunSpec, attempt: int, error: str, duration_s: float,
 
 
 def run_suite(names: list[str], root: Path, opts: RunOptions, *, repeat: int = 1,
-              progress: SuiteProgress | None = None, runner: Runner = run,
-              jobs: int = 1) -> list[SuiteRun]:
+              progress: SuiteProgress | None = None, runner: Runner = run, jobs: int = 1,
+              client: Any = None) -> list[SuiteRun]:
     """Run every experiment of ``names`` ``repeat`` times into ``root``: in
-    this process one after the other, or ``jobs`` at a time in processes of
-    their own. Returns the records in
+    this process one after the other, ``jobs`` at a time in processes of
+    their own, or on the Dask cluster of ``client``. Returns the records in
     the suite's order; a failed run is recorded, not raised (Ctrl-C and
     SIGTERM, RunTerminated, stop the suite)."""
     specs = plan_runs(names, root, opts, repeat)
@@ -268,6 +278,8 @@ def run_suite(names: list[str], root: Path, opts: RunOptions, *, repeat: int = 1
                              "new directories")
     prog = progress or SuiteProgress(len(specs))
     root.mkdir(parents=True, exist_ok=True)
+    if client is not None:
+        return _on_dask(specs, client, runner, prog)
     if jobs > 1 and len(specs) > 1:
         return _in_processes(specs, min(jobs, len(specs)), runner, prog)
     return _in_turn(specs, runner, prog)
@@ -441,6 +453,73 @@ def _stop(procs: list[Any]) -> None:
         if p.is_alive():
             os.killpg(p.pid, signal.SIGKILL)
             p.join()
+
+
+# ---------------------------------------------------------------------------
+# on a Dask distributed cluster
+
+
+def connect(address: str, timeout_s: float | None = None) -> Any:
+    """A ``distributed.Client`` of the scheduler at ``address``; SuiteError
+    (one line) if the package is missing or no scheduler answers there
+    within ``timeout_s`` (default CONNECT_TIMEOUT_S)."""
+    try:
+        from distributed import Client
+        from distributed.comm.addressing import get_address_host_port, parse_address
+    except ImportError:
+        raise SuiteError("Dask's distributed package is not installed "
+                         "(pip install -e '.[cluster]')") from None
+    try:
+        if parse_address(address)[0] != "inproc":   # (in this process: no host or port)
+            get_address_host_port(address)
+    except ValueError as e:
+        raise SuiteError(f"{address} is not a scheduler's address ({e})") from None
+    try:
+        return Client(address, timeout=CONNECT_TIMEOUT_S if timeout_s is None else timeout_s,
+                      set_as_default=False)
+    except Exception as e:
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise SuiteError(f"no Dask scheduler reachable at {address} ({why})") from None
+
+
+def _quiet(_line: str) -> None:
+    """A run's echo on a worker: its lines are in its progress.log."""
+
+
+def _on_dask(specs: list[RunSpec], client: Any, runner: Runner,
+             prog: SuiteProgress) -> list[SuiteRun]:
+    from distributed import as_completed
+
+    submitted: dict[Any, tuple[RunSpec, int, float]] = {}
+
+    def submit(spec: RunSpec, attempt: int) -> Any:
+        portable = replace(spec, opts=replace(spec.opts, echo=_quiet))
+        f = client.submit(execute, portable, runner, pure=False,
+                          key=f"testbed-run-{spec.run_dir.name}-{attempt}-{uuid.uuid4().hex[:8]}")
+        submitted[f] = (spec, attempt, time.monotonic())
+        return f
+
+    out: dict[int, SuiteRun] = {}
+    with _stopping(lambda: client.cancel(list(submitted))):
+        pending = as_completed([submit(s, 1) for s in specs], loop=client.loop)
+        for f in pending:
+            spec, attempt, t0 = submitted.pop(f)
+            try:
+                r: SuiteRun | None = replace(f.result(), attempts=attempt)
+            except Exception as e:    # the run raised, its worker was lost, ...
+                r = _again(spec, attempt, _describe(e), time.monotonic() - t0, prog)
+                if r is None:
+                    pending.add(submit(spec, attempt + 1))
+                    continue
+            assert r is not None
+            if not (spec.run_dir / "summary.json").is_file():
+                r = failed(spec, (f"{r.error}; " if not r.ok else "")
+                           + f"the worker wrote {spec.run_dir} where this machine does not see "
+                           "it: the workers need the report's directory at the same path",
+                           r.duration_s, r.attempts)
+            out[spec.index] = r
+            prog.done(r, spec.index)
+    return [out[s.index] for s in specs]
 
 
 # ---------------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""A report's runs in parallel: ``--jobs N`` processes on this machine
-write the same run directories as one run after the other; a run whose
-process fails is run once more, then reported as failed; Ctrl-C stops every
-run and leaves no process behind; bad options are one line and exit 2."""
+"""A report's runs in parallel: ``--jobs N`` processes on this machine or
+the workers of a Dask scheduler (``--scheduler``) write the same run
+directories as one run after the other; a run whose process or worker
+fails is run once more, then reported as failed; Ctrl-C stops every run
+and leaves no process behind; bad options are one line and exit 2."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,13 @@ QUICK_SET = ["epic-loss", "epic-tree"]
 # what differs between two runs of the same plan: where and when they ran
 WALL_CLOCK = {"run_dir", "started", "duration_s"}
 SIM_WALL_CLOCK = {"wall_s", "packet_hops_per_s", "events_per_s"}
+
+try:
+    import distributed
+except ImportError:          # the cluster extra is not installed
+    distributed = None
+needs_dask = pytest.mark.skipif(distributed is None,
+                                reason="no Dask distributed (pip install -e '.[cluster]')")
 
 
 def _report(out: Path, *extra: str) -> Path:
@@ -86,13 +95,17 @@ def test_two_jobs_write_the_same_runs_as_one(one_at_a_time: Path, tmp_path: Path
 def _flaky(tmp: Path) -> Any:
     """A runner: "raises" always raises; "dies-once" loses its process the
     first time (where it runs in a process of its own; raises otherwise);
-    every other run writes a finished run directory."""
+    "elsewhere" finishes without writing here; every other run writes a
+    finished run directory. Self-contained, so that Dask can ship it to a
+    worker."""
     here = os.getpid()
 
     def runner(name: str, opts: RunOptions) -> dict[str, Any]:
         opts.echo("[   0.1s] phase one")
         if name == "raises":
             raise RuntimeError(f"{name}: the worker ran out of memory")
+        if name == "elsewhere":      # as a worker that does not share the file system
+            return {"ok": True, "fidelity_ok": True}
         if name == "dies-once" and not (tmp / "died").exists():
             (tmp / "died").touch()
             if os.getpid() != here:
@@ -213,6 +226,10 @@ def test_parallel_runs_each_have_their_own_pypy_child(tmp_path: Path) -> None:
     (["--jobs", "0"], "error: --jobs 0: the number of runs at a time is 1 or more"),
     (["--jobs", "-2"], "error: --jobs -2: the number of runs at a time is 1 or more"),
     (["--jobs", "2"], "error: --jobs 2: parallel runs are for --engine sim"),
+    (["--scheduler", "tcp://127.0.0.1:1"],
+     "error: --scheduler tcp://127.0.0.1:1: parallel runs are for --engine sim"),
+    (["--engine", "sim", "--jobs", "2", "--scheduler", "tcp://127.0.0.1:1"],
+     "error: --jobs 2 and --scheduler: give one"),
 ])
 def test_bad_parallel_options_are_one_line_and_exit_2(
         tmp_path: Path, args: list[str], says: str) -> None:
@@ -220,3 +237,87 @@ def test_bad_parallel_options_are_one_line_and_exit_2(
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
     assert r.output.startswith(says), r.output
     assert not (tmp_path / "x").exists()
+
+
+def test_a_scheduler_that_cannot_be_reached_is_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import testbed.suite
+
+    monkeypatch.setattr(testbed.suite, "CONNECT_TIMEOUT_S", 0.5)
+    for address, says in [("tcp://127.0.0.1:1", "no Dask scheduler reachable at"),
+                          ("127.0.0.1", "is not a scheduler's address")]:
+        r = CliRunner().invoke(cli_main, ["report", "epic-loss", "--engine", "sim",
+                                          "--scheduler", address, "--out", str(tmp_path / "x")])
+        assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+        assert r.output.startswith("error: --scheduler: "), r.output
+        if distributed is None:
+            assert "distributed package is not installed" in r.output
+        else:
+            assert f"{says} {address}" in r.output or f"{address} {says}" in r.output
+
+
+# ---------------------------------------------------------------------------
+# Dask (last: its in-process cluster leaves threads in this process)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """A scheduler and one worker with one thread, in this process."""
+    assert distributed is not None
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as c:
+        yield c
+
+
+@needs_dask
+def test_a_dask_cluster_writes_the_same_runs_as_one_process(
+        one_at_a_time: Path, cluster: Any, tmp_path: Path) -> None:
+    dask = _report(tmp_path / "dask", "--scheduler", cluster.scheduler_address)
+    assert _run_files(dask) == _run_files(one_at_a_time)
+    assert _claims(dask) == _claims(one_at_a_time)
+
+
+@needs_dask
+def test_a_run_that_fails_on_dask_is_run_again_once_then_reported(
+        cluster: Any, tmp_path: Path) -> None:
+    from testbed.suite import connect
+
+    out = io.StringIO()
+    client = connect(cluster.scheduler_address)
+    try:
+        runs = run_suite(["fine", "raises", "dies-once"], tmp_path / "runs",
+                         RunOptions(quick=True), progress=SuiteProgress(3, out, live=False),
+                         runner=_flaky(tmp_path), client=client)
+        # a run whose directory this machine does not see is a failed run here
+        [elsewhere] = run_suite(["elsewhere"], tmp_path / "other", RunOptions(quick=True),
+                                progress=SuiteProgress(1, io.StringIO(), live=False),
+                                runner=_flaky(tmp_path), client=client)
+    finally:
+        client.close()
+    _check_flaky_suite(tmp_path / "runs", runs, out.getvalue())
+    assert "[3/3] dies-once: OSError: lost its file system; running it again" in out.getvalue()
+    assert not elsewhere.ok and "where this machine does not see it" in elsewhere.error
+    [recorded] = collect_runs([tmp_path / "other"])
+    assert not recorded.finished and "does not see it" in recorded.verdict
+
+
+@needs_dask
+def test_a_lost_dask_worker_s_run_is_run_again(tmp_path: Path) -> None:
+    """A worker process that dies under its run: the run goes to another."""
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                     dashboard_address=":0") as c:
+        from testbed.suite import connect
+
+        out = io.StringIO()
+        client = connect(c.scheduler_address)
+        try:
+            runs = run_suite(["dies-once"], tmp_path / "runs", RunOptions(quick=True),
+                             progress=SuiteProgress(1, out, live=False),
+                             runner=_flaky(tmp_path), client=client)
+        finally:
+            client.close()
+    assert [(r.ok, r.attempts) for r in runs] == [(True, 2)]
+    assert "[1/1] dies-once: KilledWorker" in out.getvalue()
