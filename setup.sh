@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One set-up command for a fresh Debian machine (run as root, or with sudo):
 # system packages for Mininet runs (and Chromium, in which a test loads the
-# report page), then the project in .venv (editable, with
-# the dev tools and the P4Runtime extra), PyPy's environment for the
+# report page), then the project in .venv (editable, with the dev tools and
+# the P4Runtime, docs and Dask cluster extras), PyPy's environment for the
 # virtual-time engine, and p4runtime-shell in an environment of its own.
 # Safe to run again.
 #
@@ -37,7 +37,7 @@ fi
 if [ ! -x .venv/bin/python ]; then
     /usr/bin/python3 -m venv --system-site-packages .venv
 fi
-.venv/bin/pip install --quiet -e '.[dev,p4runtime,docs]'
+.venv/bin/pip install --quiet -e '.[dev,p4runtime,docs,cluster]'
 
 # The virtual-time engine runs under PyPy where it finds .venv-pypy
 # (testbed/sim/pypy.py): Debian's PyPy with numpy, the one package its

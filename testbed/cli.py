@@ -502,10 +502,17 @@ def validate_cmd(names: tuple[str, ...], mininet_runs: int, sim_seeds: int, full
               help="--engine sim: the first run's seed; repeated runs take the next ones")
 @click.option("--interpreter", type=click.Choice(["auto", "pypy", "cpython"]), default="auto",
               show_default=True, help="--engine sim: PyPy or CPython (see `testbed run --help`)")
+@click.option("--jobs", type=int, default=1, show_default=True, metavar="N",
+              help="--engine sim: run N of the report's runs at a time, each in a process of "
+                   "its own on this machine")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="--engine sim: run the report's runs on the workers of this Dask distributed "
+                   "scheduler (e.g. tcp://host:8786; pip install -e '.[cluster]'); the workers "
+                   "must see --out at the same path")
 def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, ...],
                run_missing: bool, repeat: int, out: Path | None, target: str,
                hosts_provider: str, no_reanalyse: bool, engine: str, seed: int,
-               interpreter: str) -> None:
+               interpreter: str, jobs: int, scheduler: str | None) -> None:
     """Reproduce the papers' claims and write a report beside them.
 
     Runs every experiment that declares paper claims (or NAMES only), or
@@ -514,6 +521,11 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
     the measured mean and spread, and reproduced / not reproduced / not
     faithful / not measured; the runs' plots by figure; every run's fidelity
     verdict; provenance. New runs go to OUT/runs/.
+
+    The runs are independent: with --engine sim, --jobs N runs N at a time
+    on this machine and --scheduler ADDRESS on a Dask cluster; the files are
+    the same whichever process writes them. A run whose process or worker
+    fails (not the run itself) is run once more, then reported as failed.
 
     Exit status: 0 written, 1 a run or the report failed, 2 bad arguments,
     130 interrupted.
@@ -528,8 +540,27 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
         write,
     )
     from testbed.runner import REPO_ROOT, RunOptions
-    from testbed.suite import SuiteProgress, format_table, run_suite, write_record
+    from testbed.suite import (
+        SuiteError,
+        SuiteProgress,
+        connect,
+        format_table,
+        run_suite,
+        write_record,
+    )
 
+    if jobs < 1:
+        click.echo(f"error: --jobs {jobs}: the number of runs at a time is 1 or more", err=True)
+        sys.exit(2)
+    parallel = f"--scheduler {scheduler}" if scheduler else f"--jobs {jobs}" if jobs > 1 else ""
+    if parallel and engine != "sim":
+        click.echo(f"error: {parallel}: parallel runs are for --engine sim (a Mininet run "
+                   "needs the whole machine, and root)", err=True)
+        sys.exit(2)
+    if scheduler and jobs > 1:
+        click.echo(f"error: --jobs {jobs} and --scheduler: give one (on a cluster its workers "
+                   "set how many runs go at a time)", err=True)
+        sys.exit(2)
     claimed = experiments_with_claims()
     unknown = [n for n in names if n not in claimed]
     if unknown:
@@ -555,15 +586,31 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
         opts = RunOptions(quick=(profile or "quick") == "quick", target=target,
                           hosts=hosts_provider, engine=engine, seed=seed, interpreter=interpreter)
         _check_can_run(opts)
+        client = None
+        if scheduler:
+            try:
+                client = connect(scheduler)
+            except SuiteError as e:
+                click.echo(f"error: --scheduler: {e}", err=True)
+                sys.exit(2)
+        where = (f" on the Dask scheduler at {scheduler}" if scheduler else
+                 f", {jobs} at a time" if jobs > 1 else "")
         prog = SuiteProgress(len(to_run) * repeat)
         load_start = os.getloadavg()
         click.echo(f"running {', '.join(to_run)} ({profile or 'quick'} profile"
-                   f"{f', {repeat} runs each' if repeat > 1 else ''}) into {out_dir / 'runs'}")
-        with _stopped_runs_exit("; no report written"):
-            done = run_suite(to_run, out_dir / "runs", opts, repeat=repeat, progress=prog)
+                   f"{f', {repeat} runs each' if repeat > 1 else ''}) into {out_dir / 'runs'}"
+                   + where)
+        try:
+            with _stopped_runs_exit("; no report written"):
+                done = run_suite(to_run, out_dir / "runs", opts, repeat=repeat, progress=prog,
+                                 jobs=jobs, client=client)
+        finally:
+            if client is not None:
+                client.close()
         click.echo(format_table(done, prog.elapsed))
         write_record(out_dir / "runs" / "suite.json", done, prog.elapsed,
-                     f"testbed report --profile {profile or 'quick'}", load_start)
+                     f"testbed report --profile {profile or 'quick'}"
+                     + (f" {parallel}" if parallel else ""), load_start)
         failed = not all(r.ok for r in done)
         try:
             runs += collect_runs([out_dir / "runs"])
