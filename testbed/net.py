@@ -54,8 +54,11 @@ def router_commands(hosts: Sequence[HostAddr]) -> list[str]:
     return cmds
 
 
-class SoftSignal(Exception):
-    """SIGTERM turned into an exception so that ``finally`` blocks run."""
+class SoftSignal(BaseException):
+    """SIGTERM turned into an exception so that ``finally`` blocks run. A
+    BaseException, as KeyboardInterrupt is: code that contains a packet's or
+    a run's failures (``except Exception``, the soft switch's data path)
+    must not swallow it."""
 
 
 @contextmanager

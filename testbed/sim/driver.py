@@ -92,9 +92,9 @@ def run_phases(plan: Any, run_dir: Path, *, seed: int, host_links: str, packet_b
         out.error, out.exception = str(e), e
     except KeyboardInterrupt as e:
         out.interrupted, out.exception = True, e
-    except Exception as e:  # a fault of the simulator (or SIGTERM's SoftSignal in the runner)
+    except Exception as e:  # a fault of the simulator
         out.error, out.exception = f"{FAULT}: {type(e).__name__}: {e}", e
-    except BaseException as e:  # (SystemExit and the like: the caller raises it again)
+    except BaseException as e:  # SIGTERM's SoftSignal, SystemExit: the caller raises it again
         out.exception = e
     finally:
         if sim is not None:

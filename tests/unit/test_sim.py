@@ -236,3 +236,22 @@ def test_a_simulation_child_gets_a_large_nursery_unless_one_is_chosen(
     env = child_env()
     assert env["PYPY_GC_NURSERY"] == "8MB"
     assert env["PYTHONPATH"].split(":")[0] == str(repo_path("."))
+
+
+def test_sigterm_in_the_switchs_data_path_ends_the_run() -> None:
+    """The switch counts a packet whose pipeline fails as dropped and goes
+    on; SIGTERM's exception, raised wherever the signal lands, must not be
+    one of those failures."""
+    from testbed.net import SoftSignal
+
+    loop = EventLoop()
+    sw, nics = _star(loop, 10e9)
+
+    def ingress(_st: object) -> None:
+        raise SoftSignal("signal SIGTERM")
+
+    sw.sw.program.ingress = ingress
+    loop.at(0, lambda _: nics["h1"].send(50000, "10.0.2.1", 4791, [b"x" * 64], 2))
+    with pytest.raises(SoftSignal):
+        loop.run()
+    assert sw.sw.drops.get("exception", 0) == 0
