@@ -886,7 +886,17 @@ def bench_sim_cmd(ranks: str, chunk_kib: int, link_gbps: float, payload: str,
         exes = [choose(i) or sys.executable for i in dict.fromkeys(wanted)]
     except InterpreterError as e:
         raise click.BadParameter(str(e), param_hint="--interpreter") from None
-    figures: dict[str, Any] = {"sim": [], "ns3": None}
+    from testbed.bench_hosts import machine_info
+
+    machine = machine_info()
+    command = (f"testbed bench sim --ranks {ranks} --chunk-kib {chunk_kib} "
+               f"--link-gbps {link_gbps:g} --payload {payload}"
+               + "".join(f" --interpreter {i}" for i in interpreters)
+               + ("" if ns3 else " --no-ns3") + (" --json" if as_json else ""))
+    # the record results/reference keeps: what ran, on which commit and machine
+    figures: dict[str, Any] = {"command": command, "commit": machine.pop("commit"),
+                               "dirty": machine.pop("dirty"), "machine": machine,
+                               "sim": [], "ns3": None}
     for n in sizes:
         for exe in exes:
             try:

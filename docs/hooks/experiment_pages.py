@@ -51,7 +51,8 @@ REPO_IMAGES = (
     "results/reference/symphony-ring-full-cct.png",
 )
 # Benchmark records rendered on reference/measurements.md.
-MEASUREMENTS = ("results/reference/forwarding-bench.json", "results/reference/run-all-quick.json")
+MEASUREMENTS = ("results/reference/forwarding-bench.json", "results/reference/run-all-quick.json",
+                "results/reference/sim-bench-pypy.json", "results/reference/sim-bench-32-ranks-8mib.json")
 
 
 def _experiments() -> dict[str, types.ModuleType]:
@@ -244,6 +245,23 @@ def experiments_index(exps: dict[str, types.ModuleType]) -> str:
         "How to write one: [Writing an experiment](../writing-an-experiment.md).", ""])
 
 
+def _sim_bench_rows(rec: dict[str, Any]) -> list[str]:
+    """``testbed bench sim --json``: one row per size and interpreter, then ns-3's figure."""
+    rows = ["| ranks (leaf x spine) | chunk | payload | interpreter | packet-hops | wall | "
+            "packet-hops/s | events/s | peak memory |", "|---|---|---|---|---|---|---|---|---|"]
+    for f in rec["sim"]:
+        rows.append(f"| {f['ranks']} ({f['leaves']} x {f['spines']}) | {f['chunk_kib']} KiB | "
+                    f"{f['payload']} | {f['interpreter']} | {f['packet_hops']:,} | "
+                    f"{f['wall_s']:.1f} s | **{f['packet_hops_per_s']:,}** | "
+                    f"{f['events_per_s']:,} | {f['peak_rss_mib']:.0f} MiB |")
+    ns3 = rec.get("ns3")
+    if ns3:
+        rows += ["", f"ns-3 {ns3['ns3_version']} in the same run, a UDP flood of "
+                     f"{ns3['packets']:,} packets through a {ns3['hops']}-hop chain: "
+                     f"**{round(ns3['packet_hops_per_s']):,}** packet-hops/s."]
+    return rows + [""]
+
+
 def measurements_page() -> str:
     parts = ["# Reference measurements", "",
              "Benchmark records kept in `results/reference/`, each made by the command it "
@@ -255,6 +273,9 @@ def measurements_page() -> str:
                   f"Commit: `{rec['commit'][:12]}`" + (" (tree not clean)" if rec.get("dirty") else ""),
                   "", "Machine: " + _cell(", ".join(f"{k} {v}" for k, v in rec["machine"].items())),
                   ""]
+        if "sim" in rec:
+            parts += _sim_bench_rows(rec)
+            continue
         results = rec["results"]
         if "total_s" in rec:
             m, s = divmod(round(rec["total_s"]), 60)

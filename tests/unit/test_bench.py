@@ -28,3 +28,30 @@ def test_cli_rejects_unknown_backends_and_bad_counts() -> None:
     assert r.exit_code == 2 and "python, pypy" in r.output
     r = CliRunner().invoke(main, ["bench", "forwarding", "--runs", "0"])
     assert r.exit_code != 0
+
+
+def test_the_sim_bench_json_is_a_record_the_docs_render() -> None:
+    """``testbed bench sim --json`` names its command, commit and machine
+    beside the figures, as results/reference keeps them; the measurements
+    page turns it into a table."""
+    import json
+    import sys
+    from pathlib import Path
+
+    r = CliRunner().invoke(main, ["bench", "sim", "--ranks", "8", "--chunk-kib", "2",
+                                  "--payload", "phantom", "--interpreter", "cpython",
+                                  "--no-ns3", "--json"])
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.stdout)
+    assert rec["command"] == ("testbed bench sim --ranks 8 --chunk-kib 2 --link-gbps 10 "
+                              "--payload phantom --interpreter cpython --no-ns3 --json")
+    assert rec["machine"]["cpus"] and "commit" in rec and rec["ns3"] is None
+    (fig,) = rec["sim"]
+    assert fig["ranks"] == 8 and fig["packet_hops"] > 0 and fig["payload"] == "phantom"
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "hooks"))
+    try:
+        from experiment_pages import _sim_bench_rows
+    finally:
+        sys.path.pop(0)
+    rows = _sim_bench_rows(rec)
+    assert rows[2].startswith("| 8 (2 x 2) | 2 KiB | phantom | CPython")
