@@ -407,6 +407,7 @@ class Communicator:
             raise ValueError(f"root {root} out of range for size {self.size}")
         o = CollectiveOp(self, kind, x, op, root)
         self._active = o
+        o.progress()        # its first step leaves now, not at the caller's next poll
         return o
 
 

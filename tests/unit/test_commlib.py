@@ -477,3 +477,13 @@ def test_a_phantom_communicator_keeps_no_data() -> None:
     ops2 = [c.start_all_reduce(np.arange(4096, dtype=np.int64)) for c in real]
     run_all(w2, ops2)
     assert len(data_packets(w)) == len(data_packets(w2))
+
+
+def test_a_collective_posts_its_first_step_when_it_starts() -> None:
+    """The first step leaves at the start, not at the caller's next poll: a
+    collective started right after another is not idle until something wakes
+    its rank."""
+    w, comms, events = make_ring(3, 1)
+    ops = [c.start_all_reduce(np.arange(64, dtype=np.int32)) for c in comms]
+    first = [e for e in events if e["event"] == "step_start"]
+    assert len(first) == 3 and {e["t_ns"] for e in first} == {ops[0].t_start}
