@@ -132,6 +132,7 @@ class Communicator:
         timeout_s: float = 60.0,
         step_psn_origin: bool = False,
         phantom: bool = False,
+        step_overhead_ns: int = 0,
     ) -> None:
         if not 0 <= rank < size:
             raise ValueError(f"rank {rank} out of range for size {size}")
@@ -156,6 +157,12 @@ class Communicator:
         # nothing is reduced and there is no result to check. For runs at a
         # scale where every rank's real buffers would not fit in memory.
         self.phantom = phantom
+        # The host library's own time per ring step (e.g. NCCL's per-step
+        # latency): each step's write is posted this long after the step became
+        # ready (the QP holds it: hosts.roce.verbs.QP.post_send's delay_ns).
+        if step_overhead_ns < 0:
+            raise ValueError("step_overhead_ns must be >= 0")
+        self.step_overhead_ns = step_overhead_ns
         # Two halves, used by alternate collectives: a neighbour that already
         # finished collective k may write k+1's data while we still finish k.
         buffer: Callable[[int], Any] = _lazy_zeros if phantom else bytearray
@@ -575,7 +582,7 @@ class CollectiveOp:
                 "recv_chunk": st.recv_chunk,
             }
         )
-        r_qp.post_send(wr)
+        r_qp.post_send(wr, comm.step_overhead_ns)
 
     def result(self) -> np.ndarray:
         if not self.done:

@@ -231,6 +231,7 @@ class EpicCommunicator:
         timeout_s: float = 60.0,
         job_id: int = 0,
         qp_timeout_ns: int | None = None,
+        step_overhead_ns: int = 0,
     ) -> None:
         if not 0 < size <= MAX_RANKS:
             raise ValueError(f"group size {size} out of range 1..{MAX_RANKS}")
@@ -242,6 +243,8 @@ class EpicCommunicator:
                              f"the switch has {MAX_GROUPS}")
         if not 0 < chunk_pkts <= WINDOW // 2:
             raise ValueError(f"chunk_pkts must be in 1..{WINDOW // 2} (two in flight <= W)")
+        if step_overhead_ns < 0:
+            raise ValueError("step_overhead_ns must be >= 0")
         self.ctx, self.rank, self.size, self.endpoint = ctx, rank, size, endpoint
         self.max_bytes = max_bytes
         self.event_sink = event_sink
@@ -253,6 +256,10 @@ class EpicCommunicator:
         # timeout resends what is in flight (the switch drops it as duplicates).
         # None: the context's RTO.
         self.qp_timeout_ns = qp_timeout_ns
+        # The host library's own time per step: each round's first send is
+        # posted this long after the round became ready (a ring's per-step
+        # overhead, paid once per round here).
+        self.step_overhead_ns = step_overhead_ns
         # room for an AllGather of max_bytes, padded to whole packets
         words = -(-max(1, max_bytes) // 4)
         self._cap_words = -(-words // ELEMS) * ELEMS
@@ -579,7 +586,8 @@ class EpicCollective:
             off, ln = self._chunks[i]
             self._qp.post_send(SendWR(
                 wr_id=i, opcode=WROpcode.SEND_WITH_IMM if i == 0 else WROpcode.SEND,
-                sge=comm._send_mr.sge(off, ln), imm_data=self._imm if i == 0 else None))
+                sge=comm._send_mr.sge(off, ln), imm_data=self._imm if i == 0 else None),
+                comm.step_overhead_ns if i == 0 else 0)
             self._sent += 1
 
     def progress(self) -> bool:
