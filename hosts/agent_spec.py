@@ -320,7 +320,8 @@ class CollectiveSpec:
     # "real": every byte exists and every result is checked bit for bit;
     # "phantom": the same packets and timing without the data (no buffers
     # kept, nothing reduced or checked: hosts.commlib.communicator), for runs
-    # whose ranks' real buffers would not fit in memory.
+    # whose ranks' real buffers would not fit in memory. Through EPIC: int32
+    # AllReduce and Barrier (the switch adds the zeros the packets carry).
     payload: str = "real"
     # The host library's own time per step, in us of the modelled NIC's time
     # (scaled by the transport's slowdown): each ring step's write, and each
@@ -330,9 +331,6 @@ class CollectiveSpec:
     def __post_init__(self) -> None:
         if self.payload not in ("real", "phantom"):
             raise SpecError(f"collective.payload {self.payload!r} unknown (real, phantom)")
-        if self.payload == "phantom" and self.scheme != "ring":
-            raise SpecError("collective.payload 'phantom' runs the ring collectives only: "
-                            "EPIC's switch adds the payload it carries")
         if not self.step_overhead_us >= 0:
             raise SpecError("collective.step_overhead_us must be >= 0")
         if not 0 <= self.step_base <= 0x3FFF:
@@ -366,6 +364,11 @@ class CollectiveSpec:
             missing = {"switch_ip", "qpn", "gid"} - set(self.epic or {})
             if missing:
                 raise SpecError(f"collective.epic needs {sorted(missing)}")
+            ops = {op for op, _n in self.sequence()}
+            if self.payload == "phantom" and (
+                    self.dtype != "int32" or not ops <= {"all_reduce", "barrier"}):
+                raise SpecError("collective.payload 'phantom' through EPIC runs int32 "
+                                "AllReduce and Barrier only")
 
     def sequence(self) -> list[tuple[str, int]]:
         """(op, element count) of each collective, in order."""

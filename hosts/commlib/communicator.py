@@ -165,7 +165,7 @@ class Communicator:
         self.step_overhead_ns = step_overhead_ns
         # Two halves, used by alternate collectives: a neighbour that already
         # finished collective k may write k+1's data while we still finish k.
-        buffer: Callable[[int], Any] = _lazy_zeros if phantom else bytearray
+        buffer: Callable[[int], Any] = lazy_zeros if phantom else bytearray
         self.work = buffer(2 * max(1, max_bytes))
         self.staging = buffer(2 * max(1, max_bytes))
         self.work_mr = self.pd.reg_mr(self.work, access)
@@ -427,7 +427,7 @@ class _Chan:
         self.t_start = 0
 
 
-def _lazy_zeros(n: int) -> mmap.mmap:
+def lazy_zeros(n: int) -> mmap.mmap:
     """``n`` writable bytes of anonymous memory that cost nothing until written."""
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0)
     return mmap.mmap(-1, n, flags=flags)

@@ -289,6 +289,29 @@ def test_loss_on_the_links_into_and_out_of_the_switch_is_repaired() -> None:
     assert events(sw, 0) == counted
 
 
+def test_phantom_allreduce_sends_the_same_packets_without_the_data() -> None:
+    """Phantom EPIC AllReduce: the buffers stay untouched (the switch adds
+    zeros), what comes back is discarded, there is no result; the switch
+    completes the same slots and the ranks send the same packets as with data.
+    Only AllReduce and Barrier run phantom."""
+    n, count = 4, 5000
+    w, sw, comms = make_group(n, comm_kw={"phantom": True})
+    x = np.broadcast_to(np.zeros(1, dtype=np.int32), (count,))
+    ops = [c.start_all_reduce(x) for c in comms]
+    assert w.run(until=lambda: all([o.progress() for o in ops]), timeout=120)
+    assert all(o.result() is None for o in ops)
+    assert all(not any(bytes(c._send[8:])) and not any(bytes(c._recv)) for c in comms)
+    assert all(c._recv_mr.discard_writes for c in comms)
+    w2, sw2, real = make_group(n)
+    run(w2, [c.start_all_reduce(np.ones(count, dtype=np.int32)) for c in real])
+    assert events(sw, 1) == events(sw2, 1)
+    assert ([c.qp.stats["tx_pkts"] for c in comms] == [c.qp.stats["tx_pkts"] for c in real])
+    with pytest.raises(CommError, match="phantom"):
+        comms[0].start_broadcast(x)
+    with pytest.raises(TypeError, match="int32"):
+        comms[0].start_all_reduce(np.broadcast_to(np.zeros(1, np.float32), (8,)))
+
+
 def test_a_step_overhead_delays_each_round_once() -> None:
     """The host library's per-step overhead, paid once per EPIC round (an int32
     AllReduce is one round) however many packets it sends."""
