@@ -226,6 +226,8 @@ class Report:
     other_runs: list[RunRecord]                  # of experiments that declare no claims
     without_claims: list[str]                    # experiments that declare none
     not_named: list[str] = field(default_factory=list)  # with claims, left out of this report
+    # with claims but no paper profile (a report of the paper profile leaves them out)
+    without_paper_profile: list[str] = field(default_factory=list)
 
     @property
     def results(self) -> list[tuple[str, ClaimResult]]:
@@ -371,7 +373,7 @@ def build(runs: list[RunRecord], *, profile: str | None = None, command: str = "
           reanalyse: bool = True) -> Report:
     """Judge every declared claim over ``runs`` (see the module doc), each
     analysed again by the current code unless ``reanalyse`` is False."""
-    from testbed.experiment import discover
+    from testbed.experiment import discover, has_profile
 
     if profile not in (None, "quick", "full", "paper"):
         raise ReportError(f"profile must be quick, full or paper, not {profile!r}")
@@ -385,10 +387,11 @@ def build(runs: list[RunRecord], *, profile: str | None = None, command: str = "
     others = [r for r in runs if r.experiment not in experiments]
     created = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
     every = discover()
+    left = [n for n, m in every.items() if getattr(m, "CLAIMS", ()) and n not in experiments]
+    no_paper = [n for n in left if profile == "paper" and not has_profile(every[n], "paper")]
     return Report(created, command, profile, provenance(runs), sections, others,
                   [n for n, m in every.items() if not getattr(m, "CLAIMS", ())],
-                  [n for n, m in every.items() if getattr(m, "CLAIMS", ()) and
-                   n not in experiments])
+                  [n for n in left if n not in no_paper], no_paper)
 
 
 # ---------------------------------------------------------------------------
@@ -503,6 +506,11 @@ def _html(report: Report, images: dict[Path, str]) -> str:
     if report.not_named:
         h.append("<p class=\"small\">Experiments with claims not in this report (not named): "
                  + ", ".join(f"<code>{_e(n)}</code>" for n in report.not_named) + ".</p>")
+    if report.without_paper_profile:
+        h.append("<p class=\"small\">Experiments with claims but no paper profile (not run at "
+                 "the paper's scale, not in this report): "
+                 + ", ".join(f"<code>{_e(n)}</code>" for n in report.without_paper_profile)
+                 + ".</p>")
 
     h.append("<h2 id=\"claims\">Claims</h2><table id=\"claims-table\"><tr><th>experiment</th>"
              "<th>figure</th><th>claim</th><th>paper</th><th>measured</th><th>verdict</th></tr>")
@@ -626,6 +634,10 @@ def _markdown(report: Report, images: dict[Path, str]) -> str:
     if report.not_named:
         m += ["", "Experiments with claims not in this report (not named): "
               + ", ".join(f"`{n}`" for n in report.not_named) + "."]
+    if report.without_paper_profile:
+        m += ["", "Experiments with claims but no paper profile (not run at the paper's scale, "
+              "not in this report): "
+              + ", ".join(f"`{n}`" for n in report.without_paper_profile) + "."]
     m += ["", "## Claims", ""]
     m += _md_table(["experiment", "figure", "claim", "paper", "measured", "verdict"],
                    [[s.name, f.figure, r.claim.says, r.claim.paper_text(),

@@ -230,6 +230,7 @@ def test_a_paper_report_takes_the_experiments_with_a_paper_profile(tmp_path: Pat
     assert sec.scale == "the paper's (every parameter at the paper's value)"
     rep = build(runs, profile="paper", reanalyse=False)
     assert [s.name for s in rep.sections] == ["epic-allreduce"]
+    assert "symphony-two-flows" in rep.without_paper_profile and not rep.not_named
     rep = build(runs, profile="quick", reanalyse=False)
     sec = next(s for s in rep.sections if s.name == "epic-allreduce")
     assert sec.scale.startswith("quick profile: ") and "differ from the paper's" in sec.scale
@@ -282,5 +283,6 @@ def test_the_report_command_with_the_paper_profile(tmp_path: Path) -> None:
     md = (out / "report.md").read_text()
     assert "## epic-allreduce" in md and "## symphony-two-flows" not in md
     assert "### Scale of epic-allreduce against the paper's" in md
+    assert "no paper profile (not run at the paper's scale, not in this report): " in md
     assert "scale against the paper's" in md
     assert "against the paper's" in (out / "index.html").read_text()
