@@ -1073,7 +1073,8 @@ class _Collective:
                 pacer_factory=agent.make_pacer,
                 path_mtu=agent.spec.transport.path_mtu, timeout_s=agent.spec.timeout_s,
                 step_psn_origin=spec.step_psn_origin, step_base=spec.step_base,
-                phantom=spec.payload == "phantom")
+                phantom=spec.payload == "phantom",
+                step_overhead_ns=scale.latency_ns(spec.step_overhead_us))
         self.iteration = 0
         self.op: Any = None
         self.done = False
@@ -1131,7 +1132,9 @@ class _Collective:
             event_sink=agent.log.sink, job_id=spec.job_id,
             rate_controller_factory=lambda: make_rate_controller(
                 agent.spec, scale, agent.log, f"rank{spec.rank}-epic"),
-            pacer_factory=agent.make_pacer, timeout_s=agent.spec.timeout_s)
+            pacer_factory=agent.make_pacer, timeout_s=agent.spec.timeout_s,
+            phantom=spec.payload == "phantom",
+            step_overhead_ns=scale.latency_ns(spec.step_overhead_us))
 
     def start(self, t: int) -> None:
         self._start_next()

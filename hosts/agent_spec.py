@@ -320,15 +320,19 @@ class CollectiveSpec:
     # "real": every byte exists and every result is checked bit for bit;
     # "phantom": the same packets and timing without the data (no buffers
     # kept, nothing reduced or checked: hosts.commlib.communicator), for runs
-    # whose ranks' real buffers would not fit in memory.
+    # whose ranks' real buffers would not fit in memory. Through EPIC: int32
+    # AllReduce and Barrier (the switch adds the zeros the packets carry).
     payload: str = "real"
+    # The host library's own time per step, in us of the modelled NIC's time
+    # (scaled by the transport's slowdown): each ring step's write, and each
+    # EPIC round's first send, is posted this long after it became ready.
+    step_overhead_us: float = 0.0
 
     def __post_init__(self) -> None:
         if self.payload not in ("real", "phantom"):
             raise SpecError(f"collective.payload {self.payload!r} unknown (real, phantom)")
-        if self.payload == "phantom" and self.scheme != "ring":
-            raise SpecError("collective.payload 'phantom' runs the ring collectives only: "
-                            "EPIC's switch adds the payload it carries")
+        if not self.step_overhead_us >= 0:
+            raise SpecError("collective.step_overhead_us must be >= 0")
         if not 0 <= self.step_base <= 0x3FFF:
             raise SpecError(f"collective.step_base {self.step_base} must be 0..16383")
         if not 0 <= self.rank < self.size:
@@ -360,6 +364,11 @@ class CollectiveSpec:
             missing = {"switch_ip", "qpn", "gid"} - set(self.epic or {})
             if missing:
                 raise SpecError(f"collective.epic needs {sorted(missing)}")
+            ops = {op for op, _n in self.sequence()}
+            if self.payload == "phantom" and (
+                    self.dtype != "int32" or not ops <= {"all_reduce", "barrier"}):
+                raise SpecError("collective.payload 'phantom' through EPIC runs int32 "
+                                "AllReduce and Barrier only")
 
     def sequence(self) -> list[tuple[str, int]]:
         """(op, element count) of each collective, in order."""
@@ -404,6 +413,11 @@ class JobSpec:
                             "(an rxe host's senders are the kernel's; nothing of the "
                             "testbed's reads pause frames for them); an experiment's "
                             "-p pfc=false runs it lossy")
+        if self.provider == "rxe" and (
+                float(self.transport.scale.get("nic_latency_us", 0.0)) or (
+                    self.collective is not None and self.collective.step_overhead_us)):
+            raise SpecError(f"job for {self.host}: an rxe host's NIC and its posts are the "
+                            "kernel's: no modelled nic_latency_us or step_overhead_us")
         if self.provider == "rxe" and self.interpreter == "pypy":
             raise SpecError(f"job for {self.host}: rxe hosts need pyverbs, which the pypy "
                             "interpreter lacks; use interpreter 'python' or 'auto'")

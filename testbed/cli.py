@@ -149,22 +149,31 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
-_Row = tuple[str, str, str, str, str]
-_PARAMS_HEADER: _Row = ("PARAMETER", "DEFAULT", "QUICK", "UNIT", "MEANING")
-_VALUE_COLUMN_MAX = 10     # a longer default or quick value pushes the rest of its row right
+_Row = tuple[str, str, str, str, str, str]
+_PARAMS_HEADER: _Row = ("PARAMETER", "DEFAULT", "QUICK", "PAPER", "UNIT", "MEANING")
+_VALUE_COLUMN_MAX = 10     # a longer value pushes the rest of its row right
+
+
+def _paper_shown(d: Any) -> str:
+    """A parameter's paper-profile value ("-" without one; "*" where the
+    profile runs less than the paper's value, ``--help`` says what)."""
+    if not d.has_paper:
+        return "-"
+    return _shown(d.paper) + ("*" if d.scaled_down is not None else "")
 
 
 def _params_rows(mod: Any) -> list[_Row]:
-    """(name, default, quick, unit, meaning) of each of experiment ``mod``'s parameters."""
+    """(name, default, quick, paper, unit, meaning) of each of experiment ``mod``'s
+    parameters."""
     from testbed.experiment import param_docs
 
-    return [(d.name, _shown(d.full), _shown(d.quick), d.unit or "-", d.meaning)
-            for d in param_docs(mod)]
+    return [(d.name, _shown(d.full), _shown(d.quick), _paper_shown(d), d.unit or "-",
+             d.meaning) for d in param_docs(mod)]
 
 
 def _column_widths(rows: Sequence[_Row]) -> list[int]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(_PARAMS_HEADER) - 1)]
-    return [min(w, _VALUE_COLUMN_MAX) if i in (1, 2) else w for i, w in enumerate(widths)]
+    return [min(w, _VALUE_COLUMN_MAX) if i in (1, 2, 3) else w for i, w in enumerate(widths)]
 
 
 def _table_lines(rows: Sequence[_Row], widths: Sequence[int], indent: str = "  ") -> list[str]:
@@ -183,7 +192,8 @@ def _table_lines(rows: Sequence[_Row], widths: Sequence[int], indent: str = "  "
 
 @main.command("list")
 @click.option("--params", "show_params", is_flag=True, help="also show each parameter's "
-              "default, quick value, unit and meaning")
+              "default, quick and paper values, unit and meaning (paper: '-' where the "
+              "experiment has no paper profile, '*' where it runs less than the paper)")
 def list_cmd(show_params: bool) -> None:
     """List the experiments (``testbed run NAME``)."""
     from testbed.experiment import describe, discover
@@ -228,19 +238,59 @@ class _RunCommand(click.Command):
             formatter.write_paragraph()
             formatter.write_text(str(e))
             return
+        from testbed.experiment import has_profile, param_docs
+
+        paper = has_profile(mod, "paper")
         with formatter.section(f"Parameters of {mod.NAME} (-p NAME=VALUE)"):
-            formatter.write_text("Each with its meaning [unit], its default (the full "
-                                 "profile's) and its value in the quick profile (--quick).")
+            formatter.write_text(
+                "Each with its meaning [unit], its default (the full profile's) and its "
+                "value in the quick profile (--profile quick)"
+                + (" and the paper profile (--profile paper; where it runs less than the "
+                   "paper, the paper's value and why)." if paper else
+                   "; this experiment has no paper profile."))
             formatter.write_paragraph()
-            formatter.write_dl([
-                (pname, f"{meaning}{f' [{unit}]' if unit != '-' else ''}; "
-                        f"default {full}, quick {quick}")
-                for pname, full, quick, unit, meaning in _params_rows(mod)])
+            rows = []
+            for d, (pname, full, quick, paper_v, unit, meaning) in zip(
+                    param_docs(mod), _params_rows(mod), strict=True):
+                text = f"{meaning}{f' [{unit}]' if unit != '-' else ''}; default {full}, " \
+                       f"quick {quick}"
+                if paper:
+                    text += f", paper {paper_v.rstrip('*')}"
+                    if d.scaled_down is not None:
+                        text += (f" (the paper's: {_shown(d.scaled_down.paper)}; "
+                                 f"{d.scaled_down.reason})")
+                rows.append((pname, text))
+            formatter.write_dl(rows)
+
+
+_PROFILE_HELP = ("the experiment's parameters: quick (short), full (the default) or paper "
+                 "(the paper's own scale; --engine sim only, and only the experiments that "
+                 "declare one)")
+
+
+def _profile_of(quick: bool, profile: str | None) -> str:
+    """--profile, with --quick as --profile quick."""
+    if quick and profile not in (None, "quick"):
+        raise click.UsageError(f"--quick is --profile quick: not with --profile {profile}")
+    return profile or ("quick" if quick else "full")
+
+
+def _check_profile_engine(profile: str, engine: str) -> None:
+    """One line and exit 2 if ``profile`` cannot run on ``engine``."""
+    from testbed.experiment import PROFILE_ENGINES
+
+    engines = PROFILE_ENGINES[profile]
+    if engines is not None and engine not in engines:
+        click.echo(f"error: --profile {profile} runs on the virtual-time engine only: add "
+                   "--engine sim", err=True)
+        sys.exit(2)
 
 
 @main.command("run", cls=_RunCommand)
 @click.argument("name")
-@click.option("--quick", is_flag=True, help="the experiment's short profile")
+@click.option("--profile", type=click.Choice(["quick", "full", "paper"]), default=None,
+              help=_PROFILE_HELP)
+@click.option("--quick", is_flag=True, help="the same as --profile quick")
 @click.option("--target", type=click.Choice(["soft", "bmv2"]), default="soft", show_default=True,
               help="switch target")
 @click.option("--hosts", "hosts_provider", type=click.Choice(["udp", "rxe"]), default="udp",
@@ -267,9 +317,9 @@ class _RunCommand(click.Command):
               show_default=True,
               help="--engine sim: run the simulation under PyPy (2-3x faster; set up by "
                    "./setup.sh as .venv-pypy) or CPython; auto: PyPy where set up")
-def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path | None,
-            pcap: bool, params: tuple[str, ...], phase_retries: int, engine: str,
-            seed: int, host_links: str, interpreter: str) -> None:
+def run_cmd(name: str, profile: str | None, quick: bool, target: str, hosts_provider: str,
+            out: Path | None, pcap: bool, params: tuple[str, ...], phase_retries: int,
+            engine: str, seed: int, host_links: str, interpreter: str) -> None:
     """Run experiment NAME in Mininet (or in virtual time with --engine sim);
     results, timelines and plots go to --out.
 
@@ -284,6 +334,8 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
     from testbed.experiment import ExperimentError
     from testbed.runner import RunError, RunOptions, run
 
+    chosen = _profile_of(quick, profile)
+    _check_profile_engine(chosen, engine)
     _check_out_dir(out)
     overrides = {}
     for item in params:
@@ -291,7 +343,8 @@ def run_cmd(name: str, quick: bool, target: str, hosts_provider: str, out: Path 
         if not sep:
             raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--param")
         overrides[k.strip()] = v.strip()
-    opts = RunOptions(quick=quick, target=target, hosts=hosts_provider, out=out, pcap=pcap,
+    opts = RunOptions(quick=chosen == "quick", profile=chosen, target=target,
+                      hosts=hosts_provider, out=out, pcap=pcap,
                       overrides=overrides, echo=lambda s: click.echo(s),
                       phase_retries=phase_retries, engine=engine, seed=seed,
                       host_links=host_links, interpreter=interpreter)
@@ -401,25 +454,28 @@ def _stopped_runs_exit(after: str = "") -> Iterator[None]:
 
 
 def _run_all(opts: Any) -> None:
-    from testbed.experiment import discover
+    from testbed.experiment import discover, has_profile
     from testbed.runner import REPO_ROOT
     from testbed.suite import SuiteProgress, format_table, run_suite, write_record
 
     _check_can_run(opts)
-    names = list(discover())
+    profile = opts.profile_name()
+    names = [n for n, m in discover().items() if has_profile(m, profile)]
     root = Path(opts.out) if opts.out else REPO_ROOT / "results" / f"all-{_stamp()}"
     if root.exists() and any(root.iterdir()):
         click.echo(f"error: output directory {root} exists and is not empty", err=True)
         sys.exit(2)
     prog = SuiteProgress(len(names))
     load_start = os.getloadavg()
-    click.echo(f"running {len(names)} experiments{' (quick profile)' if opts.quick else ''} "
+    click.echo(f"running {len(names)} experiments"
+               f"{f' ({profile} profile)' if profile != 'full' else ''} "
                f"into {root}: {', '.join(names)}")
     with _stopped_runs_exit():
         runs = run_suite(names, root, opts, progress=prog)
     click.echo(format_table(runs, prog.elapsed))
     write_record(root / "suite.json", runs, prog.elapsed,
-                 "testbed run all" + (" --quick" if opts.quick else ""), load_start)
+                 "testbed run all" + (f" --profile {profile}" if profile != "full" else ""),
+                 load_start)
     click.echo(f"times and verdicts: {root / 'suite.json'}")
     click.echo(f"report: testbed report --reuse {root}")
     if not all(r.ok for r in runs):
@@ -478,8 +534,9 @@ def validate_cmd(names: tuple[str, ...], mininet_runs: int, sim_seeds: int, full
 
 @main.command("report")
 @click.argument("names", nargs=-1)
-@click.option("--profile", type=click.Choice(["quick", "full"]), default=None,
-              help="the profile of new runs (default quick) and of the runs judged")
+@click.option("--profile", type=click.Choice(["quick", "full", "paper"]), default=None,
+              help="the profile of new runs (default quick) and of the runs judged; paper: "
+                   "the experiments with a paper profile, at the paper's scale (--engine sim)")
 @click.option("--reuse", "reuse", multiple=True,
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="judge these run directories (or directories of them) instead of "
@@ -561,11 +618,12 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
         click.echo(f"error: --jobs {jobs} and --scheduler: give one (on a cluster its workers "
                    "set how many runs go at a time)", err=True)
         sys.exit(2)
-    claimed = experiments_with_claims()
+    claimed = experiments_with_claims(profile)
     unknown = [n for n in names if n not in claimed]
     if unknown:
-        raise click.UsageError(f"{', '.join(unknown)}: no such experiment with paper claims "
-                               f"(with claims: {', '.join(claimed)})")
+        with_profile = f" and a {profile} profile" if profile == "paper" else ""
+        raise click.UsageError(f"{', '.join(unknown)}: no such experiment with paper claims"
+                               f"{with_profile} (with them: {', '.join(claimed) or 'none'})")
     chosen = {n: claimed[n] for n in (names or claimed)}
     if run_missing and not reuse:
         raise click.UsageError("--run-missing goes with --reuse")
@@ -583,8 +641,10 @@ def report_cmd(names: tuple[str, ...], profile: str | None, reuse: tuple[Path, .
     to_run = [n for n in chosen if not reuse or (run_missing and n not in covered)]
     failed = False
     if to_run:
-        opts = RunOptions(quick=(profile or "quick") == "quick", target=target,
-                          hosts=hosts_provider, engine=engine, seed=seed, interpreter=interpreter)
+        _check_profile_engine(profile or "quick", engine)
+        opts = RunOptions(quick=(profile or "quick") == "quick", profile=profile or "quick",
+                          target=target, hosts=hosts_provider, engine=engine, seed=seed,
+                          interpreter=interpreter)
         _check_can_run(opts)
         client = None
         if scheduler:

@@ -9,6 +9,15 @@ An experiment is a module in ``experiments/`` with:
   declared with ``param(default, meaning, unit)``, the one-line meaning and
   unit ``testbed run NAME --help`` and ``testbed list --params`` show (a
   subclass that only changes a default keeps its base's meaning);
+- optionally a classmethod ``Params.paper()``: the paper's own setup (its
+  topology, node count, link rate, buffers, sizes, durations, seeds), stated
+  once in the paper's units next to ``PAPER``/``REFERENCE`` and converted
+  there. It runs on the virtual-time engine only. Where the paper's full size
+  would take more than about an hour of wall time here, the profile keeps the
+  paper's network and rates, cuts a repetition count, a duration or the
+  largest sizes, and says so in a classmethod ``Params.scaled_down_from()``:
+  field -> ``ScaledDown(paper value, reason)``, recorded in the run's
+  ``summary.json`` and the report;
 - ``plan(params) -> RunPlan``: the topology, the switch configuration and the
   phases, each phase a set of job specs (hosts.agent_spec.JobSpec) by host;
 - ``analyze(run_dir) -> dict``: results from the saved timelines (merged into
@@ -51,6 +60,12 @@ __all__ = [
     "param",
     "param_docs",
     "ParamDoc",
+    "PROFILES",
+    "ScaledDown",
+    "has_profile",
+    "profiles_of",
+    "scaled_down_from",
+    "scale_record",
     "params_to_dict",
     "plan_to_dict",
 ]
@@ -340,6 +355,84 @@ class ParamDoc:
     unit: str
     full: Any            # the default (full profile)
     quick: Any           # the quick profile's value
+    paper: Any = None    # the paper profile's value (has_paper: the experiment has one)
+    has_paper: bool = False
+    scaled_down: ScaledDown | None = None   # the paper's value, where the profile cuts it
+
+
+# ---------------------------------------------------------------------------
+# profiles
+
+PROFILES = ("quick", "full", "paper")
+# The engines a profile runs on (None: every engine).
+PROFILE_ENGINES: dict[str, tuple[str, ...] | None] = {"quick": None, "full": None,
+                                                      "paper": ("sim",)}
+
+
+@dataclass(frozen=True)
+class ScaledDown:
+    """A parameter the paper profile runs smaller than the paper did: the
+    paper's value (in the parameter's own unit) and why it is cut (the wall
+    time the paper's value would take here, say)."""
+
+    paper: Any
+    reason: str
+
+
+def has_profile(mod: types.ModuleType, profile: str) -> bool:
+    """Whether experiment ``mod`` has profile ``profile`` (quick and full: every
+    experiment; paper: those whose ``Params`` declare ``paper()``)."""
+    if profile not in PROFILES:
+        raise ExperimentError(f"unknown profile {profile!r} (profiles: {', '.join(PROFILES)})")
+    return profile != "paper" or callable(getattr(mod.Params, "paper", None))
+
+
+def profiles_of(mod: types.ModuleType) -> tuple[str, ...]:
+    return tuple(p for p in PROFILES if has_profile(mod, p))
+
+
+def profile_params(mod: types.ModuleType, profile: str) -> Any:
+    """The experiment's parameters of ``profile``."""
+    if not has_profile(mod, profile):
+        with_paper = [n for n, m in discover().items() if has_profile(m, "paper")]
+        raise ExperimentError(f"{mod.NAME} has no paper profile (experiments with one: "
+                              f"{', '.join(with_paper) or 'none'})")
+    cls = mod.Params
+    return {"quick": cls.quick, "full": cls, "paper": getattr(cls, "paper", None)}[profile]()
+
+
+def scaled_down_from(mod: types.ModuleType) -> dict[str, ScaledDown]:
+    """What the paper profile of ``mod`` cuts (``Params.scaled_down_from()``;
+    {} where it runs at the paper's full size or has no paper profile),
+    checked: each name a parameter, each paper value different from the
+    profile's."""
+    if not has_profile(mod, "paper"):
+        return {}
+    fn = getattr(mod.Params, "scaled_down_from", None)
+    cuts: dict[str, ScaledDown] = dict(fn()) if callable(fn) else {}
+    names = {f.name for f in dataclasses.fields(mod.Params)}
+    paper = mod.Params.paper()
+    for k, v in cuts.items():
+        if k not in names:
+            raise ExperimentError(f"{mod.NAME}: scaled_down_from names {k!r}, not a parameter")
+        if not isinstance(v, ScaledDown) or not v.reason:
+            raise ExperimentError(f"{mod.NAME}: scaled_down_from[{k!r}] must be a "
+                                  "ScaledDown with a reason")
+        if v.paper == getattr(paper, k):
+            raise ExperimentError(f"{mod.NAME}: scaled_down_from[{k!r}]: the paper profile "
+                                  f"already runs the paper's {v.paper!r}")
+    return cuts
+
+
+def scale_record(mod: types.ModuleType, profile: str, params: Any) -> dict[str, Any] | None:
+    """``summary.json``'s ``scaled_down_from`` of a run of ``profile`` with
+    ``params``: for the paper profile, each parameter it cuts with the paper's
+    value, the run's and the reason ({} where none is cut); None for the other
+    profiles, which do not claim the paper's scale."""
+    if profile != "paper":
+        return None
+    return {k: {"paper": v.paper, "run": getattr(params, k), "reason": v.reason}
+            for k, v in scaled_down_from(mod).items()}
 
 
 def _field_doc(cls: type, name: str) -> tuple[str, str]:
@@ -354,11 +447,16 @@ def _field_doc(cls: type, name: str) -> tuple[str, str]:
 
 def param_docs(mod: types.ModuleType) -> list[ParamDoc]:
     """Every parameter of experiment ``mod`` in declaration order, with its
-    meaning, unit, default and quick value."""
+    meaning, unit, default and quick value, and the paper profile's value
+    (and the paper's, where the profile cuts it) if it has one."""
     cls = mod.Params
     full, quick = cls(), cls.quick()
+    has_paper = has_profile(mod, "paper")
+    paper = cls.paper() if has_paper else None
+    cuts = scaled_down_from(mod)
     return [ParamDoc(f.name, *_field_doc(cls, f.name), getattr(full, f.name),
-                     getattr(quick, f.name))
+                     getattr(quick, f.name), getattr(paper, f.name, None), has_paper,
+                     cuts.get(f.name))
             for f in dataclasses.fields(cls)]
 
 
@@ -388,11 +486,12 @@ def _coerce(value: str, tp: Any, name: str) -> Any:
 
 
 def make_params(mod: types.ModuleType, quick: bool = False,
-                overrides: dict[str, str] | None = None) -> Any:
-    """The experiment's parameters: defaults or its quick profile, then overrides
-    given as strings (``name=value`` on the command line), converted by type."""
+                overrides: dict[str, str] | None = None, *, profile: str | None = None) -> Any:
+    """The experiment's parameters: those of ``profile`` (quick, full or paper;
+    None: quick if ``quick``, else full), then overrides given as strings
+    (``name=value`` on the command line), converted by type."""
     cls = mod.Params
-    params = cls.quick() if quick else cls()
+    params = profile_params(mod, profile or ("quick" if quick else "full"))
     if overrides:
         hints = typing.get_type_hints(cls)
         names = {f.name for f in dataclasses.fields(cls)}

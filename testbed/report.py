@@ -6,15 +6,21 @@ provenance; :func:`write` renders ``index.html`` (one file, inline style, no
 scripts, images under ``img/``) and ``report.md`` with the same content.
 
 Which runs are judged: the finished runs of an experiment with claims, of
-one profile. With ``profile`` given, runs of the other profile are left out;
-without it, an experiment that has full-profile runs is judged on those and
-its quick runs are left out. Left-out and failed runs are listed, never
-dropped silently; so are the runs that were not faithful (testbed.claims
-says how they count).
+one profile (quick, full or paper). With ``profile`` given, runs of the other
+profiles are left out; without it, an experiment is judged on its paper-profile
+runs if it has any, else on its full-profile runs if it has any, else on its
+quick ones. Left-out and failed runs are listed, never dropped silently; so are
+the runs that were not faithful (testbed.claims says how they count).
+
+Each experiment's section also lists its scale against the paper's: every
+parameter whose judged runs differ from the paper profile's value (or, where
+that profile cuts it, from the paper's own, with the reason); an experiment
+without a paper profile says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import fnmatch
 import html
@@ -71,7 +77,12 @@ class RunRecord:
 
     @property
     def profile(self) -> str:
-        return "quick" if self.summary.get("quick") else "full"
+        from testbed.experiment import PROFILES
+
+        p = self.summary.get("profile")
+        if p in PROFILES:
+            return str(p)
+        return "quick" if self.summary.get("quick") else "full"   # (runs before profiles)
 
     @property
     def verdict(self) -> str:
@@ -169,10 +180,12 @@ def _label(runs: list[RunRecord]) -> None:
         r.label = base if count[base] == 1 else f"{base}~{count[base]}"
 
 
-def experiments_with_claims() -> dict[str, types.ModuleType]:
-    from testbed.experiment import discover
+def experiments_with_claims(profile: str | None = None) -> dict[str, types.ModuleType]:
+    """The experiments that declare claims (with ``profile``: and have that profile)."""
+    from testbed.experiment import discover, has_profile
 
-    return {n: m for n, m in discover().items() if getattr(m, "CLAIMS", ())}
+    return {n: m for n, m in discover().items() if getattr(m, "CLAIMS", ())
+            and (profile is None or has_profile(m, profile))}
 
 
 # ---------------------------------------------------------------------------
@@ -193,6 +206,10 @@ class ExperimentSection:
     figures: list[FigureSection]
     runs: list[RunRecord]                        # judged (finished or failed)
     left_out: list[tuple[RunRecord, str]] = field(default_factory=list)
+    # the judged runs' scale against the paper's: one line, and per parameter
+    # that differs [parameter, the runs' value, the paper's, why]
+    scale: str = ""
+    scale_rows: list[list[str]] = field(default_factory=list)
 
     @property
     def duration_s(self) -> float:
@@ -209,6 +226,8 @@ class Report:
     other_runs: list[RunRecord]                  # of experiments that declare no claims
     without_claims: list[str]                    # experiments that declare none
     not_named: list[str] = field(default_factory=list)  # with claims, left out of this report
+    # with claims but no paper profile (a report of the paper profile leaves them out)
+    without_paper_profile: list[str] = field(default_factory=list)
 
     @property
     def results(self) -> list[tuple[str, ClaimResult]]:
@@ -227,7 +246,8 @@ class Report:
 
 def _choose_profile(runs: list[RunRecord], profile: str | None
                     ) -> tuple[list[RunRecord], list[tuple[RunRecord, str]]]:
-    want = profile or ("full" if any(r.profile == "full" for r in runs) else "quick")
+    want = profile or next((p for p in ("paper", "full") if any(r.profile == p for r in runs)),
+                           "quick")
     why = (f"{{}} profile; this report is of the {want} profile" if profile else
            f"{{}} profile; runs of the {want} profile exist and are judged")
     keep = [r for r in runs if r.profile == want]
@@ -245,6 +265,47 @@ def _plots_for(claims: list[Claim], run: RunRecord) -> list[Path]:
             if fnmatch.fnmatch(f.name, pat) and f not in out:
                 out.append(f)
     return out
+
+
+def _shown(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def scale_against_paper(mod: types.ModuleType, runs: list[RunRecord]
+                        ) -> tuple[str, list[list[str]]]:
+    """The runs' scale against the paper's: a one-line summary and, per
+    parameter whose runs differ from the paper's value, [parameter, the runs'
+    value(s), the paper's, why] (the paper's value: the paper profile's, or
+    the paper's own where the profile cuts it)."""
+    from testbed.experiment import has_profile, scaled_down_from
+
+    if not has_profile(mod, "paper"):
+        return "no paper profile: the testbed's own scale", []
+    paper = mod.Params.paper()
+    cuts = scaled_down_from(mod)
+    recorded = [r.summary.get("params") or {} for r in runs if r.finished]
+    if not recorded:
+        return "no finished run", []
+    profiles = sorted({r.profile for r in runs if r.finished})
+    rows = []
+    for f in dataclasses.fields(mod.Params):
+        want = cuts[f.name].paper if f.name in cuts else getattr(paper, f.name)
+        seen = list(dict.fromkeys(_shown(p.get(f.name)) for p in recorded))
+        if seen == [_shown(want)]:
+            continue
+        if f.name in cuts and seen == [_shown(getattr(paper, f.name))]:
+            why = "the paper profile runs less: " + cuts[f.name].reason
+        else:
+            why = ("set on the command line" if any(f.name in (r.overrides or {}) for r in runs)
+                   else f"the {'/'.join(profiles)} profile's value")
+        rows.append([f.name, ", ".join(seen), _shown(want), why])
+    if not rows:
+        return "the paper's (every parameter at the paper's value)", []
+    which = "/".join(profiles)
+    names = ", ".join(r[0] for r in rows)
+    if profiles == ["paper"]:
+        return f"paper profile, below the paper's in {names}", rows
+    return f"{which} profile: {len(rows)} parameter(s) differ from the paper's", rows
 
 
 def _section(name: str, mod: types.ModuleType, runs: list[RunRecord],
@@ -267,7 +328,8 @@ def _section(name: str, mod: types.ModuleType, runs: list[RunRecord],
         fig_claims = [c for c in claims if c.figure == fig]
         plots = [(r, p) for r in finished for p in _plots_for(fig_claims, r)]
         figures.append(FigureSection(fig, results, plots))
-    return ExperimentSection(name, describe(mod), figures, judged, left_out)
+    scale, scale_rows = scale_against_paper(mod, judged)
+    return ExperimentSection(name, describe(mod), figures, judged, left_out, scale, scale_rows)
 
 
 def provenance(runs: list[RunRecord]) -> list[tuple[str, str]]:
@@ -311,12 +373,12 @@ def build(runs: list[RunRecord], *, profile: str | None = None, command: str = "
           reanalyse: bool = True) -> Report:
     """Judge every declared claim over ``runs`` (see the module doc), each
     analysed again by the current code unless ``reanalyse`` is False."""
-    from testbed.experiment import discover
+    from testbed.experiment import discover, has_profile
 
-    if profile not in (None, "quick", "full"):
-        raise ReportError(f"profile must be quick or full, not {profile!r}")
+    if profile not in (None, "quick", "full", "paper"):
+        raise ReportError(f"profile must be quick, full or paper, not {profile!r}")
     if experiments is None:
-        experiments = experiments_with_claims()
+        experiments = experiments_with_claims(profile)
     _label(runs)
     if reanalyse:
         runs = [reanalysed(r, experiments) for r in runs]
@@ -325,10 +387,11 @@ def build(runs: list[RunRecord], *, profile: str | None = None, command: str = "
     others = [r for r in runs if r.experiment not in experiments]
     created = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
     every = discover()
+    left = [n for n, m in every.items() if getattr(m, "CLAIMS", ()) and n not in experiments]
+    no_paper = [n for n in left if profile == "paper" and not has_profile(every[n], "paper")]
     return Report(created, command, profile, provenance(runs), sections, others,
                   [n for n, m in every.items() if not getattr(m, "CLAIMS", ())],
-                  [n for n, m in every.items() if getattr(m, "CLAIMS", ()) and
-                   n not in experiments])
+                  [n for n in left if n not in no_paper], no_paper)
 
 
 # ---------------------------------------------------------------------------
@@ -428,13 +491,14 @@ def _html(report: Report, images: dict[Path, str]) -> str:
         h.append(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>")
     h.append("</table>")
     h.append("<h3>Experiments</h3><table id=\"experiments-table\"><tr><th>experiment</th>"
-             "<th>runs judged</th><th>faithful</th><th>time (sum of runs)</th><th>claims</th></tr>")
+             "<th>runs judged</th><th>faithful</th><th>time (sum of runs)</th><th>claims</th>"
+             "<th>scale against the paper's</th></tr>")
     for s in report.sections:
         fin = [r for r in s.runs if r.finished]
         h.append(f"<tr><td><a href=\"#{_anchor('exp', s.name)}\">{_e(s.name)}</a></td>"
                  f"<td>{len(s.runs)}</td><td>{sum(r.faithful for r in fin)}</td>"
                  f"<td>{_e(_dur(s.duration_s))}</td>"
-                 f"<td>{sum(len(f.results) for f in s.figures)}</td></tr>")
+                 f"<td>{sum(len(f.results) for f in s.figures)}</td><td>{_e(s.scale)}</td></tr>")
     h.append("</table>")
     if report.without_claims:
         h.append("<p class=\"small\">Experiments that declare no paper claims (not judged): "
@@ -442,6 +506,11 @@ def _html(report: Report, images: dict[Path, str]) -> str:
     if report.not_named:
         h.append("<p class=\"small\">Experiments with claims not in this report (not named): "
                  + ", ".join(f"<code>{_e(n)}</code>" for n in report.not_named) + ".</p>")
+    if report.without_paper_profile:
+        h.append("<p class=\"small\">Experiments with claims but no paper profile (not run at "
+                 "the paper's scale, not in this report): "
+                 + ", ".join(f"<code>{_e(n)}</code>" for n in report.without_paper_profile)
+                 + ".</p>")
 
     h.append("<h2 id=\"claims\">Claims</h2><table id=\"claims-table\"><tr><th>experiment</th>"
              "<th>figure</th><th>claim</th><th>paper</th><th>measured</th><th>verdict</th></tr>")
@@ -478,6 +547,14 @@ def _html(report: Report, images: dict[Path, str]) -> str:
             else:
                 h.append("<p class=\"small\">No figures: no finished run.</p>")
             h.append("</section>")
+        h.append(f"<h3>Scale of {_e(s.name)} against the paper's</h3>")
+        h.append(f"<p class=\"scale\">{_e(s.scale)}.</p>")
+        if s.scale_rows:
+            h.append("<table class=\"scale\"><tr>" + "".join(f"<th>{_e(x)}</th>"
+                                                           for x in _SCALE_HEAD) + "</tr>")
+            h += ["<tr>" + "".join(f"<td>{_e(x)}</td>" for x in row) + "</tr>"
+                  for row in s.scale_rows]
+            h.append("</table>")
         h.append(f"<h3>Runs of {_e(s.name)}</h3>")
         h.append(_runs_table_html(s.runs, s.left_out))
 
@@ -509,6 +586,7 @@ def _run_row(r: RunRecord) -> list[str]:
 
 _RUN_HEAD = ["run", "profile", "engine", "target", "hosts", "commit", "time",
              "fidelity verdict", "results"]
+_SCALE_HEAD = ["parameter", "runs", "paper", "why"]
 
 
 def _runs_table_html(runs: list[RunRecord], left_out: list[tuple[RunRecord, str]]) -> str:
@@ -545,9 +623,10 @@ def _markdown(report: Report, images: dict[Path, str]) -> str:
     m += ["", "## Provenance", ""]
     m += _md_table(["", ""], [[k, v] for k, v in report.provenance])
     m += ["", "### Experiments", ""]
-    m += _md_table(["experiment", "runs judged", "faithful", "time (sum of runs)", "claims"],
+    m += _md_table(["experiment", "runs judged", "faithful", "time (sum of runs)", "claims",
+                    "scale against the paper's"],
                    [[s.name, str(len(s.runs)), str(sum(r.faithful for r in s.runs)),
-                     _dur(s.duration_s), str(sum(len(f.results) for f in s.figures))]
+                     _dur(s.duration_s), str(sum(len(f.results) for f in s.figures)), s.scale]
                     for s in report.sections])
     if report.without_claims:
         m += ["", "Experiments that declare no paper claims (not judged): "
@@ -555,6 +634,10 @@ def _markdown(report: Report, images: dict[Path, str]) -> str:
     if report.not_named:
         m += ["", "Experiments with claims not in this report (not named): "
               + ", ".join(f"`{n}`" for n in report.not_named) + "."]
+    if report.without_paper_profile:
+        m += ["", "Experiments with claims but no paper profile (not run at the paper's scale, "
+              "not in this report): "
+              + ", ".join(f"`{n}`" for n in report.without_paper_profile) + "."]
     m += ["", "## Claims", ""]
     m += _md_table(["experiment", "figure", "claim", "paper", "measured", "verdict"],
                    [[s.name, f.figure, r.claim.says, r.claim.paper_text(),
@@ -571,6 +654,9 @@ def _markdown(report: Report, images: dict[Path, str]) -> str:
                 cap = (f"{f.figure}: {src.name} of run {run.label} "
                        f"({'faithful' if run.faithful else 'NOT faithful'})")
                 m += [f"![{cap}]({images[src]})", ""]
+        m += ["", f"### Scale of {s.name} against the paper's", "", s.scale + "."]
+        if s.scale_rows:
+            m += [""] + _md_table(_SCALE_HEAD, s.scale_rows)
         m += ["", f"### Runs of {s.name}", ""]
         m += _md_table(_RUN_HEAD, [_run_row(r) for r in s.runs]) if s.runs else ["No run."]
         if s.left_out:

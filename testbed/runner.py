@@ -75,6 +75,7 @@ from testbed.agent_launcher import AgentLauncher, LaunchedAgent, LauncherError
 from testbed.cpu_usage import CpuSampler, format_cpu
 from testbed.doctor import doctor_report
 from testbed.experiment import (
+    PROFILE_ENGINES,
     ExperimentError,
     PhasePlan,
     RunPlan,
@@ -83,7 +84,9 @@ from testbed.experiment import (
     make_params,
     params_to_dict,
     plan_to_dict,
+    profile_params,
     repo_path,
+    scale_record,
 )
 from testbed.fidelity import (
     arrivals_behind_clock,
@@ -118,6 +121,9 @@ class RunTerminated(RunError):
 @dataclass
 class RunOptions:
     quick: bool = False
+    # "quick", "full" or "paper" (testbed.experiment.PROFILES); None: quick
+    # or full by ``quick``. The paper profile runs on the sim engine only.
+    profile: str | None = None
     target: str = "soft"
     hosts: str = "udp"
     out: Path | None = None
@@ -142,6 +148,10 @@ class RunOptions:
     # The virtual-time engine's interpreter (testbed.sim.pypy.INTERPRETERS):
     # "auto" runs it under PyPy where set up, in this CPython otherwise.
     interpreter: str = "auto"
+
+    def profile_name(self) -> str:
+        """The run's profile: ``profile``, else quick or full by ``quick``."""
+        return self.profile or ("quick" if self.quick else "full")
 
 
 class Engine(Protocol):
@@ -1477,12 +1487,25 @@ def _write_json(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
+def check_profile(mod: types.ModuleType, profile: str, engine: str) -> None:
+    """Raise ExperimentError unless experiment ``mod`` has ``profile`` and the
+    profile runs on ``engine``."""
+    profile_params(mod, profile)        # (raises for an unknown or missing profile)
+    engines = PROFILE_ENGINES[profile]
+    if engines is not None and engine not in engines:
+        raise ExperimentError(f"the {profile} profile runs on the virtual-time engine only "
+                              f"(--engine sim), not on {engine}: the paper's networks are "
+                              "far beyond what this machine emulates in real time")
+
+
 def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
     """Run experiment ``name``; returns the summary (also in DIR/summary.json).
     Raises RunError (the run failed: summary.json says why) or ExperimentError."""
     opts = opts or RunOptions()
     mod = load(name)
-    params = make_params(mod, opts.quick, opts.overrides)
+    profile = opts.profile_name()
+    check_profile(mod, profile, opts.engine)
+    params = make_params(mod, overrides=opts.overrides, profile=profile)
     plan: RunPlan = mod.plan(params)
     check_hosts_supported(mod, opts.hosts)
     plan = plan_for_hosts(plan, opts.hosts)
@@ -1495,7 +1518,8 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
     run_dir = run_dir.resolve()
     started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     summary: dict[str, Any] = {
-        "experiment": mod.NAME, "ok": False, "quick": opts.quick, "engine": engine.name,
+        "experiment": mod.NAME, "ok": False, "quick": profile == "quick", "profile": profile,
+        "scaled_down_from": scale_record(mod, profile, params), "engine": engine.name,
         "target": opts.target,
         "hosts": opts.hosts, "pcap": opts.pcap, "run_dir": str(run_dir), "started": started,
         "params": params_to_dict(params), "overrides": dict(opts.overrides),
@@ -1504,7 +1528,7 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
     _write_json(run_dir / "plan.json", {"experiment": mod.NAME, "params": summary["params"],
                                         **plan_to_dict(plan)})
     prog = Progress(opts.echo, run_dir / "progress.log")
-    prog.line(f"{mod.NAME}{' (quick)' if opts.quick else ''}: output {run_dir}")
+    prog.line(f"{mod.NAME}{f' ({profile})' if profile != 'full' else ''}: output {run_dir}")
     from testbed.net import SoftSignal, sigterm_raises
 
     applied: list[dict[str, Any]] = []

@@ -132,6 +132,7 @@ class Communicator:
         timeout_s: float = 60.0,
         step_psn_origin: bool = False,
         phantom: bool = False,
+        step_overhead_ns: int = 0,
     ) -> None:
         if not 0 <= rank < size:
             raise ValueError(f"rank {rank} out of range for size {size}")
@@ -156,9 +157,15 @@ class Communicator:
         # nothing is reduced and there is no result to check. For runs at a
         # scale where every rank's real buffers would not fit in memory.
         self.phantom = phantom
+        # The host library's own time per ring step (e.g. NCCL's per-step
+        # latency): each step's write is posted this long after the step became
+        # ready (the QP holds it: hosts.roce.verbs.QP.post_send's delay_ns).
+        if step_overhead_ns < 0:
+            raise ValueError("step_overhead_ns must be >= 0")
+        self.step_overhead_ns = step_overhead_ns
         # Two halves, used by alternate collectives: a neighbour that already
         # finished collective k may write k+1's data while we still finish k.
-        buffer: Callable[[int], Any] = _lazy_zeros if phantom else bytearray
+        buffer: Callable[[int], Any] = lazy_zeros if phantom else bytearray
         self.work = buffer(2 * max(1, max_bytes))
         self.staging = buffer(2 * max(1, max_bytes))
         self.work_mr = self.pd.reg_mr(self.work, access)
@@ -407,6 +414,7 @@ class Communicator:
             raise ValueError(f"root {root} out of range for size {self.size}")
         o = CollectiveOp(self, kind, x, op, root)
         self._active = o
+        o.progress()        # its first step leaves now, not at the caller's next poll
         return o
 
 
@@ -419,7 +427,7 @@ class _Chan:
         self.t_start = 0
 
 
-def _lazy_zeros(n: int) -> mmap.mmap:
+def lazy_zeros(n: int) -> mmap.mmap:
     """``n`` writable bytes of anonymous memory that cost nothing until written."""
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0)
     return mmap.mmap(-1, n, flags=flags)
@@ -574,7 +582,7 @@ class CollectiveOp:
                 "recv_chunk": st.recv_chunk,
             }
         )
-        r_qp.post_send(wr)
+        r_qp.post_send(wr, comm.step_overhead_ns)
 
     def result(self) -> np.ndarray:
         if not self.done:

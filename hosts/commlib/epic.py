@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from hosts.commlib.communicator import CommError, EventSink
+from hosts.commlib.communicator import CommError, EventSink, lazy_zeros
 from hosts.commlib.reduce import ReduceOp
 from hosts.commlib.schedule import split
 from hosts.roce.constants import PSN_MASK, QPN_MASK, ROCE_UDP_PORT
@@ -231,6 +231,8 @@ class EpicCommunicator:
         timeout_s: float = 60.0,
         job_id: int = 0,
         qp_timeout_ns: int | None = None,
+        phantom: bool = False,
+        step_overhead_ns: int = 0,
     ) -> None:
         if not 0 < size <= MAX_RANKS:
             raise ValueError(f"group size {size} out of range 1..{MAX_RANKS}")
@@ -242,6 +244,8 @@ class EpicCommunicator:
                              f"the switch has {MAX_GROUPS}")
         if not 0 < chunk_pkts <= WINDOW // 2:
             raise ValueError(f"chunk_pkts must be in 1..{WINDOW // 2} (two in flight <= W)")
+        if step_overhead_ns < 0:
+            raise ValueError("step_overhead_ns must be >= 0")
         self.ctx, self.rank, self.size, self.endpoint = ctx, rank, size, endpoint
         self.max_bytes = max_bytes
         self.event_sink = event_sink
@@ -253,19 +257,33 @@ class EpicCommunicator:
         # timeout resends what is in flight (the switch drops it as duplicates).
         # None: the context's RTO.
         self.qp_timeout_ns = qp_timeout_ns
+        # Phantom payloads (as the ring's, hosts.commlib.communicator): the same
+        # packets and timing without the data. The buffers are untouched
+        # anonymous memory (the switch adds zeros), what comes back is
+        # discarded, and a collective has no result. int32 AllReduce, Reduce,
+        # Broadcast, ReduceScatter, AllGather and Barrier; no floats (their
+        # fixed-point agreement needs the data).
+        self.phantom = phantom
+        # The host library's own time per step: each round's first send is
+        # posted this long after the round became ready (a ring's per-step
+        # overhead, paid once per round here).
+        self.step_overhead_ns = step_overhead_ns
         # room for an AllGather of max_bytes, padded to whole packets
         words = -(-max(1, max_bytes) // 4)
         self._cap_words = -(-words // ELEMS) * ELEMS
         self.pd = ctx.alloc_pd()
         self.cq = ctx.create_cq()
         nbytes = ANNOUNCE_BYTES + 4 * self._cap_words
-        self._send = bytearray(nbytes)
+        buffer: Callable[[int], Any] = lazy_zeros if phantom else bytearray
+        self._send = buffer(nbytes)
         # the receive buffer: one region for the round in progress, then room
         # for the rounds an AllGather posts its receives for in advance
         self._prepost_base = nbytes
-        self._recv = bytearray(2 * nbytes + size * (ANNOUNCE_BYTES + PACKET_BYTES))
+        self._recv = buffer(2 * nbytes + size * (ANNOUNCE_BYTES + PACKET_BYTES))
         self._send_mr = self.pd.reg_mr(self._send, Access.LOCAL_WRITE)
         self._recv_mr = self.pd.reg_mr(self._recv, Access.LOCAL_WRITE)
+        if phantom:
+            self._recv_mr.discard_writes = True
         # one QP per group (group_index); qps[0], the AllReduce group's, is ``qp``
         self.qps = [self.pd.create_qp(
             self.cq, self.cq, job_id=job_id,
@@ -419,6 +437,11 @@ class EpicCommunicator:
         if ReduceOp(op) is not ReduceOp.SUM:
             raise CommError(f"the EPIC switch adds; reduction {ReduceOp(op).value!r} "
                             "is not supported")
+        if self.phantom:
+            # only the size and type count (e.g. a zero-strided broadcast_to view)
+            if x.dtype != np.dtype(np.int32):
+                raise TypeError(f"phantom EPIC collectives add int32, not {x.dtype}")
+            return x.reshape(-1)
         x = np.ascontiguousarray(x).reshape(-1)
         if x.dtype not in (np.dtype(np.int32), np.dtype(np.float32), np.dtype(np.float64)):
             raise TypeError(f"unsupported dtype {x.dtype} for EPIC collectives "
@@ -466,6 +489,9 @@ class EpicCommunicator:
             raise CommError("communicator is not connected")
         if self._active is not None and not self._active.done:
             raise CommError("a collective is already in progress on this communicator")
+        if self.phantom and kind not in ("all_reduce", "barrier"):
+            plan.close()
+            raise CommError(f"phantom EPIC collectives are AllReduce and Barrier, not {kind}")
         c = EpicCollective(self, kind, nbytes, plan, prepost)
         self._active = c
         c.progress()
@@ -544,9 +570,10 @@ class EpicCollective:
         npkts = -(-n // ELEMS)
         padded = npkts * ELEMS
         comm._send[:ANNOUNCE_BYTES] = (self.nbytes).to_bytes(8, "big")
-        data = np.frombuffer(comm._send, dtype=">i4", count=padded, offset=ANNOUNCE_BYTES)
-        data[:n] = words
-        data[n:] = 0
+        if not comm.phantom:        # (phantom: the buffer stays zeros, never written)
+            data = np.frombuffer(comm._send, dtype=">i4", count=padded, offset=ANNOUNCE_BYTES)
+            data[:n] = words
+            data[n:] = 0
         self._chunks = _message_chunks(n, comm.chunk_pkts)
         self._words = n
         self._n_sends = len(self._chunks) if sends else 0
@@ -579,7 +606,8 @@ class EpicCollective:
             off, ln = self._chunks[i]
             self._qp.post_send(SendWR(
                 wr_id=i, opcode=WROpcode.SEND_WITH_IMM if i == 0 else WROpcode.SEND,
-                sge=comm._send_mr.sge(off, ln), imm_data=self._imm if i == 0 else None))
+                sge=comm._send_mr.sge(off, ln), imm_data=self._imm if i == 0 else None),
+                comm.step_overhead_ns if i == 0 else 0)
             self._sent += 1
 
     def progress(self) -> bool:
@@ -602,7 +630,7 @@ class EpicCollective:
         while (not self.done and self._send_done == self._n_sends
                and self._recv_done == self._n_recvs):
             out = None
-            if self._receives:
+            if self._receives and not comm.phantom:
                 assert self._recv_base is not None
                 out = np.frombuffer(comm._recv, dtype=">i4", count=self._words,
                                     offset=self._recv_base + ANNOUNCE_BYTES).astype(np.int32)

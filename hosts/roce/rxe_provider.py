@@ -842,7 +842,10 @@ class RxeQP:
             self._qp.close()
 
     # -- posting -----------------------------------------------------------------
-    def post_send(self, wr: SendWR) -> None:
+    def post_send(self, wr: SendWR, delay_ns: int = 0) -> None:
+        if delay_ns:
+            raise VerbsError("rdma_rxe posts a work request at once: no delay_ns (a host "
+                             "library's per-step overhead is modelled by the udp provider)")
         if self.state in (QPState.RESET, QPState.INIT, QPState.RTR):
             raise VerbsError(f"post_send in state {self.state.name}")
         op = WROpcode(wr.opcode)

@@ -24,12 +24,18 @@ class Scale:
     ack_every_pkts: int = 16          # responder ACKs at least every N packets
     max_inflight_pkts: int = 512      # unacknowledged packets per QP
     floor_ms: float = 1.0             # lower bound for every derived timer
+    # The NIC's per-message latency: a posted send work request's first packet
+    # leaves no sooner than this after the post (doorbell, WQE and payload
+    # fetch). A latency, not a timer: scaled without the floor; 0: none.
+    nic_latency_us: float = 0.0
 
     def __post_init__(self) -> None:
         if self.slowdown <= 0 or self.nic_rate_bps <= 0:
             raise ValueError("slowdown and nic_rate_bps must be positive")
         if self.ack_every_pkts < 1 or self.max_inflight_pkts < 1:
             raise ValueError("packet counts must be >= 1")
+        if not self.nic_latency_us >= 0:
+            raise ValueError("nic_latency_us must be >= 0")
 
     def ns(self, real_us: float) -> int:
         """Emulated duration (ns) of a real-NIC duration given in µs (with the floor)."""
@@ -38,6 +44,14 @@ class Scale:
     @property
     def line_rate_bps(self) -> float:
         return self.nic_rate_bps / self.slowdown
+
+    def latency_ns(self, real_us: float) -> int:
+        """Emulated duration (ns) of a real latency in us, without the timers' floor."""
+        return int(real_us * 1000.0 * self.slowdown)
+
+    @property
+    def nic_latency_ns(self) -> int:
+        return self.latency_ns(self.nic_latency_us)
 
     @property
     def rto_ns(self) -> int:
@@ -56,5 +70,5 @@ class Scale:
         out: dict[str, float | int] = dict(asdict(self))
         out.update(line_rate_bps=self.line_rate_bps, rto_ns=self.rto_ns,
                    ack_delay_ns=self.ack_delay_ns,
-                   rnr_delay_ns=self.rnr_delay_ns)
+                   rnr_delay_ns=self.rnr_delay_ns, nic_latency_ns=self.nic_latency_ns)
         return out

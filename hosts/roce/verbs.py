@@ -446,6 +446,10 @@ class QP:
         self._rnr_retries = 0
         self._rnr_until = 0
         self._pace_at: int | None = None
+        # (first sequence number, time) of each posted WR whose first packet
+        # may not leave before that time (the NIC's per-message latency and the
+        # host's own delay, see post_send), in posting order; empty without them
+        self._hold: deque[tuple[int, int]] = deque()
         self._built: tuple[int, bytes, memoryview | bytes, int | None] | None = None
         self._last_tx_ns = 0
         self._rq: deque[RecvWR] = deque()
@@ -545,7 +549,11 @@ class QP:
             raise VerbsError("MR lacks LOCAL_WRITE access")
         return mr, off, sge.length
 
-    def post_send(self, wr: SendWR) -> None:
+    def post_send(self, wr: SendWR, delay_ns: int = 0) -> None:
+        """Post ``wr``. Its first packet leaves no sooner than ``delay_ns`` (the
+        host's own work before the post, e.g. a collective library's per-step
+        overhead) plus the NIC's per-message latency (``Scale.nic_latency_us``)
+        after now; the NIC still sends its requests in order."""
         if self.state == QPState.ERR:
             self.send_cq._push(self._wc(wr.wr_id, WCStatus.WR_FLUSH_ERR, _wc_op(wr.opcode), 0))
             return
@@ -572,7 +580,14 @@ class QP:
         self._sq.append(w)
         self._touched = True
         self.engine._dirty = True
-        self._pump(self.engine.now_ns())
+        now = self.engine.now_ns()
+        hold = delay_ns + self.ctx.scale.nic_latency_ns
+        if hold > 0:
+            ready = now + hold
+            if self._hold and self._hold[-1][1] > ready:
+                ready = self._hold[-1][1]          # in order: never before the one ahead
+            self._hold.append((w.first, ready))
+        self._pump(now)
 
     def post_recv(self, wr: RecvWR) -> None:
         if self.state == QPState.ERR:
@@ -606,6 +621,7 @@ class QP:
         for r in rq:
             self.recv_cq._push(self._wc(r.wr_id, WCStatus.WR_FLUSH_ERR, WCOpcode.RECV, 0))
         self._rto_deadline = self._ack_deadline = self._pace_at = None
+        self._hold.clear()
         self._ack_now = False
 
     # -- transmit --------------------------------------------------------------
@@ -705,9 +721,16 @@ class QP:
         pacer = self.pacer
         st = self.stats
         sent = 0
+        hold = self._hold
         while (self._snd_nxt < self._sq_tail and self._snd_nxt - self._snd_una < self.max_inflight
                and sent < _MAX_BURST):
             seq = self._snd_nxt
+            if hold:
+                while hold and hold[0][1] <= now:
+                    hold.popleft()
+                if hold and seq >= hold[0][0]:
+                    self._pace_at = hold[0][1]     # its request is not ready yet
+                    break
             built = self._built
             if built is not None and built[0] == seq:
                 hdr, payload, wsport = built[1], built[2], built[3]

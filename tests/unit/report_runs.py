@@ -62,9 +62,11 @@ def write_plot(path: Path, title: str) -> None:
 def write_run(run_dir: Path, experiment: str, values: dict[str, Any], *, faithful: bool = True,
               quick: bool = True, ok: bool = True, plots: tuple[str, ...] = ("timeline.png",),
               duration_s: float = 42.0, error: str | None = None,
-              overrides: dict[str, str] | None = None) -> Path:
+              overrides: dict[str, str] | None = None, profile: str | None = None,
+              params: dict[str, Any] | None = None) -> Path:
     """A finished (or, with ``ok=False``, failed) run of ``experiment`` whose
-    results are ``values`` (dotted keys)."""
+    results are ``values`` (dotted keys); ``profile`` (default: quick or full by
+    ``quick``) and ``params`` as the runner records them."""
     run_dir.mkdir(parents=True)
     results = nested(values)
     failed = [] if faithful else ["host_pacing_late_fraction"]
@@ -72,8 +74,9 @@ def write_run(run_dir: Path, experiment: str, values: dict[str, Any], *, faithfu
         "not faithful - failed: host_pacing_late_fraction: 0.08 (limit 0.05)")
     summary: dict[str, Any] = {
         "experiment": experiment, "ok": ok, "quick": quick, "target": "soft", "hosts": "udp",
+        "profile": profile or ("quick" if quick else "full"),
         "pcap": False, "run_dir": str(run_dir), "started": "2026-11-30T12:00:00+00:00",
-        "params": {}, "overrides": overrides or {}, "versions": dict(VERSIONS),
+        "params": params or {}, "overrides": overrides or {}, "versions": dict(VERSIONS),
         "duration_s": duration_s,
     }
     if ok:

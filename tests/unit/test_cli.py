@@ -75,7 +75,7 @@ def test_list_params_is_one_table_of_every_parameter() -> None:
     r = CliRunner().invoke(main, ["list", "--params"])
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
-    assert lines[0].split() == ["PARAMETER", "DEFAULT", "QUICK", "UNIT", "MEANING"]
+    assert lines[0].split() == ["PARAMETER", "DEFAULT", "QUICK", "PAPER", "UNIT", "MEANING"]
     meaning_at = lines[0].index("MEANING")
     exps = discover()
     for name, mod in exps.items():
@@ -84,7 +84,7 @@ def test_list_params_is_one_table_of_every_parameter() -> None:
         for d, row in zip(param_docs(mod), rows, strict=True):
             assert row.split()[0] == d.name
             assert row.endswith(d.meaning)
-            if len(str(d.full)) < 10 and len(str(d.quick)) < 10:   # aligned columns
+            if all(len(str(v)) < 10 for v in (d.full, d.quick, d.paper)):  # aligned columns
                 assert row[meaning_at:] == d.meaning
 
 

@@ -477,3 +477,34 @@ def test_a_phantom_communicator_keeps_no_data() -> None:
     ops2 = [c.start_all_reduce(np.arange(4096, dtype=np.int64)) for c in real]
     run_all(w2, ops2)
     assert len(data_packets(w)) == len(data_packets(w2))
+
+
+def test_a_collective_posts_its_first_step_when_it_starts() -> None:
+    """The first step leaves at the start, not at the caller's next poll: a
+    collective started right after another is not idle until something wakes
+    its rank."""
+    w, comms, events = make_ring(3, 1)
+    ops = [c.start_all_reduce(np.arange(64, dtype=np.int32)) for c in comms]
+    first = [e for e in events if e["event"] == "step_start"]
+    assert len(first) == 3 and {e["t_ns"] for e in first} == {ops[0].t_start}
+
+
+def test_a_step_overhead_delays_every_ring_step() -> None:
+    """The host library's per-step overhead: each step's write leaves that much
+    after the step became ready, so a latency-bound collective takes about
+    2(N-1) overheads longer; the result is the same."""
+    n, over = 4, 2_000_000
+    xs = [np.full(64, r + 1, dtype=np.int32) for r in range(n)]
+
+    def duration(comm_kw: dict) -> int:
+        w, comms, _ = make_ring(n, 1, latency_ns=1000, comm_kw=comm_kw)
+        ops = [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)]
+        run_all(w, ops)
+        assert all(np.array_equal(o.result(), np.sum(xs, axis=0)) for o in ops)
+        return max((o.t_end or 0) - o.t_start for o in ops)
+
+    plain, slow = duration({}), duration({"step_overhead_ns": over})
+    steps = 2 * (n - 1)
+    assert slow - plain == pytest.approx(steps * over, rel=0.01)
+    with pytest.raises(ValueError):
+        make_ring(2, 1, comm_kw={"step_overhead_ns": -1})

@@ -33,13 +33,14 @@ from testbed.epic import EPIC_P4, SimSwitch, communicator_groups, install_comman
 SWITCH_IP = "10.255.0.1"
 
 
-def make_group(n: int, *, max_bytes: int = 1 << 15, **wire_kw):
+def make_group(n: int, *, max_bytes: int = 1 << 15, comm_kw: dict | None = None, **wire_kw):
     w = SimWire(**wire_kw)
     ips = [f"10.0.{r + 1}.1" for r in range(n)]
     sw = SimSwitch(w, [SWITCH_IP], {ip: r + 1 for r, ip in enumerate(ips)})
     ep = EpicEndpoint(SWITCH_IP, 0x100, 0)
     comms = [EpicCommunicator(Context(w.provider(ip), scale=Scale()), r, n, ep,
-                              max_bytes=max_bytes) for r, ip in enumerate(ips)]
+                              max_bytes=max_bytes, **(comm_kw or {}))
+             for r, ip in enumerate(ips)]
     members = [sw.member(c.rank, c.ctx.local_ip, c.qp.qp_num) for c in comms]
     groups = communicator_groups(ep, members, [c.local_info()["qpns"] for c in comms])
     for line in install_commands(groups):
@@ -286,3 +287,42 @@ def test_loss_on_the_links_into_and_out_of_the_switch_is_repaired() -> None:
     ops = [c.start_barrier() for c in comms]
     assert not w.run(until=lambda: all([o.progress() for o in ops]), timeout=0.01)
     assert events(sw, 0) == counted
+
+
+def test_phantom_allreduce_sends_the_same_packets_without_the_data() -> None:
+    """Phantom EPIC AllReduce: the buffers stay untouched (the switch adds
+    zeros), what comes back is discarded, there is no result; the switch
+    completes the same slots and the ranks send the same packets as with data.
+    Only AllReduce and Barrier run phantom."""
+    n, count = 4, 5000
+    w, sw, comms = make_group(n, comm_kw={"phantom": True})
+    x = np.broadcast_to(np.zeros(1, dtype=np.int32), (count,))
+    ops = [c.start_all_reduce(x) for c in comms]
+    assert w.run(until=lambda: all([o.progress() for o in ops]), timeout=120)
+    assert all(o.result() is None for o in ops)
+    assert all(not any(bytes(c._send[8:])) and not any(bytes(c._recv)) for c in comms)
+    assert all(c._recv_mr.discard_writes for c in comms)
+    w2, sw2, real = make_group(n)
+    run(w2, [c.start_all_reduce(np.ones(count, dtype=np.int32)) for c in real])
+    assert events(sw, 1) == events(sw2, 1)
+    assert ([c.qp.stats["tx_pkts"] for c in comms] == [c.qp.stats["tx_pkts"] for c in real])
+    with pytest.raises(CommError, match="phantom"):
+        comms[0].start_broadcast(x)
+    with pytest.raises(TypeError, match="int32"):
+        comms[0].start_all_reduce(np.broadcast_to(np.zeros(1, np.float32), (8,)))
+
+
+def test_a_step_overhead_delays_each_round_once() -> None:
+    """The host library's per-step overhead, paid once per EPIC round (an int32
+    AllReduce is one round) however many packets it sends."""
+    n, over = 3, 5_000_000
+    x = [np.full(3000, r, dtype=np.int32) for r in range(n)]
+
+    def duration(comm_kw: dict) -> int:
+        w, _sw, comms = make_group(n, comm_kw=comm_kw, latency_ns=1000)
+        ops = [c.start_all_reduce(v) for c, v in zip(comms, x, strict=True)]
+        res = run(w, ops)
+        assert all(np.array_equal(r, np.sum(x, axis=0, dtype=np.int32)) for r in res)
+        return max((o.t_end or 0) - o.t_start for o in ops)
+
+    assert duration({"step_overhead_ns": over}) - duration({}) == pytest.approx(over, rel=0.01)

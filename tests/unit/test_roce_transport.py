@@ -482,6 +482,29 @@ def test_scale_derives_every_timer_and_reports_them():
         Scale(slowdown=0)
 
 
+def test_nic_latency_and_a_posting_delay_hold_requests_in_order():
+    """A posted WR's first packet leaves the NIC's latency (plus the poster's
+    own delay) later; requests still leave in posting order, and a latency is
+    not raised to the timers' floor."""
+    scale = Scale(nic_latency_us=3.0, floor_ms=5.0)         # 3 ms at slowdown 1000
+    assert scale.nic_latency_ns == 3_000_000 and scale.timers()["nic_latency_ns"] == 3_000_000
+    t = Pair(size=3 * MTU, scale=scale)
+    t0 = t.wire.clock
+    t.write(wr_id=1, length=MTU)
+    t.qa.post_send(SendWR(2, WROpcode.RDMA_WRITE, t.ma.sge(MTU, MTU),
+                          remote_addr=t.mb.addr + MTU, rkey=t.mb.rkey), delay_ns=5_000_000)
+    t.write(wr_id=3, offset=2 * MTU, length=MTU, remote_offset=2 * MTU)
+    wa, _ = t.run_until_wc(n_a=3)
+    assert [w.wr_id for w in wa] == [1, 2, 3] and bytes(t.mb.buf) == bytes(t.src)
+    sent = [r.time_ns - t0 for r, _p in t.data_records()]
+    assert len(sent) == 3
+    assert sent[0] == 3_000_000                        # the NIC's latency
+    assert sent[1] == 8_000_000                        # + the poster's 5 ms
+    assert sent[2] >= sent[1]                          # behind the one ahead of it
+    with pytest.raises(ValueError):
+        Scale(nic_latency_us=-1.0)
+
+
 def test_recorded_wire_writes_a_pcap_scapy_dissects(tmp_path):
     from scapy.utils import rdpcap
 

@@ -262,7 +262,7 @@ def test_cli_list_shows_experiments_and_parameters() -> None:
     assert r.exit_code == 0, r.output
     assert "roce-basics" in r.output and "ring-allreduce" in r.output
     row = next(line for line in r.output.splitlines() if line.split()[:1] == ["bottleneck_mbps"])
-    assert row.split()[1:4] == ["8.0", "4.0", "Mb/s"] and "host NIC" in row
+    assert row.split()[1:5] == ["8.0", "4.0", "-", "Mb/s"] and "host NIC" in row
 
 
 def test_cli_run_rejects_unknown_experiments_and_parameters(tmp_path: Path) -> None:
