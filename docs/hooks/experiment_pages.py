@@ -1,9 +1,10 @@
 """MkDocs hook: the pages that are generated from the code at build time.
 
 - ``experiments/<name>.md``, one per experiment module (testbed.experiment.discover):
-  its docstring, its ``Params`` (default = full profile, and the quick profile's
-  value; a field's ``metadata["help"]`` and ``metadata["unit"]`` when it has
-  them), ``REFERENCE``/``PAPER``, ``CLAIMS`` (testbed.claims.Claim), the plots
+  its docstring, its ``Params`` (default = full profile, the quick profile's
+  value and, where the module declares one, the paper profile's, with what it
+  cuts; each field's meaning and unit, testbed.experiment.param_docs),
+  ``REFERENCE``/``PAPER``, ``CLAIMS`` (testbed.claims.Claim), the plots
   its source names, and the hand-written conclusions from
   ``docs/experiments/analysis/<name>.md`` (an experiment without one is a
   warning, so ``mkdocs build --strict`` fails);
@@ -124,31 +125,60 @@ def plot_names(mod: types.ModuleType) -> tuple[list[str], bool]:
     return sorted(names), "phase_timelines" in src
 
 
-def params_table(mod: types.ModuleType) -> str:
-    from testbed.experiment import make_params
+def _against(v: Any, default: Any) -> str:
+    """A profile's value: "same" where it keeps the default, else in bold."""
+    return "same" if v == default else f"**{_value(v)}**"
 
-    full = make_params(mod)
-    quick = make_params(mod, quick=True)
-    fields = dataclasses.fields(mod.Params)
-    has_unit = any("unit" in f.metadata for f in fields)
-    has_help = any("help" in f.metadata for f in fields)
+
+def params_table(mod: types.ModuleType) -> str:
+    """Every parameter: type, default (full), quick and paper values (the
+    paper column only where the module has a paper profile; "same" where a
+    profile keeps the default; a star where the paper profile runs less
+    than the paper), unit and meaning."""
+    from testbed.experiment import param_docs
+
+    docs = {d.name: d for d in param_docs(mod)}
+    has_paper = any(d.has_paper for d in docs.values())
     head = ["parameter", "type", "default (full)", "quick"]
-    if has_unit:
-        head.append("unit")
-    if has_help:
-        head.append("meaning")
+    if has_paper:
+        head.append("paper")
+    head += ["unit", "meaning"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for f in fields:
-        dv, qv = getattr(full, f.name), getattr(quick, f.name)
+    for f in dataclasses.fields(mod.Params):
+        d = docs[f.name]
         tp = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
         tp = tp.replace(" | ", " or ")
-        cells = [f"`{f.name}`", f"`{tp}`", _value(dv), "same" if qv == dv else f"**{_value(qv)}**"]
-        if has_unit:
-            cells.append(_cell(f.metadata.get("unit", "")))
-        if has_help:
-            cells.append(_cell(f.metadata.get("help", "")))
-        rows.append("| " + " | ".join(_cell(c) if i < 4 else c for i, c in enumerate(cells)) + " |")
+        cells = [f"`{f.name}`", f"`{tp}`", _value(d.full), _against(d.quick, d.full)]
+        if has_paper:
+            cells.append(_against(d.paper, d.full) + (" *" if d.scaled_down else ""))
+        cells += [d.unit, d.meaning]
+        rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(rows)
+
+
+def paper_profile_section(mod: types.ModuleType) -> list[str]:
+    """What the paper profile runs, and what it cuts from the paper's scale."""
+    from testbed.experiment import has_profile, scaled_down_from
+
+    if not has_profile(mod, "paper"):
+        return []
+    name = mod.NAME
+    out = ["## The paper profile", "",
+           f"`testbed run {name} --engine sim --profile paper` runs the paper's own setup "
+           "(the *paper* column above; virtual time only). "]
+    cuts = scaled_down_from(mod)
+    if not cuts:
+        out[-1] += "It runs at the paper's full size: nothing is cut."
+        return out + [""]
+    out[-1] += ("Where the paper's full size would take more than about an hour here, it "
+                "runs less (starred above), and each run's `summary.json` says so "
+                "(`scaled_down_from`):")
+    out += ["", "| parameter | paper profile | the paper's | why |", "|---|---|---|---|"]
+    paper = mod.Params.paper()
+    for k, v in cuts.items():
+        out.append("| " + " | ".join(_cell(c) for c in (
+            f"`{k}`", _value(getattr(paper, k)), _value(v.paper), v.reason)) + " |")
+    return out + [""]
 
 
 def reference_table(ref: dict[str, Any]) -> str:
@@ -174,7 +204,11 @@ def experiment_page(name: str, mod: types.ModuleType) -> str:
     first, _, rest = doc.partition("\n")
     rel = Path(mod.__file__ or "").resolve().relative_to(ROOT)
     parts = [f"# {name}", "", f"*{first.strip()}*", ""]
+    from testbed.experiment import has_profile
+
     facts = [f"module `{rel}`", f"`testbed run {name} --quick`"]
+    if has_profile(mod, "paper"):
+        facts.append(f"`testbed run {name} --engine sim --profile paper`")
     program = getattr(mod, "PROGRAM", None)
     if program:
         facts.append(f"switch program `{program}`")
@@ -189,8 +223,11 @@ def experiment_page(name: str, mod: types.ModuleType) -> str:
         parts += ["## What it runs", "", docstring_markdown(rest), ""]
     parts += ["## Parameters", "",
               "Set any of them with `-p NAME=VALUE`; the full profile is the default, "
-              "`--quick` the short one (`testbed list --params` prints the same).", "",
+              "`--quick` the short one"
+              + (", `--profile paper` the paper's scale" if has_profile(mod, "paper") else "")
+              + " (`testbed list --params` prints the same).", "",
               params_table(mod), ""]
+    parts += paper_profile_section(mod)
     headline = getattr(mod, "HEADLINE", ())
     if headline:
         parts += ["## Headline results", "",
