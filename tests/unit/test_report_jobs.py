@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from proc_tree import descendants_of
 
 from testbed.cli import main as cli_main
 from testbed.report import collect_runs
@@ -158,20 +159,6 @@ def test_a_run_whose_process_fails_is_run_again_once_then_reported(
 # Ctrl-C and SIGTERM
 
 
-def _descendants(pid: int) -> list[int]:
-    kids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            kids.append(int(d.name))
-    return kids + [g for k in kids for g in _descendants(k)]
-
-
 def _gone(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
@@ -195,7 +182,7 @@ def test_a_stopped_report_stops_every_run_and_leaves_no_process(
     while len(list(out.glob("runs/*/phases"))) < 2:
         assert time.monotonic() < deadline and proc.poll() is None, "the runs never started"
         time.sleep(0.1)
-    started = _descendants(proc.pid)
+    started = descendants_of(proc.pid)
     assert len(started) >= 2
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from proc_tree import children_of
 
 from testbed.experiment import load, make_params
 from testbed.runner import RunOptions, run
@@ -111,20 +112,6 @@ def test_a_run_error_in_the_child_comes_back_as_it_was_raised(tmp_path: Path) ->
     assert any(a["where"] == "topology" for a in out.applied)
 
 
-def _children_of(pid: int) -> list[int]:
-    kids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            kids.append(int(d.name))
-    return kids
-
-
 @needs_pypy
 def test_sigterm_stops_the_pypy_child_too(tmp_path: Path) -> None:
     out = tmp_path / "run"
@@ -137,7 +124,7 @@ def test_sigterm_stops_the_pypy_child_too(tmp_path: Path) -> None:
     while not any(out.glob("phases/*/h1.events.jsonl")):
         assert time.monotonic() < deadline and proc.poll() is None, "the run never started"
         time.sleep(0.2)
-    kids = _children_of(proc.pid)
+    kids = children_of(proc.pid)
     assert kids, "no child process runs the simulation"
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
