@@ -322,6 +322,8 @@ class RunPlan:
                     raise ExperimentError(f"EPIC groups of a run need distinct {key}s: "
                                           f"{[(s[key].start, s[key].stop - 1) for s in spans]}")
                 used |= set(sp[key])
+        if spans:
+            self._check_epic_window()
         fab = self.topology.fabric
         for p in self.phases:
             if p.epic_group is None:
@@ -347,6 +349,32 @@ class RunPlan:
             if unknown:
                 raise ExperimentError(f"phase {p.name}: hosts {sorted(unknown)} not in the topology")
         self.network_commands()  # a network that cannot be converted is a plan error
+
+    def _check_epic_window(self) -> None:
+        """Every EPIC rank's window (CollectiveSpec.epic_window) is the window the
+        switch's program is compiled with (EPIC_WINDOW_LOG2, Topology.defines):
+        a rank with more packets in flight than the switch has slots for would
+        have its packets dropped as stale and resend them without end."""
+        from testbed.epic import WINDOW_DEFINE, program_window
+
+        topo = self.topology
+        try:
+            w = program_window(repo_path(topo.program), topo.defines_dict())
+        except ValueError as e:
+            raise ExperimentError(str(e)) from e
+        if w is None:
+            return
+        for p in self.phases:
+            if p.epic_group is None:
+                continue
+            bad = sorted({s.collective.epic_window for s in p.jobs.values()
+                          if s.collective is not None and s.collective.scheme == "epic"}
+                         - {w})
+            if bad:
+                raise ExperimentError(
+                    f"phase {p.name}: the ranks' EPIC window {bad} differs from the switch's "
+                    f"{w} packets ({WINDOW_DEFINE} of {Path(topo.program).name}, set in "
+                    "Topology.defines); give CollectiveSpec.epic_window the same")
 
 
 # ---------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """A plan's preprocessor defines (Topology.defines) reach the compiled program
-on every target and engine; bad defines are refused with a message saying why."""
+on every target and engine, and EPIC's window is one of them: the switch's
+slots, the ranks' window and the plan agree, bad values are refused with a
+message saying why."""
 
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ from typing import Any
 import pytest
 
 from experiments import epic_allreduce as ex
-from hosts.commlib.epic import MAX_GROUPS
-from testbed.epic import EPIC_P4
+from hosts.agent_spec import EPIC_WINDOW, CollectiveSpec, SpecError
+from hosts.commlib.epic import MAX_GROUPS, WINDOW
+from testbed.epic import EPIC_P4, program_window, window_defines
 from testbed.experiment import ExperimentError, Topology
 
+REPO = Path(__file__).resolve().parents[2]
 W7 = (("EPIC_WINDOW_LOG2", "7"),)
 
 
@@ -127,3 +131,29 @@ def test_bmv2_compiles_with_the_defines(tmp_path: Path, monkeypatch: pytest.Monk
         node.BMv2Switch("s1", program=str(EPIC_P4), defines={"EPIC_WINDOW_LOG2": "7"},
                         build_dir=tmp_path / "build")
     assert seen == [{"EPIC_WINDOW_LOG2": "7"}]
+
+
+# ---------------------------------------------------------------------------
+# the EPIC window: switch, ranks and plan agree
+
+
+def test_program_window_reads_the_define_or_the_programs_default() -> None:
+    assert program_window(EPIC_P4) == WINDOW == EPIC_WINDOW
+    assert program_window(EPIC_P4, {"EPIC_WINDOW_LOG2": "7"}) == 128
+    assert program_window(REPO / "switches" / "p4" / "l3_router.p4") is None
+    with pytest.raises(ValueError, match="plain integer"):
+        program_window(EPIC_P4, {"EPIC_WINDOW_LOG2": "3+4"})
+    assert window_defines(7) == W7
+    for bad in (0, -1, 24, True):
+        with pytest.raises(ValueError):
+            window_defines(bad)
+
+
+def test_bad_windows_are_refused_with_the_reason() -> None:
+    ep = dict(ex.ENDPOINT)
+    for bad in (0, 1, 48, 1 << 24, True):
+        with pytest.raises(SpecError, match="epic_window .* power of two"):
+            CollectiveSpec(rank=0, size=2, scheme="epic", dtype="int32", epic=ep,
+                           epic_window=bad)
+    with pytest.raises(SpecError, match="needs scheme 'epic'"):
+        CollectiveSpec(rank=0, size=2, dtype="int32", epic_window=128)
