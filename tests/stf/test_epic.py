@@ -82,3 +82,15 @@ def test_stf_passes_and_depends_on_the_window() -> None:
     for log2 in ("4", "7"):
         assert not run_stf(EPIC, stf, defines={"EPIC_WINDOW_LOG2": log2}).passed
 
+
+def test_stf_of_a_wider_window_passes_on_the_program_compiled_for_it(tmp_path: Path) -> None:
+    """The same cases written for W = 128 (the paper profile's window of
+    epic-allreduce) pass on epic.p4 compiled with EPIC_WINDOW_LOG2=7."""
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_epic_stf.py"),
+                           "--window-log2", "7"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    stf = tmp_path / "epic.w128.stf"
+    stf.write_text(proc.stdout)
+    assert "PSN 386" in proc.stdout             # the dual-slot case at 2 + 3W
+    assert run_stf(EPIC, stf, defines={"EPIC_WINDOW_LOG2": "7"}).passed
+    assert not run_stf(EPIC, stf).passed
