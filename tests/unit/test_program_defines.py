@@ -1,10 +1,11 @@
 """A plan's preprocessor defines (Topology.defines) reach the compiled program
 on every target and engine, and EPIC's window is one of them: the switch's
-slots, the ranks' window and the plan agree, bad values are refused with a
-message saying why."""
+slots, the ranks' window and the experiment's parameter agree, bad values
+are refused with a message saying why."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,20 @@ from experiments import epic_allreduce as ex
 from hosts.agent_spec import EPIC_WINDOW, CollectiveSpec, SpecError
 from hosts.commlib.epic import MAX_GROUPS, WINDOW
 from testbed.epic import EPIC_P4, program_window, window_defines
-from testbed.experiment import ExperimentError, Topology
+from testbed.experiment import ExperimentError, RunPlan, Topology
 
 REPO = Path(__file__).resolve().parents[2]
 W7 = (("EPIC_WINDOW_LOG2", "7"),)
+
+
+def quick(**kw: Any) -> ex.Params:
+    return dataclasses.replace(ex.Params.quick(), **kw)
+
+
+def slot_count(module: Any) -> int:
+    from switches.soft.runtime.switch import SoftSwitch
+
+    return SoftSwitch(module).registers["MyIngress.slot_psn"].size
 
 
 # ---------------------------------------------------------------------------
@@ -43,6 +54,37 @@ def test_topology_defines_are_checked() -> None:
     for defines, match in bad:
         with pytest.raises(ExperimentError, match=match):
             Topology(n_hosts=2, program=ex.PROGRAM, defines=defines)
+
+
+def test_the_sim_engine_compiles_the_program_with_the_defines() -> None:
+    from testbed.sim.network import compile_plan_program
+
+    default = compile_plan_program(ex.plan(ex.Params.quick()))
+    wide = compile_plan_program(ex.plan(quick(window_log2=7)))
+    # 2W slots per group, 128 groups
+    assert slot_count(default) == 2 * 32 * MAX_GROUPS
+    assert slot_count(wide) == 2 * 128 * MAX_GROUPS
+
+
+def test_the_mininet_engine_hands_the_defines_to_the_switches(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner gives star_router (and leaf_spine) the topology's defines."""
+    import testbed.net
+    from testbed.runner import Progress, RunError, RunOptions, _bring_up_and_run
+    from testbed.targets import TargetUnavailable
+
+    seen: dict[str, Any] = {}
+
+    def star_router(*_a: Any, **kw: Any) -> Any:
+        seen.update(kw)
+        raise TargetUnavailable("stopped here by the test")
+
+    monkeypatch.setattr(testbed.net, "star_router", star_router)
+    plan = ex.plan(quick(window_log2=7))
+    prog = Progress(lambda _m: None, tmp_path / "progress.log")
+    with pytest.raises(RunError, match="stopped here"):
+        _bring_up_and_run(plan, tmp_path, RunOptions(), prog)
+    assert seen["defines"] == {"EPIC_WINDOW_LOG2": "7"}
 
 
 class _FakeNet:
@@ -149,6 +191,25 @@ def test_program_window_reads_the_define_or_the_programs_default() -> None:
             window_defines(bad)
 
 
+def test_a_plan_whose_ranks_and_switch_disagree_on_the_window_is_refused() -> None:
+    plan = ex.plan(quick(window_log2=7))
+    spec = plan.phases[1].jobs["h1"].collective
+    assert spec is not None and spec.epic_window == 128
+    assert all(s.collective is not None and s.collective.epic_window == 128
+               for ph in plan.phases if ph.epic_group for s in ph.jobs.values())
+    # the ring phases keep the default (no EPIC switch on their path)
+    assert all(s.collective is not None and s.collective.epic_window == EPIC_WINDOW
+               for ph in plan.phases if not ph.epic_group for s in ph.jobs.values())
+    for defines in ((), (("EPIC_WINDOW_LOG2", "6"),)):
+        topo = dataclasses.replace(plan.topology, defines=defines)
+        with pytest.raises(ExperimentError, match=r"window \[128\] differs from the switch's"):
+            RunPlan(topology=topo, phases=plan.phases)
+    with pytest.raises(ExperimentError, match="plain integer"):
+        RunPlan(topology=dataclasses.replace(plan.topology,
+                                             defines=(("EPIC_WINDOW_LOG2", "3+4"),)),
+                phases=plan.phases)
+
+
 def test_bad_windows_are_refused_with_the_reason() -> None:
     ep = dict(ex.ENDPOINT)
     for bad in (0, 1, 48, 1 << 24, True):
@@ -157,3 +218,35 @@ def test_bad_windows_are_refused_with_the_reason() -> None:
                            epic_window=bad)
     with pytest.raises(SpecError, match="needs scheme 'epic'"):
         CollectiveSpec(rank=0, size=2, dtype="int32", epic_window=128)
+    for log2 in (0, ex.MAX_WINDOW_LOG2 + 1):
+        with pytest.raises(ValueError, match="window_log2 must be 1..10"):
+            ex.Params(window_log2=log2)
+
+
+def test_the_paper_profile_sizes_the_window_to_the_path() -> None:
+    # 2 x 0.6 us + 2 x 25.1 ns + 2 x 5.0 ns = 1.260 us at 100 Gb/s: 50.2 frames,
+    # twice that (refilled in halves) rounded up: 128
+    assert ex.bdp_window_log2(100.0, 0.6) == 7
+    assert ex.Params.paper().window == 128
+    assert ex.plan(ex.Params.paper()).topology.defines == W7
+    # without the NIC's latency a round trip is 60 ns: 2.4 frames, a window of 8
+    assert ex.bdp_window_log2(100.0, 0.0) == 3
+    # the quick and full profiles keep the program's own window
+    for p in (ex.Params(), ex.Params.quick()):
+        assert p.window == WINDOW
+        assert ex.plan(p).topology.defines == (("EPIC_WINDOW_LOG2", "5"),)
+
+
+def test_epic_allreduce_is_bit_exact_with_a_wider_window(tmp_path: Path) -> None:
+    from testbed.runner import RunOptions, run
+
+    s = run("epic-allreduce", RunOptions(
+        quick=True, out=tmp_path / "e", engine="sim", echo=lambda _s: None,
+        interpreter="cpython",
+        overrides={"window_log2": "7", "max_kib": "16", "warmup_kib": "16"}))
+    assert s["bit_exact"] is True and s["fidelity_ok"]
+    assert s["params"]["window_log2"] == 7
+    import json
+
+    saved = json.loads((tmp_path / "e" / "plan.json").read_text())
+    assert saved["topology"]["defines"] == [["EPIC_WINDOW_LOG2", "7"]]
