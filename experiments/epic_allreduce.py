@@ -8,8 +8,10 @@ of 4) with ``iterations`` AllReduces of int32 per size:
 
 - ``epic``: CommLib's EPIC collectives (hosts/commlib/epic.py): one RC QP
   per rank to the switch endpoint, data in packets of 64 int32 (256 B),
-  summed in the switch, multicast back. The runner installs the group once
-  the ranks reported their QPNs (the controller's job in the paper);
+  summed in the switch, multicast back, at most ``2**window_log2`` packets
+  per rank in flight (the switch's window: epic.p4 is compiled with
+  ``EPIC_WINDOW_LOG2``). The runner installs the group once the ranks
+  reported their QPNs (the controller's job in the paper);
 - ``ring``: CommLib's Ring AllReduce (one ring) at the default path MTU,
   1024 B (the paper's NCCL "1 KB");
 - ``ring256``: the same ring with a 256 B path MTU, the payload EPIC is held
@@ -40,14 +42,16 @@ overheads.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec
-from hosts.commlib.epic import ELEMS, PACKET_BYTES
-from hosts.roce.constants import BTH_LEN, FRAME_OVERHEAD, ICRC_LEN
+from hosts.agent_spec import EPIC_WINDOW, CollectiveSpec, JobSpec, TransportSpec
+from hosts.commlib.epic import ELEMS, PACKET_BYTES, WINDOW
+from hosts.roce.constants import AETH_LEN, BTH_LEN, FRAME_OVERHEAD, ICRC_LEN
 from testbed.claims import Claim
+from testbed.epic import window_defines
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.net import host_addr
 from testbed.timeline import load_phase
@@ -125,6 +129,39 @@ MAX_RANKS = 15      # 2N+1 groups below the warm-up's gid 32
 # faithful; with CPython, epic-allreduce --quick lagged at most 6.5 ms and
 # epic-tree --quick 3 ms, both faithful (docs/experiments/analysis/epic-allreduce.md).
 DATA_PATH = "python"
+# The EPIC switch's window W = 2**window_log2 packets per rank in flight
+# (EPIC_WINDOW_LOG2 of epic.p4: its 2W slots per group). The default is the
+# program's own, 32 packets. The soft switch keeps 2W x 128 groups slots in 67
+# registers (64 sums, the PSN tag, the bitmap, the counter), one 8-byte list
+# entry each: 2.2 million entries, 18 MB, at W = 128 (the paper profile's);
+# 17.6 million, 140 MB, at the largest, W = 1024 (building that switch grew
+# the process by 126 MB).
+DEFAULT_WINDOW_LOG2 = WINDOW.bit_length() - 1          # 5: W = 32
+MAX_WINDOW_LOG2 = 10
+
+
+def bdp_window_log2(link_gbps: float, nic_latency_us: float) -> int:
+    """log2 of the smallest power-of-two window (packets per rank) that keeps a
+    rank's link busy: the bandwidth-delay product of its round trip through
+    the switch, doubled because CommLib refills the window in halves.
+
+    EPIC sizes Mode-II's buffers to the whole path's bandwidth-delay product:
+    4(H-1)BL for a tree of depth H, links of rate B and latency L (Yuan et
+    al., SIGCOMM 2026, section 5), held as 2W slots (section 4.3: two windows
+    of W messages of M packets), i.e. a window W of one round trip's BDP,
+    2(H-1)BL. On one switch (H = 2) a rank's round trip is its upload's
+    frame up and the sum's down, the ACK of the sum up and its reflection
+    down, and the NIC's per-message latency at both ends (the sender's before
+    its upload leaves, the receiver's before its ACK). CommLib keeps two SENDs
+    of W/2 packets outstanding and posts the next only when one is
+    acknowledged in full, so only W/2 are sure to be in flight: W/2 must
+    cover the BDP."""
+    bits_per_ns = link_gbps
+    rtt_ns = (2 * nic_latency_us * 1000
+              + 2 * frame_bytes(PACKET_BYTES) * 8 / bits_per_ns
+              + 2 * (BTH_LEN + AETH_LEN + ICRC_LEN + FRAME_OVERHEAD) * 8 / bits_per_ns)
+    bdp_pkts = rtt_ns * bits_per_ns / 8 / frame_bytes(PACKET_BYTES)
+    return max(1, math.ceil(math.log2(2 * bdp_pkts)))
 
 
 @dataclass(frozen=True)
@@ -148,6 +185,10 @@ class Params:
     step_overhead_us: float = param(0.0, "the host library's time per step (ring step, EPIC "
                                          "round) before it posts the step's send (in the "
                                          "paper NIC's time, x slowdown)", "us")
+    window_log2: int = param(DEFAULT_WINDOW_LOG2, "the EPIC switch's window: 2**window_log2 "
+                                                  "packets per rank in flight (epic.p4's "
+                                                  "EPIC_WINDOW_LOG2, 2W slots per group; the "
+                                                  "ranks keep to it)", "log2 packets")
 
     @classmethod
     def quick(cls) -> Params:
@@ -158,14 +199,24 @@ class Params:
         """Table 9 and Fig. 13's testbed: 8 ranks on one switch, every port and
         NIC at 100 Gb/s (slowdown 1), AllReduce from 4 KB to 1 GB (phantom
         payloads: eight ranks' 1 GB buffers would not fit in memory), the rings
-        at 1 KB and 256 B packets as in the plan, and HOST_LATENCY's NIC and
-        host library."""
+        at 1 KB and 256 B packets as in the plan, HOST_LATENCY's NIC and host
+        library, and EPIC's window sized to that network (bdp_window_log2):
+
+            round trip = 2 x 0.6 us          NIC latency, sender and receiver
+                       + 2 x 314 B / 100 Gb/s   data frame up, sum down: 2 x 25.1 ns
+                       + 2 x 62 B / 100 Gb/s    ACK up, reflected down: 2 x 5.0 ns
+                       = 1.260 us
+            BDP        = 100 Gb/s x 1.260 us = 15.75 kB = 50.2 frames of 314 B
+            W          >= 2 x 50.2 (refilled in halves) = 100.3 -> 128 = 2**7
+        """
         lo, hi = PAPER["message_bytes"]
         return cls(ranks=PAPER["ranks"], link_mbps=PAPER["nic_gbps"] * 1000.0,
                    nic_gbps=PAPER["nic_gbps"], min_kib=lo // 1024, max_kib=hi // 1024,
                    iterations=1, payload="phantom",
                    nic_latency_us=HOST_LATENCY["nic_latency_us"],
-                   step_overhead_us=HOST_LATENCY["step_overhead_us"])
+                   step_overhead_us=HOST_LATENCY["step_overhead_us"],
+                   window_log2=bdp_window_log2(PAPER["nic_gbps"],
+                                               HOST_LATENCY["nic_latency_us"]))
 
     def __post_init__(self) -> None:
         if not 2 <= self.ranks <= MAX_RANKS:
@@ -181,6 +232,10 @@ class Params:
             raise ValueError(f"payload must be real or phantom, not {self.payload!r}")
         if self.nic_latency_us < 0 or self.step_overhead_us < 0:
             raise ValueError("nic_latency_us and step_overhead_us must be >= 0")
+        if not 1 <= self.window_log2 <= MAX_WINDOW_LOG2:
+            raise ValueError(f"window_log2 must be 1..{MAX_WINDOW_LOG2} (a window of 2 to "
+                             f"{1 << MAX_WINDOW_LOG2} packets per rank; the soft switch keeps "
+                             f"2W slots per group), not {self.window_log2}")
 
     def sizes(self) -> list[int]:
         """Message sizes in bytes: min_kib, x4, ... up to max_kib (always included)."""
@@ -194,6 +249,11 @@ class Params:
     @property
     def slowdown(self) -> float:
         return self.nic_gbps * 1e9 / (self.link_mbps * 1e6)
+
+    @property
+    def window(self) -> int:
+        """The EPIC switch's window W in packets per rank."""
+        return 1 << self.window_log2
 
 
 def frame_bytes(payload: int) -> int:
@@ -222,7 +282,7 @@ def plan(p: Params) -> RunPlan:
     if p.warmup_kib:
         phases.append(warmup_phase(p.ranks, p.warmup_kib, p.seed, scale,
                                    _timeout(p, "epic", [p.warmup_kib * 1024], link_bps),
-                                   p.payload, p.step_overhead_us))
+                                   p.payload, p.step_overhead_us, p.window))
     for scheme in SCHEMES:
         mtu = 256 if scheme == "ring256" else 1024
         t = TransportSpec(scale=scale, path_mtu=PACKET_BYTES if scheme == "epic" else mtu)
@@ -234,7 +294,8 @@ def plan(p: Params) -> RunPlan:
                 count=counts[0], counts=counts, iterations=p.iterations, seed=p.seed,
                 scheme="epic" if scheme == "epic" else "ring",
                 epic=ENDPOINT if scheme == "epic" else None, payload=p.payload,
-                step_overhead_us=p.step_overhead_us)
+                step_overhead_us=p.step_overhead_us,
+                epic_window=p.window if scheme == "epic" else EPIC_WINDOW)
             jobs[h.name] = JobSpec(host=h.name, ip=h.ip, transport=t, collective=coll,
                                    timeout_s=_timeout(p, scheme, sizes, link_bps))
         phases.append(PhasePlan(
@@ -244,24 +305,27 @@ def plan(p: Params) -> RunPlan:
                   f"{p.iterations} per size"))
     topo = Topology(n_hosts=p.ranks, program=PROGRAM, backend=p.backend,
                     commands=(f"set_port_rate_bps {int(link_bps)}",),
-                    packet_bytes=frame_bytes(PACKET_BYTES))
+                    packet_bytes=frame_bytes(PACKET_BYTES),
+                    defines=window_defines(p.window_log2))
     return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
                    info={"link_bps": link_bps, "paper": PAPER, "sizes": sizes,
-                         "elems_per_packet": ELEMS})
+                         "elems_per_packet": ELEMS, "epic_window_pkts": p.window})
 
 
 def warmup_phase(ranks: int, kib: int, seed: int, scale: dict[str, Any],
                  timeout_s: float, payload: str = "real",
-                 step_overhead_us: float = 0.0) -> PhasePlan:
+                 step_overhead_us: float = 0.0, window: int = WINDOW) -> PhasePlan:
     """One EPIC AllReduce of ``kib`` KiB on the warm-up groups (WARMUP_ENDPOINT)
-    before any measured phase (not measured, outside the fidelity verdict)."""
+    before any measured phase (not measured, outside the fidelity verdict);
+    ``window``: the switch's (packets per rank in flight)."""
     t = TransportSpec(scale=scale, path_mtu=PACKET_BYTES)
     jobs = {}
     for r in range(ranks):
         h = host_addr(r + 1)
         coll = CollectiveSpec(rank=r, size=ranks, job_id=2, op="all_reduce", dtype="int32",
                               count=kib * 256, seed=seed, scheme="epic", epic=WARMUP_ENDPOINT,
-                              payload=payload, step_overhead_us=step_overhead_us)
+                              payload=payload, step_overhead_us=step_overhead_us,
+                              epic_window=window)
         jobs[h.name] = JobSpec(host=h.name, ip=h.ip, transport=t, collective=coll,
                                timeout_s=timeout_s)
     return PhasePlan(

@@ -1133,7 +1133,7 @@ class _Collective:
             rate_controller_factory=lambda: make_rate_controller(
                 agent.spec, scale, agent.log, f"rank{spec.rank}-epic"),
             pacer_factory=agent.make_pacer, timeout_s=agent.spec.timeout_s,
-            phantom=spec.payload == "phantom",
+            window=spec.epic_window, phantom=spec.payload == "phantom",
             step_overhead_ns=scale.latency_ns(spec.step_overhead_us))
 
     def start(self, t: int) -> None:

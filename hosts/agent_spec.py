@@ -45,6 +45,7 @@ __all__ = [
     "agent_interpreter",
     "DTYPES",
     "COLLECTIVE_OPS",
+    "EPIC_WINDOW",
     "INTERPRETERS",
     "PROVIDERS",
 ]
@@ -54,6 +55,11 @@ __all__ = [
 DTYPES = ("int32", "int64", "float32")
 COLLECTIVE_OPS = ("all_reduce", "reduce_scatter", "all_gather", "reduce", "broadcast",
                   "barrier")
+# The EPIC switch's window (packets per rank in flight) unless a collective
+# names its own: hosts.commlib.epic.WINDOW, the default of epic.p4's
+# EPIC_WINDOW_LOG2 (a test keeps the three equal; this module stays free of
+# numpy, which hosts.commlib needs).
+EPIC_WINDOW = 32
 # What runs an agent: "pypy" (pypy3: its JIT runs the per-packet transport
 # several times faster), "python" (the runner's own interpreter), or "auto":
 # pypy where installed, unless the job has a collective (CommLib needs numpy).
@@ -290,6 +296,9 @@ class CollectiveSpec:
     the rank waits for the controller to install the group (runner,
     ``PhasePlan.epic_group``) before connecting. EPIC adds int32, and float32
     as fixed point (checked within its error bound instead of bit for bit).
+    ``epic_window`` is the switch's window W, packets per rank in flight
+    (``1 << EPIC_WINDOW_LOG2`` of the program it runs: Topology.defines); the
+    rank keeps at most W unacknowledged.
 
     ``ops`` runs a sequence of different collectives on one communicator
     instead: collective i of the sequence is ``ops[i]`` on ``counts[i]``
@@ -308,6 +317,7 @@ class CollectiveSpec:
     counts: tuple[int, ...] = ()
     scheme: Literal["ring", "epic"] = "ring"
     epic: dict[str, Any] | None = None
+    epic_window: int = EPIC_WINDOW
     # Ring: every step's write starts at PSN 0 (one QP per lane; what a
     # Symphony switch reads as progress, hosts/commlib/communicator.py).
     step_psn_origin: bool = False
@@ -364,6 +374,13 @@ class CollectiveSpec:
             missing = {"switch_ip", "qpn", "gid"} - set(self.epic or {})
             if missing:
                 raise SpecError(f"collective.epic needs {sorted(missing)}")
+        w = self.epic_window
+        if isinstance(w, bool) or not isinstance(w, int) or not 2 <= w <= 1 << 23 or w & (w - 1):
+            raise SpecError(f"collective.epic_window {w!r} must be a power of two from 2 to "
+                            f"{1 << 23} packets (1 << EPIC_WINDOW_LOG2 of the switch's program)")
+        if self.scheme != "epic" and w != EPIC_WINDOW:
+            raise SpecError("collective.epic_window is the EPIC switch's window: it needs "
+                            "scheme 'epic'")
             ops = {op for op, _n in self.sequence()}
             if self.payload == "phantom" and (
                     self.dtype != "int32" or not ops <= {"all_reduce", "barrier"}):

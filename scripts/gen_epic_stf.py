@@ -320,7 +320,9 @@ def complete_slot(s: Stf, psn: int, contribs: list[list[int]], opcode: int = OP_
     return total
 
 
-def build() -> str:
+def build(window: int = WINDOW) -> str:
+    """epic.stf for a switch of window ``window`` (the program's default: the
+    checked-in file; another: epic.p4 compiled with -D EPIC_WINDOW_LOG2)."""
     s = Stf()
     s.cmd("# epic.p4: Mode-II aggregation of three ranks (ports 1-3) at endpoint "
           f"{ENDPOINT_IP} QPN {ENDPOINT_QPN:#x}:")
@@ -366,18 +368,18 @@ def build() -> str:
     s.expect(RANKS[1].port, result(RANKS[1], 0, total0))
     s.cmd(f"check_counter MyIngress.epic_events({EV['resent']}) packets == 1")
 
-    s.comment(f"dual-slot clearing: PSN {2 + 3 * WINDOW} leaves a contribution in slot "
-              f"{2 + WINDOW} (a stale\nuse); completing PSN 2 clears slot {2 + WINDOW} "
-              f"for PSN {2 + WINDOW}, whose sum then holds only\nPSN {2 + WINDOW}'s "
+    s.comment(f"dual-slot clearing: PSN {2 + 3 * window} leaves a contribution in slot "
+              f"{2 + window} (a stale\nuse); completing PSN 2 clears slot {2 + window} "
+              f"for PSN {2 + window}, whose sum then holds only\nPSN {2 + window}'s "
               "contributions")
-    s.packet(RANKS[0].port, upload(RANKS[0], 2 + 3 * WINDOW, values(999)))
+    s.packet(RANKS[0].port, upload(RANKS[0], 2 + 3 * window, values(999)))
     s.dropped()
     complete_slot(s, 2, [values(200 + r) for r in range(len(RANKS))], order=[2, 0, 1])
-    complete_slot(s, 2 + WINDOW, [values(300 + r) for r in range(len(RANKS))])
+    complete_slot(s, 2 + window, [values(300 + r) for r in range(len(RANKS))])
 
     s.comment(f"a PSN that is not its slot's is dropped: slot 0 serves PSN 0 until PSN "
-              f"{WINDOW} completes,\nso PSN {2 * WINDOW}, which maps to slot 0, is stale")
-    s.packet(RANKS[0].port, upload(RANKS[0], 2 * WINDOW, values(5)))
+              f"{window} completes,\nso PSN {2 * window}, which maps to slot 0, is stale")
+    s.packet(RANKS[0].port, upload(RANKS[0], 2 * window, values(5)))
     s.dropped()
     s.cmd(f"check_counter MyIngress.epic_events({EV['stale']}) packets == 1")
 
@@ -555,7 +557,8 @@ def tree_setup(s: Stf) -> None:
             node += 1
 
 
-def build_tree() -> str:
+def build_tree(window: int = WINDOW) -> str:
+    """epic.tree.stf for a switch of window ``window`` (as build)."""
     s = Stf()
     s.cmd("# epic.p4 in a multi-switch tree (the paper's Tree-3-2 roles): as the leaf of")
     s.cmd(f"# group {TREE_LEAF_GID} (endpoint {LEAF_IP}, ranks on ports 1-2, parent "
@@ -617,7 +620,7 @@ def build_tree() -> str:
                                       OP_SEND_FIRST))
 
     s.comment("a result from the parent for a PSN that is not its slot's is dropped")
-    s.packet(PARENT_PORT, from_parent(1 + 2 * WINDOW, payload(values(1))))
+    s.packet(PARENT_PORT, from_parent(1 + 2 * window, payload(values(1))))
     s.dropped()
     s.cmd(f"check_counter MyIngress.epic_events({EV['stale']}) packets == 1")
 
@@ -671,7 +674,15 @@ def build_tree() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="fail if the file is stale")
+    ap.add_argument("--window-log2", type=int, metavar="N",
+                    help="print the flat test for a switch of window 2**N (epic.p4 compiled "
+                         "with -D EPIC_WINDOW_LOG2=N) instead of writing the files")
     args = ap.parse_args(argv)
+    if args.window_log2 is not None:
+        if not 1 <= args.window_log2 <= 22:
+            ap.error("--window-log2 must be 1..22")
+        sys.stdout.write(build(1 << args.window_log2))
+        return 0
     outputs = {OUT: build(), OUT_TREE: build_tree()}
     if args.check:
         stale = [str(p) for p, text in outputs.items()

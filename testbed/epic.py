@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from hosts.commlib.epic import (
     MAX_RANKS,
     EpicEndpoint,
     EpicKind,
+    check_window,
     group_count,
     group_kind,
 )
@@ -426,6 +428,43 @@ def communicator_span(group: dict[str, Any], size: int) -> dict[str, range]:
             "mgid": range(mgid, mgid + 2 * k)}
 
 
+# The preprocessor define of epic.p4 that sizes the switch's window W (packets
+# per rank in flight; 2W slots per group): Topology.defines sets it, and the
+# ranks' CollectiveSpec.epic_window must be the same W.
+WINDOW_DEFINE = "EPIC_WINDOW_LOG2"
+_DEFAULT_WINDOW = re.compile(rf"^\s*#\s*define\s+{WINDOW_DEFINE}\s+(\d+)\b", re.M)
+
+
+def window_defines(window_log2: int) -> tuple[tuple[str, str], ...]:
+    """Topology.defines that compile epic.p4 with a window of ``1 << window_log2``
+    packets per rank (ValueError if that is not a window: check_window)."""
+    if isinstance(window_log2, bool) or not isinstance(window_log2, int) or window_log2 < 1:
+        raise ValueError(f"{WINDOW_DEFINE} {window_log2!r} must be an integer >= 1")
+    check_window(1 << window_log2)
+    return ((WINDOW_DEFINE, str(window_log2)),)
+
+
+def program_window(program: str | os.PathLike[str],
+                   defines: Mapping[str, str] | None = None) -> int | None:
+    """The window W (packets per rank in flight) of ``program`` compiled with
+    ``defines``: ``1 << EPIC_WINDOW_LOG2`` from the defines, else from the
+    program's own ``#define``; None if the program has no such define (not
+    an EPIC program). ValueError if the defined value is not a plain integer."""
+    value = (defines or {}).get(WINDOW_DEFINE)
+    if value is None:
+        try:
+            m = _DEFAULT_WINDOW.search(Path(program).read_text())
+        except OSError:
+            return None
+        if m is None:
+            return None
+        value = m.group(1)
+    if not value.strip().isdigit():
+        raise ValueError(f"{WINDOW_DEFINE}={value!r}: the window's log2 must be a plain "
+                         "integer")
+    return 1 << int(value)
+
+
 def _mac_bytes(mac: str) -> bytes:
     return bytes(int(b, 16) for b in mac.split(":"))
 
@@ -435,18 +474,20 @@ class SimSwitch:
 
     ``hosts`` maps each host IP to its switch port; the switch answers datagrams
     sent to ``addresses`` (the endpoint IPs). Host i's MAC is derived from its
-    port (``host_mac``), the port's MAC likewise (``port_mac``)."""
+    port (``host_mac``), the port's MAC likewise (``port_mac``). ``defines``
+    are the program's preprocessor defines (e.g. ``{"EPIC_WINDOW_LOG2": "7"}``)."""
 
     def __init__(self, wire: Any, addresses: Sequence[str], hosts: dict[str, int], *,
-                 program: str | os.PathLike[str] = EPIC_P4, seed: int = 1) -> None:
+                 program: str | os.PathLike[str] = EPIC_P4, seed: int = 1,
+                 defines: Mapping[str, str] | None = None) -> None:
         from switches.soft.compiler import compile_program
         from switches.soft.control.verbs import ControlPlane
         from switches.soft.runtime.switch import SoftSwitch
 
         self.wire = wire
         self.hosts = dict(hosts)
-        self.sw = SoftSwitch(compile_program(program), now_us=lambda: wire.clock // 1000,
-                             seed=seed)
+        self.sw = SoftSwitch(compile_program(program, defines=defines or None),
+                             now_us=lambda: wire.clock // 1000, seed=seed)
         self.control = ControlPlane(self.sw)
         self.frames_in = 0
         self.frames_out = 0
@@ -494,7 +535,8 @@ def _csum16(b: bytes) -> int:
     return ~s & 0xFFFF
 
 
-__all__ = ["EPIC_P4", "GROUP_REGISTERS", "AggregationTree", "EpicGroup", "EpicMember",
-           "EpicParent", "SimSwitch", "SwitchPort", "TreeSwitch", "communicator_groups",
-           "communicator_nodes", "communicator_span", "fabric_link", "fabric_tree",
-           "install_commands", "install_tree_from_rendezvous", "tree_nodes"]
+__all__ = ["EPIC_P4", "GROUP_REGISTERS", "WINDOW_DEFINE", "AggregationTree", "EpicGroup",
+           "EpicMember", "EpicParent", "SimSwitch", "SwitchPort", "TreeSwitch",
+           "communicator_groups", "communicator_nodes", "communicator_span", "fabric_link",
+           "fabric_tree", "install_commands", "install_tree_from_rendezvous", "program_window",
+           "tree_nodes", "window_defines"]

@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ __all__ = [
     "FidelityLimits",
     "RunPlan",
     "ExperimentError",
+    "check_defines",
     "discover",
     "load",
     "make_params",
@@ -82,7 +84,11 @@ class Topology:
     applied by testbed.runner.apply_switch_command) applied before any
     traffic, after the routes. ``packet_bytes`` is the typical frame size
     (Ethernet header to ICRC/payload end) that turns a bit rate
-    (``set_port_rate_bps``) into the packet rate BMv2's ``set_queue_rate`` takes."""
+    (``set_port_rate_bps``) into the packet rate BMv2's ``set_queue_rate`` takes.
+    ``defines`` are preprocessor defines ``(NAME, VALUE)`` the program is
+    compiled with on every target and engine (``-D NAME=VALUE``: the soft
+    switch's compiler, p4c for BMv2), e.g. a register size the program keeps
+    behind ``#ifndef``."""
 
     n_hosts: int
     program: str                      # P4 source, relative to the repository root
@@ -106,6 +112,8 @@ class Topology:
     # with an HTB qdisc (testbed.net.shape_host), as a NIC does, and its agent
     # adds a class per sending QP at the QP's DCQCN rate: needs ``network``.
     host_line_qdisc: bool = False
+    # Preprocessor defines of ``program``: (name, value) pairs, each name once.
+    defines: tuple[tuple[str, str], ...] = ()
     # The host agents run at real-time priority (SCHED_FIFO; senders above
     # receivers, testbed.runner.SENDER_RT_PRIORITY) and the soft switch above them,
     # as the NICs and the switch they stand for run beside the machine's other
@@ -160,6 +168,46 @@ class Topology:
                                   f"the topology has {', '.join(sorted(names))}")
         if self.packet_bytes <= 0:
             raise ExperimentError("packet_bytes must be positive")
+        check_defines(self.defines)
+
+    def defines_dict(self) -> dict[str, str]:
+        """``defines`` as the compilers take them (name -> value)."""
+        return dict(self.defines)
+
+    def program_label(self) -> str:
+        """The program's file name and its defines, for progress lines."""
+        return " ".join([Path(self.program).name,
+                         *(f"-D {n}={v}" for n, v in self.defines)])
+
+
+_DEFINE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A define's value: one preprocessor token or a plain expression of them,
+# nothing that could end the line or start a comment or a string.
+_DEFINE_VALUE = re.compile(r"[A-Za-z0-9_+\-*/%<>()&|^~. ]+")
+
+
+def check_defines(defines: object) -> None:
+    """Raise ExperimentError unless ``defines`` is a tuple of (name, value) string
+    pairs, each name a C identifier given once and each value a non-empty
+    plain preprocessor expression on one line (a flag is written "1": an
+    empty value means 1 to p4c but nothing to the soft switch's compiler)."""
+    if not isinstance(defines, tuple):
+        raise ExperimentError(f"defines must be a tuple of (name, value) pairs, not "
+                              f"{type(defines).__name__}")
+    seen: set[str] = set()
+    for d in defines:
+        if not (isinstance(d, tuple) and len(d) == 2
+                and all(isinstance(x, str) for x in d)):
+            raise ExperimentError(f"define {d!r} is not a (name, value) pair of strings")
+        name, value = d
+        if not _DEFINE_NAME.fullmatch(name):
+            raise ExperimentError(f"define name {name!r} is not an identifier")
+        if name in seen:
+            raise ExperimentError(f"define {name} is given twice")
+        seen.add(name)
+        if not _DEFINE_VALUE.fullmatch(value) or "//" in value or "/*" in value:
+            raise ExperimentError(f"define {name}: value {value!r} is not a plain "
+                                  "preprocessor expression")
 
 
 @dataclass(frozen=True)
@@ -274,6 +322,8 @@ class RunPlan:
                     raise ExperimentError(f"EPIC groups of a run need distinct {key}s: "
                                           f"{[(s[key].start, s[key].stop - 1) for s in spans]}")
                 used |= set(sp[key])
+        if spans:
+            self._check_epic_window()
         fab = self.topology.fabric
         for p in self.phases:
             if p.epic_group is None:
@@ -299,6 +349,32 @@ class RunPlan:
             if unknown:
                 raise ExperimentError(f"phase {p.name}: hosts {sorted(unknown)} not in the topology")
         self.network_commands()  # a network that cannot be converted is a plan error
+
+    def _check_epic_window(self) -> None:
+        """Every EPIC rank's window (CollectiveSpec.epic_window) is the window the
+        switch's program is compiled with (EPIC_WINDOW_LOG2, Topology.defines):
+        a rank with more packets in flight than the switch has slots for would
+        have its packets dropped as stale and resend them without end."""
+        from testbed.epic import WINDOW_DEFINE, program_window
+
+        topo = self.topology
+        try:
+            w = program_window(repo_path(topo.program), topo.defines_dict())
+        except ValueError as e:
+            raise ExperimentError(str(e)) from e
+        if w is None:
+            return
+        for p in self.phases:
+            if p.epic_group is None:
+                continue
+            bad = sorted({s.collective.epic_window for s in p.jobs.values()
+                          if s.collective is not None and s.collective.scheme == "epic"}
+                         - {w})
+            if bad:
+                raise ExperimentError(
+                    f"phase {p.name}: the ranks' EPIC window {bad} differs from the switch's "
+                    f"{w} packets ({WINDOW_DEFINE} of {Path(topo.program).name}, set in "
+                    "Topology.defines); give CollectiveSpec.epic_window the same")
 
 
 # ---------------------------------------------------------------------------

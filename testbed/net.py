@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import signal
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,6 +223,7 @@ def star_router(
     target: str = "soft",
     link_delay_us: float = 0.0,
     host_provider: str = "udp",
+    defines: Mapping[str, str] | None = None,
     **switch_params: Any,
 ) -> tuple[Any, Any, list[Any], list[HostAddr]]:
     """(net, switch, hosts, addresses) for N hosts around one switch of
@@ -240,7 +241,10 @@ def star_router(
 
     ``host_provider`` "rxe" makes every host a testbed.rxe_host.RxeHost (the
     initial namespace, an rdma_rxe device on its link); "udp" (the default)
-    makes namespaced hosts."""
+    makes namespaced hosts.
+
+    ``defines`` (name -> value) are the program's preprocessor defines, for
+    either target (the soft switch's compiler or p4c, ``-D NAME=VALUE``)."""
     from mininet.link import Link
     from mininet.net import Mininet
 
@@ -252,6 +256,8 @@ def star_router(
         switch_params["backend"] = backend
     elif backend != "python":
         raise ValueError(f"backend {backend!r} is a soft-target option (target {target})")
+    if defines:
+        switch_params["defines"] = dict(defines)
     addrs = [host_addr(i) for i in range(1, n_hosts + 1)]
     if link_delay_us < 0:
         raise ValueError("link_delay_us must be >= 0")
@@ -454,6 +460,7 @@ def leaf_spine(
     backend: str = "python",
     target: str = "soft",
     host_provider: str = "udp",
+    defines: Mapping[str, str] | None = None,
     **switch_params: Any,
 ) -> tuple[Any, dict[str, Any], list[Any], list[HostAddr]]:
     """(net, switches by name, hosts, addresses) of ``fabric``; not started.
@@ -462,7 +469,8 @@ def leaf_spine(
     ``extra_commands``. Links have no delay. ``host_provider`` as in
     :func:`star_router`: rxe hosts sit in the initial namespace, each on its
     own link to its leaf, so the fabric's links between switches carry no
-    addresses and touch no host's routing."""
+    addresses and touch no host's routing. ``defines`` as in
+    :func:`star_router`."""
     from mininet.link import Link
     from mininet.net import Mininet
 
@@ -475,6 +483,8 @@ def leaf_spine(
         switch_params["backend"] = backend
     elif backend != "python":
         raise ValueError(f"backend {backend!r} is a soft-target option (target {target})")
+    if defines:
+        switch_params["defines"] = dict(defines)
     net = Mininet(controller=None, switch=cls, host=P4Host, link=Link,
                   autoSetMacs=False, build=False)
     switches: dict[str, Any] = {}

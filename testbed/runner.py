@@ -226,7 +226,7 @@ class SimEngine:
         prog.line(f"network (simulated): {topo.n_hosts} hosts around "
                   + (f"a leaf-spine of {fab.leaves} leaves and {fab.spines} spines"
                      if fab else "switch s1")
-                  + f" running {Path(topo.program).name}, NICs at "
+                  + f" running {topo.program_label()}, NICs at "
                   f"{host_bps / 1e6:g} Mb/s, host links {opts.host_links}, seed {opts.seed}"
                   + (f", under PyPy ({exe})" if exe else ""))
         wall0 = time.monotonic()
@@ -1217,7 +1217,7 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
              f"({'ECMP' if fab.ecmp else 'static routes'}), {opts.target} switches"
              if fab else f"{opts.target} switch s1")
     prog.line(f"network: {topo.n_hosts} hosts around {where} running "
-              f"{Path(topo.program).name}" + (" (pcap on)" if opts.pcap else ""))
+              f"{topo.program_label()}" + (" (pcap on)" if opts.pcap else ""))
     delay_us = 0.0
     if topo.network is not None:
         delay_us = topo.network.convert(plan.path_mtu()).link_delay_us
@@ -1227,12 +1227,13 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
             net, switches, hosts, _addrs = leaf_spine(
                 fab, repo_path(topo.program), log_dir=run_dir / "switch", pcap=opts.pcap,
                 target=opts.target, backend=backend, priority_queues=topo.priority_queues,
-                host_provider=opts.hosts)
+                host_provider=opts.hosts, defines=topo.defines_dict())
         else:
             net, sw, hosts, _addrs = star_router(
                 topo.n_hosts, repo_path(topo.program), log_dir=run_dir / "switch",
                 pcap=opts.pcap, priority_queues=topo.priority_queues, target=opts.target,
-                link_delay_us=delay_us, backend=backend, host_provider=opts.hosts)
+                link_delay_us=delay_us, backend=backend, host_provider=opts.hosts,
+                defines=topo.defines_dict())
             switches = {sw.name: sw}
     except TargetUnavailable as e:
         raise RunError(str(e)) from e

@@ -20,10 +20,12 @@ values (path MTU ``PACKET_BYTES``). Only standard verbs are used (SEND,
 SEND_WITH_IMM, RECV), so the code runs on any provider (udp, sim, rxe).
 
 Flow control: at most two SEND work requests of ``chunk_pkts`` packets each
-are outstanding, so a rank never has more than ``WINDOW`` packets
-unacknowledged: a NIC needs no special window for the switch's 2W slots.
-Because the switch reflects the rank's own ACK of result p as the ACK of its
-upload p, a SEND completes only when its sums came back.
+are outstanding, so a rank never has more than the switch's window W
+(``window``, packets per rank in flight: ``1 << EPIC_WINDOW_LOG2`` of the
+program the switch was compiled with, ``WINDOW`` by default) unacknowledged:
+a NIC needs no special window for the switch's 2W slots. Because the switch
+reflects the rank's own ACK of result p as the ACK of its upload p, a SEND
+completes only when its sums came back.
 
 Collectives (same signatures as the ring ``Communicator`` where it has them):
 
@@ -71,7 +73,8 @@ from hosts.roce.verbs import (
 )
 
 __all__ = [
-    "ELEMS", "PACKET_BYTES", "WINDOW", "MAX_GROUPS", "MAX_RANKS", "FIXED_POINT_NUMERATOR",
+    "ELEMS", "PACKET_BYTES", "WINDOW", "MAX_WINDOW", "MAX_GROUPS", "MAX_RANKS",
+    "FIXED_POINT_NUMERATOR", "check_window",
     "ANNOUNCE_BYTES", "EpicOp", "EpicKind", "EpicEndpoint", "EpicCommunicator", "EpicCollective",
     "group_count", "group_index", "group_kind",
     "announce_imm", "parse_announce_imm", "fixed_point_factor", "fixed_point_bound",
@@ -81,7 +84,11 @@ __all__ = [
 # The P4 program's compile-time constants (switches/p4/epic.p4; a test keeps them equal).
 ELEMS = 64                        # EPIC_ELEMS: int32 values per data packet
 PACKET_BYTES = 4 * ELEMS          # the QP's path MTU
-WINDOW = 32                       # 1 << EPIC_WINDOW_LOG2: packets in flight per rank
+WINDOW = 32                       # 1 << EPIC_WINDOW_LOG2 (its default): packets in flight per rank
+# The largest window a switch can have: its 2W slots per group are indexed by
+# PSN mod 2W, which must divide the 24-bit PSN space so that PSN wrap-around
+# keeps every rank's packet p in the same slot.
+MAX_WINDOW = 1 << 23
 MAX_GROUPS = 128                  # 1 << EPIC_MAX_GROUPS_LOG2
 MAX_RANKS = 32                    # bits of a slot's arrival bitmap
 ANNOUNCE_BYTES = 8                # the announcement's payload: size, 64-bit big-endian
@@ -119,6 +126,17 @@ class EpicKind(IntEnum):
 _OP_KIND = {EpicOp.ALLREDUCE: EpicKind.ALLREDUCE, EpicOp.BARRIER: EpicKind.ALLREDUCE,
             EpicOp.REDUCE: EpicKind.REDUCE, EpicOp.REDUCE_SCATTER: EpicKind.REDUCE,
             EpicOp.BROADCAST: EpicKind.BROADCAST, EpicOp.ALL_GATHER: EpicKind.BROADCAST}
+
+
+def check_window(window: int) -> int:
+    """``window`` if it can be a switch's window (a power of two, 2..MAX_WINDOW:
+    ``1 << EPIC_WINDOW_LOG2`` for EPIC_WINDOW_LOG2 1..23); ValueError otherwise."""
+    if (isinstance(window, bool) or not isinstance(window, int)
+            or not 2 <= window <= MAX_WINDOW or window & (window - 1)):
+        raise ValueError(f"EPIC window {window!r} must be a power of two from 2 to "
+                         f"{MAX_WINDOW} packets (1 << EPIC_WINDOW_LOG2 of the switch's "
+                         "program, EPIC_WINDOW_LOG2 1..23)")
+    return window
 
 
 def group_count(size: int) -> int:
@@ -227,7 +245,8 @@ class EpicCommunicator:
         event_sink: EventSink | None = None,
         rate_controller_factory: Callable[[], Any] | None = None,
         pacer_factory: Callable[[], Any] | None = None,
-        chunk_pkts: int = WINDOW // 2,
+        window: int = WINDOW,
+        chunk_pkts: int | None = None,
         timeout_s: float = 60.0,
         job_id: int = 0,
         qp_timeout_ns: int | None = None,
@@ -242,8 +261,14 @@ class EpicCommunicator:
         if last >= MAX_GROUPS or endpoint.qpn + group_count(size) - 1 > QPN_MASK:
             raise ValueError(f"{size} ranks need groups {endpoint.gid}..{last} (2N+1); "
                              f"the switch has {MAX_GROUPS}")
-        if not 0 < chunk_pkts <= WINDOW // 2:
-            raise ValueError(f"chunk_pkts must be in 1..{WINDOW // 2} (two in flight <= W)")
+        # The switch's window W (packets per rank in flight): two SENDs of
+        # chunk_pkts (default W/2) outstanding never exceed it.
+        self.window = check_window(window)
+        if chunk_pkts is None:
+            chunk_pkts = window // 2
+        if not 0 < chunk_pkts <= window // 2:
+            raise ValueError(f"chunk_pkts must be in 1..{window // 2} (two in flight <= "
+                             f"the window {window})")
         if step_overhead_ns < 0:
             raise ValueError("step_overhead_ns must be >= 0")
         self.ctx, self.rank, self.size, self.endpoint = ctx, rank, size, endpoint

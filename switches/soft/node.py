@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,8 @@ class SoftP4Switch(Switch):
     are passed on to ``python -m switches.soft.daemon`` (e.g.
     ``["--socket-buffer", "262144"]``). ``backend`` picks the interpreter of
     the data path (``switches.soft.backends``: ``python``, the default, or
-    ``pypy``).
+    ``pypy``). ``defines`` (name -> value) go to the daemon's compiler as
+    ``-D NAME=VALUE``.
 
     ``grpc_port`` (off when None; 0 picks a free port, read back into
     :attr:`grpc_port`) also serves P4Runtime for ``device_id``, with
@@ -118,12 +119,14 @@ class SoftP4Switch(Switch):
         grpc_port: int | None = None,
         device_id: int = 0,
         cpu_port: int | None = None,
+        defines: Mapping[str, str] | None = None,
         **params: Any,
     ) -> None:
         super().__init__(name, **params)
         if program is None:
             raise ValueError(f"{name}: SoftP4Switch needs program=PATH.p4")
         self.program = os.path.abspath(program)
+        self.defines = dict(defines or {})
         self.requested_control_port = control_port
         self.control_port: int | None = control_port
         self.log_dir = os.path.abspath(log_dir) if log_dir else tempfile.mkdtemp(prefix="softswitch-")
@@ -160,6 +163,8 @@ class SoftP4Switch(Switch):
                "--log-level", self.log_level]
         for d in self.include_dirs:
             cmd += ["-I", d]
+        for name, value in self.defines.items():
+            cmd += ["-D", f"{name}={value}"]
         for port, ifname in self.port_interfaces():
             cmd += ["-i", f"{port}@{ifname}"]
         if self.pcap:

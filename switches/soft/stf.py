@@ -116,19 +116,21 @@ def run_stf_text(module: ProgramModule, text: str, filename: str = "<stf>",
 
 
 def run_stf(p4_path: str | Path, stf_path: str | Path, backend: str = "python",
-            timeout: float | None = None) -> StfResult:
-    """Compile ``p4_path`` (includes from its directory) and run ``stf_path``
-    on data-path ``backend`` (see ``switches.soft.backends``; anything but
-    ``python`` runs in a subprocess of that backend's interpreter, which may
-    take ``timeout`` seconds). Raises StfSyntaxError before compiling when
-    the file is not STF."""
+            timeout: float | None = None,
+            defines: Mapping[str, str] | None = None) -> StfResult:
+    """Compile ``p4_path`` (includes from its directory; ``defines``: its
+    preprocessor defines, name -> value) and run ``stf_path`` on data-path
+    ``backend`` (see ``switches.soft.backends``; anything but ``python`` runs
+    in a subprocess of that backend's interpreter, which may take ``timeout``
+    seconds). Raises StfSyntaxError before compiling when the file is not STF."""
     from switches.soft.backends import check_backend
     from switches.soft.compiler import compile_program
     check_backend(backend)
     p4_path = Path(p4_path)
     text = Path(stf_path).read_text()
     parse_stf(text, str(stf_path))
-    module = compile_program(str(p4_path), include_dirs=[str(p4_path.parent)])
+    module = compile_program(str(p4_path), include_dirs=[str(p4_path.parent)],
+                             defines=defines or None)
     if backend == "python":
         return run_stf_text(module, text, str(stf_path))
     return _run_stf_subprocess(backend, module, Path(stf_path), timeout)

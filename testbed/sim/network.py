@@ -104,14 +104,16 @@ class SimNetwork:
 
 
 def compile_plan_program(plan: RunPlan) -> Any:
-    """The plan's P4 program, compiled by the soft target's compiler (cached).
-    Raises ValueError naming the program and the place if it does not compile
-    (a syntax error, or an extern the soft switch lacks)."""
+    """The plan's P4 program, compiled by the soft target's compiler (cached)
+    with the topology's preprocessor defines. Raises ValueError naming the
+    program and the place if it does not compile (a syntax error, or an
+    extern the soft switch lacks)."""
     from switches.soft.compiler import compile_program
     from switches.soft.frontend.source import P4Error
 
     try:
-        return compile_program(repo_path(plan.topology.program))
+        return compile_program(repo_path(plan.topology.program),
+                               defines=plan.topology.defines_dict() or None)
     except P4Error as e:
         raise ValueError(f"P4 program {plan.topology.program} does not compile for the "
                          f"soft switch: {e}") from None

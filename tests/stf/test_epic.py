@@ -73,13 +73,24 @@ def test_a_wrong_icrc_is_detected() -> None:
     assert scapy_icrc(bytes(f)) != good
 
 
-def test_stf_passes_and_depends_on_the_window(tmp_path: Path) -> None:
-    assert run_stf(EPIC, ROOT / "switches" / "p4" / "tests" / "epic.stf").passed
-    # with another window the dual slot of PSN 2 is elsewhere: the clearing case fails
-    prog = tmp_path / "p4"
-    (prog / "include").mkdir(parents=True)
-    for f in (ROOT / "switches" / "p4" / "include").glob("*.p4"):
-        (prog / "include" / f.name).write_text(f.read_text())
-    (prog / "epic.p4").write_text(EPIC.read_text().replace(
-        "#define EPIC_WINDOW_LOG2 5", "#define EPIC_WINDOW_LOG2 4"))
-    assert not run_stf(prog / "epic.p4", ROOT / "switches" / "p4" / "tests" / "epic.stf").passed
+def test_stf_passes_and_depends_on_the_window() -> None:
+    stf = ROOT / "switches" / "p4" / "tests" / "epic.stf"
+    assert run_stf(EPIC, stf).passed
+    assert run_stf(EPIC, stf, defines={"EPIC_WINDOW_LOG2": "5"}).passed    # the default
+    # compiled with another window (a -D define, as Topology.defines passes it)
+    # the dual slot of PSN 2 is elsewhere: the clearing case fails
+    for log2 in ("4", "7"):
+        assert not run_stf(EPIC, stf, defines={"EPIC_WINDOW_LOG2": log2}).passed
+
+
+def test_stf_of_a_wider_window_passes_on_the_program_compiled_for_it(tmp_path: Path) -> None:
+    """The same cases written for W = 128 (the paper profile's window of
+    epic-allreduce) pass on epic.p4 compiled with EPIC_WINDOW_LOG2=7."""
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_epic_stf.py"),
+                           "--window-log2", "7"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    stf = tmp_path / "epic.w128.stf"
+    stf.write_text(proc.stdout)
+    assert "PSN 386" in proc.stdout             # the dual-slot case at 2 + 3W
+    assert run_stf(EPIC, stf, defines={"EPIC_WINDOW_LOG2": "7"}).passed
+    assert not run_stf(EPIC, stf).passed

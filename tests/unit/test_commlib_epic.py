@@ -14,6 +14,7 @@ from hosts.commlib import CommError, ReduceOp, split
 from hosts.commlib.epic import (
     ELEMS,
     MAX_GROUPS,
+    MAX_WINDOW,
     WINDOW,
     EpicCommunicator,
     EpicEndpoint,
@@ -33,12 +34,13 @@ from testbed.epic import EPIC_P4, SimSwitch, communicator_groups, install_comman
 SWITCH_IP = "10.255.0.1"
 
 
-def make_group(n: int, *, max_bytes: int = 1 << 15, comm_kw: dict | None = None, **wire_kw):
+def make_group(n: int, *, max_bytes: int = 1 << 15, comm_kw: dict | None = None,
+               defines: dict[str, str] | None = None, scale: Scale | None = None, **wire_kw):
     w = SimWire(**wire_kw)
     ips = [f"10.0.{r + 1}.1" for r in range(n)]
-    sw = SimSwitch(w, [SWITCH_IP], {ip: r + 1 for r, ip in enumerate(ips)})
+    sw = SimSwitch(w, [SWITCH_IP], {ip: r + 1 for r, ip in enumerate(ips)}, defines=defines)
     ep = EpicEndpoint(SWITCH_IP, 0x100, 0)
-    comms = [EpicCommunicator(Context(w.provider(ip), scale=Scale()), r, n, ep,
+    comms = [EpicCommunicator(Context(w.provider(ip), scale=scale or Scale()), r, n, ep,
                               max_bytes=max_bytes, **(comm_kw or {}))
              for r, ip in enumerate(ips)]
     members = [sw.member(c.rank, c.ctx.local_ip, c.qp.qp_num) for c in comms]
@@ -243,6 +245,59 @@ def test_bad_input_is_refused_clearly() -> None:
         EpicEndpoint(SWITCH_IP, 0x100, MAX_GROUPS)
 
 
+def _in_flight(comms) -> int:
+    """Packets posted and not yet acknowledged, the most of any rank's QP."""
+    return max(q._snd_nxt - q._snd_una for c in comms for q in c.qps)
+
+
+def run_counting_in_flight(w: SimWire, ops, comms) -> tuple[list, int]:
+    most = [0]
+
+    def done() -> bool:
+        most[0] = max(most[0], _in_flight(comms))
+        return all([o.progress() for o in ops])
+    assert w.run(until=done, timeout=120.0)
+    return [o.result() for o in ops], most[0]
+
+
+@pytest.mark.parametrize("log2", [None, 7])
+def test_a_larger_window_keeps_more_packets_in_flight(log2: int | None) -> None:
+    """A switch compiled with EPIC_WINDOW_LOG2 = 7 (128 packets per rank) and
+    ranks told so keep up to 128 packets in flight, not the default 32, and
+    the sums stay exact over several turns of the switch's 2W slots."""
+    window = WINDOW if log2 is None else 1 << log2
+    n = 3
+    # NICs at 100 Gb/s (slowdown 1) on a wire of 10 us: a round trip is worth
+    # thousands of packets, so the window alone bounds what is in flight
+    w, sw, comms = make_group(n, max_bytes=1 << 20, comm_kw={"window": window},
+                              defines=None if log2 is None else {"EPIC_WINDOW_LOG2": str(log2)},
+                              scale=Scale(slowdown=1.0))
+    assert sw.sw.registers["MyIngress.slot_psn"].size == 2 * window * MAX_GROUPS
+    assert all(c.window == window and c.chunk_pkts == window // 2 for c in comms)
+    rng = np.random.default_rng(7)
+    npkts = 5 * window + 3                      # 2.5 turns of the 2W slots
+    xs = [rng.integers(-(2**27), 2**27, npkts * ELEMS, dtype=np.int32) for _ in range(n)]
+    res, most = run_counting_in_flight(
+        w, [c.start_all_reduce(x) for c, x in zip(comms, xs, strict=True)], comms)
+    expect = np.sum(xs, axis=0, dtype=np.int32)
+    assert all(np.array_equal(r, expect) for r in res)
+    assert most == window                       # two SENDs of W/2: the whole window
+    assert events(sw, 4) == 0                   # no packet fell outside its slot's window
+
+
+def test_the_window_must_be_one_a_switch_can_have() -> None:
+    w = SimWire()
+    ctx = Context(w.provider("10.0.1.1"), scale=Scale())
+    ep = EpicEndpoint(SWITCH_IP, 0x100, 0)
+    for bad in (0, 1, 48, 3 * 64, 2 * MAX_WINDOW, True, 32.0):
+        with pytest.raises(ValueError, match="power of two"):
+            EpicCommunicator(ctx, 0, 2, ep, window=bad)
+    with pytest.raises(ValueError, match="chunk_pkts must be in 1..64"):
+        EpicCommunicator(ctx, 0, 2, ep, window=128, chunk_pkts=65)
+    c = EpicCommunicator(ctx, 0, 2, ep, window=128, chunk_pkts=64)
+    assert c.chunk_pkts == 64
+
+
 def test_constants_match_the_p4_program() -> None:
     text = Path(EPIC_P4).read_text()
 
@@ -253,6 +308,8 @@ def test_constants_match_the_p4_program() -> None:
 
     assert define("EPIC_ELEMS") == ELEMS
     assert 1 << define("EPIC_WINDOW_LOG2") == WINDOW
+    from hosts.agent_spec import EPIC_WINDOW
+    assert EPIC_WINDOW == WINDOW                # a spec's default window is the program's
     assert 1 << define("EPIC_MAX_GROUPS_LOG2") == MAX_GROUPS
     for op in EpicOp:
         m = re.search(rf"const bit<8> EPIC_OP_{op.name} = (\d+);", text)
