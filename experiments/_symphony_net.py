@@ -79,7 +79,8 @@ class SymphonyNetwork:
                               "KB")
     path_mtu: int = param(1024, "RoCE path MTU: payload per packet", "bytes")
     dcqcn_preset: str = param("connectx", "DCQCN parameters: connectx (mlx5 NIC defaults; "
-                                          "ConnectX-6 in the prototype) or zhu2015")
+                                          "ConnectX-6 in the prototype), hpcc (HPCC's simulator, "
+                                          "which the paper's simulations follow) or zhu2015")
     # A full queue of queue_pkts holds 256 x 0.87 = 222 us at 10 Gb/s, and a
     # fabric path crosses three: a timer below that retransmits packets that
     # are only queued (go-back-N: the whole window again).
