@@ -16,7 +16,13 @@ from click.testing import CliRunner
 from report_runs import claim_values, write_run
 
 import testbed.runner
-from experiments import epic_allreduce, ring_allreduce, roce_basics, symphony_ring
+from experiments import (
+    epic_allreduce,
+    ring_allreduce,
+    roce_basics,
+    symphony_ring,
+    symphony_two_flows,
+)
 from testbed.cli import main
 from testbed.experiment import (
     ExperimentError,
@@ -311,3 +317,12 @@ def test_symphony_rings_paper_profile_is_section_4_1() -> None:
     assert set(cuts) == {"seeds", "schemes"} and cuts["seeds"].paper == 20
     plan = symphony_ring.plan(p)
     assert [ph.name for ph in plan.phases] == ["baseline-s0", "symphony-s0", "pq-s0"]
+
+
+def test_symphony_two_flows_paper_profile_is_the_prototype() -> None:
+    p = symphony_two_flows.Params.paper()
+    assert p.link_mbps == 10_000 and p.slowdown == 1.0
+    assert p.flow_bytes == 1 << 30 and p.dcqcn_preset == "connectx"
+    assert p.key_offset in p.offset_list
+    assert scaled_down_from(symphony_two_flows) == {}
+    assert len(symphony_two_flows.plan(p).phases) == 1 + 2 * len(p.offset_list)
