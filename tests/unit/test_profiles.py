@@ -239,7 +239,7 @@ def test_a_paper_report_takes_the_experiments_with_a_paper_profile(tmp_path: Pat
     assert sec.scale == "the paper's (every parameter at the paper's value)"
     rep = build(runs, profile="paper", reanalyse=False)
     assert [s.name for s in rep.sections] == list(with_paper)
-    assert "symphony-two-flows" in rep.without_paper_profile and not rep.not_named
+    assert "symphony-sweep" in rep.without_paper_profile and not rep.not_named
     rep = build(runs, profile="quick", reanalyse=False)
     sec = next(s for s in rep.sections if s.name == "epic-allreduce")
     assert sec.scale.startswith("quick profile: ") and "differ from the paper's" in sec.scale
@@ -290,7 +290,7 @@ def test_the_report_command_with_the_paper_profile(tmp_path: Path) -> None:
                                   str(tmp_path / "runs"), "--out", str(out), "--no-reanalyse"])
     assert r.exit_code == 0, r.output
     md = (out / "report.md").read_text()
-    assert "## epic-allreduce" in md and "## symphony-two-flows" not in md
+    assert "## epic-allreduce" in md and "## symphony-sweep" not in md
     assert "### Scale of epic-allreduce against the paper's" in md
     assert "no paper profile (not run at the paper's scale, not in this report): " in md
     assert "scale against the paper's" in md
