@@ -79,7 +79,8 @@ class SymphonyNetwork:
                               "KB")
     path_mtu: int = param(1024, "RoCE path MTU: payload per packet", "bytes")
     dcqcn_preset: str = param("connectx", "DCQCN parameters: connectx (mlx5 NIC defaults; "
-                                          "ConnectX-6 in the prototype) or zhu2015")
+                                          "ConnectX-6 in the prototype), hpcc (HPCC's simulator, "
+                                          "which the paper's simulations follow) or zhu2015")
     # A full queue of queue_pkts holds 256 x 0.87 = 222 us at 10 Gb/s, and a
     # fabric path crosses three: a timer below that retransmits packets that
     # are only queued (go-back-N: the whole window again).
@@ -199,11 +200,17 @@ class SymphonyRing(SymphonyNetwork):
     # compilations) fall in the warm-up.
     warmup_kb: int = param(64, "chunk of one untracked AllReduce before measuring, outside the "
                                "verdict (0: none)", "KiB")
+    # 32 ranks' 8 MiB chunks are 256 MiB of input per rank: real buffers
+    # would not fit in memory
+    payload: str = param("real", "real (every result checked bit for bit) or phantom (the "
+                                 "same packets and timing without the data)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.backend not in ("python", "pypy"):
             raise ValueError(f"backend {self.backend!r}: python or pypy")
+        if self.payload not in ("real", "phantom"):
+            raise ValueError(f"payload {self.payload!r}: real or phantom")
         if self.channels < 1:
             raise ValueError("channels must be >= 1")
         if self.warmup_kb < 0 or (self.warmup_kb * 1024) % (8 * self.channels):

@@ -105,7 +105,14 @@ from experiments._symphony_net import (
 from hosts.agent_spec import CollectiveSpec, FlowSpec, JobSpec
 from hosts.roce.dcqcn import CONNECTX
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
+from testbed.experiment import (
+    FidelityLimits,
+    PhasePlan,
+    RunPlan,
+    ScaledDown,
+    Topology,
+    param,
+)
 from testbed.modelled import full_frame_bytes
 from testbed.net import LeafSpine, host_addr
 from testbed.symphony import (
@@ -152,6 +159,26 @@ REFERENCE: dict[str, Any] = {
     "symphony_late.overlap_at_start": 10,
 }
 
+# The paper's simulation (§4.1, Table 1), in its units: a two-tier leaf-spine
+# of 4 ToRs and 4 spines with 10 Gb/s links, one spine group (no
+# oversubscription up to 128 nodes), 32 nodes, 8 MB chunks; HPCC's RDMA
+# configuration (a lossless fabric with PFC, DCQCN); RED Kmin 50 KB, Kmax
+# 100 KB, Pmax 0.2; Symphony's tau 0.25, T_win 100 us, k 0.01 (the
+# SymphonyNetwork defaults); every figure over at least 20 seeds (Fig. 4b: 50
+# runs, Fig. 5: 100).
+PAPER: dict[str, Any] = {"tors": 4, "spines": 4, "nodes": 32, "link_gbps": 10.0,
+                         "chunk_mb": 8, "runs": 20}
+# HPCC's simulator (run.py, the configuration the paper follows): a switch's
+# shared buffer is 16 MB per 50 Gb/s of NIC rate, each ingress port pauses once
+# its share of the buffer passes (free buffer) >> 3, and resumes 3 KB below.
+HPCC_BUFFER_MB_PER_50G = 16.0
+HPCC_PFC_SHIFT = 3
+HPCC_RESUME_KB = 3.0
+# The paper profile's cuts, for the wall time (one 32-node AllReduce of 8 MB
+# chunks is about 70 million packet-hops, 10-20 min per scheme here).
+PAPER_SEEDS = 1
+PAPER_SCHEMES = "baseline,symphony,pq"
+
 # What the report (testbed report) judges against Fig. 4b and Fig. 5.
 _FIG4_PLOTS = ("overlap.png",)
 _FIG5_PLOTS = ("cct_cdf.png",)
@@ -193,6 +220,45 @@ class Params(SymphonyRing):
     @classmethod
     def quick(cls) -> Params:
         return cls(**QUICK_FABRIC, chunk_kb=256, iterations=2, seeds=1)
+
+    @classmethod
+    def paper(cls) -> Params:
+        """§4.1's network at its own rate (slowdown 1): 32 nodes at 10 Gb/s, 8 MB
+        chunks, DCQCN as HPCC's simulator configures it, a lossless fabric.
+
+        One difference in the wiring: the paper's 4 ToRs of 8 nodes under 4
+        spines are not oversubscribed (one spine group), which needs 80 Gb/s
+        of uplinks per ToR; ``testbed.net.LeafSpine`` has one 10 Gb/s link per
+        leaf-spine pair, so the same 32 nodes sit on 8 leaves of 4, each with
+        40 Gb/s to the 4 spines: 1:1, every ring hop across a spine, ECMP over
+        4 uplinks as in the paper.
+
+        Buffers: a static per-port model of HPCC's shared buffer (16 MB per
+        50 Gb/s: 3.2 MB per switch at 10 Gb/s). One egress queue may use all
+        of it; an ingress pauses at (free buffer) >> 3, which with all of a
+        leaf's 8 ports congested settles at buffer / (8 + 8)."""
+        link = PAPER["link_gbps"]
+        ports = 4 + PAPER["spines"]                         # a leaf: 4 hosts + 4 uplinks
+        buffer_kb = HPCC_BUFFER_MB_PER_50G * link / 50 * 1000
+        xoff_kb = buffer_kb / (2 ** HPCC_PFC_SHIFT + ports)
+        return cls(link_mbps=link * 1000, nic_gbps=link, leaves=8, spines=PAPER["spines"],
+                   hosts_per_leaf=PAPER["nodes"] // 8, chunk_kb=PAPER["chunk_mb"] * 1024,
+                   iterations=1, seeds=PAPER_SEEDS, schemes=PAPER_SCHEMES,
+                   dcqcn_preset="hpcc", pfc=True,
+                   queue_pkts=int(buffer_kb * 1000 // full_frame_bytes(1024)),
+                   pfc_xoff_kb=xoff_kb, pfc_xon_kb=xoff_kb - HPCC_RESUME_KB,
+                   warmup_kb=0, payload="phantom")
+
+    @staticmethod
+    def scaled_down_from() -> dict[str, ScaledDown]:
+        return {
+            "seeds": ScaledDown(PAPER["runs"], "one 32-node AllReduce of 8 MB chunks is "
+                                "10-20 min of wall time per scheme here; the paper's 20 "
+                                "seeds x 3 schemes would take a day"),
+            "schemes": ScaledDown(",".join(SCHEMES), "Symphony switched on late (Fig. 4a) "
+                                  "costs one more AllReduce per seed; Fig. 4b and 5's claims "
+                                  "need the other three"),
+        }
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -314,7 +380,7 @@ def _jobs(p: Params, job_id: int, seed: int) -> dict[str, JobSpec]:
             collective=CollectiveSpec(
                 rank=rank, size=p.ranks, job_id=job_id, op="all_reduce", dtype="int64",
                 count=p.count, iterations=p.iterations, channels=p.channels, seed=seed,
-                step_psn_origin=True,
+                step_psn_origin=True, payload=p.payload,
                 # each seed tags its steps from a fresh range (other ECMP paths)
                 step_base=(seed * p.steps_per_phase) % 0x4000))
     return out
@@ -493,7 +559,7 @@ def analyze(run_dir: Path) -> dict[str, Any]:
             data = load_phase(run_dir, phase_name(scheme, seed))
             checks = data.all_events("collective_check")
             bit_exact &= (len(checks) == p.ranks * p.iterations
-                          and all(e["ok"] for e in checks))
+                          and all(e["ok"] or p.payload == "phantom" for e in checks))
             times = collective_times(data)
             if len(times) != p.iterations:
                 raise ValueError(f"phase {data.name}: {len(times)} of {p.iterations} "
@@ -545,7 +611,8 @@ def analyze(run_dir: Path) -> dict[str, Any]:
         "ce_marked_packets": marks,
         "losses": {s: _losses_total(runs) for s, runs in loss_runs.items()},
         "background": dict(_background_info(p), bursts=bursts) if p.background else None,
-        "bit_exact": bit_exact,
+        # phantom payloads carry nothing to check
+        "bit_exact": bit_exact if p.payload == "real" else None,
         "dcqcn_periods_per_step": round(p.dcqcn_periods_per_step, 2),
         "paper": dict(REFERENCE),
     }

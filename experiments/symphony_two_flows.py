@@ -95,6 +95,11 @@ REFERENCE: dict[str, float] = {
     "baseline.overlap_ms": 882, "symphony.overlap_ms": 710,
 }
 
+# §4.7's prototype: NICs at 10 Gb/s, two flows of 1 GB (2^30 bytes: the
+# largest one RDMA WRITE the flow spec takes).
+PAPER_LINK_GBPS = 10.0
+PAPER_FLOW_BYTES = 1 << 30
+
 # What the report (testbed report) checks against Fig. 9: the relative changes
 # at the key offset, each judged over the seeds (``*_change_seeds``). Changes
 # agree within 10 points of the paper's, in the paper's direction.
@@ -131,6 +136,16 @@ class Params(SymphonyNetwork):
     def quick(cls) -> Params:
         return cls(link_mbps=20.0, pfc=False, flow_kb=2048, offsets="0,0.3333,0.6667,1",
                    seeds=1)
+
+    @classmethod
+    def paper(cls) -> Params:
+        """§4.7's prototype at its own rate (slowdown 1): ConnectX-6 NICs at
+        10 Gb/s with DCQCN (the connectx preset), 1 GB flows, the same start
+        offsets as the full profile. The paper shows one run per offset; the
+        simulation is deterministic, so one seed is its exact value. Samples
+        every 5 ms: a 1 GB flow lasts about 0.9 s at 10 Gb/s."""
+        return cls(link_mbps=PAPER_LINK_GBPS * 1000, nic_gbps=PAPER_LINK_GBPS,
+                   flow_kb=PAPER_FLOW_BYTES // 1024, seeds=1, sample_interval_us=5000)
 
     def __post_init__(self) -> None:
         super().__post_init__()

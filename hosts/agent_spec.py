@@ -108,7 +108,7 @@ class TransportSpec:
 
     scale: dict[str, Any] = field(default_factory=dict)
     # None: a fixed rate at the scale's line rate. Else {"preset": "connectx" |
-    # "zhu2015" (default connectx), "overrides": {preset parameter: value in the
+    # "zhu2015" | "hpcc" (default connectx), "overrides": {preset parameter: value in the
     # preset's own names and units, unscaled}} -> DcqcnParams.for_scale. The
     # receivers' notification point takes its CNP interval from the same preset.
     dcqcn: dict[str, Any] | None = None

@@ -22,7 +22,7 @@ scale       ``Scale``: one setting from which RTO, ACK coalescing... derive
             (``scale.ns(real_us)``, ``scale.timers()`` for run outputs); byte and
             packet counts are not scaled.
 dcqcn       ``Dcqcn`` reaction point and ``DcqcnParams`` from the presets
-            ``zhu2015`` and ``connectx`` (README.md, "DCQCN presets").
+            ``zhu2015``, ``connectx`` and ``hpcc`` (README.md, "DCQCN presets").
 rate        ``RateController`` and ``Pacer`` protocols (DCQCN and pacers plug in),
             defaults ``FixedRate(rate_bps)`` and ``GapPacer()``.
 verbs       Context, PD, MR, CQ, QP, work requests and completions, ``Engine``,

@@ -1,6 +1,6 @@
 """DCQCN: the reaction point (sender) and the notification point's CNP interval.
 
-Two presets, named after what they model (table and references:
+Three presets, named after what they model (table and references:
 hosts/roce/README.md, "DCQCN presets"):
 
 - ``zhu2015``: the algorithm and parameters of the DCQCN paper (Zhu et al.,
@@ -9,6 +9,10 @@ hosts/roce/README.md, "DCQCN presets"):
   firmware defaults (``/sys/class/net/<if>/ecn/roce_rp|roce_np``), and the
   behaviour of the ns-3 "Mlx" model (rdma-hw.cc in HPCC's simulator) where the
   paper and the NIC differ.
+- ``hpcc``: the DCQCN configuration of HPCC's simulator (``run.py --cc dcqcn``
+  in alibaba-edu/High-Precision-Congestion-Control), which Symphony's
+  simulations follow: its "Mlx" model with timer-driven increases only (no
+  byte counter) and a 1 Gb/s rate floor.
 
 The reaction point keeps the current rate Rc, the target rate Rt and the
 congestion estimate alpha, and follows these rules (``DcqcnParams`` names):
@@ -34,8 +38,10 @@ congestion estimate alpha, and follows these rules (``DcqcnParams`` names):
   happens at the end of the period (previous cut + period) for all CNPs that
   came in it. Each such CNP still counts for alpha.
 - Increase events come from a timer (every ``rate_increase_period_s`` after a
-  cut) and a byte counter (every ``byte_counter_bytes`` sent); each bumps its
-  own stage counter, then with F = ``fast_recovery_stages``:
+  cut) and a byte counter (every ``byte_counter_bytes`` sent; 0: none, the
+  timer alone, as ns-3's Mlx model: the i-th timer event after a cut, i from
+  0, is fast recovery while i < F, additive at i = F, hyper above); each
+  bumps its own stage counter, then with F = ``fast_recovery_stages``:
     * fast recovery while both counters are <= F: Rc <- (Rt + Rc) / 2;
     * hyper increase once both are > F: Rt += (min(counters) - F) R_HAI
       (``hyper_increase="linear"``, the paper) or Rt += R_HAI
@@ -119,7 +125,28 @@ CONNECTX: dict[str, float] = {
     "min_time_between_cnps": 4,          # us (notification point)
 }
 
-PRESETS: dict[str, dict[str, float]] = {"zhu2015": ZHU2015, "connectx": CONNECTX}
+# HPCC's simulator with its DCQCN configuration (run.py, --cc dcqcn; config
+# names and units: us, Mb/s) at Symphony's 10 Gb/s NICs. run.py scales the
+# rate steps with the NIC's rate, 5 x bw/25 and 50 x bw/25 Mb/s (bw in Gb/s),
+# and writes MIN_RATE 1000 Mb/s for every rate. Its receiver echoes ECN on
+# every packet's ACK and the sender looks for one each alpha period
+# (ALPHA_RESUME_INTERVAL) and each decrease check (RATE_DECREASE_INTERVAL):
+# one CNP per alpha period carries the same information, so the notification
+# point's interval is that period.
+HPCC: dict[str, float] = {
+    "RP_TIMER": 300,                     # us between timer increase events
+    "ALPHA_RESUME_INTERVAL": 1,          # us between alpha updates
+    "RATE_DECREASE_INTERVAL": 4,         # us between rate-decrease checks
+    "EWMA_GAIN": 1.0 / 256,
+    "FAST_RECOVERY_TIMES": 1,            # F
+    "RATE_AI": 5 * 10 / 25,              # Mb/s at 10 Gb/s
+    "RATE_HAI": 50 * 10 / 25,            # Mb/s at 10 Gb/s
+    "MIN_RATE": 1000,                    # Mb/s
+    "CLAMP_TARGET_RATE": 0,
+}
+
+PRESETS: dict[str, dict[str, float]] = {"zhu2015": ZHU2015, "connectx": CONNECTX,
+                                        "hpcc": HPCC}
 # ConnectX: the Symphony prototype ran ConnectX-6 NICs with DCQCN on, and the
 # experiments model what such a NIC does.
 DEFAULT_PRESET = "connectx"
@@ -184,7 +211,25 @@ def _connectx_fields(v: Mapping[str, float]) -> dict[str, Any]:
     }
 
 
-_FIELDS_OF = {"zhu2015": _zhu2015_fields, "connectx": _connectx_fields}
+def _hpcc_fields(v: Mapping[str, float]) -> dict[str, Any]:
+    return {
+        "g": v["EWMA_GAIN"], "initial_alpha": 1.0,
+        "alpha_update_period_s": v["ALPHA_RESUME_INTERVAL"] * 1e-6,
+        "rate_increase_period_s": v["RP_TIMER"] * 1e-6,
+        "byte_counter_bytes": 0,
+        "fast_recovery_stages": int(v["FAST_RECOVERY_TIMES"]),
+        "rai_bps": v["RATE_AI"] * 1e6, "rhai_bps": v["RATE_HAI"] * 1e6,
+        "min_rate_bps": v["MIN_RATE"] * 1e6,
+        "rate_reduce_monitor_period_s": v["RATE_DECREASE_INTERVAL"] * 1e-6,
+        "cnp_interval_s": v["ALPHA_RESUME_INTERVAL"] * 1e-6,
+        "decrease_gain": 0.5, "min_decrease_factor": 0.0,
+        "alpha_rule": "per_period",
+        "clamp": "always" if v["CLAMP_TARGET_RATE"] else "after_timer_increase",
+        "hyper_increase": "constant",
+    }
+
+
+_FIELDS_OF = {"zhu2015": _zhu2015_fields, "connectx": _connectx_fields, "hpcc": _hpcc_fields}
 _TIME_FIELDS = ("alpha_update_period_s", "rate_increase_period_s",
                 "rate_reduce_monitor_period_s", "cnp_interval_s")
 _RATE_FIELDS = ("rai_bps", "rhai_bps", "min_rate_bps")
@@ -229,7 +274,7 @@ class DcqcnParams:
             (0 <= self.initial_alpha <= 1, "initial alpha must be in [0, 1]"),
             (self.alpha_update_period_s > 0 and self.rate_increase_period_s > 0,
              "the alpha and rate-increase periods must be positive"),
-            (self.byte_counter_bytes > 0, "the byte counter must be positive"),
+            (self.byte_counter_bytes >= 0, "the byte counter must be >= 0 (0: none)"),
             (self.fast_recovery_stages >= 0, "F must be >= 0"),
             (self.rai_bps >= 0 and self.rhai_bps >= 0, "rate steps must be >= 0"),
             (0 < self.min_rate_bps <= self.line_rate_bps,
@@ -370,8 +415,10 @@ class Dcqcn:
         self._advance(now_ns)
         if self._increase_due is None:
             return  # at line rate: nothing to recover
-        self._bytes += nbytes
         b = self.params.byte_counter_bytes
+        if not b:
+            return  # no byte counter: the timer alone
+        self._bytes += nbytes
         while self._bytes >= b and self._increase_due is not None:
             self._bytes -= b
             self.byte_stage += 1
@@ -382,7 +429,7 @@ class Dcqcn:
         """Bytes still to send before the byte counter's next increase event;
         None while the counter does not run (at line rate: before the first cut
         and once recovered), when bytes sent are not counted at all."""
-        if self._increase_due is None:
+        if self._increase_due is None or not self.params.byte_counter_bytes:
             return None
         return self.params.byte_counter_bytes - self._bytes
 
@@ -455,18 +502,23 @@ class Dcqcn:
     def _increase(self, source: str, t: float) -> None:
         p = self.params
         f = p.fast_recovery_stages
-        lo = min(self.timer_stage, self.byte_stage)
-        hi = max(self.timer_stage, self.byte_stage)
-        if hi <= f:
-            stage = 0
+        if p.byte_counter_bytes:
+            lo = min(self.timer_stage, self.byte_stage)
+            hi = max(self.timer_stage, self.byte_stage)
+            stage = 0 if hi <= f else 2 if lo > f else 1
+            beyond = lo - f
+        else:
+            # the timer alone (ns-3 Mlx): the i-th event after the cut, i from 0
+            i = self.timer_stage - 1
+            stage = 0 if i < f else 1 if i == f else 2
+            beyond = i - f
+        if stage == 0:
             self.stats.fast_recovery += 1
-        elif lo > f:
-            stage = 2
+        elif stage == 2:
             self.stats.hyper_increase += 1
-            step = p.rhai_bps * (lo - f if p.hyper_increase == "linear" else 1)
+            step = p.rhai_bps * (beyond if p.hyper_increase == "linear" else 1)
             self.rt = min(p.line_rate_bps, self.rt + step)
         else:
-            stage = 1
             self.stats.additive_increase += 1
             self.rt = min(p.line_rate_bps, self.rt + p.rai_bps)
         self.rc = min(p.line_rate_bps, (self.rt + self.rc) / 2)

@@ -303,3 +303,40 @@ def test_plugs_into_the_transport_and_the_np_interval_follows_the_preset() -> No
     assert Context(w.provider("10.0.0.1"), sc).cnp_interval_ns == 4 * 1000 * US
     zhu = DcqcnParams.for_scale(sc, "zhu2015").cnp_interval_ns
     assert Context(w.provider("10.0.0.2"), sc, cnp_interval_ns=zhu).cnp_interval_ns == 50 * 1000 * US
+
+
+def test_hpcc_preset_is_hpcc_simulators_dcqcn_at_10_gbps() -> None:
+    p = DcqcnParams.scaled(10e9, 1, "hpcc")
+    assert p.preset == "hpcc"
+    assert p.g == pytest.approx(1 / 256)                            # EWMA_GAIN
+    assert p.alpha_update_period_s == pytest.approx(1e-6)          # ALPHA_RESUME_INTERVAL
+    assert p.rate_reduce_monitor_period_s == pytest.approx(4e-6)   # RATE_DECREASE_INTERVAL
+    assert p.rate_increase_period_s == pytest.approx(300e-6)       # RP_TIMER
+    assert p.byte_counter_bytes == 0 and p.fast_recovery_stages == 1
+    # run.py's 5 x bw/25 and 50 x bw/25 Mb/s at 10 Gb/s; MIN_RATE 1000 Mb/s
+    assert (p.rai_bps, p.rhai_bps, p.min_rate_bps) == (2e6, 20e6, 1e9)
+    assert p.clamp == "after_timer_increase" and p.hyper_increase == "constant"
+    with pytest.raises(ValueError, match="hpcc: unknown parameter"):
+        DcqcnParams.scaled(10e9, 1, "hpcc", rpg_ai_rate=1)
+
+
+def test_hpcc_timer_alone_is_fast_recovery_then_additive_then_hyper() -> None:
+    line = 10e9
+    cc, events = traced(DcqcnParams.scaled(line, 1, "hpcc"))
+    cc.on_cnp(0)
+    # The byte counter does not run: bytes sent bring no increase.
+    cc.on_bytes_sent(10_000_000, 5 * US)
+    assert cc.bytes_to_increase() is None
+    run_timers(cc)
+    inc = [e for e in events if e["kind"] == "increase"]
+    assert inc and all(e["source"] == "timer" for e in inc)
+    assert [e["stage"] for e in inc[:4]] == ["fast_recovery", "additive", "hyper", "hyper"]
+    assert [e["t_ns"] for e in inc[:3]] == [300 * US, 600 * US, 900 * US]
+    assert cc.rc == line and cc.next_deadline() is None
+
+
+def test_hpcc_rate_floor_is_one_gbps() -> None:
+    cc, _ = traced(DcqcnParams.scaled(10e9, 1, "hpcc"))
+    for k in range(200):
+        cc.on_cnp(k * 5 * US)
+    assert cc.rc == pytest.approx(1e9)

@@ -16,12 +16,19 @@ from click.testing import CliRunner
 from report_runs import claim_values, write_run
 
 import testbed.runner
-from experiments import epic_allreduce, ring_allreduce, roce_basics
+from experiments import (
+    epic_allreduce,
+    ring_allreduce,
+    roce_basics,
+    symphony_ring,
+    symphony_two_flows,
+)
 from testbed.cli import main
 from testbed.experiment import (
     ExperimentError,
     ScaledDown,
     has_profile,
+    load,
     make_params,
     param_docs,
     profiles_of,
@@ -213,7 +220,9 @@ def _at_paper(c: Any) -> float:
 
 
 def test_a_paper_report_takes_the_experiments_with_a_paper_profile(tmp_path: Path) -> None:
-    assert list(experiments_with_claims("paper")) == ["epic-allreduce"]
+    with_paper = experiments_with_claims("paper")
+    assert {"epic-allreduce", "symphony-ring"} <= set(with_paper)
+    assert all(has_profile(load(n), "paper") for n in with_paper)
     assert "symphony-two-flows" in experiments_with_claims()
     claims = epic_allreduce.CLAIMS
     paper = json.loads(json.dumps(epic_allreduce.Params.paper().__dict__))
@@ -229,8 +238,8 @@ def test_a_paper_report_takes_the_experiments_with_a_paper_profile(tmp_path: Pat
         ("quick", "quick profile; runs of the paper profile exist and are judged")]
     assert sec.scale == "the paper's (every parameter at the paper's value)"
     rep = build(runs, profile="paper", reanalyse=False)
-    assert [s.name for s in rep.sections] == ["epic-allreduce"]
-    assert "symphony-two-flows" in rep.without_paper_profile and not rep.not_named
+    assert [s.name for s in rep.sections] == list(with_paper)
+    assert "symphony-sweep" in rep.without_paper_profile and not rep.not_named
     rep = build(runs, profile="quick", reanalyse=False)
     sec = next(s for s in rep.sections if s.name == "epic-allreduce")
     assert sec.scale.startswith("quick profile: ") and "differ from the paper's" in sec.scale
@@ -281,8 +290,39 @@ def test_the_report_command_with_the_paper_profile(tmp_path: Path) -> None:
                                   str(tmp_path / "runs"), "--out", str(out), "--no-reanalyse"])
     assert r.exit_code == 0, r.output
     md = (out / "report.md").read_text()
-    assert "## epic-allreduce" in md and "## symphony-two-flows" not in md
+    assert "## epic-allreduce" in md and "## symphony-sweep" not in md
     assert "### Scale of epic-allreduce against the paper's" in md
     assert "no paper profile (not run at the paper's scale, not in this report): " in md
     assert "scale against the paper's" in md
     assert "against the paper's" in (out / "index.html").read_text()
+
+
+def test_symphony_rings_paper_profile_is_section_4_1() -> None:
+    p = symphony_ring.Params.paper()
+    assert p.ranks == symphony_ring.PAPER["nodes"] == 32
+    assert p.spines == 4 and p.leaves * p.hosts_per_leaf == 32
+    # one spine group, not oversubscribed: a leaf's uplinks carry its hosts' rate
+    assert p.spines >= p.hosts_per_leaf
+    assert p.link_mbps == 10_000 and p.slowdown == 1.0
+    assert p.chunk_kb == 8 * 1024 and p.payload == "phantom" and p.pfc
+    assert (p.red_kmin_kb, p.red_kmax_kb, p.red_pmax) == (50.0, 100.0, 0.2)
+    assert (p.tau, p.t_win_us, p.k) == (0.25, 100.0, 0.01)
+    assert p.dcqcn_preset == "hpcc"
+    # HPCC's 3.2 MB buffer at 10 Gb/s, in frames; XOFF at buffer / (8 + 8 ports)
+    assert p.queue_pkts * 1082 <= 3.2e6 < (p.queue_pkts + 1) * 1082
+    assert p.pfc_xoff_kb == 200.0 and p.pfc_xon_kb == 197.0
+    # lossless: every other port of a leaf paused at XOFF fits one egress queue
+    assert 7 * p.pfc_xoff_kb * 1000 < p.queue_pkts * 1082
+    cuts = scaled_down_from(symphony_ring)
+    assert set(cuts) == {"seeds", "schemes"} and cuts["seeds"].paper == 20
+    plan = symphony_ring.plan(p)
+    assert [ph.name for ph in plan.phases] == ["baseline-s0", "symphony-s0", "pq-s0"]
+
+
+def test_symphony_two_flows_paper_profile_is_the_prototype() -> None:
+    p = symphony_two_flows.Params.paper()
+    assert p.link_mbps == 10_000 and p.slowdown == 1.0
+    assert p.flow_bytes == 1 << 30 and p.dcqcn_preset == "connectx"
+    assert p.key_offset in p.offset_list
+    assert scaled_down_from(symphony_two_flows) == {}
+    assert len(symphony_two_flows.plan(p).phases) == 1 + 2 * len(p.offset_list)
