@@ -33,6 +33,41 @@ QDEPTH_REGISTER = "MyEgress.qdepth_max"
 # docs/experiments/analysis/reflex-cases.md).
 QUICK_LINK_MBPS = 60.0
 
+# The paper's network (§5, its default setup), in its units: what the paper
+# profiles run (paper_network() converts it). The queues' 466 packets, the
+# RED hard threshold of 65 and the 90/10 DRR weights are ReflexNetwork's and
+# the reflex scheme's defaults already.
+PAPER_NETWORK: dict[str, Any] = {
+    "link_gbps": 10.0,          # "10 Gbit/s links"
+    "t_int_ms": 5.0,            # "T_int = 5 ms"
+    "cycle": (1, 1, 3),         # D_warmup : D_measure : D_exploit
+}
+# A flow's rate and receive samples at the paper's scale, in its time: the
+# agents' shortest interval (TransportSpec refuses less), a fiftieth of T_int
+# (the full profile's 20 ms at slowdown 500 are 40 us of modelled time, the
+# quick one's 120 us).
+PAPER_SAMPLE_INTERVAL_US = 100
+
+
+def paper_network() -> dict[str, Any]:
+    """ReflexNetwork's fields at the paper's own scale: every switch port and
+    host NIC at its 10 Gb/s (slowdown 1), its T_int and probing cycle, and
+    samples every PAPER_SAMPLE_INTERVAL_US. For ``Params.paper()``."""
+    warmup, measure, exploit = PAPER_NETWORK["cycle"]
+    return {"link_mbps": PAPER_NETWORK["link_gbps"] * 1000.0,
+            "nic_gbps": PAPER_NETWORK["link_gbps"],
+            "t_int_us": PAPER_NETWORK["t_int_ms"] * 1000.0,
+            "warmup": warmup, "measure": measure, "exploit": exploit,
+            "sample_interval_us": PAPER_SAMPLE_INTERVAL_US}
+
+
+def paper_cycles(gbit: float) -> float:
+    """A volume the paper gives in Gbit, in probing cycles of its link at line
+    rate (2 Gbit: 8 cycles of 10 Gb/s x 25 ms)."""
+    warmup, measure, exploit = PAPER_NETWORK["cycle"]
+    cycle_s = PAPER_NETWORK["t_int_ms"] * 1e-3 * (warmup + measure + exploit)
+    return gbit / (PAPER_NETWORK["link_gbps"] * cycle_s)
+
 
 @dataclass(frozen=True)
 class ReflexNetwork:
