@@ -221,7 +221,8 @@ def _at_paper(c: Any) -> float:
 
 def test_a_paper_report_takes_the_experiments_with_a_paper_profile(tmp_path: Path) -> None:
     with_paper = experiments_with_claims("paper")
-    assert {"epic-allreduce", "symphony-ring"} <= set(with_paper)
+    assert {"epic-allreduce", "symphony-ring", "reflex-cases", "reflex-partial"} <= set(
+        with_paper)
     assert all(has_profile(load(n), "paper") for n in with_paper)
     assert "symphony-two-flows" in experiments_with_claims()
     claims = epic_allreduce.CLAIMS
@@ -277,8 +278,8 @@ def test_the_report_command_with_the_paper_profile(tmp_path: Path) -> None:
     line = _one_error_line(CliRunner().invoke(main, ["report", "--profile", "paper", "--out",
                                                      str(tmp_path / "x")]))
     assert "--engine sim" in line
-    r = CliRunner().invoke(main, ["report", "reflex-cases", "--profile", "paper", "--engine",
-                                  "sim", "--out", str(tmp_path / "y")])
+    r = CliRunner().invoke(main, ["report", "symphony-sweep", "--profile", "paper",
+                                  "--engine", "sim", "--out", str(tmp_path / "y")])
     assert r.exit_code == 2 and "no such experiment with paper claims and a paper profile" \
         in r.output
     paper = json.loads(json.dumps(epic_allreduce.Params.paper().__dict__))
