@@ -100,6 +100,9 @@ class ReflexNetwork:
     # one queue used 68% of the link).
     dcqcn_preset: str = param("zhu2015", "DCQCN parameters: zhu2015 (the DCQCN paper's) or "
                                          "connectx (mlx5 NIC defaults)")
+    dcqcn_overrides: str = param("", "DCQCN values replacing the preset's, in its own names "
+                                     "and units, comma-separated NAME=VALUE (zhu2015: "
+                                     "B_bytes=32767); empty: the preset's")
     # The low queue drains at 10% of the link: 466 packets wait ~4 ms there,
     # and RoCE's go-back-N timer does not back off as TCP's does (the paper's
     # DCTCP: min RTO 1 ms, exponential backoff), so a shorter timer
@@ -148,6 +151,27 @@ class ReflexNetwork:
             raise ValueError("path_mtu above 1024 does not fit the links' 1500-byte frames")
         if self.msg_bytes % self.path_mtu:
             raise ValueError("msg_bytes must be a multiple of path_mtu (whole packets)")
+        from hosts.roce.dcqcn import DcqcnParams
+
+        overrides = self.dcqcn_override_values
+        try:
+            DcqcnParams.scaled(self.link_bps, self.slowdown, self.dcqcn_preset, **overrides)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"dcqcn_preset / dcqcn_overrides: {e}") from None
+
+    @property
+    def dcqcn_override_values(self) -> dict[str, float]:
+        """``dcqcn_overrides`` as a dict (NAME=VALUE, comma-separated)."""
+        out: dict[str, float] = {}
+        for item in filter(None, (x.strip() for x in self.dcqcn_overrides.split(","))):
+            name, sep, value = item.partition("=")
+            try:
+                if not sep:
+                    raise ValueError
+                out[name.strip()] = float(value)
+            except ValueError:
+                raise ValueError(f"dcqcn_overrides: {item!r} is not NAME=VALUE") from None
+        return out
 
     @property
     def link_bps(self) -> float:
@@ -195,7 +219,9 @@ def messages(p: ReflexNetwork, intervals: float) -> int:
 def transport(p: ReflexNetwork) -> TransportSpec:
     return TransportSpec(scale={"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9,
                                 "rto_us": p.rto_us},
-                         dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
+                         dcqcn={"preset": p.dcqcn_preset}
+                         | ({"overrides": p.dcqcn_override_values} if p.dcqcn_overrides else {}),
+                         path_mtu=p.path_mtu,
                          sample_interval_us=p.sample_interval_us,
                          qdisc_ahead_packets=p.host_qdisc_ahead_packets)
 
