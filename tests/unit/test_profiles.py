@@ -274,6 +274,20 @@ def test_the_report_lists_a_cut_with_its_reason(tmp_path: Path,
                                "1 GB would take two hours here"]]
 
 
+def test_a_parameter_an_older_run_did_not_record_ran_at_its_default(tmp_path: Path) -> None:
+    from experiments import reflex_partial
+
+    params = json.loads(json.dumps(reflex_partial.Params.paper().__dict__))
+    del params["dcqcn_overrides"]           # a run made before the parameter existed
+    params["seeds"] = 3
+    write_run(tmp_path / "p", "reflex-partial",
+              claim_values(reflex_partial.CLAIMS, _at_paper), quick=False, profile="paper",
+              params=params)
+    rep = build(collect_runs([tmp_path / "p"]), profile="paper", reanalyse=False)
+    sec = next(s for s in rep.sections if s.name == "reflex-partial")
+    assert [r[0] for r in sec.scale_rows] == ["seeds"]
+
+
 def test_the_report_command_with_the_paper_profile(tmp_path: Path) -> None:
     line = _one_error_line(CliRunner().invoke(main, ["report", "--profile", "paper", "--out",
                                                      str(tmp_path / "x")]))
