@@ -221,8 +221,8 @@ def _at_paper(c: Any) -> float:
 
 def test_a_paper_report_takes_the_experiments_with_a_paper_profile(tmp_path: Path) -> None:
     with_paper = experiments_with_claims("paper")
-    assert {"epic-allreduce", "symphony-ring", "reflex-cases", "reflex-partial"} <= set(
-        with_paper)
+    assert {"epic-allreduce", "symphony-ring", "reflex-cases", "reflex-partial",
+            "reflex-probing"} <= set(with_paper)
     assert all(has_profile(load(n), "paper") for n in with_paper)
     assert "symphony-two-flows" in experiments_with_claims()
     claims = epic_allreduce.CLAIMS

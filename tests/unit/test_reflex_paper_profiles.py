@@ -9,6 +9,7 @@ from test_reflex_quick_profiles import MECHANISM
 
 from experiments import reflex_cases as rc
 from experiments import reflex_partial as rp
+from experiments import reflex_probing as rpr
 from experiments._reflex_net import messages
 from hosts.agent_spec import MAX_FLOW_BYTES
 from testbed.experiment import has_profile, profile_params, scale_record, scaled_down_from
@@ -108,3 +109,32 @@ def test_reflex_partial_paper_profile_is_fig6s_setup() -> None:
         assert flex.start_delay_s == reg.start_delay_s == 0
         assert flex.flexible["r"] == r and flex.flexible["alpha"] == 1.0
     assert scaled_down_from(rp) == {}                # nothing cut
+
+
+def test_reflex_probing_paper_profile_runs_the_full_sweep_at_10_gbps() -> None:
+    assert has_profile(rpr, "paper")
+    p = rpr.Params.paper()
+    _assert_the_papers_network(p)
+    assert p.alpha == 0.9                            # Fig. 9
+    full = rpr.Params()
+    # what the paper does not give stays the full profile's
+    for f in ("exploits", "n_regular", "regular_intervals", "long_cycles", "seeds"):
+        assert getattr(p, f) == getattr(full, f), f
+    plan = rpr.plan(p)
+    assert len(plan.phases) == 15
+    # the same phases as the full profile's, 500 times faster: T_int 5 ms
+    fplan = rpr.plan(full)
+    for ph, fph in zip(plan.phases, fplan.phases, strict=True):
+        assert ph.name == fph.name
+        s, fs = _senders_of(ph), _senders_of(fph)
+        assert {k: v.total_bytes for k, v in s.items()} == {
+            k: v.total_bytes for k, v in fs.items()}
+        for k, v in s.items():
+            assert v.start_delay_s == pytest.approx(fs[k].start_delay_s / 500)
+    assert plan.info["budget_intervals"]["d3"] * p.t_int_s == pytest.approx(0.160)
+    assert scaled_down_from(rpr) == {}
+
+
+def _senders_of(phase: object) -> dict[str, object]:
+    return {f.flow: f for j in phase.jobs.values()  # type: ignore[attr-defined]
+            for f in j.flows if f.role == "sender"}
