@@ -33,6 +33,41 @@ QDEPTH_REGISTER = "MyEgress.qdepth_max"
 # docs/experiments/analysis/reflex-cases.md).
 QUICK_LINK_MBPS = 60.0
 
+# The paper's network (§5, its default setup), in its units: what the paper
+# profiles run (paper_network() converts it). The queues' 466 packets, the
+# RED hard threshold of 65 and the 90/10 DRR weights are ReflexNetwork's and
+# the reflex scheme's defaults already.
+PAPER_NETWORK: dict[str, Any] = {
+    "link_gbps": 10.0,          # "10 Gbit/s links"
+    "t_int_ms": 5.0,            # "T_int = 5 ms"
+    "cycle": (1, 1, 3),         # D_warmup : D_measure : D_exploit
+}
+# A flow's rate and receive samples at the paper's scale, in its time: the
+# agents' shortest interval (TransportSpec refuses less), a fiftieth of T_int
+# (the full profile's 20 ms at slowdown 500 are 40 us of modelled time, the
+# quick one's 120 us).
+PAPER_SAMPLE_INTERVAL_US = 100
+
+
+def paper_network() -> dict[str, Any]:
+    """ReflexNetwork's fields at the paper's own scale: every switch port and
+    host NIC at its 10 Gb/s (slowdown 1), its T_int and probing cycle, and
+    samples every PAPER_SAMPLE_INTERVAL_US. For ``Params.paper()``."""
+    warmup, measure, exploit = PAPER_NETWORK["cycle"]
+    return {"link_mbps": PAPER_NETWORK["link_gbps"] * 1000.0,
+            "nic_gbps": PAPER_NETWORK["link_gbps"],
+            "t_int_us": PAPER_NETWORK["t_int_ms"] * 1000.0,
+            "warmup": warmup, "measure": measure, "exploit": exploit,
+            "sample_interval_us": PAPER_SAMPLE_INTERVAL_US}
+
+
+def paper_cycles(gbit: float) -> float:
+    """A volume the paper gives in Gbit, in probing cycles of its link at line
+    rate (2 Gbit: 8 cycles of 10 Gb/s x 25 ms)."""
+    warmup, measure, exploit = PAPER_NETWORK["cycle"]
+    cycle_s = PAPER_NETWORK["t_int_ms"] * 1e-3 * (warmup + measure + exploit)
+    return gbit / (PAPER_NETWORK["link_gbps"] * cycle_s)
+
 
 @dataclass(frozen=True)
 class ReflexNetwork:
@@ -65,6 +100,9 @@ class ReflexNetwork:
     # one queue used 68% of the link).
     dcqcn_preset: str = param("zhu2015", "DCQCN parameters: zhu2015 (the DCQCN paper's) or "
                                          "connectx (mlx5 NIC defaults)")
+    dcqcn_overrides: str = param("", "DCQCN values replacing the preset's, in its own names "
+                                     "and units, comma-separated NAME=VALUE (zhu2015: "
+                                     "B_bytes=32767); empty: the preset's")
     # The low queue drains at 10% of the link: 466 packets wait ~4 ms there,
     # and RoCE's go-back-N timer does not back off as TCP's does (the paper's
     # DCTCP: min RTO 1 ms, exponential backoff), so a shorter timer
@@ -113,6 +151,27 @@ class ReflexNetwork:
             raise ValueError("path_mtu above 1024 does not fit the links' 1500-byte frames")
         if self.msg_bytes % self.path_mtu:
             raise ValueError("msg_bytes must be a multiple of path_mtu (whole packets)")
+        from hosts.roce.dcqcn import DcqcnParams
+
+        overrides = self.dcqcn_override_values
+        try:
+            DcqcnParams.scaled(self.link_bps, self.slowdown, self.dcqcn_preset, **overrides)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"dcqcn_preset / dcqcn_overrides: {e}") from None
+
+    @property
+    def dcqcn_override_values(self) -> dict[str, float]:
+        """``dcqcn_overrides`` as a dict (NAME=VALUE, comma-separated)."""
+        out: dict[str, float] = {}
+        for item in filter(None, (x.strip() for x in self.dcqcn_overrides.split(","))):
+            name, sep, value = item.partition("=")
+            try:
+                if not sep:
+                    raise ValueError
+                out[name.strip()] = float(value)
+            except ValueError:
+                raise ValueError(f"dcqcn_overrides: {item!r} is not NAME=VALUE") from None
+        return out
 
     @property
     def link_bps(self) -> float:
@@ -160,7 +219,9 @@ def messages(p: ReflexNetwork, intervals: float) -> int:
 def transport(p: ReflexNetwork) -> TransportSpec:
     return TransportSpec(scale={"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9,
                                 "rto_us": p.rto_us},
-                         dcqcn={"preset": p.dcqcn_preset}, path_mtu=p.path_mtu,
+                         dcqcn={"preset": p.dcqcn_preset}
+                         | ({"overrides": p.dcqcn_override_values} if p.dcqcn_overrides else {}),
+                         path_mtu=p.path_mtu,
                          sample_interval_us=p.sample_interval_us,
                          qdisc_ahead_packets=p.host_qdisc_ahead_packets)
 

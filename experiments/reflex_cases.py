@@ -38,11 +38,17 @@ docs/experiments/analysis/reflex-cases.md, explain what they do):
   the paper's size relative to a cycle (``short_cycles``: its volume in
   cycles at line rate; 2 Gbit = 8 cycles of 10 Gb/s x 25 ms), the head start
   of Case 1 is what budget the paper's rule needs for the short flow
-  (derived, not tuned), the long flow outlasts the short one and stops once
-  the short one has been received (``FlowSpec.stop_after``): after that
-  nothing is measured.
+  (derived, not tuned; ``case1_head_cycles`` sets it instead), the long flow
+  outlasts the short one and stops once the short one has been received
+  (``FlowSpec.stop_after``): after that nothing is measured.
 - The fixed schemes do not depend on the cycle, so their flows are shorter
   (``scheme_short_intervals``) to keep the run short.
+
+The paper profile (``--profile paper``, virtual time) runs the paper's scale:
+10 Gb/s links and NICs (slowdown 1), the 2 Gbit later flow under every
+scheme, one run per phase; its later flows start after 1 s instead of 2 s
+(``Params.scaled_down_from``: a flow holds its bytes in memory and carries
+at most 2 GiB).
 
 Results (summary.json): ``case1.regular_rate_fraction`` and
 ``case2.flexible_rate_fraction`` for ReFlex, and the same under
@@ -66,6 +72,7 @@ from typing import Any
 
 from experiments._reflex_net import (
     BOTTLENECK_PORT,
+    PAPER_NETWORK,
     QUICK_LINK_MBPS,
     ReflexNetwork,
     delivered,
@@ -74,13 +81,15 @@ from experiments._reflex_net import (
     host_jobs,
     last_rx_s,
     messages,
+    paper_cycles,
+    paper_network,
     phase_timelines,
     topology,
 )
 from hosts.agent_spec import FlowSpec, JobSpec
 from hosts.reflex.schemes import DSCP_HIGH, DSCP_LOW, SCHEMES
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, param
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, ScaledDown, param
 from testbed.net import host_addr
 from testbed.timeline import PhaseData, load_phase, value_at
 
@@ -107,6 +116,17 @@ REFERENCE: dict[str, float] = {
     "schemes.weighted-10:9.case2.flexible_rate_fraction": 9 / 19,
 }
 ACCEPT_REL = 0.10   # ReFlex's two fractions must be within 10% of the paper's
+
+# The paper's two cases (§5), in its units: Params.paper() converts them.
+PAPER_CASES: dict[str, float] = {
+    "alpha": 0.9,
+    "long_gbit": 40.0,          # the flow that starts at T = 0
+    "short_gbit": 2.0,          # the flow that starts later
+    "later_start_s": 2.0,       # when the later flow starts
+}
+# The head start the paper profile runs instead of the paper's 2 s (see
+# Params.scaled_down_from).
+PAPER_PROFILE_HEAD_S = 1.0
 
 # What the report (testbed report) checks against Fig. 3/4: ReFlex's two
 # fractions within ACCEPT_REL, on the paper's side of the fair half; the fixed
@@ -145,6 +165,9 @@ class Params(ReflexNetwork):
                                            "probing cycles at line rate", "cycles")
     case2_head_cycles: float = param(1.0, "case 2: how long the regular flow runs alone before "
                                           "the flexible one starts", "cycles")
+    case1_head_cycles: float = param(0.0, "case 1: how long the flexible flow runs alone before "
+                                          "the regular one starts (0: the budget the paper's "
+                                          "rule needs, case1_head_intervals)", "cycles")
     # Long enough that the ~4 ms (modelled) of DCQCN recovery after the later
     # flow's arrival weighs little in its fraction
     # (docs/experiments/analysis/reflex-cases.md, "The fixed schemes"; its
@@ -173,6 +196,41 @@ class Params(ReflexNetwork):
         return cls(link_mbps=QUICK_LINK_MBPS, case1_short_cycles=2.0, case2_short_cycles=4.0,
                    scheme_short_intervals=1.0, seeds=1)
 
+    @classmethod
+    def paper(cls) -> Params:
+        """§5's use cases at the paper's scale: one 10 Gb/s link (every port
+        and NIC at 10 Gb/s, slowdown 1), alpha 0.9, T_int 5 ms at 1:1:3, the
+        later flow of 2 Gbit (8 cycles of line-rate volume) under every
+        scheme, one run per phase as the paper's one simulation per case. The
+        later flow starts after PAPER_PROFILE_HEAD_S rather than the paper's
+        2 s (scaled_down_from). The first flow, the paper's 40 Gbit, runs
+        until the later one has been received and stops (as in every
+        profile): nothing after that is measured."""
+        intervals_per_cycle = sum(PAPER_NETWORK["cycle"])
+        head_cycles = paper_cycles(PAPER_PROFILE_HEAD_S * PAPER_NETWORK["link_gbps"])
+        short_cycles = paper_cycles(PAPER_CASES["short_gbit"])
+        return cls(**paper_network(), alpha=PAPER_CASES["alpha"],
+                   case1_short_cycles=short_cycles, case2_short_cycles=short_cycles,
+                   case1_head_cycles=head_cycles, case2_head_cycles=head_cycles,
+                   scheme_short_intervals=short_cycles * intervals_per_cycle,
+                   scheme_head_intervals=head_cycles * intervals_per_cycle, seeds=1)
+
+    @classmethod
+    def scaled_down_from(cls) -> dict[str, ScaledDown]:
+        head = paper_cycles(PAPER_CASES["later_start_s"] * PAPER_NETWORK["link_gbps"])
+        why = (f"the later flow starts after {PAPER_PROFILE_HEAD_S:g} s, not the paper's "
+               f"{PAPER_CASES['later_start_s']:g} s: a flow carries at most 2 GiB and holds "
+               "its bytes at both ends, and 2 s of the first flow alone at 10 Gb/s are 2.4 GB of payload; "
+               "nothing before the later flow's start is measured")
+        need_s = case1_head_intervals(cls.paper()) * PAPER_NETWORK["t_int_ms"] / 1000
+        return {
+            "case1_head_cycles": ScaledDown(head, why + f"; {PAPER_PROFILE_HEAD_S:g} s is more "
+                                            f"than the {need_s:.2f} s the paper's budget rule "
+                                            "needs (case1_head_intervals)"),
+            "case2_head_cycles": ScaledDown(head, why),
+            "scheme_head_intervals": ScaledDown(head * sum(PAPER_NETWORK["cycle"]), why),
+        }
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if not 0 < self.alpha <= 1:
@@ -185,6 +243,8 @@ class Params(ReflexNetwork):
         if min(self.case1_short_cycles, self.case2_short_cycles,
                self.scheme_short_intervals) <= 0:
             raise ValueError("flow sizes must be positive")
+        if self.case1_head_cycles < 0:
+            raise ValueError("case1_head_cycles must be >= 0 (0: the paper's budget rule)")
 
     @property
     def seed_list(self) -> list[int]:
@@ -244,7 +304,8 @@ def case1_head_intervals(p: Params) -> float:
 def _head_and_short(p: Params, scheme: str, case: int) -> tuple[float, float]:
     """The later flow's start and the short flow's length, in probing intervals."""
     if SCHEMES[scheme].flexible == "reflex":
-        head = case1_head_intervals(p) if case == 1 else p.case2_head_cycles * p.cycle_intervals
+        head = ((p.case1_head_cycles * p.cycle_intervals or case1_head_intervals(p))
+                if case == 1 else p.case2_head_cycles * p.cycle_intervals)
         short = (p.case1_short_cycles if case == 1 else p.case2_short_cycles) * p.cycle_intervals
         return head, short
     return p.scheme_head_intervals, p.scheme_short_intervals
@@ -316,7 +377,7 @@ def plan(p: Params) -> RunPlan:
                    info={"bottleneck_port": BOTTLENECK_PORT, "link_bps": p.link_bps,
                          "slowdown": p.slowdown, "t_int_s": p.t_int_s,
                          "cycle_s": p.t_int_s * p.cycle_intervals,
-                         "case1_head_intervals": case1_head_intervals(p),
+                         "case1_head_intervals": _head_and_short(p, "reflex", 1)[0],
                          "reference": REFERENCE})
 
 

@@ -290,7 +290,9 @@ def scale_against_paper(mod: types.ModuleType, runs: list[RunRecord]
     rows = []
     for f in dataclasses.fields(mod.Params):
         want = cuts[f.name].paper if f.name in cuts else getattr(paper, f.name)
-        seen = list(dict.fromkeys(_shown(p.get(f.name)) for p in recorded))
+        # a run made before the parameter existed ran at its default
+        default = None if f.default is dataclasses.MISSING else f.default
+        seen = list(dict.fromkeys(_shown(p.get(f.name, default)) for p in recorded))
         if seen == [_shown(want)]:
             continue
         if f.name in cuts and seen == [_shown(getattr(paper, f.name))]:

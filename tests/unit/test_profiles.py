@@ -221,7 +221,8 @@ def _at_paper(c: Any) -> float:
 
 def test_a_paper_report_takes_the_experiments_with_a_paper_profile(tmp_path: Path) -> None:
     with_paper = experiments_with_claims("paper")
-    assert {"epic-allreduce", "symphony-ring"} <= set(with_paper)
+    assert {"epic-allreduce", "symphony-ring", "reflex-cases", "reflex-partial",
+            "reflex-probing"} <= set(with_paper)
     assert all(has_profile(load(n), "paper") for n in with_paper)
     assert "symphony-two-flows" in experiments_with_claims()
     claims = epic_allreduce.CLAIMS
@@ -273,12 +274,26 @@ def test_the_report_lists_a_cut_with_its_reason(tmp_path: Path,
                                "1 GB would take two hours here"]]
 
 
+def test_a_parameter_an_older_run_did_not_record_ran_at_its_default(tmp_path: Path) -> None:
+    from experiments import reflex_partial
+
+    params = json.loads(json.dumps(reflex_partial.Params.paper().__dict__))
+    del params["dcqcn_overrides"]           # a run made before the parameter existed
+    params["seeds"] = 3
+    write_run(tmp_path / "p", "reflex-partial",
+              claim_values(reflex_partial.CLAIMS, _at_paper), quick=False, profile="paper",
+              params=params)
+    rep = build(collect_runs([tmp_path / "p"]), profile="paper", reanalyse=False)
+    sec = next(s for s in rep.sections if s.name == "reflex-partial")
+    assert [r[0] for r in sec.scale_rows] == ["seeds"]
+
+
 def test_the_report_command_with_the_paper_profile(tmp_path: Path) -> None:
     line = _one_error_line(CliRunner().invoke(main, ["report", "--profile", "paper", "--out",
                                                      str(tmp_path / "x")]))
     assert "--engine sim" in line
-    r = CliRunner().invoke(main, ["report", "reflex-cases", "--profile", "paper", "--engine",
-                                  "sim", "--out", str(tmp_path / "y")])
+    r = CliRunner().invoke(main, ["report", "symphony-sweep", "--profile", "paper",
+                                  "--engine", "sim", "--out", str(tmp_path / "y")])
     assert r.exit_code == 2 and "no such experiment with paper claims and a paper profile" \
         in r.output
     paper = json.loads(json.dumps(epic_allreduce.Params.paper().__dict__))

@@ -138,6 +138,21 @@ def test_unknown_schemes_and_oversized_packets_are_refused() -> None:
         rc.Params(path_mtu=2048, msg_bytes=65536)
 
 
+def test_dcqcn_overrides_reach_every_hosts_transport() -> None:
+    plain = rc.plan(rc.Params.quick())
+    assert all(j.transport.dcqcn == {"preset": "zhu2015"} for ph in plain.phases
+               for j in ph.jobs.values())
+    p = dataclasses.replace(rc.Params.quick(), dcqcn_overrides="B_bytes=32767, T_us=27.5")
+    assert p.dcqcn_override_values == {"B_bytes": 32767, "T_us": 27.5}
+    assert all(j.transport.dcqcn == {"preset": "zhu2015",
+                                     "overrides": {"B_bytes": 32767, "T_us": 27.5}}
+               for ph in rc.plan(p).phases for j in ph.jobs.values())
+    with pytest.raises(ValueError, match="not NAME=VALUE"):
+        rc.Params(dcqcn_overrides="B_bytes")
+    with pytest.raises(ValueError, match="unknown parameter"):
+        rc.Params(dcqcn_overrides="rpg_ai_rate=5")          # a connectx name
+
+
 def _rx(flow: str, host: str, segments: list[tuple[float, float]], step: float = 0.05,
         ) -> list[dict[str, Any]]:
     """rx samples of a receiver: (until_s, payload Mb/s) segments from t = 0."""

@@ -1,0 +1,140 @@
+"""The ReFlex experiments' paper profiles: the paper's network and flows in
+its units (§5, §6.3), a plan that builds, what they cut declared with the
+paper's value, and the mechanism of the other profiles untouched."""
+
+from __future__ import annotations
+
+import pytest
+from test_reflex_quick_profiles import MECHANISM
+
+from experiments import reflex_cases as rc
+from experiments import reflex_partial as rp
+from experiments import reflex_probing as rpr
+from experiments._reflex_net import messages
+from hosts.agent_spec import MAX_FLOW_BYTES
+from testbed.experiment import has_profile, profile_params, scale_record, scaled_down_from
+from testbed.timeline import payload_efficiency
+
+
+def _senders(plan: object) -> dict[tuple[str, str], object]:
+    return {(ph.name, f.flow): f for ph in plan.phases  # type: ignore[attr-defined]
+            for j in ph.jobs.values() for f in j.flows if f.role == "sender"}
+
+
+def _gbit_of_line_rate(p: rc.ReflexNetwork, nbytes: int) -> float:
+    """A flow's bytes as the line-rate volume they take (payload / efficiency)."""
+    return nbytes * 8 / payload_efficiency(p.msg_bytes, p.path_mtu) / 1e9
+
+
+def _assert_the_papers_network(p: rc.ReflexNetwork) -> None:
+    # one 10 Gb/s link, every port and NIC at its rate: no slowdown
+    assert p.link_mbps == 10_000 and p.nic_gbps == 10 and p.slowdown == 1
+    # T_int 5 ms, 1:1:3: a 25 ms cycle on the run's own clock
+    assert p.t_int_s == pytest.approx(0.005) and (p.warmup, p.measure, p.exploit) == (1, 1, 3)
+    assert p.cycle_s == pytest.approx(0.025)
+    full = type(p)()
+    for f in MECHANISM:
+        assert getattr(p, f) == getattr(full, f), f
+    # samples every 100 us of the run's clock, a fiftieth of T_int
+    assert p.sample_interval_us == 100
+
+
+def test_reflex_cases_paper_profile_is_the_papers_use_cases() -> None:
+    assert has_profile(rc, "paper")
+    p = rc.Params.paper()
+    assert profile_params(rc, "paper") == p
+    _assert_the_papers_network(p)
+    assert p.alpha == 0.9 and p.seeds == 1
+    assert p.scheme_list == rc.Params().scheme_list
+    plan = rc.plan(p)
+    assert len(plan.phases) == 12
+    s = _senders(plan)
+    for scheme in p.scheme_list:
+        later = {1: s[(rc.phase_name(scheme, 1), "regular")],
+                 2: s[(rc.phase_name(scheme, 2), "flex")]}
+        first = {1: s[(rc.phase_name(scheme, 1), "flex")],
+                 2: s[(rc.phase_name(scheme, 2), "regular")]}
+        for case in (1, 2):
+            # the later flow: the paper's 2 Gbit of line-rate volume, 1 s in
+            assert _gbit_of_line_rate(p, later[case].total_bytes) == pytest.approx(2.0, rel=1e-3)
+            assert later[case].start_delay_s == pytest.approx(rc.PAPER_PROFILE_HEAD_S)
+            # the first flow outlasts it within what a flow may carry; it
+            # stops once the later one is received, short of the paper's 40 Gbit
+            assert first[case].stop_after == later[case].flow
+            assert first[case].total_bytes <= MAX_FLOW_BYTES
+            assert _gbit_of_line_rate(p, first[case].total_bytes) < rc.PAPER_CASES["long_gbit"]
+            assert (first[case].total_bytes
+                    > messages(p, 200) * p.msg_bytes + later[case].total_bytes)
+    assert s[("case1-reflex", "flex")].flexible["alpha"] == 0.9
+    assert s[("case1-reflex", "flex")].flexible["t_int_us"] == pytest.approx(5000)
+    assert plan.info["case1_head_intervals"] == pytest.approx(200)
+    # what the paper profile cuts, with the paper's own values (2 s)
+    cuts = scaled_down_from(rc)
+    assert {k: v.paper for k, v in cuts.items()} == {
+        "case1_head_cycles": pytest.approx(80), "case2_head_cycles": pytest.approx(80),
+        "scheme_head_intervals": pytest.approx(400)}
+    assert all("2 GiB" in v.reason for v in cuts.values())
+    # case 1's 1 s covers what the paper's budget rule needs (0.74 s)
+    assert rc.case1_head_intervals(p) * p.t_int_s == pytest.approx(0.7375)
+    assert rc.case1_head_intervals(p) < p.case1_head_cycles * p.cycle_intervals
+    rec = scale_record(rc, "paper", p)
+    assert rec is not None and rec["case2_head_cycles"]["run"] == pytest.approx(40)
+
+
+def test_reflex_cases_quick_and_full_keep_the_derived_head_start() -> None:
+    # case1_head_cycles = 0: the head start the paper's budget rule needs
+    for p in (rc.Params(), rc.Params.quick()):
+        assert p.case1_head_cycles == 0
+        assert rc.plan(p).info["case1_head_intervals"] == pytest.approx(
+            rc.case1_head_intervals(p))
+    with pytest.raises(ValueError, match="case1_head_cycles"):
+        rc.Params(case1_head_cycles=-1)
+
+
+def test_reflex_partial_paper_profile_is_fig6s_setup() -> None:
+    assert has_profile(rp, "paper")
+    p = rp.Params.paper()
+    _assert_the_papers_network(p)
+    assert p.alpha == 1.0 and p.seeds == 1
+    assert p.r_list == [round(0.1 * i, 1) for i in range(11)]
+    assert p.flow_cycles == pytest.approx(32)        # 8 Gbit at 10 Gb/s: 0.8 s
+    plan = rp.plan(p)
+    assert [ph.name for ph in plan.phases] == [rp.r_key(r) for r in p.r_list]
+    assert plan.info["line_rate_s"] == pytest.approx(0.8, rel=1e-3)
+    s = _senders(plan)
+    for r in p.r_list:
+        flex, reg = s[(rp.r_key(r), "flex")], s[(rp.r_key(r), "regular")]
+        assert flex.total_bytes == reg.total_bytes <= MAX_FLOW_BYTES
+        assert _gbit_of_line_rate(p, flex.total_bytes) == pytest.approx(8.0, rel=1e-3)
+        assert flex.start_delay_s == reg.start_delay_s == 0
+        assert flex.flexible["r"] == r and flex.flexible["alpha"] == 1.0
+    assert scaled_down_from(rp) == {}                # nothing cut
+
+
+def test_reflex_probing_paper_profile_runs_the_full_sweep_at_10_gbps() -> None:
+    assert has_profile(rpr, "paper")
+    p = rpr.Params.paper()
+    _assert_the_papers_network(p)
+    assert p.alpha == 0.9                            # Fig. 9
+    full = rpr.Params()
+    # what the paper does not give stays the full profile's
+    for f in ("exploits", "n_regular", "regular_intervals", "long_cycles", "seeds"):
+        assert getattr(p, f) == getattr(full, f), f
+    plan = rpr.plan(p)
+    assert len(plan.phases) == 15
+    # the same phases as the full profile's, 500 times faster: T_int 5 ms
+    fplan = rpr.plan(full)
+    for ph, fph in zip(plan.phases, fplan.phases, strict=True):
+        assert ph.name == fph.name
+        s, fs = _senders_of(ph), _senders_of(fph)
+        assert {k: v.total_bytes for k, v in s.items()} == {
+            k: v.total_bytes for k, v in fs.items()}
+        for k, v in s.items():
+            assert v.start_delay_s == pytest.approx(fs[k].start_delay_s / 500)
+    assert plan.info["budget_intervals"]["d3"] * p.t_int_s == pytest.approx(0.160)
+    assert scaled_down_from(rpr) == {}
+
+
+def _senders_of(phase: object) -> dict[str, object]:
+    return {f.flow: f for j in phase.jobs.values()  # type: ignore[attr-defined]
+            for f in j.flows if f.role == "sender"}
