@@ -368,7 +368,7 @@ def _scheme_results(run_dir: Path, scheme: str, p: Params) -> dict[str, Any]:
         ds = [durations[s] for s in range(i * p.iterations, (i + 1) * p.iterations)
               if s in durations]
         mean = sum(ds) / len(ds) if ds else 0.0
-        times.append(round(mean, 5))
+        times.append(round(mean, 9))
         algbw.append(round(size * 8 / mean / 1e6, 5) if mean else 0.0)
     reports = data.all_events("pacer_report")
     return {"algbw": algbw, "time_s": times, "bit_exact": bit_exact,

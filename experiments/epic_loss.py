@@ -201,7 +201,7 @@ def _phase_results(run_dir: Path, loss: float, p: Params) -> dict[str, Any]:
         durations[e["seq"]] = max(durations.get(e["seq"], 0.0), d)
     mean = sum(durations.values()) / len(durations) if durations else 0.0
     reports = data.all_events("pacer_report")
-    return {"time_s": round(mean, 4),
+    return {"time_s": round(mean, 9),
             "algbw": round(p.size_kib * 8192 / mean / 1e6, 5) if mean else 0.0,
             "bit_exact": bit_exact,
             "retransmissions": sum(e["qp"]["retransmits"] for e in reports),

@@ -234,7 +234,7 @@ def _phase_results(run_dir: Path, scheme: str, p: Params) -> dict[str, Any]:
         ds = [max(e - s for s, e in zip(starts[i], ends[i], strict=True)) / 1e9
               for i, o in enumerate(seq) if o == op and len(ends.get(i, ())) == p.ranks]
         mean = sum(ds) / len(ds) if ds else 0.0
-        times[op] = round(mean, 5)
+        times[op] = round(mean, 9)
         algbw[op] = round(size * 8 / mean / 1e6, 5) if mean else 0.0
     # a Barrier: from the last rank entering to the last rank leaving
     lat = [(max(ends[i]) - max(starts[i])) / 1e6 for i, o in enumerate(seq)

@@ -305,7 +305,7 @@ def _scheme_results(run_dir: Path, scheme: str, p: Params) -> dict[str, Any]:
         ds = [ph["time_s"][i] for i in range(k * p.iterations, (k + 1) * p.iterations)
               if i in ph["time_s"]]
         mean = sum(ds) / len(ds) if ds else 0.0
-        times.append(round(mean, 5))
+        times.append(round(mean, 9))
         algbw.append(round(size * 8 / mean / 1e6, 5) if mean else 0.0)
     lat = ph["barrier_ms"]
     return {"algbw": algbw, "time_s": times, "bit_exact": ph["ok"] and ph["identical"],
