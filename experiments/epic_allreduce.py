@@ -140,25 +140,30 @@ DEFAULT_WINDOW_LOG2 = WINDOW.bit_length() - 1          # 5: W = 32
 MAX_WINDOW_LOG2 = 10
 
 
-def bdp_window_log2(link_gbps: float, nic_latency_us: float) -> int:
+def bdp_window_log2(link_gbps: float, nic_latency_us: float, depth: int = 2) -> int:
     """log2 of the smallest power-of-two window (packets per rank) that keeps a
     rank's link busy: the bandwidth-delay product of its round trip through
-    the switch, doubled because CommLib refills the window in halves.
+    the tree, doubled because CommLib refills the window in halves. ``depth``
+    is the paper's H, the tree's levels counting the ranks: 2 for one switch,
+    3 for Tree-3-2 (ranks, leaf switches, root).
 
     EPIC sizes Mode-II's buffers to the whole path's bandwidth-delay product:
     4(H-1)BL for a tree of depth H, links of rate B and latency L (Yuan et
     al., SIGCOMM 2026, section 5), held as 2W slots (section 4.3: two windows
     of W messages of M packets), i.e. a window W of one round trip's BDP,
-    2(H-1)BL. On one switch (H = 2) a rank's round trip is its upload's
-    frame up and the sum's down, the ACK of the sum up and its reflection
-    down, and the NIC's per-message latency at both ends (the sender's before
-    its upload leaves, the receiver's before its ACK). CommLib keeps two SENDs
-    of W/2 packets outstanding and posts the next only when one is
-    acknowledged in full, so only W/2 are sure to be in flight: W/2 must
-    cover the BDP."""
+    2(H-1)BL. A rank's round trip is its upload's frame up the H-1 links to
+    the root and the sum's back down them (every switch stores and forwards
+    a frame: one frame time per link), the ACK of the sum up to the first
+    switch and its reflection down (only the first switch sees ACKs), and the
+    NIC's per-message latency at both ends (the sender's before its upload
+    leaves, the receiver's before its ACK). CommLib keeps two SENDs of W/2
+    packets outstanding and posts the next only when one is acknowledged in
+    full, so only W/2 are sure to be in flight: W/2 must cover the BDP."""
+    if depth < 2:
+        raise ValueError(f"a tree has depth >= 2 (ranks and a switch), not {depth}")
     bits_per_ns = link_gbps
     rtt_ns = (2 * nic_latency_us * 1000
-              + 2 * frame_bytes(PACKET_BYTES) * 8 / bits_per_ns
+              + 2 * (depth - 1) * frame_bytes(PACKET_BYTES) * 8 / bits_per_ns
               + 2 * (BTH_LEN + AETH_LEN + ICRC_LEN + FRAME_OVERHEAD) * 8 / bits_per_ns)
     bdp_pkts = rtt_ns * bits_per_ns / 8 / frame_bytes(PACKET_BYTES)
     return max(1, math.ceil(math.log2(2 * bdp_pkts)))
@@ -363,7 +368,7 @@ def _scheme_results(run_dir: Path, scheme: str, p: Params) -> dict[str, Any]:
         ds = [durations[s] for s in range(i * p.iterations, (i + 1) * p.iterations)
               if s in durations]
         mean = sum(ds) / len(ds) if ds else 0.0
-        times.append(round(mean, 5))
+        times.append(round(mean, 9))
         algbw.append(round(size * 8 / mean / 1e6, 5) if mean else 0.0)
     reports = data.all_events("pacer_report")
     return {"algbw": algbw, "time_s": times, "bit_exact": bit_exact,

@@ -20,7 +20,13 @@ Reduce and Broadcast as pipelined chains around the ring (NCCL's ring
 algorithms for them; ``hosts.commlib.schedule``), ReduceScatter and
 AllGather as rings, Barrier as an AllReduce of one element (as NCCL's). A
 ``warmup`` phase (one EPIC AllReduce, not measured) comes first, as in
-epic-allreduce.
+epic-allreduce. As there, the switch's window is ``2**window_log2`` packets
+per rank (epic.p4 compiled with ``EPIC_WINDOW_LOG2``, every group's; the
+ranks keep to it), and the hosts may have a NIC latency per message and a
+library overhead per step (``nic_latency_us``, ``step_overhead_us``: each
+ring or chain step, each EPIC round). Payloads are always real: EPIC's
+phantom collectives are int32 AllReduce and Barrier only
+(hosts.agent_spec.CollectiveSpec), and this phase runs Reduce and Broadcast.
 
 Algorithm throughput = message bytes (the whole buffer: the input of
 Reduce, Broadcast and ReduceScatter, the output of AllGather) / completion
@@ -47,16 +53,21 @@ from typing import Any
 
 from experiments import epic_allreduce
 from experiments.epic_allreduce import (
+    DEFAULT_WINDOW_LOG2,
     ENDPOINT,
+    HOST_LATENCY,
     MAX_RANKS,
+    MAX_WINDOW_LOG2,
+    bdp_window_log2,
     frame_bytes,
     warmup_phase,
 )
-from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec
+from hosts.agent_spec import EPIC_WINDOW, CollectiveSpec, JobSpec, TransportSpec
 from hosts.commlib.epic import PACKET_BYTES
 from hosts.commlib.schedule import pipeline_pieces
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
+from testbed.epic import window_defines
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, ScaledDown, Topology, param
 from testbed.net import host_addr
 from testbed.timeline import load_phase
 
@@ -78,6 +89,7 @@ PAPER: dict[str, Any] = {
     "ranks": 8,
     "nic_gbps": 100.0,
     "size": "1 GB",
+    "message_bytes": 1 << 30,
     "algbw_gbps": {
         "broadcast": {"epic": 89.0, "ring": 66.6},
         "reduce_scatter": {"epic": 66.3, "ring": 95.6},
@@ -90,6 +102,15 @@ PAPER: dict[str, Any] = {
     "barrier_us": {"epic": 5.0, "ring": 2000.0},
     "barrier_ratio": 400.0,                            # about 2 ms / about 5 us
 }
+
+# The paper profile's message (the paper's is 1 GB), and why it is cut: real
+# payloads cost each rank about 16 bytes of memory per byte of message (the
+# run's largest process: 2.6 GB at 16 MiB, 7.2 GB at 64 MiB), and a 64 MiB run
+# took 4 min 40 s on 2 shared cores (docs/experiments/analysis/epic-primitives.md).
+PAPER_SIZE_KIB = 64 * 1024
+PAPER_CUT = ("1 GB of real payloads (EPIC's Reduce and Broadcast have no phantom form) "
+             "would take about 100 GB of memory for the eight ranks and about 75 min of "
+             "wall time; 64 MiB takes 7.2 GB and 5 min")
 
 _PLOTS = ("primitives.png",)
 CLAIMS = (
@@ -127,10 +148,41 @@ class Params:
     backend: str = param(epic_allreduce.DATA_PATH, "the soft switch's data path: python or "
                                                    "pypy")
     seed: int = param(1, "seed of the ranks' input data")
+    nic_latency_us: float = param(0.0, "the NIC's per-message latency: a posted send leaves no "
+                                       "sooner (in the paper NIC's time, x slowdown)", "us")
+    step_overhead_us: float = param(0.0, "the host library's time per step (ring or chain "
+                                         "step, EPIC round) before it posts the step's send "
+                                         "(in the paper NIC's time, x slowdown)", "us")
+    window_log2: int = param(DEFAULT_WINDOW_LOG2, "the EPIC switch's window: 2**window_log2 "
+                                                  "packets per rank in flight (epic.p4's "
+                                                  "EPIC_WINDOW_LOG2, every group's; the ranks "
+                                                  "keep to it)", "log2 packets")
 
     @classmethod
     def quick(cls) -> Params:
         return cls(size_kib=64, iterations=1, barriers=5)
+
+    @classmethod
+    def paper(cls) -> Params:
+        """The primitives on the paper's testbed: 8 ranks on one switch, every
+        port and NIC at 100 Gb/s (slowdown 1), one run of each primitive (the
+        simulation is deterministic) of PAPER_SIZE_KIB (the paper's 1 GB, cut:
+        scaled_down_from), real payloads (EPIC's Reduce and Broadcast have no
+        phantom form), epic-allreduce's HOST_LATENCY and its window sized to
+        the path (bdp_window_log2: W = 128 packets per rank). A Reduce's or a
+        Broadcast's round trip is an AllReduce's: data up and down one link,
+        the ACK up and down (the root's multicast to the ranks, or the
+        children's, aggregated, to the root)."""
+        return cls(ranks=PAPER["ranks"], link_mbps=PAPER["nic_gbps"] * 1000.0,
+                   nic_gbps=PAPER["nic_gbps"], size_kib=PAPER_SIZE_KIB, iterations=1,
+                   nic_latency_us=HOST_LATENCY["nic_latency_us"],
+                   step_overhead_us=HOST_LATENCY["step_overhead_us"],
+                   window_log2=bdp_window_log2(PAPER["nic_gbps"],
+                                               HOST_LATENCY["nic_latency_us"]))
+
+    @classmethod
+    def scaled_down_from(cls) -> dict[str, ScaledDown]:
+        return {"size_kib": ScaledDown(PAPER["message_bytes"] // 1024, PAPER_CUT)}
 
     def __post_init__(self) -> None:
         if not 2 <= self.ranks <= MAX_RANKS:
@@ -146,10 +198,21 @@ class Params:
             raise ValueError("warmup_kib and barriers must be >= 0")
         if self.link_mbps <= 0 or self.nic_gbps <= 0 or self.iterations < 1:
             raise ValueError("link_mbps, nic_gbps and iterations must be positive")
+        if self.nic_latency_us < 0 or self.step_overhead_us < 0:
+            raise ValueError("nic_latency_us and step_overhead_us must be >= 0")
+        if not 1 <= self.window_log2 <= MAX_WINDOW_LOG2:
+            raise ValueError(f"window_log2 must be 1..{MAX_WINDOW_LOG2} (a window of 2 to "
+                             f"{1 << MAX_WINDOW_LOG2} packets per rank; the soft switch keeps "
+                             f"2W slots per group), not {self.window_log2}")
 
     @property
     def slowdown(self) -> float:
         return self.nic_gbps * 1e9 / (self.link_mbps * 1e6)
+
+    @property
+    def window(self) -> int:
+        """The EPIC switch's window W in packets per rank."""
+        return 1 << self.window_log2
 
     def sequence(self) -> tuple[tuple[str, int], ...]:
         """(op, int32 per rank) of the collectives each phase runs, once each;
@@ -175,13 +238,16 @@ def ideal_fraction(primitive: str, scheme: str, ranks: int) -> float:
 
 
 def plan(p: Params) -> RunPlan:
-    scale = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
+    scale: dict[str, Any] = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
+    if p.nic_latency_us:
+        scale["nic_latency_us"] = p.nic_latency_us
     link_bps = p.link_mbps * 1e6
     seq = p.sequence()
     phases = []
     if p.warmup_kib:
         ideal = p.warmup_kib * 8192 / (link_bps * ideal_fraction("reduce", "epic", p.ranks))
-        phases.append(warmup_phase(p.ranks, p.warmup_kib, p.seed, scale, 3 * ideal + 60))
+        phases.append(warmup_phase(p.ranks, p.warmup_kib, p.seed, scale, 3 * ideal + 60,
+                                   step_overhead_us=p.step_overhead_us, window=p.window))
     for scheme in SCHEMES:
         mtu = PACKET_BYTES if scheme == "epic" else RING_MTU
         t = TransportSpec(scale=scale, path_mtu=mtu)
@@ -193,7 +259,9 @@ def plan(p: Params) -> RunPlan:
                 rank=r, size=p.ranks, job_id=1, dtype="int32", ops=tuple(op for op, _ in seq),
                 counts=tuple(c for _, c in seq), iterations=p.iterations, root=p.root,
                 seed=p.seed, scheme="epic" if scheme == "epic" else "ring",
-                epic=ENDPOINT if scheme == "epic" else None)
+                epic=ENDPOINT if scheme == "epic" else None,
+                epic_window=p.window if scheme == "epic" else EPIC_WINDOW,
+                step_overhead_us=p.step_overhead_us)
             jobs[h.name] = JobSpec(host=h.name, ip=h.ip, transport=t, collective=coll,
                                    timeout_s=timeout)
         phases.append(PhasePlan(
@@ -202,10 +270,11 @@ def plan(p: Params) -> RunPlan:
                   f"{p.size_kib} KiB and {p.barriers} Barriers, {p.iterations} each"))
     topo = Topology(n_hosts=p.ranks, program=PROGRAM, backend=p.backend,
                     commands=(f"set_port_rate_bps {int(link_bps)}",),
-                    packet_bytes=frame_bytes(PACKET_BYTES))
+                    packet_bytes=frame_bytes(PACKET_BYTES),
+                    defines=window_defines(p.window_log2))
     return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
                    info={"link_bps": link_bps, "paper": PAPER, "size": p.size_kib * 1024,
-                         "sequence": [list(x) for x in seq]})
+                         "sequence": [list(x) for x in seq], "epic_window_pkts": p.window})
 
 
 def _timeout(p: Params, scheme: str, link_bps: float) -> float:
@@ -234,7 +303,7 @@ def _phase_results(run_dir: Path, scheme: str, p: Params) -> dict[str, Any]:
         ds = [max(e - s for s, e in zip(starts[i], ends[i], strict=True)) / 1e9
               for i, o in enumerate(seq) if o == op and len(ends.get(i, ())) == p.ranks]
         mean = sum(ds) / len(ds) if ds else 0.0
-        times[op] = round(mean, 5)
+        times[op] = round(mean, 9)
         algbw[op] = round(size * 8 / mean / 1e6, 5) if mean else 0.0
     # a Barrier: from the last rank entering to the last rank leaving
     lat = [(max(ends[i]) - max(starts[i])) / 1e6 for i, o in enumerate(seq)

@@ -374,6 +374,11 @@ class CollectiveSpec:
             missing = {"switch_ip", "qpn", "gid"} - set(self.epic or {})
             if missing:
                 raise SpecError(f"collective.epic needs {sorted(missing)}")
+            ops = {op for op, _n in self.sequence()}
+            if self.payload == "phantom" and (
+                    self.dtype != "int32" or not ops <= {"all_reduce", "barrier"}):
+                raise SpecError("collective.payload 'phantom' through EPIC runs int32 "
+                                "AllReduce and Barrier only")
         w = self.epic_window
         if isinstance(w, bool) or not isinstance(w, int) or not 2 <= w <= 1 << 23 or w & (w - 1):
             raise SpecError(f"collective.epic_window {w!r} must be a power of two from 2 to "
@@ -381,11 +386,6 @@ class CollectiveSpec:
         if self.scheme != "epic" and w != EPIC_WINDOW:
             raise SpecError("collective.epic_window is the EPIC switch's window: it needs "
                             "scheme 'epic'")
-            ops = {op for op, _n in self.sequence()}
-            if self.payload == "phantom" and (
-                    self.dtype != "int32" or not ops <= {"all_reduce", "barrier"}):
-                raise SpecError("collective.payload 'phantom' through EPIC runs int32 "
-                                "AllReduce and Barrier only")
 
     def sequence(self) -> list[tuple[str, int]]:
         """(op, element count) of each collective, in order."""

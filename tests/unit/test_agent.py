@@ -139,6 +139,20 @@ def test_flow_and_collective_specs_are_validated() -> None:
         JobSpec.from_json("{")
 
 
+def test_phantom_payloads_through_epic_are_int32_allreduce_and_barrier_only() -> None:
+    ep = {"switch_ip": "10.255.0.1", "qpn": 0x100, "gid": 0}
+    for ops in ((), ("all_reduce", "barrier")):
+        CollectiveSpec(rank=0, size=2, scheme="epic", dtype="int32", epic=ep, ops=ops,
+                       payload="phantom")
+    for kw in ({"ops": ("reduce", "broadcast")}, {"op": "all_gather"},
+               {"dtype": "float32"}):
+        with pytest.raises(SpecError, match="phantom' through EPIC runs int32 AllReduce"):
+            CollectiveSpec(**{"rank": 0, "size": 2, "scheme": "epic", "dtype": "int32",
+                              "epic": ep, "payload": "phantom", **kw})
+    # the host ring runs every collective phantom
+    CollectiveSpec(rank=0, size=2, ops=("reduce", "all_gather"), payload="phantom")
+
+
 def test_a_flow_carries_up_to_2_gib_less_one_byte() -> None:
     # The bound is checked, not allocated: specs are plain data.
     assert _flow(msg_bytes=65536, count=32767).total_bytes == MAX_FLOW_BYTES - 65535

@@ -221,7 +221,8 @@ def _at_paper(c: Any) -> float:
 
 def test_a_paper_report_takes_the_experiments_with_a_paper_profile(tmp_path: Path) -> None:
     with_paper = experiments_with_claims("paper")
-    assert {"epic-allreduce", "symphony-ring", "reflex-cases", "reflex-partial",
+    assert {"epic-allreduce", "epic-loss", "epic-primitives", "epic-tree", "symphony-ring",
+            "symphony-two-flows", "reflex-cases", "reflex-partial",
             "reflex-probing"} <= set(with_paper)
     assert all(has_profile(load(n), "paper") for n in with_paper)
     assert "symphony-two-flows" in experiments_with_claims()
@@ -240,6 +241,7 @@ def test_a_paper_report_takes_the_experiments_with_a_paper_profile(tmp_path: Pat
     assert sec.scale == "the paper's (every parameter at the paper's value)"
     rep = build(runs, profile="paper", reanalyse=False)
     assert [s.name for s in rep.sections] == list(with_paper)
+    assert [s.name for s in rep.sections if s.runs] == ["epic-allreduce"]
     assert "symphony-sweep" in rep.without_paper_profile and not rep.not_named
     rep = build(runs, profile="quick", reanalyse=False)
     sec = next(s for s in rep.sections if s.name == "epic-allreduce")
