@@ -140,6 +140,15 @@ DEFAULT_WINDOW_LOG2 = WINDOW.bit_length() - 1          # 5: W = 32
 MAX_WINDOW_LOG2 = 10
 
 
+def check_window_log2(window_log2: int) -> None:
+    """ValueError unless ``window_log2`` is an experiment's window: 1..MAX_WINDOW_LOG2
+    (the soft switches' slot registers grow with it)."""
+    if not 1 <= window_log2 <= MAX_WINDOW_LOG2:
+        raise ValueError(f"window_log2 must be 1..{MAX_WINDOW_LOG2} (a window of 2 to "
+                         f"{1 << MAX_WINDOW_LOG2} packets per rank; each soft switch keeps "
+                         f"2W slots per group), not {window_log2}")
+
+
 def bdp_window_log2(link_gbps: float, nic_latency_us: float, depth: int = 2) -> int:
     """log2 of the smallest power-of-two window (packets per rank) that keeps a
     rank's link busy: the bandwidth-delay product of its round trip through
@@ -237,10 +246,7 @@ class Params:
             raise ValueError(f"payload must be real or phantom, not {self.payload!r}")
         if self.nic_latency_us < 0 or self.step_overhead_us < 0:
             raise ValueError("nic_latency_us and step_overhead_us must be >= 0")
-        if not 1 <= self.window_log2 <= MAX_WINDOW_LOG2:
-            raise ValueError(f"window_log2 must be 1..{MAX_WINDOW_LOG2} (a window of 2 to "
-                             f"{1 << MAX_WINDOW_LOG2} packets per rank; the soft switch keeps "
-                             f"2W slots per group), not {self.window_log2}")
+        check_window_log2(self.window_log2)
 
     def sizes(self) -> list[int]:
         """Message sizes in bytes: min_kib, x4, ... up to max_kib (always included)."""

@@ -45,8 +45,8 @@ from experiments import epic_allreduce
 from experiments.epic_allreduce import (
     DEFAULT_WINDOW_LOG2,
     HOST_LATENCY,
-    MAX_WINDOW_LOG2,
     bdp_window_log2,
+    check_window_log2,
     frame_bytes,
     ideal_algbw_fraction,
 )
@@ -176,10 +176,7 @@ class Params:
             raise ValueError(f"payload must be real or phantom, not {self.payload!r}")
         if self.nic_latency_us < 0 or self.step_overhead_us < 0:
             raise ValueError("nic_latency_us and step_overhead_us must be >= 0")
-        if not 1 <= self.window_log2 <= MAX_WINDOW_LOG2:
-            raise ValueError(f"window_log2 must be 1..{MAX_WINDOW_LOG2} (a window of 2 to "
-                             f"{1 << MAX_WINDOW_LOG2} packets per rank; the soft switch keeps "
-                             f"2W slots per group), not {self.window_log2}")
+        check_window_log2(self.window_log2)
 
     def loss_list(self) -> list[float]:
         return [float(v) for v in self.losses.split(",") if v.strip()]

@@ -57,8 +57,8 @@ from experiments.epic_allreduce import (
     ENDPOINT,
     HOST_LATENCY,
     MAX_RANKS,
-    MAX_WINDOW_LOG2,
     bdp_window_log2,
+    check_window_log2,
     frame_bytes,
     warmup_phase,
 )
@@ -200,10 +200,7 @@ class Params:
             raise ValueError("link_mbps, nic_gbps and iterations must be positive")
         if self.nic_latency_us < 0 or self.step_overhead_us < 0:
             raise ValueError("nic_latency_us and step_overhead_us must be >= 0")
-        if not 1 <= self.window_log2 <= MAX_WINDOW_LOG2:
-            raise ValueError(f"window_log2 must be 1..{MAX_WINDOW_LOG2} (a window of 2 to "
-                             f"{1 << MAX_WINDOW_LOG2} packets per rank; the soft switch keeps "
-                             f"2W slots per group), not {self.window_log2}")
+        check_window_log2(self.window_log2)
 
     @property
     def slowdown(self) -> float:
