@@ -4,6 +4,7 @@ timeline readers."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Iterable
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hosts.agent_spec import INTERPRETERS, FlowSpec, JobSpec, TransportSpec
+from hosts.agent_spec import INTERPRETERS, PAYLOADS, FlowSpec, JobSpec, TransportSpec
 from hosts.reflex.schemes import DSCP_LOW, PRIO_LOW
 from testbed.experiment import Topology, param
 from testbed.modelled import ModelledNetwork, packets
@@ -127,6 +128,12 @@ class ReflexNetwork:
     # cores.
     realtime: bool = param(True, "the host agents and the switch run at real-time priority "
                                  "(SCHED_FIFO)")
+    # The paper profiles' flows of hundreds of MB would hold their bytes at
+    # both ends (a run of reflex-cases at 9.4 GB with real payloads, 0.37 GB
+    # with phantom ones); nothing in the ReFlex analyses reads the bytes.
+    payload: str = param("real", "real (every flow's bytes checked at its receiver) or "
+                                 "phantom (the same packets and timing without the data; "
+                                 "udp hosts only)")
 
     def __post_init__(self) -> None:
         if self.link_mbps <= 0 or self.nic_gbps <= 0 or self.t_int_us <= 0:
@@ -136,6 +143,8 @@ class ReflexNetwork:
                              "exploit >= 1 intervals")
         if self.msg_bytes < 1 or self.path_mtu < 1 or self.window < 1:
             raise ValueError("msg_bytes, path_mtu and window must be >= 1")
+        if self.payload not in PAYLOADS:
+            raise ValueError(f"payload {self.payload!r}: one of {', '.join(PAYLOADS)}")
         if self.agent_interpreter not in INTERPRETERS:
             raise ValueError(f"agent_interpreter must be one of {', '.join(INTERPRETERS)}")
         if self.host_qdisc_ahead_packets and self.host_qdisc_ahead_packets < 2:
@@ -228,9 +237,11 @@ def transport(p: ReflexNetwork) -> TransportSpec:
 
 def host_jobs(p: ReflexNetwork, per_host: dict[int, list[FlowSpec]],
          timeout_s: float) -> dict[str, JobSpec]:
-    """One agent per host index with its flows, on the network's transport."""
+    """One agent per host index with its flows, on the network's transport,
+    each flow with the network's ``payload``."""
     t = transport(p)
-    return {f"h{i}": JobSpec(host=f"h{i}", ip=host_addr(i).ip, transport=t, flows=tuple(fl),
+    return {f"h{i}": JobSpec(host=f"h{i}", ip=host_addr(i).ip, transport=t,
+                             flows=tuple(dataclasses.replace(f, payload=p.payload) for f in fl),
                              timeout_s=timeout_s, interpreter=p.agent_interpreter)
             for i, fl in sorted(per_host.items())}
 

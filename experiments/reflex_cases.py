@@ -205,7 +205,8 @@ class Params(ReflexNetwork):
         later flow starts after PAPER_PROFILE_HEAD_S rather than the paper's
         2 s (scaled_down_from). The first flow, the paper's 40 Gbit, runs
         until the later one has been received and stops (as in every
-        profile): nothing after that is measured."""
+        profile): nothing after that is measured. Phantom payloads: the
+        flows' bytes are not kept."""
         intervals_per_cycle = sum(PAPER_NETWORK["cycle"])
         head_cycles = paper_cycles(PAPER_PROFILE_HEAD_S * PAPER_NETWORK["link_gbps"])
         short_cycles = paper_cycles(PAPER_CASES["short_gbit"])
@@ -213,14 +214,16 @@ class Params(ReflexNetwork):
                    case1_short_cycles=short_cycles, case2_short_cycles=short_cycles,
                    case1_head_cycles=head_cycles, case2_head_cycles=head_cycles,
                    scheme_short_intervals=short_cycles * intervals_per_cycle,
-                   scheme_head_intervals=head_cycles * intervals_per_cycle, seeds=1)
+                   scheme_head_intervals=head_cycles * intervals_per_cycle, seeds=1,
+                   payload="phantom")
 
     @classmethod
     def scaled_down_from(cls) -> dict[str, ScaledDown]:
         head = paper_cycles(PAPER_CASES["later_start_s"] * PAPER_NETWORK["link_gbps"])
         why = (f"the later flow starts after {PAPER_PROFILE_HEAD_S:g} s, not the paper's "
-               f"{PAPER_CASES['later_start_s']:g} s: a flow carries at most 2 GiB and holds "
-               "its bytes at both ends, and 2 s of the first flow alone at 10 Gb/s are 2.4 GB of payload; "
+               f"{PAPER_CASES['later_start_s']:g} s: a flow carries at most 2 GiB (its "
+               "messages' indexes are 31-bit), and 2 s of the first flow alone at 10 Gb/s "
+               "are 2.4 GB of payload; "
                "nothing before the later flow's start is measured")
         need_s = case1_head_intervals(cls.paper()) * PAPER_NETWORK["t_int_ms"] / 1000
         return {

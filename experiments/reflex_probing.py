@@ -160,8 +160,8 @@ class Params(ReflexNetwork):
         Fig. 8-10 (its text names 3 and "longer"), nor the sizes and arrivals
         of Fig. 8's regular flows, nor a number of runs: those stay the full
         profile's (D_exploit 1 to 5, eight short flows and a long one, three
-        seeds of arrivals)."""
-        return cls(**paper_network(), alpha=PAPER_PROBING["alpha"])
+        seeds of arrivals). Phantom payloads: the flows' bytes are not kept."""
+        return cls(**paper_network(), alpha=PAPER_PROBING["alpha"], payload="phantom")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -19,7 +19,8 @@ Events are JSON lines ``{"event": ..., "t_ns": CLOCK_MONOTONIC ns, "host": ...}`
   ``agent_end`` (ok, engine counters), ``error`` (message)
 - ``flow_start`` / ``flow_end`` (per flow; flow_end has the QP counters, the
   pacer's lateness report, the DCQCN state, sha256 of the buffer and, for
-  receivers, ``bytes_ok``: the buffer equals what the sender sent)
+  receivers, ``bytes_ok``: the buffer equals what the sender sent; a phantom
+  payload's has ``payload: phantom`` in their place)
 - ``completion`` (one per message: flow, role, index, bytes)
 - ``rate`` (sender, every ``sample_interval_us``: rc_bps, rt_bps, alpha,
   tx_bytes, retransmits, pacing lateness so far), ``rx`` (receiver, same
@@ -56,6 +57,7 @@ import ctypes
 import gc
 import hashlib
 import json
+import mmap
 import os
 import platform
 import select
@@ -92,6 +94,7 @@ from hosts.roce.verbs import (
     WCOpcode,
     WCStatus,
     WROpcode,
+    lazy_zeros,
     wait_exactly,
 )
 from hosts.roce.warmup import jit_present, warm_up
@@ -241,21 +244,46 @@ def _log_flow_ends(works: list[Any]) -> None:
             fin()
 
 
+def flow_buffer(spec: FlowSpec) -> bytearray | mmap.mmap:
+    """A flow end's registered memory: the sender's pattern, the receiver's
+    zeroed landing buffer, or for a phantom payload untouched anonymous
+    memory at either end (its sizes without its bytes)."""
+    if spec.payload == "phantom":
+        return lazy_zeros(spec.total_bytes)
+    return flow_pattern(spec) if spec.role == "sender" else bytearray(spec.total_bytes)
+
+
+def register_flow_buffer(pd: Any, spec: FlowSpec, buf: bytearray | mmap.mmap) -> MR:
+    """``buf`` registered for the flow end: the sender's for local reads, the
+    receiver's for remote writes too, which a phantom payload's discards."""
+    if spec.role == "sender":
+        return pd.reg_mr(buf, Access.LOCAL_WRITE)
+    mr = pd.reg_mr(buf, Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+    if spec.payload == "phantom":
+        mr.discard_writes = True
+    return mr
+
+
 class _FlowEnd:
     """A finished flow's ``flow_end`` event, logged once the phase's agents
     are all done: its digest, and on the receiver the comparison with what
     was sent, hash hundreds of MB, which holds the CPU for a good part of a
     second; during the phase this agent would read no frame meanwhile (its
     ACKs and CNPs late, hosts/roce/receive_lag.py), and a real-time agent
-    would starve the others."""
+    would starve the others. A phantom payload has neither: its event says
+    ``payload: phantom``."""
 
-    def __init__(self, log: EventLog, buf: bytearray, nbytes: int, expect: FlowSpec | None,
-                 event: dict[str, Any]) -> None:
+    def __init__(self, log: EventLog, buf: bytearray | mmap.mmap, nbytes: int,
+                 expect: FlowSpec | None, event: dict[str, Any], phantom: bool = False) -> None:
         self.events, self.buf, self.nbytes, self.expect, self.event = (
             log, buf, nbytes, expect, event)
+        self.phantom = phantom
 
     def log(self) -> None:
         event, buf, n = self.event, self.buf, self.nbytes
+        if self.phantom:
+            self.events.emit("flow_end", **event, payload="phantom")
+            return
         event["sha256"] = hashlib.sha256(memoryview(buf)[:n]).hexdigest()
         if self.expect is not None:
             event["bytes_ok"] = matches_pattern(buf, self.expect, n)
@@ -487,9 +515,9 @@ class _Flow:
         self.sender = spec.role == "sender"
         self.rc: LoggedRate | None = None
         self.pacer: Pacer | None = None
+        self.buf = flow_buffer(spec)
+        self.mr: MR = register_flow_buffer(self.pd, spec, self.buf)
         if self.sender:
-            self.buf = flow_pattern(spec)
-            self.mr: MR = self.pd.reg_mr(self.buf, Access.LOCAL_WRITE)
             self.rc = LoggedRate(make_rate_controller(agent.spec, agent.scale, agent.log,
                                                       self.name), agent.log, self.name)
             self.pacer = agent.make_pacer()
@@ -500,8 +528,6 @@ class _Flow:
                                             job_id=spec.job_id, rate_controller=self.rc,
                                             pacer=self.pacer)
         else:
-            self.buf = bytearray(spec.total_bytes)
-            self.mr = self.pd.reg_mr(self.buf, Access.LOCAL_WRITE | Access.REMOTE_WRITE)
             self.qp = self.pd.create_qp(self.cq, self.cq, sport=tag_sport(spec.step),
                                         job_id=spec.job_id)
         # A first PSN that differs per flow end (and is not 0), as real stacks
@@ -750,7 +776,8 @@ class _Flow:
                                   bytes=delivered, count=self.completed,
                                   t_start_ns=self.t_start,
                                   duration_s=(now - self.t_start) / 1e9,
-                                  qp=dict(self.stats(final=True)), **extra))
+                                  qp=dict(self.stats(final=True)), **extra),
+                             phantom=self.spec.payload == "phantom")
         if not self.sender and self.agent.spec.rendezvous_dir:
             d = self.agent.rdv / FINISHED_DIR   # for the senders that stop after this flow
             d.mkdir(parents=True, exist_ok=True)
@@ -795,12 +822,8 @@ class _MessagePool:
         self.rcs: list[LoggedRate] = []
         self.pacers: list[Pacer | None] = []
         self.qps: list[QP] = []
-        if self.sender:
-            self.buf = flow_pattern(spec)
-            self.mr: MR = self.pd.reg_mr(self.buf, Access.LOCAL_WRITE)
-        else:
-            self.buf = bytearray(spec.total_bytes)
-            self.mr = self.pd.reg_mr(self.buf, Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+        self.buf = flow_buffer(spec)
+        self.mr: MR = register_flow_buffer(self.pd, spec, self.buf)
         for _k in range(spec.qps):
             if self.sender:
                 rc = LoggedRate(make_rate_controller(agent.spec, agent.scale, agent.log,
@@ -1012,7 +1035,8 @@ class _MessagePool:
                              dict(t_ns=now, flow=self.name, role=self.spec.role,
                                   bytes=delivered, count=self.completed,
                                   t_start_ns=self.t_start,
-                                  duration_s=(now - self.t_start) / 1e9, qp={}, **extra))
+                                  duration_s=(now - self.t_start) / 1e9, qp={}, **extra),
+                             phantom=self.spec.payload == "phantom")
 
     def finalize(self) -> None:
         end, self._end = self._end, None

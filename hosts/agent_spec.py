@@ -48,6 +48,7 @@ __all__ = [
     "EPIC_WINDOW",
     "INTERPRETERS",
     "PROVIDERS",
+    "PAYLOADS",
 ]
 
 # Integer types CommLib reduces (bit-exact sums); float32 through EPIC only (its
@@ -65,6 +66,7 @@ EPIC_WINDOW = 32
 # pypy where installed, unless the job has a collective (CommLib needs numpy).
 INTERPRETERS = ("auto", "pypy", "python")
 PROVIDERS = ("udp", "rxe")
+PAYLOADS = ("real", "phantom")     # FlowSpec.payload
 AGENT_PYPY_ENV = "TESTBED_AGENT_PYPY"   # overrides the pypy3 executable
 
 
@@ -73,9 +75,10 @@ AGENT_PYPY_ENV = "TESTBED_AGENT_PYPY"   # overrides the pypy3 executable
 # 31), and the transport refuses messages of 2^31 bytes or more: below 2^31
 # bytes in total, every index and message fits at any message size. Nothing
 # else is 32-bit (PSNs and MSNs wrap by design; buffer addresses and counters
-# are Python ints). Memory is the other bound: both ends hold the whole flow
-# (the sender its data, the receiver its landing buffer), so a host needs
-# about this much per flow it sends or receives.
+# are Python ints). Memory is the other bound of a real payload: both ends hold
+# the whole flow (the sender its data, the receiver its landing buffer), so a
+# host needs about this much per flow it sends or receives (a phantom payload
+# allocates none of it).
 MAX_FLOW_BYTES = (1 << 31) - 1
 
 
@@ -205,10 +208,19 @@ class FlowSpec:
     # messages are posted back to back on one QP, ``window`` at a time.
     arrivals_s: tuple[float, ...] = ()
     qps: int = 1                    # connections of a flow with arrivals_s
+    # PAYLOADS: "real", the sender's pattern, checked by the receiver; or
+    # "phantom", the same packets and timing without the data: both ends'
+    # buffers are untouched anonymous memory (hosts.roce.verbs.lazy_zeros),
+    # what arrives is counted but not stored, and the flow_end events carry
+    # no digest and no bytes_ok. For flows whose bytes would not fit in memory.
+    payload: str = "real"
 
     def __post_init__(self) -> None:
         if not self.flow or "/" in self.flow:
             raise SpecError(f"flow name {self.flow!r} must be non-empty without '/'")
+        if self.payload not in PAYLOADS:
+            raise SpecError(f"flow {self.flow}: payload {self.payload!r} unknown "
+                            f"({', '.join(PAYLOADS)})")
         if not isinstance(self.arrivals_s, tuple):    # JSON gives a list
             object.__setattr__(self, "arrivals_s", tuple(self.arrivals_s))
         if self.arrivals_s or self.qps != 1:
@@ -435,6 +447,11 @@ class JobSpec:
                     self.collective is not None and self.collective.step_overhead_us)):
             raise SpecError(f"job for {self.host}: an rxe host's NIC and its posts are the "
                             "kernel's: no modelled nic_latency_us or step_overhead_us")
+        phantom = next((f.flow for f in self.flows if f.payload == "phantom"), None)
+        if self.provider == "rxe" and phantom is not None:
+            raise SpecError(f"job for {self.host}: flow {phantom}: phantom payloads need "
+                            "udp-provider hosts (an rxe host's kernel writes every byte into "
+                            "real memory); run it with real payloads")
         if self.provider == "rxe" and self.interpreter == "pypy":
             raise SpecError(f"job for {self.host}: rxe hosts need pyverbs, which the pypy "
                             "interpreter lacks; use interpreter 'python' or 'auto'")

@@ -67,7 +67,6 @@ as NCCL's.
 
 from __future__ import annotations
 
-import mmap
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -94,6 +93,7 @@ from hosts.roce.verbs import (
     WCOpcode,
     WCStatus,
     WROpcode,
+    lazy_zeros,
 )
 
 __all__ = ["Communicator", "CollectiveOp", "CommError", "EventSink"]
@@ -425,12 +425,6 @@ class _Chan:
         self.i = 0  # index of the step in progress
         self.posted = False
         self.t_start = 0
-
-
-def lazy_zeros(n: int) -> mmap.mmap:
-    """``n`` writable bytes of anonymous memory that cost nothing until written."""
-    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0)
-    return mmap.mmap(-1, n, flags=flags)
 
 
 class CollectiveOp:

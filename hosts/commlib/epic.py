@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from hosts.commlib.communicator import CommError, EventSink, lazy_zeros
+from hosts.commlib.communicator import CommError, EventSink
 from hosts.commlib.reduce import ReduceOp
 from hosts.commlib.schedule import split
 from hosts.roce.constants import PSN_MASK, QPN_MASK, ROCE_UDP_PORT
@@ -70,6 +70,7 @@ from hosts.roce.verbs import (
     WCOpcode,
     WCStatus,
     WROpcode,
+    lazy_zeros,
 )
 
 __all__ = [

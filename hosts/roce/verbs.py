@@ -10,6 +10,7 @@ needs no special cases.
 from __future__ import annotations
 
 import itertools
+import mmap
 import socket
 import zlib
 from collections import deque
@@ -212,6 +213,15 @@ def modify_request(cur: QPState, attr: QPAttr | None, kw: dict[str, Any]
     return vals, new
 
 
+def lazy_zeros(n: int) -> mmap.mmap:
+    """``n`` writable bytes of anonymous memory that cost nothing until
+    written: a phantom payload's buffer, which gives a flow or a collective
+    its sizes and addresses while its pages stay unallocated (reads see the
+    kernel's zero page)."""
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0)
+    return mmap.mmap(-1, n, flags=flags)
+
+
 class MRBase:
     """What every provider's MR shares: the SGE over a part of it."""
 
@@ -231,7 +241,7 @@ class MR(MRBase):
     """A registered buffer. ``addr`` is its virtual base address (what remote_addr and
     SGE.addr refer to); ``buf`` is a writable memoryview on the registered object.
     ``discard_writes``: what arrives for it is counted but not stored (a phantom
-    payload that nothing reads, see hosts.commlib.communicator)."""
+    payload that nothing reads, on a :func:`lazy_zeros` buffer)."""
 
     discard_writes = False
 
