@@ -90,6 +90,8 @@ from experiments._reflex_net import (
     flexible_spec,
     host_jobs,
     messages,
+    paper_cycles,
+    paper_network,
     phase_timelines,
     seed_spread,
     topology,
@@ -97,7 +99,7 @@ from experiments._reflex_net import (
 from hosts.agent_spec import FlowSpec
 from hosts.reflex.schemes import DSCP_HIGH, DSCP_LOW, SCHEMES
 from testbed.claims import Claim
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, param
+from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, ScaledDown, param
 from testbed.net import host_addr
 from testbed.timeline import PhaseData, load_phase
 
@@ -137,6 +139,32 @@ REFERENCE: dict[str, float] = {
 # Workload 2 as the paper states it (§6.5): the regular flows' size and
 # arrival rate on its ToR (see the module docstring for the load the testbed keeps).
 PAPER_W2 = {"regular_bytes": 100_000, "regular_flows_per_s": 5000}
+# The paper's workload setup (§6.5), in its units; Params.paper() converts
+# it (the links, T_int and the 1:1:3 cycle are _reflex_net.PAPER_NETWORK).
+PAPER_WORKLOAD: dict[str, Any] = {
+    "servers": 20,              # "a single ToR network with 20 servers"
+    "flexible_mb": 250,         # "The large flexible flows are set to 250 MB"
+    "load": 0.4,                # "we aim for 40% average utilization"
+    "flexible_share": 0.5,      # "Half of the target utilization ... from regular flows"
+    "run_s": (1, 10, 5),        # "run for 16 s (1 s warm-up, 10 s measure, 5 s cool-down)"
+    "seeds": 3,                 # "repeated three times with different random seeds"
+    # "alpha in [0, 0.1, ..., 1]" with r = 1, "r in [0, 0.1, ..., 1]" with alpha = 1
+    "alphas": tuple(i / 10 for i in range(11)),
+    "rs": tuple(i / 10 for i in range(11)),
+    "baselines": ("none", "weighted-9:1"),
+}
+# What the paper profile runs of the sweeps (Params.scaled_down_from says why).
+PAPER_PROFILE_ALPHAS = (0.8,)
+PAPER_PROFILE_RS: tuple[float, ...] = ()
+# A flow's rate and receive samples in the paper profile: every 1 ms, a fifth
+# of T_int, not the other ReFlex paper profiles' 100 us: a 16 s phase's
+# samples of every flow end (workload 2's connection pools sample all the
+# run) would be ten times as many events, all read into memory by the analysis.
+PAPER_PROFILE_SAMPLE_INTERVAL_US = 1000
+# Wall time of one phase of the paper profile on the sim engine under PyPy
+# (docs/experiments/analysis/reflex-workload.md, "At the paper's scale").
+PAPER_PHASE_WALL_MIN = 3
+
 # The paper's FCTs without prioritization (ms of the 10 Gb/s network), for the
 # record: they depend on its 250 MB flows, which the testbed does not run.
 REFERENCE_FCT_MS = {"none.regular.mean": 460, "none.flexible.mean": 465,
@@ -189,6 +217,17 @@ class Params(ReflexNetwork):
     w2_flexible: int = param(4, "workload 2: flexible flow arrivals per draw", "flows")
     w2_qps: int = param(4, "workload 2: connections per sender the regular flows are posted "
                            "on", "QPs")
+    # The paper's run (§6.5): arrivals over a warm-up, a measured window and a
+    # cool-down, in ms of the modelled network; every flow runs to its end.
+    run_measure_ms: float = param(0.0, "> 0: flows arrive over run_warmup_ms + run_measure_ms "
+                                       "+ run_cooldown_ms and those arriving in the measure "
+                                       "window count (flows and w2_flexible unused); 0: a draw "
+                                       "is flows (workload 1) or w2_flexible (workload 2) "
+                                       "arrivals, all counted", "ms")
+    run_warmup_ms: float = param(0.0, "with run_measure_ms: arrivals before the measured ones",
+                                 "ms")
+    run_cooldown_ms: float = param(0.0, "with run_measure_ms: arrivals after the measured ones",
+                                   "ms")
 
     @classmethod
     def quick(cls) -> Params:
@@ -200,10 +239,46 @@ class Params(ReflexNetwork):
         return cls(link_mbps=QUICK_LINK_MBPS, senders=3, flexible_cycles=0.1, flows=12,
                    alphas="0.8", rs="", seeds=1, w2_flexible=5)
 
+    @classmethod
+    def paper(cls) -> Params:
+        """§6.5 at the paper's scale: the downlink of one of its ToR's 20
+        servers (19 senders, one receiver) at 10 Gb/s (slowdown 1), T_int 5 ms
+        at 1:1:3, 250 MB flows (8 cycles of line-rate volume) arriving as
+        Poisson processes at 40% load, half of it flexible, over 16 s (1 s
+        warm-up, 10 s measured, 5 s cool-down), three seeds, phantom
+        payloads, samples every PAPER_PROFILE_SAMPLE_INTERVAL_US. The alpha
+        and r sweeps are cut to alpha 0.8 (scaled_down_from)."""
+        w = PAPER_WORKLOAD
+        warmup_s, measure_s, cooldown_s = w["run_s"]
+        return cls(**(paper_network()
+                      | {"sample_interval_us": PAPER_PROFILE_SAMPLE_INTERVAL_US}),
+                   senders=w["servers"] - 1, load=w["load"],
+                   flexible_share=w["flexible_share"],
+                   flexible_cycles=paper_cycles(w["flexible_mb"] * 8 / 1000),
+                   alphas=_csv(PAPER_PROFILE_ALPHAS), rs=_csv(PAPER_PROFILE_RS),
+                   baselines=",".join(w["baselines"]), seeds=w["seeds"],
+                   run_warmup_ms=warmup_s * 1000.0, run_measure_ms=measure_s * 1000.0,
+                   run_cooldown_ms=cooldown_s * 1000.0, payload="phantom")
+
+    @classmethod
+    def scaled_down_from(cls) -> dict[str, ScaledDown]:
+        w = PAPER_WORKLOAD
+        n_paper = len(w["baselines"]) + len(w["alphas"]) + len(w["rs"])
+        n_run = len(w["baselines"]) + len(PAPER_PROFILE_ALPHAS) + len(PAPER_PROFILE_RS)
+        phases = 2 * w["seeds"]
+        why = (f"one phase (a scheme on one workload and seed) takes about "
+               f"{PAPER_PHASE_WALL_MIN} min here: the paper's {n_paper} schemes are "
+               f"{n_paper * phases} phases, about {n_paper * phases * PAPER_PHASE_WALL_MIN / 60:.0f}"
+               f" h; the profile runs {n_run} ({n_run * phases} phases), the baselines and "
+               "alpha 0.8, the one ReFlex point the paper states figures for")
+        return {"alphas": ScaledDown(_csv(w["alphas"]), why),
+                "rs": ScaledDown(_csv(w["rs"]), why)}
+
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 1 <= self.senders <= 16:
-            raise ValueError("senders must be 1..16")
+        if not 1 <= self.senders <= MAX_SENDERS:
+            raise ValueError(f"senders must be 1..{MAX_SENDERS} (the paper's ToR has 20 "
+                             "servers: 19 send to one)")
         if not 0 < self.load < 1 or not 0 < self.flexible_share < 1:
             raise ValueError("load and flexible_share must be in (0, 1)")
         if self.flexible_cycles <= 0:
@@ -232,6 +307,11 @@ class Params(ReflexNetwork):
             raise ValueError(f"workloads {self.workloads!r}: a comma-separated subset of 1,2")
         if self.w2_regular_bytes < 1 or self.w2_flexible < 1 or not 1 <= self.w2_qps <= 64:
             raise ValueError("w2_regular_bytes and w2_flexible must be >= 1, w2_qps 1..64")
+        if self.run_measure_ms < 0 or self.run_warmup_ms < 0 or self.run_cooldown_ms < 0:
+            raise ValueError("run_measure_ms, run_warmup_ms and run_cooldown_ms must be >= 0")
+        if not self.run_measure_ms and (self.run_warmup_ms or self.run_cooldown_ms):
+            raise ValueError("run_warmup_ms and run_cooldown_ms need run_measure_ms > 0 (the "
+                             "measured window)")
 
     @property
     def alpha_list(self) -> list[float]:
@@ -267,6 +347,29 @@ class Params(ReflexNetwork):
         """A flexible flow's time at line rate (testbed seconds)."""
         return self.flexible_cycles * self.cycle_s
 
+    @property
+    def measure_window_s(self) -> tuple[float, float] | None:
+        """(start, end) of the measured arrivals after a phase's start
+        (testbed seconds), or None when a draw is a count of arrivals."""
+        if not self.run_measure_ms:
+            return None
+        start = self.run_warmup_ms * 1e-3 * self.slowdown
+        return start, start + self.run_measure_ms * 1e-3 * self.slowdown
+
+    @property
+    def run_s(self) -> float:
+        """How long flows arrive with a measure window (testbed seconds)."""
+        return (self.run_warmup_ms + self.run_measure_ms + self.run_cooldown_ms) \
+            * 1e-3 * self.slowdown
+
+
+# 20 hosts on the switch: the paper's ToR of 20 servers.
+MAX_SENDERS = 19
+
+
+def _csv(xs: tuple[float, ...]) -> str:
+    return ",".join(f"{x:g}" for x in xs)
+
 
 def _pct(v: float) -> str:
     return f"{round(v * 100):03d}"
@@ -298,9 +401,13 @@ class Arrival:
 def arrivals(p: Params, seed: int) -> list[Arrival]:
     """One draw of the workload: ``flows`` Poisson arrivals at the rate that
     loads the downlink to ``load`` (every flow the same size), a random
-    ``flexible_share`` of them flexible, given to the senders in turn."""
+    ``flexible_share`` of them flexible, given to the senders in turn. With a
+    measure window: each class its own Poisson process at its share of the
+    load (as the paper's), over ``run_s``."""
     rng = random.Random(7919 + seed)
     rate = p.load / (p.flexible_cycles * p.cycle_s)    # flows per testbed second
+    if p.measure_window_s is not None:
+        return _arrivals_over_run(p, rng, rate)
     n_flex = round(p.flows * p.flexible_share)
     flex: list[Literal["regular", "flexible"]] = ["flexible"] * n_flex
     reg: list[Literal["regular", "flexible"]] = ["regular"] * (p.flows - n_flex)
@@ -311,6 +418,28 @@ def arrivals(p: Params, seed: int) -> list[Arrival]:
         t += rng.expovariate(rate)
         out.append(Arrival(f"{kind[:4]}{i:03d}", kind, round(t, 6), 1 + i % p.senders))
     return out
+
+
+def _arrivals_over_run(p: Params, rng: random.Random, rate: float) -> list[Arrival]:
+    timed: list[tuple[float, Literal["regular", "flexible"]]] = []
+    shares: tuple[tuple[Literal["regular", "flexible"], float], ...] = (
+        ("flexible", p.flexible_share), ("regular", 1 - p.flexible_share))
+    for kind, share in shares:
+        t = rng.expovariate(rate * share)
+        while t < p.run_s:
+            timed.append((round(t, 6), kind))
+            t += rng.expovariate(rate * share)
+    timed.sort()
+    return [Arrival(f"{kind[:4]}{i:03d}", kind, t, 1 + i % p.senders)
+            for i, (t, kind) in enumerate(timed)]
+
+
+def measured(p: Params, flows: list[Arrival]) -> list[Arrival]:
+    """The flows whose FCTs count: all, or those arriving in the measure window."""
+    window = p.measure_window_s
+    if window is None:
+        return flows
+    return [a for a in flows if window[0] <= a.start_s < window[1]]
 
 
 def flow_count(p: Params) -> int:
@@ -341,16 +470,20 @@ def w2_rates(p: Params) -> tuple[float, float]:
 
 def w2_arrivals(p: Params, seed: int) -> W2Draw:
     """Workload 2: ``w2_flexible`` Poisson arrivals of flexible flows (given
-    to the senders in turn); the window ends where the next one would arrive;
-    regular flows arrive as their own Poisson process over that window, also
-    given to the senders in turn."""
+    to the senders in turn); the window ends where the next one would arrive
+    (with a measure window: flexible arrivals over ``run_s``); regular flows
+    arrive as their own Poisson process over that window, also given to the
+    senders in turn."""
     rng = random.Random(104729 + seed)
     flex_rate, reg_rate = w2_rates(p)
-    t, flex = 0.0, []
-    for i in range(p.w2_flexible):
+    flex: list[Arrival] = []
+    counted = p.measure_window_s is None
+    t = rng.expovariate(flex_rate)
+    while len(flex) < p.w2_flexible if counted else t < p.run_s:
+        flex.append(Arrival(f"flex{len(flex):03d}", "flexible", round(t, 6),
+                            1 + len(flex) % p.senders))
         t += rng.expovariate(flex_rate)
-        flex.append(Arrival(f"flex{i:03d}", "flexible", round(t, 6), 1 + i % p.senders))
-    window = t + rng.expovariate(flex_rate)
+    window = t if counted else p.run_s
     reg: list[Arrival] = []
     t = rng.expovariate(reg_rate)
     while t < window:
@@ -390,8 +523,17 @@ def _switch_line(p: Params, scheme: str) -> str:
     return SCHEMES["reflex" if reflex_params(scheme) else scheme].switch_line(p.receiver)
 
 
+def _check_measured(p: Params, flows: list[Arrival], seed: int, workload: int) -> None:
+    kinds = {a.kind for a in measured(p, flows)}
+    for kind in ("regular", "flexible"):
+        if kind not in kinds:
+            raise ValueError(f"workload {workload}, seed {seed}: no {kind} flow arrives in the "
+                             "measure window (lengthen run_measure_ms)")
+
+
 def _phase(p: Params, scheme: str, seed: int) -> PhasePlan:
     flows = arrivals(p, seed)
+    _check_measured(p, flows, seed, 1)
     count = flow_count(p)
     per_host: dict[int, list[FlowSpec]] = {}
     for k, a in enumerate(flows):
@@ -409,6 +551,7 @@ def _phase(p: Params, scheme: str, seed: int) -> PhasePlan:
 
 def _phase_w2(p: Params, scheme: str, seed: int) -> PhasePlan:
     draw = w2_arrivals(p, seed)
+    _check_measured(p, draw.flexible + draw.regular, seed, 2)
     count = flow_count(p)
     rx = p.receiver
     per_host: dict[int, list[FlowSpec]] = {}
@@ -447,7 +590,7 @@ def plan(p: Params) -> RunPlan:
     info: dict[str, Any] = {
         "bottleneck_port": p.receiver, "link_bps": p.link_bps, "slowdown": p.slowdown,
         "t_int_s": p.t_int_s, "cycle_s": p.cycle_s, "flow_bytes": flow_count(p) * p.msg_bytes,
-        "reference": REFERENCE}
+        "measure_window_s": p.measure_window_s, "reference": REFERENCE}
     if 1 in wl:
         info["arrivals_s"] = {s: [a.start_s for a in arrivals(p, s)] for s in p.seed_list}
     if 2 in wl:
@@ -508,17 +651,25 @@ def sender_overlap_s(data: PhaseData, flows: list[Arrival]) -> float:
     return total
 
 
-def _class_stats(res: dict[str, Any], kind: str, xs: list[float]) -> None:
+def _class_stats(res: dict[str, Any], kind: str, xs: list[float], phase: str) -> None:
+    if not xs:
+        raise ValueError(f"phase {phase}: no {kind} flow to measure (none arrived in the "
+                         "measure window)")
     res[kind] = {"n": len(xs), "mean_fct_s": round(statistics.fmean(xs), 4),
                  "p99_fct_s": round(p99(xs), 4)}
 
 
-def phase_result(data: PhaseData, flows: list[Arrival], size: int) -> dict[str, Any]:
+def phase_result(data: PhaseData, flows: list[Arrival], size: int,
+                 counted: list[Arrival] | None = None) -> dict[str, Any]:
+    """Workload 1's figures of one phase: every flow's FCT (``fct_s``), the
+    statistics of the ``counted`` ones (default: all)."""
     fct = flow_fcts(data, flows)
+    counted = flows if counted is None else counted
     res: dict[str, Any] = {}
     for kind in ("regular", "flexible"):
-        _class_stats(res, kind, [fct[a.name] for a in flows if a.kind == kind])
-    got = sum(data.flow_end(a.name, "receiver")["bytes"] for a in flows if a.kind == "flexible")
+        _class_stats(res, kind, [fct[a.name] for a in counted if a.kind == kind], data.name)
+    got = sum(data.flow_end(a.name, "receiver")["bytes"] for a in counted
+              if a.kind == "flexible")
     res["flexible"]["delivered_fraction"] = round(got / (size * res["flexible"]["n"]), 4)
     res["sender_overlap_s"] = round(sender_overlap_s(data, flows), 3)
     res["fct_s"] = {k: round(v, 4) for k, v in fct.items()}
@@ -543,14 +694,21 @@ def regular_fcts(data: PhaseData, draw: W2Draw) -> dict[str, float]:
     return out
 
 
-def w2_phase_result(data: PhaseData, draw: W2Draw, size: int) -> dict[str, Any]:
+def w2_phase_result(data: PhaseData, draw: W2Draw, size: int,
+                    counted: set[str] | None = None) -> dict[str, Any]:
+    """Workload 2's figures of one phase, the statistics over the flows named
+    in ``counted`` (default: all); ``fct_s`` and ``regular_fct_s`` those
+    flows' FCTs."""
     flex = flow_fcts(data, draw.flexible)
     reg = regular_fcts(data, draw)
+    if counted is not None:
+        flex = {k: v for k, v in flex.items() if k in counted}
+        reg = {k: v for k, v in reg.items() if k in counted}
     res: dict[str, Any] = {}
-    _class_stats(res, "regular", list(reg.values()))
-    _class_stats(res, "flexible", list(flex.values()))
-    got = sum(data.flow_end(a.name, "receiver")["bytes"] for a in draw.flexible)
-    res["flexible"]["delivered_fraction"] = round(got / (size * len(draw.flexible)), 4)
+    _class_stats(res, "regular", list(reg.values()), data.name)
+    _class_stats(res, "flexible", list(flex.values()), data.name)
+    got = sum(data.flow_end(name, "receiver")["bytes"] for name in flex)
+    res["flexible"]["delivered_fraction"] = round(got / (size * len(flex)), 4)
     res["sender_overlap_s"] = round(sender_overlap_s(data, draw.flexible), 3)
     pools = [data.flow_end(pool_name(s), "sender")["pool"]
              for s in sorted({a.sender for a in draw.regular})]
@@ -600,15 +758,20 @@ def analyze(run_dir: Path) -> dict[str, Any]:
     size = flow_count(p) * p.msg_bytes
     out: dict[str, Any] = {"schemes": scheme_list(p), "workloads": p.workload_list,
                            "paper": dict(REFERENCE), "paper_fct_ms": dict(REFERENCE_FCT_MS),
-                           "flow_bytes": size}
+                           "flow_bytes": size, "measure_window_s": p.measure_window_s}
     if 1 in p.workload_list:
+        draws = {s: arrivals(p, s) for s in p.seed_list}
         out["w1"] = speedups({scheme: [
-            phase_result(load_phase(run_dir, phase_name(scheme, s)), arrivals(p, s), size)
+            phase_result(load_phase(run_dir, phase_name(scheme, s)), draws[s], size,
+                         measured(p, draws[s]))
             for s in p.seed_list] for scheme in scheme_list(p)})
     if 2 in p.workload_list:
+        w2 = {s: w2_arrivals(p, s) for s in p.seed_list}
+        counted = {s: {a.name for a in measured(p, d.flexible) + measured(p, d.regular)}
+                   for s, d in w2.items()}
         out["w2"] = speedups({scheme: [
-            w2_phase_result(load_phase(run_dir, phase_name(scheme, s, 2)), w2_arrivals(p, s),
-                            size) for s in p.seed_list] for scheme in scheme_list(p)},
+            w2_phase_result(load_phase(run_dir, phase_name(scheme, s, 2)), w2[s], size,
+                            counted[s]) for s in p.seed_list] for scheme in scheme_list(p)},
             extra=("pool_waited", "post_late_max_s"))
         out["w2_regular_bytes"] = p.w2_msg_bytes
         out["paper_w2"] = dict(PAPER_W2)
