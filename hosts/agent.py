@@ -213,7 +213,7 @@ def flow_pattern(spec: FlowSpec) -> bytearray:
     return buf
 
 
-def matches_pattern(buf: bytes | bytearray, spec: FlowSpec, n: int) -> bool:
+def matches_pattern(buf: bytes | bytearray | mmap.mmap, spec: FlowSpec, n: int) -> bool:
     """Whether the first ``n`` bytes of ``buf`` are the first ``n`` of the
     flow's pattern, compared a period at a time against the one period held
     (a flow may be gigabytes: no second copy of it is built)."""

@@ -153,6 +153,39 @@ def test_phantom_payloads_through_epic_are_int32_allreduce_and_barrier_only() ->
     CollectiveSpec(rank=0, size=2, ops=("reduce", "all_gather"), payload="phantom")
 
 
+def test_phantom_flows_are_refused_on_rxe_hosts_in_one_line() -> None:
+    with pytest.raises(SpecError, match=r"^flow f: payload 'ghost' unknown \(real, phantom\)$"):
+        _flow(payload="ghost")
+    flows = (_flow(flow="real"), _flow(flow="ghost", payload="phantom"))
+    JobSpec(host="h1", ip="10.0.0.1", flows=flows)                  # udp hosts run it
+    with pytest.raises(SpecError) as e:
+        JobSpec(host="h1", ip="10.0.0.1", flows=flows, provider="rxe")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("job for h1: flow ghost: phantom payloads need "
+                                              "udp-provider hosts")
+    JobSpec(host="h1", ip="10.0.0.1", flows=flows[:1], provider="rxe")
+
+
+def test_a_phantom_flow_end_holds_untouched_memory() -> None:
+    from hosts.agent import flow_buffer, register_flow_buffer
+    from hosts.roce.verbs import PD
+
+    big = 1 << 30               # 1 GiB at each end, none of it allocated
+    snd = _flow(msg_bytes=1 << 20, count=big >> 20, payload="phantom")
+    rcv = dataclasses.replace(snd, role="receiver")
+    ctx = Context(SimWire().provider("10.0.0.1"), Scale())
+    for spec in (snd, rcv):
+        buf = flow_buffer(spec)
+        assert not isinstance(buf, bytearray) and len(buf) == big
+        assert bytes(memoryview(buf)[big - 4096:]) == bytes(4096)
+        mr = register_flow_buffer(PD(ctx), spec, buf)
+        assert mr.length == big and mr.discard_writes == (spec.role == "receiver")
+    real = _flow()
+    assert flow_buffer(real) == flow_pattern(real)
+    assert flow_buffer(dataclasses.replace(real, role="receiver")) == bytearray(3 * 4096)
+    assert not register_flow_buffer(PD(ctx), real, flow_buffer(real)).discard_writes
+
+
 def test_a_flow_carries_up_to_2_gib_less_one_byte() -> None:
     # The bound is checked, not allocated: specs are plain data.
     assert _flow(msg_bytes=65536, count=32767).total_bytes == MAX_FLOW_BYTES - 65535
@@ -397,6 +430,33 @@ def test_sender_and_receiver_agents_move_and_verify_the_bytes(tmp_path: Path) ->
     lag = next(e for e in ev_b if e["event"] == "agent_end")["receive_lag"]
     assert lag["batches"] > 0 and lag["threshold_ns"] == 50_000_000   # 50 us x 1000
     assert 0 <= lag["behind_ns"] <= lag["span_ns"]
+
+
+def test_phantom_flows_move_the_same_messages_without_the_bytes(tmp_path: Path) -> None:
+    """A flow and a connection pool with phantom payloads: every message
+    delivered and counted, no digest and no byte check at either end."""
+    ip_a, ip_b = _loopback_ips(2)
+    flow = {"flow": "f1", "msg_bytes": 16384, "count": 12, "window": 3, "seed": 9,
+            "payload": "phantom"}
+    pool = {"flow": "reqs", "msg_bytes": 8192, "count": 4, "seed": 4, "qps": 2,
+            "arrivals_s": (0.01, 0.01, 0.02, 0.03), "payload": "phantom"}
+    a, b = _sender_receiver(ip_a, ip_b, flow)
+    a2, b2 = _sender_receiver(ip_a, ip_b, pool)
+    specs = [dataclasses.replace(a, flows=a.flows + a2.flows),
+             dataclasses.replace(b, flows=b.flows + b2.flows)]
+    results = _run_agents(tmp_path, specs)
+    assert [rc for rc, _ in results] == [0, 0], results
+    ev_a, ev_b = _events(tmp_path / "a.jsonl"), _events(tmp_path / "b.jsonl")
+    for name, n, size in (("f1", 12, 16384), ("reqs", 4, 8192)):
+        comps = [e for e in ev_b if e["event"] == "completion" and e["flow"] == name]
+        assert sorted(e["index"] for e in comps) == list(range(n))
+        ends = [e for e in ev_a + ev_b if e["event"] == "flow_end" and e["flow"] == name]
+        assert len(ends) == 2
+        for end in ends:
+            assert end["payload"] == "phantom" and "sha256" not in end
+            assert "bytes_ok" not in end and end["bytes"] == n * size
+    rx = next(e for e in ev_b if e["event"] == "flow_end" and e["flow"] == "f1")
+    assert rx["qp"]["rx_bytes"] == 12 * 16384
 
 
 def test_agents_run_under_the_profiler_when_asked(tmp_path: Path) -> None:

@@ -1,8 +1,12 @@
 """The ReFlex experiments' paper profiles: the paper's network and flows in
-its units (§5, §6.3), a plan that builds, what they cut declared with the
-paper's value, and the mechanism of the other profiles untouched."""
+its units (§5, §6.3, §6.5), a plan that builds, what they cut declared with
+the paper's value, phantom payloads, and the mechanism of the other profiles
+untouched."""
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Any
 
 import pytest
 from test_reflex_quick_profiles import MECHANISM
@@ -10,9 +14,11 @@ from test_reflex_quick_profiles import MECHANISM
 from experiments import reflex_cases as rc
 from experiments import reflex_partial as rp
 from experiments import reflex_probing as rpr
-from experiments._reflex_net import messages
+from experiments import reflex_workload as rw
+from experiments._reflex_net import ReflexNetwork, messages
 from hosts.agent_spec import MAX_FLOW_BYTES
 from testbed.experiment import has_profile, profile_params, scale_record, scaled_down_from
+from testbed.runner import RunError, plan_for_hosts
 from testbed.timeline import payload_efficiency
 
 
@@ -26,7 +32,7 @@ def _gbit_of_line_rate(p: rc.ReflexNetwork, nbytes: int) -> float:
     return nbytes * 8 / payload_efficiency(p.msg_bytes, p.path_mtu) / 1e9
 
 
-def _assert_the_papers_network(p: rc.ReflexNetwork) -> None:
+def _assert_the_papers_network(p: rc.ReflexNetwork, sample_us: int = 100) -> None:
     # one 10 Gb/s link, every port and NIC at its rate: no slowdown
     assert p.link_mbps == 10_000 and p.nic_gbps == 10 and p.slowdown == 1
     # T_int 5 ms, 1:1:3: a 25 ms cycle on the run's own clock
@@ -36,7 +42,7 @@ def _assert_the_papers_network(p: rc.ReflexNetwork) -> None:
     for f in MECHANISM:
         assert getattr(p, f) == getattr(full, f), f
     # samples every 100 us of the run's clock, a fiftieth of T_int
-    assert p.sample_interval_us == 100
+    assert p.sample_interval_us == sample_us
 
 
 def test_reflex_cases_paper_profile_is_the_papers_use_cases() -> None:
@@ -138,3 +144,112 @@ def test_reflex_probing_paper_profile_runs_the_full_sweep_at_10_gbps() -> None:
 def _senders_of(phase: object) -> dict[str, object]:
     return {f.flow: f for j in phase.jobs.values()  # type: ignore[attr-defined]
             for f in j.flows if f.role == "sender"}
+
+
+# ---------------------------------------------------------------------------
+# every ReFlex paper profile: phantom payloads, refused on rxe hosts
+
+
+@pytest.mark.parametrize("mod", [rc, rp, rpr, rw], ids=lambda m: m.NAME)
+def test_every_reflex_paper_profile_runs_phantom_payloads(mod: object) -> None:
+    paper = mod.Params.paper()  # type: ignore[attr-defined]
+    assert paper.payload == "phantom"
+    assert mod.Params().payload == mod.Params.quick().payload == "real"  # type: ignore[attr-defined]
+    small = dataclasses.replace(paper, seeds=1) if mod is rw else paper
+    plan = mod.plan(small)  # type: ignore[attr-defined]
+    flows = [f for ph in plan.phases for j in ph.jobs.values() for f in j.flows]
+    assert flows and {f.payload for f in flows} == {"phantom"}
+    with pytest.raises(RunError, match=r"phantom payloads need udp-provider hosts.*real "
+                                       "payloads$"):
+        plan_for_hosts(plan, "rxe")
+
+
+def test_a_reflex_network_takes_real_or_phantom_payloads() -> None:
+    assert ReflexNetwork(payload="phantom").payload == "phantom"
+    with pytest.raises(ValueError, match=r"^payload 'ghost': one of real, phantom$"):
+        ReflexNetwork(payload="ghost")
+
+
+# ---------------------------------------------------------------------------
+# reflex-workload (§6.5)
+
+
+def test_reflex_workload_paper_profile_is_section_6_5() -> None:
+    assert has_profile(rw, "paper")
+    p = rw.Params.paper()
+    assert profile_params(rw, "paper") == p
+    # samples every 1 ms, not 100 us: 16 s phases
+    _assert_the_papers_network(p, sample_us=1000)
+    w = rw.PAPER_WORKLOAD
+    # one ToR of 20 servers: 19 send to the receiver whose downlink is modelled
+    assert w["servers"] == 20 and p.senders == 19 and p.receiver == 20
+    assert rw.plan(dataclasses.replace(p, seeds=1)).topology.n_hosts == 20
+    # 250 MB flows: 2 Gbit, 8 cycles of the 10 Gb/s link
+    assert w["flexible_mb"] == 250 and p.flexible_cycles == pytest.approx(8.0)
+    assert _gbit_of_line_rate(p, rw.flow_count(p) * p.msg_bytes) == pytest.approx(2.0,
+                                                                                 rel=1e-3)
+    assert (p.load, p.flexible_share) == (0.4, 0.5)
+    # 16 s: 1 s warm-up, 10 s measured, 5 s cool-down; three seeds
+    assert (p.run_warmup_ms, p.run_measure_ms, p.run_cooldown_ms) == (1000, 10_000, 5000)
+    assert p.run_s == pytest.approx(16.0) and p.measure_window_s == (1.0, 11.0)
+    assert p.seeds == 3 and p.exploit == 3
+    assert p.payload == "phantom"
+    # the sweeps cut to the baselines and alpha 0.8, what the claims judge
+    assert rw.scheme_list(p) == ["none", "weighted-9:1", "reflex-a080"]
+    assert {c.key.split(".")[1] for c in rw.CLAIMS} <= set(rw.scheme_list(p))
+    cuts = scaled_down_from(rw)
+    assert set(cuts) == {"alphas", "rs"}
+    sweep = "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1"
+    assert cuts["alphas"].paper == cuts["rs"].paper == sweep
+    assert all("144 phases" in v.reason and "alpha 0.8" in v.reason for v in cuts.values())
+    rec = scale_record(rw, "paper", p)
+    assert rec is not None and rec["alphas"] == {"paper": sweep, "run": "0.8",
+                                                 "reason": cuts["alphas"].reason}
+    assert rec["rs"]["run"] == ""
+
+
+def test_reflex_workload_paper_arrivals_load_one_downlink_over_16_s() -> None:
+    p = dataclasses.replace(rw.Params.paper(), run_measure_ms=400_000.0)
+    a = rw.arrivals(p, 0)
+    # each class its own Poisson process at 20% of the link: a 250 MB flow
+    # (0.2 s at line rate) per second, the paper's 20 flows/s over 20 links
+    span = p.run_s
+    for kind in ("regular", "flexible"):
+        n = sum(x.kind == kind for x in a)
+        assert n / span == pytest.approx(1.0, rel=0.1), kind
+    assert [x.start_s for x in a] == sorted(x.start_s for x in a) and a[-1].start_s < span
+    assert {x.sender for x in a} == set(range(1, 20))
+    # only the arrivals in the measure window count
+    q = rw.Params.paper()
+    a = rw.arrivals(q, 0)
+    m = rw.measured(q, a)
+    assert m and all(1.0 <= x.start_s < 11.0 for x in m)
+    assert len(m) < len(a) and any(x.start_s >= 11.0 for x in a)
+    # workload 2: 100 kB flows at 20% of the link, over the whole run
+    d = rw.w2_arrivals(q, 0)
+    _flex, reg_rate = rw.w2_rates(q)
+    assert d.window_s == pytest.approx(16.0)
+    assert len(d.regular) / 16.0 == pytest.approx(reg_rate, rel=0.02)
+    assert reg_rate * q.w2_msg_bytes * 8 / q.payload_bps == pytest.approx(0.2)
+    assert all(x.start_s < 16.0 for x in d.flexible + d.regular)
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"senders": 20}, r"^senders must be 1\.\.19 \(the paper's ToR has 20 servers"),
+    ({"run_measure_ms": -1.0}, "must be >= 0"),
+    ({"run_warmup_ms": 1000.0}, "need run_measure_ms > 0"),
+    ({"run_cooldown_ms": 5000.0}, "need run_measure_ms > 0"),
+])
+def test_reflex_workload_refuses_bad_runs(kw: dict[str, Any], msg: str) -> None:
+    with pytest.raises(ValueError, match=msg):
+        rw.Params(**kw)
+    rw.Params(senders=19)
+    rw.Params(run_measure_ms=1000.0)
+
+
+def test_reflex_workload_refuses_a_window_no_flow_arrives_in() -> None:
+    p = dataclasses.replace(rw.Params.paper(), run_warmup_ms=0.0, run_measure_ms=1.0,
+                            run_cooldown_ms=0.0, seeds=1)
+    with pytest.raises(ValueError, match=r"^workload 1, seed 0: no \w+ flow arrives in the "
+                                         r"measure window \(lengthen run_measure_ms\)$"):
+        rw.plan(p)

@@ -295,3 +295,44 @@ def test_w2_a_regular_flow_never_delivered_is_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=f"{d.regular_of(2)[5].name} .message 5 of "
                                          f"{rw.pool_name(2)}"):
         rw.regular_fcts(load_phase(tmp_path, "w2-none"), d)
+
+
+# ---------------------------------------------------------------------------
+# phantom payloads on the virtual-time engine
+
+
+def _flow_ends(run_dir: Path) -> list[dict[str, Any]]:
+    return [e for f in sorted((run_dir / "phases").rglob("h*.events.jsonl"))
+            for e in map(json.loads, f.read_text().splitlines()) if e["event"] == "flow_end"]
+
+
+def test_phantom_payloads_give_the_same_figures_as_real_ones(tmp_path: Path) -> None:
+    """A short windowed run of both workloads (a flexible flow under ReFlex,
+    the connection pools), in virtual time with real payloads and with
+    phantom ones: the same analysis, to the last digit; only the byte checks
+    are gone."""
+    from testbed.runner import RunOptions, run
+
+    small = {"baselines": "none", "alphas": "0.8", "rs": "", "run_warmup_ms": "5",
+             "run_measure_ms": "40", "run_cooldown_ms": "5"}
+    out: dict[str, dict[str, Any]] = {}
+    for payload in ("real", "phantom"):
+        opts = RunOptions(quick=True, out=tmp_path / payload, engine="sim",
+                          interpreter="cpython", echo=lambda _s: None,
+                          overrides={**small, "payload": payload})
+        out[payload] = run(rw.NAME, opts)
+        assert out[payload]["ok"], out[payload].get("error")
+    real, ghost = out["real"], out["phantom"]
+    window = dataclasses.replace(rw.Params.quick(), run_warmup_ms=5.0, run_measure_ms=40.0,
+                                 run_cooldown_ms=5.0).measure_window_s
+    assert window is not None and list(real["measure_window_s"]) == pytest.approx(list(window))
+    for key in ("w1", "w2"):
+        assert ghost[key] == real[key], key
+    assert real["w1"]["reflex-a080"]["flexible"]["n"] >= 1
+    assert real["w2"]["none"]["regular"]["n"] > 50
+    assert ghost["sim"]["packet_hops"] == real["sim"]["packet_hops"]
+    ends = {p: _flow_ends(tmp_path / p) for p in out}
+    assert ends["real"] and len(ends["real"]) == len(ends["phantom"])
+    assert all("sha256" in e and e.get("bytes_ok", True) for e in ends["real"])
+    assert any(e.get("bytes_ok") for e in ends["real"])
+    assert all(e["payload"] == "phantom" and "sha256" not in e for e in ends["phantom"])
