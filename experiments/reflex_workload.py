@@ -58,6 +58,15 @@ fair-share estimate, so the quick profile shows the workload and the fixed
 schemes, and ReFlex there stays near no prioritization). Workload 3
 (web-search sizes) is not run.
 
+The paper profile (``--profile paper``, virtual time) runs §6.5's own
+setup: 19 senders and the receiver (the ToR's 20 servers) at 10 Gb/s, 250
+MB flows (8 cycles), both classes arriving over 16 s, of which the flows
+arriving in the 10 s after the first count (``run_warmup_ms``,
+``run_measure_ms``, ``run_cooldown_ms``; every flow runs to its end), three
+seeds, phantom payloads, samples every 1 ms. Of the paper's alpha and r
+sweeps it runs ReFlex at alpha 0.8 beside the two baselines
+(``Params.scaled_down_from``).
+
 Results (summary.json), per scheme under ``w1.<scheme>`` and
 ``w2.<scheme>``: ``regular`` and ``flexible`` each with ``n`` (flows),
 ``mean_fct_s``, ``p99_fct_s`` (testbed seconds; the p99 of a few flows is
