@@ -305,6 +305,13 @@ def last_rx_s(pts: list[tuple[float, float]]) -> float:
     return next(t for t, v in pts if v >= last)
 
 
+def _rounded(x: float) -> float:
+    """Four decimals, or below 1 four significant digits: reflex-workload's
+    FCTs at the paper's scale are of 100 us, which four decimals of a second
+    would round to 0.0001."""
+    return round(x, 4) if abs(x) >= 1 else float(f"{x:.4g}")
+
+
 def seed_spread(runs: list[dict[str, Any]], keys: Iterable[str]) -> dict[str, Any]:
     """Per key, the runs' mean with its sample standard deviation (0 for one
     run), min, max, count (``_n``) and the values themselves (``_seeds``, what
@@ -316,8 +323,8 @@ def seed_spread(runs: list[dict[str, Any]], keys: Iterable[str]) -> dict[str, An
         if not xs:
             out[key] = None
             continue
-        out[key] = round(statistics.fmean(xs), 4)
-        out[f"{key}_sd"] = round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0
+        out[key] = _rounded(statistics.fmean(xs))
+        out[f"{key}_sd"] = _rounded(statistics.stdev(xs)) if len(xs) > 1 else 0.0
         out[f"{key}_min"], out[f"{key}_max"] = min(xs), max(xs)
         out[f"{key}_n"] = len(xs)
         out[f"{key}_seeds"] = xs

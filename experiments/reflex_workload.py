@@ -660,12 +660,19 @@ def sender_overlap_s(data: PhaseData, flows: list[Arrival]) -> float:
     return total
 
 
+def _fct(seconds: float) -> float:
+    """An FCT to six significant digits: at the paper's scale a 100 kB flow
+    takes about 100 us, which rounding to a fixed number of decimals of a
+    second would make as coarse as its own size."""
+    return float(f"{seconds:.6g}")
+
+
 def _class_stats(res: dict[str, Any], kind: str, xs: list[float], phase: str) -> None:
     if not xs:
         raise ValueError(f"phase {phase}: no {kind} flow to measure (none arrived in the "
                          "measure window)")
-    res[kind] = {"n": len(xs), "mean_fct_s": round(statistics.fmean(xs), 4),
-                 "p99_fct_s": round(p99(xs), 4)}
+    res[kind] = {"n": len(xs), "mean_fct_s": _fct(statistics.fmean(xs)),
+                 "p99_fct_s": _fct(p99(xs))}
 
 
 def phase_result(data: PhaseData, flows: list[Arrival], size: int,
@@ -681,7 +688,7 @@ def phase_result(data: PhaseData, flows: list[Arrival], size: int,
               if a.kind == "flexible")
     res["flexible"]["delivered_fraction"] = round(got / (size * res["flexible"]["n"]), 4)
     res["sender_overlap_s"] = round(sender_overlap_s(data, flows), 3)
-    res["fct_s"] = {k: round(v, 4) for k, v in fct.items()}
+    res["fct_s"] = {k: _fct(v) for k, v in fct.items()}
     return res
 
 
@@ -723,8 +730,8 @@ def w2_phase_result(data: PhaseData, draw: W2Draw, size: int,
              for s in sorted({a.sender for a in draw.regular})]
     res["pool_waited"] = sum(int(x["waited"]) for x in pools)
     res["post_late_max_s"] = round(max(float(x["post_late_max_s"]) for x in pools), 4)
-    res["fct_s"] = {k: round(v, 4) for k, v in flex.items()}
-    res["regular_fct_s"] = [round(v, 5) for v in reg.values()]
+    res["fct_s"] = {k: _fct(v) for k, v in flex.items()}
+    res["regular_fct_s"] = [_fct(v) for v in reg.values()]
     return res
 
 

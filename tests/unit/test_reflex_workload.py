@@ -282,6 +282,22 @@ def test_w2_speedups_count_each_flow_from_its_arrival(tmp_path: Path) -> None:
         assert x.read_bytes()[:4] == b"\x89PNG" and x.stat().st_size > 10_000
 
 
+def test_w2_fcts_of_microseconds_keep_their_precision(tmp_path: Path) -> None:
+    """At the paper's scale a 100 kB flow takes about 100 us: its FCTs and
+    their speed-ups keep six significant digits, not four decimals of a
+    second."""
+    p = dataclasses.replace(rw.Params.quick(), workloads="2")
+    write_plan(tmp_path, rw, p)
+    _w2_phase(tmp_path, "w2-none", p, {"*": 124e-6}, flex_s=2.0)
+    _w2_phase(tmp_path, "w2-weighted-9:1", p, {"*": 110e-6}, flex_s=2.0)
+    _w2_phase(tmp_path, "w2-reflex-a080", p, {"*": 131e-6}, flex_s=2.0)
+    w = rw.analyze(tmp_path)["w2"]
+    assert w["none"]["regular"]["mean_fct_s"] == pytest.approx(124e-6, rel=1e-4)
+    assert w["weighted-9:1"]["regular"]["mean_speedup"] == pytest.approx(124 / 110, rel=1e-3)
+    assert w["reflex-a080"]["regular"]["p99_speedup"] == pytest.approx(124 / 131, rel=1e-3)
+    assert w["none"]["runs"][0]["regular_fct_s"][0] == pytest.approx(124e-6, rel=1e-4)
+
+
 def test_w2_a_regular_flow_never_delivered_is_named(tmp_path: Path) -> None:
     p = dataclasses.replace(rw.Params.quick(), workloads="2")
     d = rw.w2_arrivals(p, 0)
