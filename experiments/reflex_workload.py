@@ -79,7 +79,8 @@ free connection: the agent's own lateness). Schemes: ``none``,
 ``weighted-9:1``, ``reflex-a080`` (alpha 0.8, r 1), ``reflex-r050`` (alpha
 1, r 0.5), ... With several seeds (each a different draw of arrivals)
 every figure is the mean over seeds, with ``_sd``, ``_min``, ``_max``,
-``_n`` and ``_seeds``. ``paper`` holds the paper's values (REFERENCE).
+``_n`` and ``_seeds``. ``paper`` holds the paper's values (REFERENCE);
+``measure_window_s`` the measured arrivals' window (None: every flow counts).
 """
 
 from __future__ import annotations
@@ -174,8 +175,11 @@ PAPER_PROFILE_SAMPLE_INTERVAL_US = 1000
 # (docs/experiments/analysis/reflex-workload.md, "At the paper's scale").
 PAPER_PHASE_WALL_MIN = 3
 
+# 20 hosts on the switch: the paper's ToR of 20 servers.
+MAX_SENDERS = 19
+
 # The paper's FCTs without prioritization (ms of the 10 Gb/s network), for the
-# record: they depend on its 250 MB flows, which the testbed does not run.
+# record: they depend on its 250 MB flows, which only the paper profile runs.
 REFERENCE_FCT_MS = {"none.regular.mean": 460, "none.flexible.mean": 465,
                     "none.regular.p99": 1215, "none.flexible.p99": 1227}
 
@@ -370,10 +374,6 @@ class Params(ReflexNetwork):
         """How long flows arrive with a measure window (testbed seconds)."""
         return (self.run_warmup_ms + self.run_measure_ms + self.run_cooldown_ms) \
             * 1e-3 * self.slowdown
-
-
-# 20 hosts on the switch: the paper's ToR of 20 servers.
-MAX_SENDERS = 19
 
 
 def _csv(xs: tuple[float, ...]) -> str:
