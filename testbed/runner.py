@@ -63,7 +63,6 @@ import subprocess
 import sys
 import threading
 import time
-import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -76,6 +75,7 @@ from testbed.cpu_usage import CpuSampler, format_cpu
 from testbed.doctor import doctor_report
 from testbed.experiment import (
     PROFILE_ENGINES,
+    Experiment,
     ExperimentError,
     PhasePlan,
     RunPlan,
@@ -304,16 +304,14 @@ def check_environment(target: str, hosts: str, *, need_network: bool = True) -> 
             raise RunError("a run needs Mininet (apt-get install mininet)")
 
 
-def check_hosts_supported(mod: types.ModuleType, hosts: str) -> None:
+def check_hosts_supported(mod: Experiment, hosts: str) -> None:
     """Raise RunError unless experiment ``mod`` runs on ``hosts``: an experiment
-    lists the providers it runs on in ``HOST_PROVIDERS`` (udp only if it does
-    not) and says why not in ``RXE_UNSUPPORTED``."""
-    supported = tuple(getattr(mod, "HOST_PROVIDERS", ("udp",)))
+    lists the providers it runs on in ``HOST_PROVIDERS``."""
+    supported = tuple(mod.HOST_PROVIDERS)
     if hosts in supported:
         return
-    why = getattr(mod, "RXE_UNSUPPORTED", "") if hosts == "rxe" else ""
-    raise RunError(f"{mod.NAME} does not run on {hosts} hosts" + (f": {why}" if why else "")
-                   + f"; it runs with --hosts {' or '.join(supported)}")
+    raise RunError(f"{mod.NAME} does not run on {hosts} hosts; it runs with --hosts "
+                   f"{' or '.join(supported)}")
 
 
 def plan_for_hosts(plan: RunPlan, hosts: str) -> RunPlan:
@@ -1488,7 +1486,7 @@ def _write_json(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-def check_profile(mod: types.ModuleType, profile: str, engine: str) -> None:
+def check_profile(mod: Experiment, profile: str, engine: str) -> None:
     """Raise ExperimentError unless experiment ``mod`` has ``profile`` and the
     profile runs on ``engine``."""
     profile_params(mod, profile)        # (raises for an unknown or missing profile)
@@ -1562,7 +1560,7 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
         prog.line("analysing")
         results = _finish(mod, plan, run_dir, summary,
                           engine.fidelity(run_dir, plan, summary, measured))
-        prog.line(_verdict_line(summary, results, tuple(getattr(mod, "HEADLINE", ()))))
+        prog.line(_verdict_line(summary, results, tuple(mod.HEADLINE)))
         return summary
     finally:
         summary["switch_config"]["port_rate"] = _port_rate_record(applied)
@@ -1588,7 +1586,7 @@ def _port_rate_record(applied: list[dict[str, Any]]) -> dict[str, Any] | None:
     return out
 
 
-def _finish(mod: types.ModuleType, plan: RunPlan, run_dir: Path,
+def _finish(mod: Experiment, plan: RunPlan, run_dir: Path,
             summary: dict[str, Any], fid: dict[str, Any]) -> dict[str, Any]:
     summary["fidelity"] = fid
     try:

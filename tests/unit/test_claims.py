@@ -157,10 +157,9 @@ def test_every_experiment_with_paper_values_declares_claims_from_them() -> None:
     # every claim, of these and of experiments that join later, takes its
     # number from its module's paper values: one place per experiment
     for name, mod in exps.items():
-        claims = getattr(mod, "CLAIMS", ())
-        ref = (getattr(mod, "REFERENCE", None) or getattr(mod, "PAPER", None)) if claims else {}
-        assert not claims or ref, f"{name}: CLAIMS without REFERENCE or PAPER"
-        for c in claims:
+        ref = mod.REFERENCE
+        assert not mod.CLAIMS or ref, f"{name}: CLAIMS without REFERENCE"
+        for c in mod.CLAIMS:
             # the paper's value lives in one place, flat or along the key's dotted path
             value = _reference_value(ref, c.key)
             assert value is not _ABSENT, (name, c.key)
