@@ -48,6 +48,7 @@ def test_the_tutorial_experiment_runs_on_the_sim_engine(tmp_path: Path,
     spec = importlib.util.spec_from_file_location("incast", REPO / "docs" / "tutorial" / "incast.py")
     assert spec is not None and spec.loader is not None
     incast = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "incast", incast)   # for its dataclasses
     spec.loader.exec_module(incast)
     monkeypatch.setitem(experiments.REGISTRY, "incast", incast)
     assert "incast" in discover()

@@ -53,7 +53,8 @@ class _TinyParams(ring_allreduce.Params):
 def tiny_module(params: type = _TinyParams) -> types.ModuleType:
     """ring-allreduce with a paper profile of two ranks (and a declared cut)."""
     mod = types.ModuleType("tiny_paper")
-    for k in ("plan", "analyze", "plot", "HEADLINE", "PROGRAM"):
+    for k in ("plan", "analyze", "plot", "HEADLINE", "PROGRAM", "HOST_PROVIDERS", "CLAIMS",
+              "REFERENCE"):
         setattr(mod, k, getattr(ring_allreduce, k))
     mod.NAME = "tiny-paper"
     mod.__doc__ = "A two-rank ring with a paper profile."
