@@ -132,6 +132,7 @@ NAME = "symphony-ring"
 HOST_PROVIDERS = ("udp", "rxe")
 SCHEMES = ("baseline", "symphony", "symphony_late", "pq")
 VARIANTS = ("ecmp", "imbalance", "congestion")
+RING_LAYOUTS = ("across", "local")
 BACKGROUND_FLOW = "background"
 HEADLINE = ("cct.baseline.median", "cct.symphony.median", "cct_change", "cct_change_vs_pq",
             "max_overlap.baseline.mean", "max_overlap.symphony.mean", "theoretical_cct")
@@ -216,6 +217,11 @@ class Params(SymphonyRing):
     background_kb: int = param(64, "variant congestion: each background message", "KiB")
     background_span: float = param(1.25, "variant congestion: the background arrivals cover "
                                          "this many times the phase's line-rate duration")
+    # A diagnostic: "local" keeps most of the ring's traffic off the spines,
+    # as the paper's 2D ring keeps its first dimension inside a ToR.
+    ring_layout: str = param("across", "ranks on the hosts: across (consecutive ranks on "
+                                       "different leaves, every hop crosses a spine) or local "
+                                       "(a leaf's hosts consecutive, one hop per leaf crosses)")
 
     @classmethod
     def quick(cls) -> Params:
@@ -279,6 +285,8 @@ class Params(SymphonyRing):
                              "rate, in (0, 1)")
         if not 1 <= self.background_kb <= 16384 or self.background_span <= 0:
             raise ValueError("background_kb must be 1..16384 and background_span positive")
+        if self.ring_layout not in RING_LAYOUTS:
+            raise ValueError(f"ring_layout {self.ring_layout!r}: one of {', '.join(RING_LAYOUTS)}")
         if self.seeds * len(self.scheme_list) > 250:
             raise ValueError("at most 250 phases (one job id each)")
 
@@ -316,10 +324,14 @@ class Params(SymphonyRing):
 
 
 def ring_order(p: Params) -> list[int]:
-    """Hosts by rank: alternating leaves, so every ring hop crosses a spine
-    (the first ``p.hosts_per_leaf`` hosts of each leaf; a background host
-    comes after them)."""
+    """Hosts by rank (the first ``p.hosts_per_leaf`` hosts of each leaf; a
+    background host comes after them): with ``ring_layout`` across,
+    alternating leaves, so every ring hop crosses a spine; with local, leaf
+    by leaf, so only the hop from a leaf's last rank to the next leaf does."""
     f = p.fabric
+    if p.ring_layout == "local":
+        return [(leaf - 1) * f.hosts_per_leaf + j + 1
+                for leaf in range(1, f.leaves + 1) for j in range(p.hosts_per_leaf)]
     return [(leaf - 1) * f.hosts_per_leaf + j + 1
             for j in range(p.hosts_per_leaf) for leaf in range(1, f.leaves + 1)]
 
