@@ -35,7 +35,7 @@ def bmv2_star(n: int, program: Path, tmp_path: Path, **switch_params: Any
     from mininet.net import Mininet
 
     from switches.bmv2.node import BMv2Switch
-    from switches.soft.node import P4Host
+    from switches.node import P4Host
 
     addrs = [host_addr(i) for i in range(1, n + 1)]
     net = Mininet(controller=None, switch=BMv2Switch, host=P4Host, link=Link,

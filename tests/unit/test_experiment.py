@@ -13,6 +13,7 @@ from plot_checks import assert_plots
 
 from experiments import ring_allreduce, roce_basics
 from hosts.agent_spec import JobSpec, message_wire_bytes
+from switches.targets import target_of
 from testbed.experiment import (
     ExperimentError,
     discover,
@@ -417,7 +418,7 @@ def write_roce_basics_run(run_dir: Path, p: Any, *, single_goodput: float = 0.99
             (d / f"{host}.events.jsonl").write_text(
                 "".join(json.dumps(e) + "\n" for e in sorted(evs, key=lambda e: e["t_ns"])))
         qmax = {"pair": pair_queue_max, "single": single_queue_max}.get(name, 2)
-        if target != "soft":  # BMv2: the P4 watermark register only
+        if not target_of(target).reports_stats:  # BMv2: the P4 watermark register only
             (d / "switch_stats.json").write_text(json.dumps(
                 {"before": {}, "after": {}, "qdepth_max": {"3": qmax}, "poller_samples": 0,
                  "poller_error": None}))
