@@ -710,11 +710,10 @@ def rt_priorities(topo: Topology) -> RtPriorities:
 def _prioritise_switch(sw: Any, target: Target, realtime: bool = False,
                        priority: int = SWITCH_RT_PRIORITY) -> None:
     """Run the switch daemon of a ``prioritised`` target (the soft one) at
-    nice SWITCH_NICE: it stands for hardware,
-    so the host agents and whatever else runs on the machine must not starve
-    it (its processing lag is part of every run's fidelity verdict). With
-    ``realtime`` (Topology.realtime_switches) it runs at SCHED_FIFO
-    ``priority``."""
+    nice SWITCH_NICE: it stands for hardware, so the host agents and whatever
+    else runs on the machine must not starve it (its processing lag is part of
+    every run's fidelity verdict). With ``realtime``
+    (Topology.realtime_switches) it runs at SCHED_FIFO ``priority``."""
     proc = getattr(sw, "proc", None)
     if not target.prioritised or proc is None:
         return
