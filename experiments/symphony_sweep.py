@@ -15,6 +15,12 @@ baseline does not depend on k, so it runs once per seed), ``imbalance``
 phase of the point) or ``chunk`` (ECMP, ``values`` in KiB). ``values``
 overrides the axis's default points.
 
+Profiles: the full and quick ones run on symphony-ring's 4-rank fabric. The
+paper profile is Fig. 8b (the k axis) on §4.1's network at 10 Gb/s
+(experiments/_symphony_net.py): 32 nodes as 8 leaves of 4 under 4 spines,
+one AllReduce per point; cut from §4.6's 128 nodes, from 8 MB chunks to
+512 KiB and to one seed (``scaled_down_from``).
+
 Results (summary.json): ``points`` (per value: the baseline's and
 Symphony's median CCT over every collective of every seed,
 ``normalized_cct`` = Symphony / baseline, and ``normalized_cct_by_seed``,
@@ -133,7 +139,7 @@ class Params(SymphonyRing):
             "leaves": ScaledDown(paper_fabric(PAPER_NODES).leaves, "§4.6's 128-node cluster "
                                  "(32 leaves of 4 here) has 4 times the ranks and 4 times the "
                                  "steps of 32 nodes, about 16 times the packets: the 32-node "
-                                 "run takes about 23 min here"),
+                                 "run took 19 min here"),
             "chunk_kb": ScaledDown(PAPER_NETWORK["chunk_mb"] * 1024, "8 MB chunks are 16 "
                                    "times the packets of 512 KiB; Fig. 8c's gains are most "
                                    "pronounced from 512 kB on"),

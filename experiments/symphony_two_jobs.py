@@ -22,6 +22,12 @@ Job B starts ``offset`` x job A's line-rate duration later (the paper's
 each: ``baseline`` (neither job registered: RED only) and ``symphony`` (both
 registered, each with its own job id and state on every switch).
 
+Profiles: the full one runs two jobs of 4 ranks at 2 Mb/s, the quick one two
+of 2 over one spine. The paper profile is §4.5 on §4.1's network at 10 Gb/s
+(experiments/_symphony_net.py): 128 nodes as 32 leaves of 4 under 4 spines,
+two jobs of 64 ranks, one AllReduce each, job B joining where the paper's
+does; cut to 256 KiB chunks and one seed (``scaled_down_from``).
+
 Results (summary.json): per scheme and job ``final_step_span`` (s: the last
 step of the last collective, first to last (rank, channel) completion; mean,
 spread and the runs over seeds) and ``job_time`` (first step start to last
@@ -143,8 +149,8 @@ class Params(SymphonyRing):
         return {
             "chunk_kb": ScaledDown(PAPER_NETWORK["chunk_mb"] * 1024, "two 64-rank jobs of "
                                    "8 MB chunks send 132 million data packets per scheme, 32 "
-                                   "times 256 KiB's 4.1 million (symphony-ring's 32-node 8 MB "
-                                   "run, 16 million per scheme, took 46-50 min per scheme)"),
+                                   "times 256 KiB's 4.1 million; symphony-ring's 16 million "
+                                   "took 46-50 min per scheme here"),
             "seeds": ScaledDown(PAPER_RUNS, "each seed is another run of both schemes"),
         }
 
