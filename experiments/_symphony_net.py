@@ -45,7 +45,7 @@ _PAPER = SymphonyParams()
 # least 20 seeds (Fig. 4b and 7b: 50 runs, Fig. 5: 100).
 PAPER_NETWORK: dict[str, Any] = {
     "link_gbps": 10.0, "tors": 4, "spines": 4, "nodes": 32, "max_nodes": 128,
-    "chunk_mb": 8, "runs": 20, "ecmp": "5-tuple",
+    "chunk_mb": 8, "runs": 20, "ecmp": "5-tuple", "ecmp_hash": "crc32",
     "dcqcn_preset": "hpcc", "pfc": True,
     "red_kmin_kb": 50.0, "red_kmax_kb": 100.0, "red_pmax": 0.2,
     "k": _PAPER.k, "tau": _PAPER.tau, "t_win_us": _PAPER.t_win_us,
@@ -54,6 +54,7 @@ PAPER_NETWORK: dict[str, Any] = {
 # shared buffer is 16 MB per 50 Gb/s of NIC rate, each ingress port pauses once
 # its share of the buffer passes (free buffer) >> 3, and resumes 3 KB below.
 HPCC_BUFFER_MB_PER_50G = 16.0
+ECMP_HASHES = ("crc16", "crc32")
 HPCC_PFC_SHIFT = 3
 HPCC_RESUME_KB = 3.0
 
@@ -210,6 +211,13 @@ class SymphonyRing(SymphonyNetwork):
     # could run at the line rate its theoretical CCT assumes
     hosts_per_leaf: int = param(2, "hosts on each leaf, one rank each", "hosts")
     channels: int = param(2, "parallel rings per job", "rings")
+    # The leaves' ECMP hash (ECMP_HASH of switches/p4/include/l3_ingress.p4).
+    # A ring's 5-tuples differ only in the step tag's low bits, and crc16's
+    # two low bits then take only a few values: at 32 nodes over 4 spines,
+    # three of the 8 leaves send every step over 2 of their 4 uplinks and the
+    # rest 3:1 (symphony-ring's page). crc32 spreads the same flows evenly, as
+    # the paper's simulator's 5-tuple hash does.
+    ecmp_hash: str = param("crc16", "the leaves' ECMP hash over the 5-tuple: crc16 or crc32")
     chunk_kb: int = param(1024, "chunk per rank and step, split over the channels (paper: "
                                 "8 MB)", "KiB")
     iterations: int = param(3, "AllReduces per job and phase", "collectives")
@@ -245,6 +253,8 @@ class SymphonyRing(SymphonyNetwork):
             raise ValueError(f"payload {self.payload!r}: real or phantom")
         if self.channels < 1:
             raise ValueError("channels must be >= 1")
+        if self.ecmp_hash not in ECMP_HASHES:
+            raise ValueError(f"ecmp_hash {self.ecmp_hash!r}: one of {', '.join(ECMP_HASHES)}")
         if self.warmup_kb < 0 or (self.warmup_kb * 1024) % (8 * self.channels):
             raise ValueError("warmup_kb must be >= 0 and split into int64 elements per channel")
         if self.leaves < 2:
@@ -256,6 +266,12 @@ class SymphonyRing(SymphonyNetwork):
             raise ValueError("channels, iterations and seeds must be >= 1")
         if self.chunk_kb < 1 or (self.chunk_kb * 1024) % (8 * self.channels):
             raise ValueError("chunk_kb must split into whole int64 elements per channel")
+
+    @property
+    def defines(self) -> tuple[tuple[str, str], ...]:
+        """The program's preprocessor defines (Topology.defines): none at the
+        default hash, so that runs at it compile what they always did."""
+        return () if self.ecmp_hash == "crc16" else (("ECMP_HASH", self.ecmp_hash),)
 
     @property
     def ecmp(self) -> bool:
@@ -342,6 +358,7 @@ def paper_ring_kwargs(nodes: int) -> dict[str, Any]:
     return {"link_mbps": link * 1000, "nic_gbps": link, "leaves": fab.leaves,
             "spines": fab.spines, "hosts_per_leaf": fab.hosts_per_leaf,
             "dcqcn_preset": PAPER_NETWORK["dcqcn_preset"], "pfc": PAPER_NETWORK["pfc"],
+            "ecmp_hash": PAPER_NETWORK["ecmp_hash"],
             "queue_pkts": int(buffer_kb * 1000 // full_frame_bytes(1024)),
             "pfc_xoff_kb": xoff_kb, "pfc_xon_kb": xoff_kb - HPCC_RESUME_KB,
             **{k: PAPER_NETWORK[k] for k in ("red_kmin_kb", "red_kmax_kb", "red_pmax", "k",

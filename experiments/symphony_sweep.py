@@ -193,6 +193,7 @@ def plan(p: Params) -> RunPlan:
         n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
         packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
         commands=(config_command(p.symphony, p.slowdown),), fabric=fab, backend=p.backend,
+        defines=p.defines,
         realtime=p.realtime,
         realtime_agents_first=p.realtime_agents_first,
         host_line_qdisc=p.host_qdisc_ahead_packets > 0)

@@ -183,3 +183,54 @@ def test_a_phantom_run_reports_no_bit_exactness(tmp_path: Path, make_run: Any) -
     _as_phantom(phantom)
     analyze = (symphony_two_jobs if make_run is _two_jobs_run else symphony_sweep).analyze
     assert "bit_exact" not in analyze(phantom)
+
+
+def _uplinks_per_leaf(hash_fn: Any) -> dict[int, int]:
+    """How many of its 4 uplinks each leaf's ring flows use over a 32-node
+    AllReduce's 62 step tags (ranks across the leaves, both ring directions),
+    as the switch's selector picks a member: the hash modulo the group size."""
+    import ipaddress
+
+    from hosts.roce.constants import ROCE_UDP_PORT, tag_sport
+
+    p = symphony_ring.Params.paper()
+    order = symphony_ring.ring_order(p)
+    used: dict[int, set[int]] = {}
+    for r, src in enumerate(order):
+        for dst in (order[(r + 1) % len(order)], order[r - 1]):
+            for step in range(62):
+                key = (ipaddress.IPv4Address(f"10.0.{src}.1").packed
+                       + ipaddress.IPv4Address(f"10.0.{dst}.1").packed + bytes([17])
+                       + tag_sport(step).to_bytes(2, "big") + ROCE_UDP_PORT.to_bytes(2, "big"))
+                used.setdefault(p.fabric.leaf_of(src), set()).add(hash_fn(key) % 4)
+    return {leaf: len(members) for leaf, members in sorted(used.items())}
+
+
+def test_the_paper_profiles_hash_ecmp_with_crc32_since_crc16_leaves_uplinks_idle() -> None:
+    from switches.soft.runtime.externs import crc16, crc32
+
+    # crc16 is linear and the tags differ in low bits only: some leaves never
+    # use half their uplinks, whatever the step
+    assert sorted(_uplinks_per_leaf(crc16).values()) == [2, 2, 2, 4, 4, 4, 4, 4]
+    assert set(_uplinks_per_leaf(crc32).values()) == {4}
+    assert PAPER_NETWORK["ecmp_hash"] == "crc32"
+    for mod in PROFILED:
+        p = mod.Params.paper()
+        assert p.ecmp_hash == "crc32", mod.NAME
+        assert p.defines == (("ECMP_HASH", "crc32"),)
+        assert mod.plan(p).topology.defines == (("ECMP_HASH", "crc32"),), mod.NAME
+    # the quick and full profiles compile what they always did
+    for p in (symphony_ring.Params(), symphony_ring.Params.quick()):
+        assert p.ecmp_hash == "crc16" and symphony_ring.plan(p).topology.defines == ()
+    with pytest.raises(ValueError, match="ecmp_hash 'md5': one of crc16, crc32"):
+        symphony_ring.Params(ecmp_hash="md5")
+
+
+def test_the_ecmp_hash_define_reaches_the_compiled_selector() -> None:
+    from switches.soft.compiler import compile_program
+    from testbed.experiment import repo_path
+
+    for algo in ("crc16", "crc32"):
+        info = compile_program(repo_path(symphony_ring.PROGRAM),
+                               defines={"ECMP_HASH": algo}).INFO
+        assert info.action_profiles["MyIngress.ecmp_selector"].selector_algo == algo
