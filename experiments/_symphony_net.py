@@ -2,7 +2,10 @@
 links with DCQCN, RED after HPCC in KB of queue) on ``link_mbps`` links, and
 Symphony's parameters in the modelled network's time (defaults: the paper's,
 from testbed.symphony.SymphonyParams) (``SymphonyNetwork``); ring jobs on a
-leaf-spine (``SymphonyRing``); a run's parameters read back (``load_params``)."""
+leaf-spine (``SymphonyRing``); the paper's simulated network, declared once
+for every paper profile (``PAPER_NETWORK``), laid out on the testbed's
+leaf-spine (``paper_fabric``) and as ``SymphonyRing`` parameters
+(``paper_ring_kwargs``); a run's parameters read back (``load_params``)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,15 @@ from typing import Any, ClassVar, TypeVar
 
 from hosts.agent_spec import TransportSpec, message_wire_bytes
 from testbed.experiment import param
-from testbed.modelled import Conversion, ModelledNetwork, Pfc, Red, kbytes, packets
+from testbed.modelled import (
+    Conversion,
+    ModelledNetwork,
+    Pfc,
+    Red,
+    full_frame_bytes,
+    kbytes,
+    packets,
+)
 from testbed.net import LeafSpine
 from testbed.symphony import SymphonyParams
 
@@ -24,6 +35,28 @@ RED_COMMAND = ("table_set_default MyEgress.ecn_config MyEgress.set_ecn_params "
                "{kmin} {kmax} {pmax_percent}")
 
 _PAPER = SymphonyParams()
+
+# The paper's simulation (§4.1, Table 1), in its units: a two-tier
+# leaf-spine of 4 ToRs and 4 spines with 10 Gb/s links, one spine group (no
+# oversubscription up to 128 nodes), 32 nodes by default, 8 MB chunks, ECMP on
+# the 5-tuple; HPCC's RDMA configuration (a lossless fabric with PFC, DCQCN);
+# RED Kmin 50 KB, Kmax 100 KB, Pmax 0.2; Symphony's tau 0.25, T_win 100 us,
+# k 0.01 (testbed.symphony.SymphonyParams' defaults); every figure over at
+# least 20 seeds (Fig. 4b and 7b: 50 runs, Fig. 5: 100).
+PAPER_NETWORK: dict[str, Any] = {
+    "link_gbps": 10.0, "tors": 4, "spines": 4, "nodes": 32, "max_nodes": 128,
+    "chunk_mb": 8, "runs": 20, "ecmp": "5-tuple", "ecmp_hash": "crc32",
+    "dcqcn_preset": "hpcc", "pfc": True,
+    "red_kmin_kb": 50.0, "red_kmax_kb": 100.0, "red_pmax": 0.2,
+    "k": _PAPER.k, "tau": _PAPER.tau, "t_win_us": _PAPER.t_win_us,
+}
+# HPCC's simulator (run.py, the configuration the paper follows): a switch's
+# shared buffer is 16 MB per 50 Gb/s of NIC rate, each ingress port pauses once
+# its share of the buffer passes (free buffer) >> 3, and resumes 3 KB below.
+HPCC_BUFFER_MB_PER_50G = 16.0
+ECMP_HASHES = ("crc16", "crc32")
+HPCC_PFC_SHIFT = 3
+HPCC_RESUME_KB = 3.0
 
 # The quick profiles' fabric (SymphonyRing's defaults are the full
 # profiles'): 4 Mb/s links, lossy. Their 256 KiB steps, shorter than a DCQCN
@@ -55,11 +88,11 @@ class SymphonyNetwork:
     n_sample: int = param(_PAPER.n_sample, "Symphony changes alpha only after a T_win window "
                                            "of more than this many packets", "packets")
     # RED (paper §4.1, after HPCC), modelled bytes of queue
-    red_kmin_kb: float = param(50.0, "RED Kmin: queue where ECN marking starts (1 KB = 1000 "
-                                     "bytes)", "KB")
-    red_kmax_kb: float = param(100.0, "RED Kmax: queue where the marking probability reaches "
-                                      "red_pmax", "KB")
-    red_pmax: float = param(0.2, "RED marking probability at Kmax")
+    red_kmin_kb: float = param(PAPER_NETWORK["red_kmin_kb"], "RED Kmin: queue where ECN "
+                               "marking starts (1 KB = 1000 bytes)", "KB")
+    red_kmax_kb: float = param(PAPER_NETWORK["red_kmax_kb"], "RED Kmax: queue where the "
+                               "marking probability reaches red_pmax", "KB")
+    red_pmax: float = param(PAPER_NETWORK["red_pmax"], "RED marking probability at Kmax")
     queue_pkts: int = param(256, "capacity of each port's queue (above Kmax, with room for "
                                  "bursts)", "packets")
     # PFC (a lossless fabric, as HPCC's RDMA configuration runs, which the
@@ -178,6 +211,13 @@ class SymphonyRing(SymphonyNetwork):
     # could run at the line rate its theoretical CCT assumes
     hosts_per_leaf: int = param(2, "hosts on each leaf, one rank each", "hosts")
     channels: int = param(2, "parallel rings per job", "rings")
+    # The leaves' ECMP hash (ECMP_HASH of switches/p4/include/l3_ingress.p4).
+    # A ring's 5-tuples differ only in the step tag's low bits, and crc16's
+    # two low bits then take only a few values: at 32 nodes over 4 spines,
+    # three of the 8 leaves send every step over 2 of their 4 uplinks and the
+    # rest 3:1 (symphony-ring's page). crc32 spreads the same flows evenly, as
+    # the paper's simulator's 5-tuple hash does.
+    ecmp_hash: str = param("crc16", "the leaves' ECMP hash over the 5-tuple: crc16 or crc32")
     chunk_kb: int = param(1024, "chunk per rank and step, split over the channels (paper: "
                                 "8 MB)", "KiB")
     iterations: int = param(3, "AllReduces per job and phase", "collectives")
@@ -213,6 +253,8 @@ class SymphonyRing(SymphonyNetwork):
             raise ValueError(f"payload {self.payload!r}: real or phantom")
         if self.channels < 1:
             raise ValueError("channels must be >= 1")
+        if self.ecmp_hash not in ECMP_HASHES:
+            raise ValueError(f"ecmp_hash {self.ecmp_hash!r}: one of {', '.join(ECMP_HASHES)}")
         if self.warmup_kb < 0 or (self.warmup_kb * 1024) % (8 * self.channels):
             raise ValueError("warmup_kb must be >= 0 and split into int64 elements per channel")
         if self.leaves < 2:
@@ -224,6 +266,12 @@ class SymphonyRing(SymphonyNetwork):
             raise ValueError("channels, iterations and seeds must be >= 1")
         if self.chunk_kb < 1 or (self.chunk_kb * 1024) % (8 * self.channels):
             raise ValueError("chunk_kb must split into whole int64 elements per channel")
+
+    @property
+    def defines(self) -> tuple[tuple[str, str], ...]:
+        """The program's preprocessor defines (Topology.defines): none at the
+        default hash, so that runs at it compile what they always did."""
+        return () if self.ecmp_hash == "crc16" else (("ECMP_HASH", self.ecmp_hash),)
 
     @property
     def ecmp(self) -> bool:
@@ -259,6 +307,62 @@ class SymphonyRing(SymphonyNetwork):
         return TransportSpec(scale=self.transport_scale(), dcqcn={"preset": self.dcqcn_preset},
                              path_mtu=self.path_mtu,
                              qdisc_ahead_packets=self.host_qdisc_ahead_packets, pfc=self.pfc)
+
+
+@dataclass(frozen=True)
+class PaperFabric:
+    """The paper's nodes on ``testbed.net.LeafSpine``: ``leaves`` leaves of
+    ``hosts_per_leaf`` nodes under ``spines`` spines."""
+
+    leaves: int
+    hosts_per_leaf: int
+    spines: int
+
+    @property
+    def nodes(self) -> int:
+        return self.leaves * self.hosts_per_leaf
+
+    @property
+    def ports(self) -> int:
+        """A leaf's ports: its hosts and its uplinks."""
+        return self.hosts_per_leaf + self.spines
+
+
+def paper_fabric(nodes: int) -> PaperFabric:
+    """``nodes`` of the paper's one spine group (§4.1: not oversubscribed up
+    to 128 nodes) on the testbed's leaf-spine. LeafSpine has one link per
+    leaf-spine pair, so a leaf carries its hosts' rate over the paper's 4
+    spines only with 4 hosts: the paper's 4 ToRs of 8 nodes become 8 leaves
+    of 4, its 128 nodes 32 leaves of 4 (1:1, ECMP over 4 uplinks)."""
+    spines = PAPER_NETWORK["spines"]
+    if not 2 * spines <= nodes <= PAPER_NETWORK["max_nodes"] or nodes % spines:
+        raise ValueError(f"paper_fabric: {nodes} nodes: the paper's spine group lays out a "
+                         f"multiple of {spines} nodes (leaves of {spines} under {spines} "
+                         f"spines), from {2 * spines} to {PAPER_NETWORK['max_nodes']}")
+    return PaperFabric(leaves=nodes // spines, hosts_per_leaf=spines, spines=spines)
+
+
+def paper_ring_kwargs(nodes: int) -> dict[str, Any]:
+    """``SymphonyRing``'s parameters for §4.1's network over ``nodes`` nodes
+    at its own rate (slowdown 1): 10 Gb/s, RED and Symphony as the paper
+    sets them, DCQCN as HPCC's simulator configures it, a lossless fabric.
+
+    Buffers: a static per-port model of HPCC's shared buffer (16 MB per
+    50 Gb/s: 3.2 MB per switch at 10 Gb/s). One egress queue may use all of
+    it; an ingress pauses at (free buffer) >> 3, which with all of a leaf's
+    ports congested settles at buffer / (8 + ports)."""
+    fab = paper_fabric(nodes)
+    link = PAPER_NETWORK["link_gbps"]
+    buffer_kb = HPCC_BUFFER_MB_PER_50G * link / 50 * 1000
+    xoff_kb = buffer_kb / (2 ** HPCC_PFC_SHIFT + fab.ports)
+    return {"link_mbps": link * 1000, "nic_gbps": link, "leaves": fab.leaves,
+            "spines": fab.spines, "hosts_per_leaf": fab.hosts_per_leaf,
+            "dcqcn_preset": PAPER_NETWORK["dcqcn_preset"], "pfc": PAPER_NETWORK["pfc"],
+            "ecmp_hash": PAPER_NETWORK["ecmp_hash"],
+            "queue_pkts": int(buffer_kb * 1000 // full_frame_bytes(1024)),
+            "pfc_xoff_kb": xoff_kb, "pfc_xon_kb": xoff_kb - HPCC_RESUME_KB,
+            **{k: PAPER_NETWORK[k] for k in ("red_kmin_kb", "red_kmax_kb", "red_pmax", "k",
+                                             "tau", "t_win_us")}}
 
 
 P = TypeVar("P")

@@ -45,7 +45,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hosts.agent_spec import EPIC_WINDOW, CollectiveSpec, JobSpec, TransportSpec
 from hosts.commlib.epic import ELEMS, PACKET_BYTES, WINDOW
@@ -99,6 +99,7 @@ HOST_LATENCY: dict[str, float] = {"nic_latency_us": 0.6, "step_overhead_us": 14.
 # What the report (testbed report) checks against Table 9 and Fig. 13: ratios
 # and link fractions within 10% of the paper's, EPIC ahead of the ring.
 _FIG13_PLOTS = ("allreduce_algbw.png",)
+REFERENCE = PAPER   # the values CLAIMS take
 CLAIMS = (
     Claim("Table 9", "at 1 GB, EPIC-II is 1.36x the host ring at 1 KB packets",
           key="ratio_large", paper=PAPER["ratio_large"], direction="above", versus=1.0,
@@ -292,7 +293,7 @@ def plan(p: Params) -> RunPlan:
     phases = []
     if p.warmup_kib:
         phases.append(warmup_phase(p.ranks, p.warmup_kib, p.seed, scale,
-                                   _timeout(p, "epic", [p.warmup_kib * 1024], link_bps),
+                                   phase_timeout(p, "epic", [p.warmup_kib * 1024], link_bps),
                                    p.payload, p.step_overhead_us, p.window))
     for scheme in SCHEMES:
         mtu = 256 if scheme == "ring256" else 1024
@@ -308,9 +309,9 @@ def plan(p: Params) -> RunPlan:
                 step_overhead_us=p.step_overhead_us,
                 epic_window=p.window if scheme == "epic" else EPIC_WINDOW)
             jobs[h.name] = JobSpec(host=h.name, ip=h.ip, transport=t, collective=coll,
-                                   timeout_s=_timeout(p, scheme, sizes, link_bps))
+                                   timeout_s=phase_timeout(p, scheme, sizes, link_bps))
         phases.append(PhasePlan(
-            scheme, jobs, timeout_s=_timeout(p, scheme, sizes, link_bps),
+            scheme, jobs, timeout_s=phase_timeout(p, scheme, sizes, link_bps),
             epic_group=ENDPOINT if scheme == "epic" else None,
             notes=f"{p.ranks} ranks, AllReduce of {sizes[0]}..{sizes[-1]} B, "
                   f"{p.iterations} per size"))
@@ -345,14 +346,32 @@ def warmup_phase(ranks: int, kib: int, seed: int, scale: dict[str, Any],
               "(not measured, outside the fidelity verdict)")
 
 
-def _timeout(p: Params, scheme: str, sizes: list[int], link_bps: float) -> float:
-    """Three times the ideal time of the phase, plus set-up."""
+def phase_timeout(p: AllReduceSweep, scheme: str, sizes: list[int], link_bps: float) -> float:
+    """Three times the ideal time of a phase of ``p.iterations`` AllReduces of
+    each of ``sizes`` (bytes), plus set-up."""
     frac = ideal_algbw_fraction(scheme, p.ranks)
     ideal = sum(s * 8 / (link_bps * frac) for s in sizes) * p.iterations
     return 3 * ideal + 60 + 5 * len(sizes) * p.iterations
 
 
-def _scheme_results(run_dir: Path, scheme: str, p: Params) -> dict[str, Any]:
+class AllReduceSweep(Protocol):
+    """What a phase of AllReduces over message sizes is planned and read from
+    (this module's Params, epic-training's)."""
+
+    @property
+    def ranks(self) -> int: ...
+    @property
+    def iterations(self) -> int: ...
+    @property
+    def payload(self) -> str: ...
+    def sizes(self) -> list[int]: ...
+
+
+def scheme_results(run_dir: Path, scheme: str, p: AllReduceSweep) -> dict[str, Any]:
+    """One phase's AllReduces (``p.iterations`` of each of ``p.sizes()``, in
+    turn): per size the mean completion time (the slowest rank's, s of the
+    run's clock) and algorithm throughput (Mb/s), the bit-exact verdict and
+    the QPs' retransmissions."""
     data = load_phase(run_dir, scheme)
     checks = data.all_events("collective_check")
     sizes = p.sizes()
@@ -396,7 +415,7 @@ def analyze(run_dir: Path) -> dict[str, Any]:
     saved = json.loads((Path(run_dir) / "plan.json").read_text())
     p = Params(**saved["params"])
     sizes = p.sizes()
-    res = {s: _scheme_results(Path(run_dir), s, p) for s in SCHEMES}
+    res = {s: scheme_results(Path(run_dir), s, p) for s in SCHEMES}
     link = p.link_mbps
     algbw = {s: res[s]["algbw"] for s in SCHEMES}
     scale = p.nic_gbps / p.link_mbps       # Mb/s here -> Gb/s at the paper's NIC (x slowdown)

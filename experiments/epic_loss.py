@@ -90,6 +90,7 @@ PAPER: dict[str, Any] = {
 PAPER_SIZE_KIB = 4096
 PAPER_ITERATIONS = 2
 
+REFERENCE = PAPER   # the values CLAIMS take
 CLAIMS = (
     Claim("§5 loss model", "with 1% loss per hop, Mode-II keeps r^(2(H-1)(D-1)) = 0.99^14 "
           "of its lossless throughput", key="relative_at_1pct",

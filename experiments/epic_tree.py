@@ -109,6 +109,7 @@ PAPER: dict[str, Any] = {
 }
 
 _PLOTS = ("tree_algbw.png",)
+REFERENCE = PAPER   # the values CLAIMS take
 CLAIMS = (
     Claim("§5 delay model", "Mode-II pipelines packets through the tree: a large AllReduce "
           "over Tree-3-2 runs at the link rate (S/B), as on one switch", key="model_fraction",

@@ -121,6 +121,9 @@ QDEPTH_REGISTER = "MyEgress.qdepth_max"
 PHASES = ("single", "pair", "loss")
 HEADLINE = ("single.goodput_fraction", "pair.jain_index", "pair.max_queue_pkts",
             "pair.queue_limit_pkts", "pair.cnps", "loss.bytes_ok", "loss.retransmissions")
+# a check of the testbed itself: no paper claim
+CLAIMS = ()
+REFERENCE: dict[str, float] = {}
 
 
 @dataclass(frozen=True)

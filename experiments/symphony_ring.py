@@ -96,11 +96,13 @@ from pathlib import Path
 from typing import Any
 
 from experiments._symphony_net import (
+    PAPER_NETWORK,
     PROGRAM,
     QDEPTH_REGISTER,
     QUICK_FABRIC,
     SymphonyRing,
     load_params,
+    paper_ring_kwargs,
 )
 from hosts.agent_spec import CollectiveSpec, FlowSpec, JobSpec
 from hosts.roce.dcqcn import CONNECTX
@@ -132,6 +134,7 @@ NAME = "symphony-ring"
 HOST_PROVIDERS = ("udp", "rxe")
 SCHEMES = ("baseline", "symphony", "symphony_late", "pq")
 VARIANTS = ("ecmp", "imbalance", "congestion")
+RING_LAYOUTS = ("across", "local")
 BACKGROUND_FLOW = "background"
 HEADLINE = ("cct.baseline.median", "cct.symphony.median", "cct_change", "cct_change_vs_pq",
             "max_overlap.baseline.mean", "max_overlap.symphony.mean", "theoretical_cct")
@@ -159,21 +162,6 @@ REFERENCE: dict[str, Any] = {
     "symphony_late.overlap_at_start": 10,
 }
 
-# The paper's simulation (§4.1, Table 1), in its units: a two-tier leaf-spine
-# of 4 ToRs and 4 spines with 10 Gb/s links, one spine group (no
-# oversubscription up to 128 nodes), 32 nodes, 8 MB chunks; HPCC's RDMA
-# configuration (a lossless fabric with PFC, DCQCN); RED Kmin 50 KB, Kmax
-# 100 KB, Pmax 0.2; Symphony's tau 0.25, T_win 100 us, k 0.01 (the
-# SymphonyNetwork defaults); every figure over at least 20 seeds (Fig. 4b: 50
-# runs, Fig. 5: 100).
-PAPER: dict[str, Any] = {"tors": 4, "spines": 4, "nodes": 32, "link_gbps": 10.0,
-                         "chunk_mb": 8, "runs": 20}
-# HPCC's simulator (run.py, the configuration the paper follows): a switch's
-# shared buffer is 16 MB per 50 Gb/s of NIC rate, each ingress port pauses once
-# its share of the buffer passes (free buffer) >> 3, and resumes 3 KB below.
-HPCC_BUFFER_MB_PER_50G = 16.0
-HPCC_PFC_SHIFT = 3
-HPCC_RESUME_KB = 3.0
 # The paper profile's cuts, for the wall time (one 32-node AllReduce of 8 MB
 # chunks is about 70 million packet-hops, 10-20 min per scheme here).
 PAPER_SEEDS = 1
@@ -216,6 +204,11 @@ class Params(SymphonyRing):
     background_kb: int = param(64, "variant congestion: each background message", "KiB")
     background_span: float = param(1.25, "variant congestion: the background arrivals cover "
                                          "this many times the phase's line-rate duration")
+    # A diagnostic: "local" keeps most of the ring's traffic off the spines,
+    # as the paper's 2D ring keeps its first dimension inside a ToR.
+    ring_layout: str = param("across", "ranks on the hosts: across (consecutive ranks on "
+                                       "different leaves, every hop crosses a spine) or local "
+                                       "(a leaf's hosts consecutive, one hop per leaf crosses)")
 
     @classmethod
     def quick(cls) -> Params:
@@ -223,38 +216,18 @@ class Params(SymphonyRing):
 
     @classmethod
     def paper(cls) -> Params:
-        """§4.1's network at its own rate (slowdown 1): 32 nodes at 10 Gb/s, 8 MB
-        chunks, DCQCN as HPCC's simulator configures it, a lossless fabric.
-
-        One difference in the wiring: the paper's 4 ToRs of 8 nodes under 4
-        spines are not oversubscribed (one spine group), which needs 80 Gb/s
-        of uplinks per ToR; ``testbed.net.LeafSpine`` has one 10 Gb/s link per
-        leaf-spine pair, so the same 32 nodes sit on 8 leaves of 4, each with
-        40 Gb/s to the 4 spines: 1:1, every ring hop across a spine, ECMP over
-        4 uplinks as in the paper.
-
-        Buffers: a static per-port model of HPCC's shared buffer (16 MB per
-        50 Gb/s: 3.2 MB per switch at 10 Gb/s). One egress queue may use all
-        of it; an ingress pauses at (free buffer) >> 3, which with all of a
-        leaf's 8 ports congested settles at buffer / (8 + 8)."""
-        link = PAPER["link_gbps"]
-        leaves = 8
-        hosts = PAPER["nodes"] // leaves
-        ports = hosts + PAPER["spines"]                     # a leaf's: hosts and uplinks
-        buffer_kb = HPCC_BUFFER_MB_PER_50G * link / 50 * 1000
-        xoff_kb = buffer_kb / (2 ** HPCC_PFC_SHIFT + ports)
-        return cls(link_mbps=link * 1000, nic_gbps=link, leaves=leaves, spines=PAPER["spines"],
-                   hosts_per_leaf=hosts, chunk_kb=PAPER["chunk_mb"] * 1024,
+        """§4.1's network at its own rate (experiments/_symphony_net.py,
+        ``PAPER_NETWORK``; its 4 ToRs of 8 nodes laid out as 8 leaves of 4,
+        ``paper_fabric``): 32 nodes at 10 Gb/s, 8 MB chunks."""
+        return cls(**paper_ring_kwargs(PAPER_NETWORK["nodes"]),
+                   chunk_kb=PAPER_NETWORK["chunk_mb"] * 1024,
                    iterations=1, seeds=PAPER_SEEDS, schemes=PAPER_SCHEMES,
-                   dcqcn_preset="hpcc", pfc=True,
-                   queue_pkts=int(buffer_kb * 1000 // full_frame_bytes(1024)),
-                   pfc_xoff_kb=xoff_kb, pfc_xon_kb=xoff_kb - HPCC_RESUME_KB,
                    warmup_kb=0, payload="phantom")
 
     @staticmethod
     def scaled_down_from() -> dict[str, ScaledDown]:
         return {
-            "seeds": ScaledDown(PAPER["runs"], "one 32-node AllReduce of 8 MB chunks is "
+            "seeds": ScaledDown(PAPER_NETWORK["runs"], "one 32-node AllReduce of 8 MB chunks is "
                                 "10-20 min of wall time per scheme here; the paper's 20 "
                                 "seeds x 3 schemes would take a day"),
             "schemes": ScaledDown(",".join(SCHEMES), "Symphony switched on late (Fig. 4a) "
@@ -279,6 +252,8 @@ class Params(SymphonyRing):
                              "rate, in (0, 1)")
         if not 1 <= self.background_kb <= 16384 or self.background_span <= 0:
             raise ValueError("background_kb must be 1..16384 and background_span positive")
+        if self.ring_layout not in RING_LAYOUTS:
+            raise ValueError(f"ring_layout {self.ring_layout!r}: one of {', '.join(RING_LAYOUTS)}")
         if self.seeds * len(self.scheme_list) > 250:
             raise ValueError("at most 250 phases (one job id each)")
 
@@ -316,10 +291,14 @@ class Params(SymphonyRing):
 
 
 def ring_order(p: Params) -> list[int]:
-    """Hosts by rank: alternating leaves, so every ring hop crosses a spine
-    (the first ``p.hosts_per_leaf`` hosts of each leaf; a background host
-    comes after them)."""
+    """Hosts by rank (the first ``p.hosts_per_leaf`` hosts of each leaf; a
+    background host comes after them): with ``ring_layout`` across,
+    alternating leaves, so every ring hop crosses a spine; with local, leaf
+    by leaf, so only the hop from a leaf's last rank to the next leaf does."""
     f = p.fabric
+    if p.ring_layout == "local":
+        return [(leaf - 1) * f.hosts_per_leaf + j + 1
+                for leaf in range(1, f.leaves + 1) for j in range(p.hosts_per_leaf)]
     return [(leaf - 1) * f.hosts_per_leaf + j + 1
             for j in range(p.hosts_per_leaf) for leaf in range(1, f.leaves + 1)]
 
@@ -411,6 +390,7 @@ def plan(p: Params) -> RunPlan:
         n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
         packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
         commands=(config_command(p.symphony, p.slowdown),), fabric=fab, backend=p.backend,
+        defines=p.defines,
         realtime=p.realtime,
         realtime_agents_first=p.realtime_agents_first,
         host_line_qdisc=p.host_qdisc_ahead_packets > 0,

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ground.netlink import link_names
 from testbed.net import P4_DIR, running, star_router
 
 DEFAULT_PROGRAM = P4_DIR / "l3_router.p4"
@@ -66,8 +67,6 @@ def _totals(stats: dict[str, Any]) -> tuple[int, int, float]:
 def _wait_for_names(names: Sequence[str], timeout: float) -> None:
     """Wait while interfaces of another Mininet run hold the names this one
     needs (Mininet names are global to the machine)."""
-    from testbed.netlink import link_names
-
     deadline = time.monotonic() + timeout
     while True:
         present = set(link_names())

@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 import click
 
+from switches.targets import TARGETS
 from testbed.doctor import doctor_report
 
 
@@ -291,7 +292,7 @@ def _check_profile_engine(profile: str, engine: str) -> None:
 @click.option("--profile", type=click.Choice(["quick", "full", "paper"]), default=None,
               help=_PROFILE_HELP)
 @click.option("--quick", is_flag=True, help="the same as --profile quick")
-@click.option("--target", type=click.Choice(["soft", "bmv2"]), default="soft", show_default=True,
+@click.option("--target", type=click.Choice(list(TARGETS)), default="soft", show_default=True,
               help="switch target")
 @click.option("--hosts", "hosts_provider", type=click.Choice(["udp", "rxe"]), default="udp",
               show_default=True, help="host RoCE provider")
@@ -547,7 +548,7 @@ def validate_cmd(names: tuple[str, ...], mininet_runs: int, sim_seeds: int, full
               help="runs per experiment (their spread is reported)")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="report directory (default: results/report-TIMESTAMP/)")
-@click.option("--target", type=click.Choice(["soft", "bmv2"]), default="soft", show_default=True)
+@click.option("--target", type=click.Choice(list(TARGETS)), default="soft", show_default=True)
 @click.option("--hosts", "hosts_provider", type=click.Choice(["udp", "rxe"]), default="udp",
               show_default=True)
 @click.option("--no-reanalyse", is_flag=True,
@@ -761,19 +762,21 @@ def doctor_cmd(as_json: bool) -> None:
     def yn(v: bool) -> str:
         return "yes" if v else "no"
 
-    def why(detail: dict[str, Any]) -> str:
+    def why(detail: dict[str, Any], own: str = "") -> str:
         if detail["available"]:
             extra = detail.get("versions") or {}
             if detail.get("devices"):
                 return f"  ({detail['devices']})"
-            return "".join(f"\n{'':<4}{k}: {v}" for k, v in extra.items()
-                           if k != "soft")
+            # a version under the target's own name is no tool's (the soft
+            # target's "built in", already in its row's label)
+            return "".join(f"\n{'':<4}{k}: {v}" for k, v in extra.items() if k != own)
         return f"  ({detail['reason']})"
 
     td, pd = r["targets_detail"], r["providers_detail"]
     rows = [
-        ("target soft (built in)", r["targets"]["soft"], ""),
-        ("target bmv2 (simple_switch_grpc + p4c)", r["targets"]["bmv2"], why(td["bmv2"])),
+        (f"target {name} ({t.runs})", r["targets"][name], why(td[name], name))
+        for name, t in TARGETS.items()
+    ] + [
         ("provider udp (userspace RoCEv2)", r["providers"]["udp"], ""),
         ("provider rxe (rdma_rxe + pyverbs)", r["providers"]["rxe"], why(pd["rxe"])),
         ("rxe hosts in Mininet (initial namespace)", r["rxe_hosts"],

@@ -1,6 +1,8 @@
 """Experiments as data: what a run brings up and what each host runs.
 
-An experiment is a module in ``experiments/`` with:
+An experiment is a module (those of this repository: ``experiments/``), named
+in a registry that an installed package declares under the entry-point group
+``testbed.experiments`` (``experiments.REGISTRY``), with (:class:`Experiment`):
 
 - ``NAME`` (the CLI name, e.g. ``"roce-basics"``) and a docstring whose first
   line describes it;
@@ -23,10 +25,11 @@ An experiment is a module in ``experiments/`` with:
 - ``analyze(run_dir) -> dict``: results from the saved timelines (merged into
   ``summary.json``);
 - ``plot(run_dir) -> list[Path]``: PNG figures from the saved timelines;
-- optionally ``HEADLINE``: the dotted result keys the run's last line shows;
-- optionally ``CLAIMS``: the paper's claims the run reproduces
-  (testbed.claims.Claim, declared next to the paper's values), which
-  ``testbed report`` judges.
+- ``HOST_PROVIDERS``: the hosts it runs on ("udp", "rxe");
+- ``HEADLINE``: the dotted result keys the run's last line shows;
+- ``CLAIMS``: the paper's claims the run reproduces (testbed.claims.Claim;
+  () for none), which ``testbed report`` judges, and ``REFERENCE``: the
+  paper's values they take their numbers from ({} for none).
 
 ``RunPlan`` and everything in it is plain data: ``plan_to_dict`` writes it into
 the run directory, and ``analyze``/``plot`` read only what a run saved, so a
@@ -36,16 +39,17 @@ run can be re-analysed and re-plotted later (``testbed plot DIR``).
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
+import importlib.metadata
 import re
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from hosts.agent_spec import JobSpec
+from testbed.claims import Claim
 from testbed.modelled import ModelledNetwork, NetworkError
 from testbed.net import LeafSpine
 
@@ -55,6 +59,8 @@ __all__ = [
     "FidelityLimits",
     "RunPlan",
     "ExperimentError",
+    "Experiment",
+    "ENTRY_POINT_GROUP",
     "check_defines",
     "discover",
     "load",
@@ -381,22 +387,58 @@ class RunPlan:
 # registry
 
 
-def discover() -> dict[str, types.ModuleType]:
-    """Every experiment module of the ``experiments`` package, by NAME."""
-    import experiments
+class Experiment(Protocol):
+    """What an experiment module provides (the module doc lists it). An
+    experiment is a module, and mypy checks each against this protocol where
+    ``experiments.REGISTRY`` names it."""
 
-    found: dict[str, types.ModuleType] = {}
-    for m in pkgutil.iter_modules(experiments.__path__):
-        if m.name.startswith("_"):
-            continue
-        mod = importlib.import_module(f"experiments.{m.name}")
-        name = getattr(mod, "NAME", None)
-        if isinstance(name, str) and hasattr(mod, "plan"):
-            found[name] = mod
+    @property
+    def NAME(self) -> str: ...            # the CLI name, e.g. "roce-basics"
+    @property
+    def Params(self) -> type[Any]: ...    # the frozen dataclass of the parameters
+    @property
+    def HOST_PROVIDERS(self) -> tuple[str, ...]: ...   # "udp", "rxe"
+    @property
+    def HEADLINE(self) -> tuple[str, ...]: ...   # the dotted keys the run's last line shows
+    @property
+    def CLAIMS(self) -> tuple[Claim, ...]: ...   # the paper's claims it reproduces
+    @property
+    def REFERENCE(self) -> Mapping[str, Any]: ...  # the paper's values the claims take
+    def plan(self, params: Any, /) -> RunPlan: ...
+    def analyze(self, run_dir: Path, /) -> dict[str, Any]: ...
+    def plot(self, run_dir: Path, /) -> list[Path]: ...
+
+
+# The registries: each is a Mapping[str, Experiment] that an installed package
+# names under this entry-point group (pyproject.toml), so that the testbed
+# finds experiments without importing any package of them by name.
+ENTRY_POINT_GROUP = "testbed.experiments"
+
+
+def discover() -> dict[str, Experiment]:
+    """Every registered experiment, by NAME."""
+    found: dict[str, Experiment] = {}
+    points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    if not points:
+        raise ExperimentError(f"no experiments registered (entry-point group "
+                              f"{ENTRY_POINT_GROUP}): install the project, pip install -e .")
+    for point in points:
+        try:
+            registry = point.load()
+        except ImportError as e:
+            raise ExperimentError(f"experiment registry {point.value}: {e}") from e
+        for name, exp in registry.items():
+            if getattr(exp, "NAME", None) != name:
+                raise ExperimentError(f"experiment registry {point.value}: {name!r} names a "
+                                      f"module whose NAME is {getattr(exp, 'NAME', None)!r}")
+            if name in found and found[name] is not exp:
+                raise ExperimentError(f"experiment {name!r} is registered twice "
+                                      f"({point.value})")
+            found[name] = exp
     return dict(sorted(found.items()))
 
 
-def load(name: str) -> types.ModuleType:
+def load(name: str) -> Experiment:
     exps = discover()
     mod = exps.get(name) or exps.get(name.replace("_", "-"))
     if mod is None:
@@ -404,7 +446,7 @@ def load(name: str) -> types.ModuleType:
     return mod
 
 
-def describe(mod: types.ModuleType) -> str:
+def describe(mod: Experiment) -> str:
     doc = (mod.__doc__ or "").strip().splitlines()
     return doc[0] if doc else ""
 
@@ -455,7 +497,7 @@ class ScaledDown:
     reason: str
 
 
-def has_profile(mod: types.ModuleType, profile: str) -> bool:
+def has_profile(mod: Experiment, profile: str) -> bool:
     """Whether experiment ``mod`` has profile ``profile`` (quick and full: every
     experiment; paper: those whose ``Params`` declare ``paper()``)."""
     if profile not in PROFILES:
@@ -463,11 +505,11 @@ def has_profile(mod: types.ModuleType, profile: str) -> bool:
     return profile != "paper" or callable(getattr(mod.Params, "paper", None))
 
 
-def profiles_of(mod: types.ModuleType) -> tuple[str, ...]:
+def profiles_of(mod: Experiment) -> tuple[str, ...]:
     return tuple(p for p in PROFILES if has_profile(mod, p))
 
 
-def profile_params(mod: types.ModuleType, profile: str) -> Any:
+def profile_params(mod: Experiment, profile: str) -> Any:
     """The experiment's parameters of ``profile``."""
     if not has_profile(mod, profile):
         with_paper = [n for n, m in discover().items() if has_profile(m, "paper")]
@@ -477,7 +519,7 @@ def profile_params(mod: types.ModuleType, profile: str) -> Any:
     return {"quick": cls.quick, "full": cls, "paper": getattr(cls, "paper", None)}[profile]()
 
 
-def scaled_down_from(mod: types.ModuleType) -> dict[str, ScaledDown]:
+def scaled_down_from(mod: Experiment) -> dict[str, ScaledDown]:
     """What the paper profile of ``mod`` cuts (``Params.scaled_down_from()``;
     {} where it runs at the paper's full size or has no paper profile),
     checked: each name a parameter, each paper value different from the
@@ -500,7 +542,7 @@ def scaled_down_from(mod: types.ModuleType) -> dict[str, ScaledDown]:
     return cuts
 
 
-def scale_record(mod: types.ModuleType, profile: str, params: Any) -> dict[str, Any] | None:
+def scale_record(mod: Experiment, profile: str, params: Any) -> dict[str, Any] | None:
     """``summary.json``'s ``scaled_down_from`` of a run of ``profile`` with
     ``params``: for the paper profile, each parameter it cuts with the paper's
     value, the run's and the reason ({} where none is cut); None for the other
@@ -521,7 +563,7 @@ def _field_doc(cls: type, name: str) -> tuple[str, str]:
     return "", ""
 
 
-def param_docs(mod: types.ModuleType) -> list[ParamDoc]:
+def param_docs(mod: Experiment) -> list[ParamDoc]:
     """Every parameter of experiment ``mod`` in declaration order, with its
     meaning, unit, default and quick value, and the paper profile's value
     (and the paper's, where the profile cuts it) if it has one."""
@@ -561,7 +603,7 @@ def _coerce(value: str, tp: Any, name: str) -> Any:
     raise ExperimentError(f"parameter {name} of type {tp} cannot be set from the command line")
 
 
-def make_params(mod: types.ModuleType, quick: bool = False,
+def make_params(mod: Experiment, quick: bool = False,
                 overrides: dict[str, str] | None = None, *, profile: str | None = None) -> Any:
     """The experiment's parameters: those of ``profile`` (quick, full or paper;
     None: quick if ``quick``, else full), then overrides given as strings

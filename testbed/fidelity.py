@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from switches.targets import SOFT, Target
 from testbed.cpu_usage import STEAL_SHOWN
 from testbed.experiment import RunPlan
 
@@ -196,7 +197,7 @@ def _max_queue(data: Any, port: int) -> int | None:
     return max(vals) if vals else None
 
 
-def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
+def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: Target = SOFT,
                       hosts: str = "udp") -> dict[str, Any]:
     """Judge a finished run: every check's status, value and limit, the
     verdict, and what the target or the hosts could not measure (rxe hosts have
@@ -204,7 +205,8 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
     from testbed.timeline import load_phase
 
     lim = plan.fidelity
-    soft = target == "soft"
+    # the switch checks need the daemon's statistics
+    stats = target.reports_stats
     lag_sum = 0.0
     lag_n = 0
     lag_max = 0.0
@@ -292,11 +294,11 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: str = "soft",
     not_measured: dict[str, str] = {}
 
     def unmeasured(name: str, what: str, limit: Any) -> None:
-        why = _SOFT_ONLY.format(target=target, what=what)
+        why = _SOFT_ONLY.format(target=target.name, what=what)
         checks[name] = _check(NOT_MEASURED, None, limit, why=why)
         not_measured[name] = why
 
-    if soft:
+    if stats:
         if lag_n == 0:
             why = "no lag samples: the switch's processing lag was not measured"
             checks["switch_lag_mean_us"] = _check(FAIL, None, lim.switch_lag_mean_us,

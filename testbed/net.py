@@ -1,7 +1,7 @@
 """Bringing P4 switch networks up and down in Mininet, and checking nothing is left.
 
 :func:`star_router` builds N hosts around one switch (the soft target or
-BMv2, testbed.targets.switch_class) that runs an L3
+BMv2: switches.targets) that runs an L3
 program (``switches/p4/l3_router.p4`` or ``l3_ecn.p4``): host i is
 ``10.0.i.1/24`` on switch port i, its gateway ``10.0.i.254`` is the switch
 port's MAC (a static neighbour entry, since the L3 programs drop ARP).
@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ground.netlink import link_names, set_permanent_neighbour
 from switches.bmv2.launch import BMV2_NODE_ENV
+from switches.targets import SOFT, Target
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 P4_DIR = REPO_ROOT / "switches" / "p4"
@@ -220,22 +222,22 @@ def star_router(
     install_routes: bool = True,
     ready_timeout: float = 120.0,
     backend: str = "python",
-    target: str = "soft",
+    target: Target = SOFT,
     link_delay_us: float = 0.0,
     host_provider: str = "udp",
     defines: Mapping[str, str] | None = None,
     **switch_params: Any,
 ) -> tuple[Any, Any, list[Any], list[HostAddr]]:
     """(net, switch, hosts, addresses) for N hosts around one switch of
-    ``target`` ("soft" or "bmv2"; raises testbed.targets.TargetUnavailable
+    ``target`` (switches.targets; raises switches.targets.TargetUnavailable
     when it cannot run here); not started. ``backend`` is the soft target's
     data path (``switches.soft.backends``); ``switch_params`` go to the
     switch class (e.g. BMv2's ``build_dir``). The routes and
     ``extra_commands`` are simple_switch_CLI lines both targets accept.
 
-    ``link_delay_us`` is every link's one-way propagation delay. The soft
-    target folds both links of a host-to-host path into the switch's egress
-    port (``set_port_delay_us`` of twice the delay, its extension verb); on
+    ``link_delay_us`` is every link's one-way propagation delay. A target with
+    the ``set_port_delay_us`` verb (the soft one) folds both links of a
+    host-to-host path into the switch's egress port (twice the delay); on
     BMv2 Mininet delays each link in each direction (netem, which the kernel
     must have: sch_netem).
 
@@ -245,17 +247,14 @@ def star_router(
 
     ``defines`` (name -> value) are the program's preprocessor defines, for
     either target (the soft switch's compiler or p4c, ``-D NAME=VALUE``)."""
+    # Mininet, and the nodes built on it, are needed only once a network is built
     from mininet.link import Link
     from mininet.net import Mininet
 
-    from switches.soft.node import P4Host
-    from testbed.targets import switch_class
+    from switches.node import P4Host
 
-    cls = switch_class(target)
-    if target == "soft":
-        switch_params["backend"] = backend
-    elif backend != "python":
-        raise ValueError(f"backend {backend!r} is a soft-target option (target {target})")
+    cls = target.switch_class()
+    _backend_param(target, backend, switch_params)
     if defines:
         switch_params["defines"] = dict(defines)
     addrs = [host_addr(i) for i in range(1, n_hosts + 1)]
@@ -263,7 +262,7 @@ def star_router(
         raise ValueError("link_delay_us must be >= 0")
     cmds = (router_commands(addrs) if install_routes else []) + list(extra_commands)
     link_opts: dict[str, Any] = {}
-    if link_delay_us and target == "soft":
+    if link_delay_us and target.has_verb("set_port_delay_us"):
         cmds.append(f"set_port_delay_us {round(2 * link_delay_us)}")
     elif link_delay_us:
         from mininet.link import TCLink
@@ -282,6 +281,14 @@ def star_router(
         hosts.append(h)
     _build(net, hosts, addrs, host_provider)
     return net, sw, hosts, addrs
+
+
+def _backend_param(target: Target, backend: str, switch_params: dict[str, Any]) -> None:
+    """Pass ``backend`` to a switch whose data path has one to choose."""
+    if target.backends:
+        switch_params["backend"] = backend
+    elif backend != "python":
+        raise ValueError(f"backend {backend!r} is a soft-target option (target {target.name})")
 
 
 def _check_host_provider(host_provider: str) -> None:
@@ -311,8 +318,6 @@ def _build(net: Any, hosts: list[Any], addrs: list[HostAddr], host_provider: str
     record_network(net)
     if host_provider == "rxe":
         return
-    from testbed.netlink import set_permanent_neighbour
-
     for h, a in zip(hosts, addrs, strict=True):
         set_permanent_neighbour(a.gateway_ip, a.gateway_mac, str(h.defaultIntf()),
                                 netns_pid=h.pid)
@@ -458,7 +463,7 @@ def leaf_spine(
     extra_commands: Sequence[str] = (),
     ready_timeout: float = 120.0,
     backend: str = "python",
-    target: str = "soft",
+    target: Target = SOFT,
     host_provider: str = "udp",
     defines: Mapping[str, str] | None = None,
     **switch_params: Any,
@@ -471,18 +476,15 @@ def leaf_spine(
     own link to its leaf, so the fabric's links between switches carry no
     addresses and touch no host's routing. ``defines`` as in
     :func:`star_router`."""
+    # Mininet, and the nodes built on it, are needed only once a network is built
     from mininet.link import Link
     from mininet.net import Mininet
 
-    from switches.soft.node import P4Host
-    from testbed.targets import switch_class
+    from switches.node import P4Host
 
     _check_host_provider(host_provider)
-    cls = switch_class(target)
-    if target == "soft":
-        switch_params["backend"] = backend
-    elif backend != "python":
-        raise ValueError(f"backend {backend!r} is a soft-target option (target {target})")
+    cls = target.switch_class()
+    _backend_param(target, backend, switch_params)
     if defines:
         switch_params["defines"] = dict(defines)
     net = Mininet(controller=None, switch=cls, host=P4Host, link=Link,
@@ -560,8 +562,6 @@ def leftovers() -> list[str]:
             found.append(f"process {entry.name}: {' '.join(words)}")
         elif any(w.startswith("mininet:") for w in words):
             found.append(f"process {entry.name}: {' '.join(words)}")
-    from testbed.netlink import link_names
-
     for name in link_names():
         if _MININET_INTF.match(name):
             found.append(f"interface {name}")

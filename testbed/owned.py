@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ground.netlink import NetlinkError, delete_link
+
 __all__ = ["STATE_DIR_ENV", "state_dir", "Record", "this_process_record", "record_network",
            "forget_network", "Cleanup", "remove_recorded", "live_entries", "record_files", "process_start_time"]
 
@@ -246,8 +248,6 @@ def remove_recorded(paths: Iterable[Path] | None = None, *, include_live_owners:
         if _alive(pid, p["start"]):
             _signal(pid, signal.SIGKILL)
         out.stopped.append(f"{p['what']} (pid {pid})")
-    from testbed.netlink import NetlinkError, delete_link
-
     for rec in recs:
         for name, idx in rec.interfaces.items():
             if _ifindex(name) != idx:

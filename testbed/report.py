@@ -28,7 +28,6 @@ import json
 import os
 import platform
 import shutil
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from testbed.claims import (
     evaluate,
     sample_values,
 )
+from testbed.experiment import Experiment
 
 __all__ = ["ReportError", "RunRecord", "FigureSection", "ExperimentSection", "Report",
            "load_run", "collect_runs", "experiments_with_claims", "build", "write"]
@@ -113,7 +113,7 @@ class RunRecord:
         return [p for p in listed if p.is_file()]
 
 
-def reanalysed(run: RunRecord, experiments: dict[str, types.ModuleType]) -> RunRecord:
+def reanalysed(run: RunRecord, experiments: dict[str, Experiment]) -> RunRecord:
     """The run with its results analysed again by the current code (its
     timelines are saved), so claims on keys added since it ran can be judged.
     The fidelity verdict stays as recorded (and an experiment's own fidelity
@@ -180,11 +180,11 @@ def _label(runs: list[RunRecord]) -> None:
         r.label = base if count[base] == 1 else f"{base}~{count[base]}"
 
 
-def experiments_with_claims(profile: str | None = None) -> dict[str, types.ModuleType]:
+def experiments_with_claims(profile: str | None = None) -> dict[str, Experiment]:
     """The experiments that declare claims (with ``profile``: and have that profile)."""
     from testbed.experiment import discover, has_profile
 
-    return {n: m for n, m in discover().items() if getattr(m, "CLAIMS", ())
+    return {n: m for n, m in discover().items() if m.CLAIMS
             and (profile is None or has_profile(m, profile))}
 
 
@@ -271,7 +271,7 @@ def _shown(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def scale_against_paper(mod: types.ModuleType, runs: list[RunRecord]
+def scale_against_paper(mod: Experiment, runs: list[RunRecord]
                         ) -> tuple[str, list[list[str]]]:
     """The runs' scale against the paper's: a one-line summary and, per
     parameter whose runs differ from the paper's value, [parameter, the runs'
@@ -310,7 +310,7 @@ def scale_against_paper(mod: types.ModuleType, runs: list[RunRecord]
     return f"{which} profile: {len(rows)} parameter(s) differ from the paper's", rows
 
 
-def _section(name: str, mod: types.ModuleType, runs: list[RunRecord],
+def _section(name: str, mod: Experiment, runs: list[RunRecord],
              profile: str | None) -> ExperimentSection:
     from testbed.experiment import describe
 
@@ -371,7 +371,7 @@ def provenance(runs: list[RunRecord]) -> list[tuple[str, str]]:
 
 
 def build(runs: list[RunRecord], *, profile: str | None = None, command: str = "",
-          experiments: dict[str, types.ModuleType] | None = None,
+          experiments: dict[str, Experiment] | None = None,
           reanalyse: bool = True) -> Report:
     """Judge every declared claim over ``runs`` (see the module doc), each
     analysed again by the current code unless ``reanalyse`` is False."""
@@ -389,10 +389,10 @@ def build(runs: list[RunRecord], *, profile: str | None = None, command: str = "
     others = [r for r in runs if r.experiment not in experiments]
     created = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
     every = discover()
-    left = [n for n, m in every.items() if getattr(m, "CLAIMS", ()) and n not in experiments]
+    left = [n for n, m in every.items() if m.CLAIMS and n not in experiments]
     no_paper = [n for n in left if profile == "paper" and not has_profile(every[n], "paper")]
     return Report(created, command, profile, provenance(runs), sections, others,
-                  [n for n, m in every.items() if not getattr(m, "CLAIMS", ())],
+                  [n for n, m in every.items() if not m.CLAIMS],
                   [n for n in left if n not in no_paper], no_paper)
 
 

@@ -11,7 +11,7 @@
    ``--target``: soft or BMv2; links delayed as the plan's modelled network
    says, testbed.modelled), applies the modelled network's converted lines
    (rate, queue depth, RED) and then the topology's, through its
-   testbed.controller API (:func:`apply_switch_command`: queue settings,
+   controller API (switches.controller; :func:`apply_switch_command`: queue settings,
    default actions and register reads as controller calls, other lines as
    simple_switch_CLI commands both targets accept; the soft target's ``set_port_rate_bps``
    becomes BMv2's ``set_queue_rate``, see :func:`bps_to_pps`), measures the
@@ -63,19 +63,24 @@ import subprocess
 import sys
 import threading
 import time
-import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from ground.netlink import NetlinkError, delete_link
 from hosts.agent_spec import JobSpec, SpecError, agent_interpreter
+from switches.controller.api import Controller, ControllerError
+from switches.controller.cli import CliController
+from switches.controller.p4runtime import P4RuntimeController
+from switches.targets import Target, TargetUnavailable, target_of
 from testbed.agent_launcher import AgentLauncher, LaunchedAgent, LauncherError
 from testbed.cpu_usage import CpuSampler, format_cpu
 from testbed.doctor import doctor_report
 from testbed.experiment import (
     PROFILE_ENGINES,
+    Experiment,
     ExperimentError,
     PhasePlan,
     RunPlan,
@@ -153,6 +158,10 @@ class RunOptions:
         """The run's profile: ``profile``, else quick or full by ``quick``."""
         return self.profile or ("quick" if self.quick else "full")
 
+    def switch_target(self) -> Target:
+        """The switch target ``target`` names; RunError naming the known ones."""
+        return switch_target(self.target)
+
 
 class Engine(Protocol):
     """What executes a RunPlan: the runner keeps parameters, the plan record,
@@ -186,7 +195,7 @@ class MininetEngine:
 
     def fidelity(self, run_dir: Path, plan: RunPlan, summary: dict[str, Any],
                  measured: dict[str, Any]) -> dict[str, Any]:
-        return evaluate_fidelity(run_dir, plan, summary.get("target", "soft"),
+        return evaluate_fidelity(run_dir, plan, switch_target(summary.get("target", "soft")),
                                  summary.get("hosts", "udp"))
 
 
@@ -198,7 +207,7 @@ class SimEngine:
     def check(self, plan: RunPlan, opts: RunOptions) -> None:
         from testbed.sim.engine import SimUnsupported, check_plan
 
-        if opts.target != "soft":
+        if not opts.switch_target().virtual_time:
             raise RunError(f"--target {opts.target}: the virtual-time engine runs the soft "
                            "switch's runtime (BMv2 runs in real time: --engine mininet)")
         if opts.pcap:
@@ -279,19 +288,25 @@ def engine_of(opts: RunOptions) -> Engine:
 # environment
 
 
+def switch_target(name: str) -> Target:
+    """The switch target called ``name``; RunError naming the known ones."""
+    try:
+        return target_of(name)
+    except ValueError as e:
+        raise RunError(str(e)) from None
+
+
 def check_environment(target: str, hosts: str, *, need_network: bool = True) -> None:
     """Raise RunError unless this machine can run ``target`` with ``hosts``."""
     rep = doctor_report()
-    if target not in ("soft", "bmv2"):
-        raise RunError(f"unknown target {target!r} (soft or bmv2)")
+    tgt = switch_target(target)
     if hosts not in ("udp", "rxe"):
         raise RunError(f"unknown host provider {hosts!r} (udp or rxe)")
-    if target == "bmv2":
-        if not rep["targets"]["bmv2"]:
-            why = rep.get("targets_detail", {}).get("bmv2", {}).get("reason", "")
-            raise RunError("target bmv2 is not installed here: "
-                           + (why or "simple_switch_grpc and p4c not found")
-                           + "; see `testbed doctor`, or use --target soft")
+    if not rep["targets"][tgt.name]:
+        why = rep.get("targets_detail", {}).get(tgt.name, {}).get("reason", "")
+        raise RunError(f"target {tgt.name} is not installed here: "
+                       + (why or "simple_switch_grpc and p4c not found")
+                       + "; see `testbed doctor`, or use --target soft")
     if hosts == "rxe":
         if not rep.get("rxe_hosts"):
             why = rep.get("rxe_hosts_reason", "")
@@ -304,16 +319,14 @@ def check_environment(target: str, hosts: str, *, need_network: bool = True) -> 
             raise RunError("a run needs Mininet (apt-get install mininet)")
 
 
-def check_hosts_supported(mod: types.ModuleType, hosts: str) -> None:
+def check_hosts_supported(mod: Experiment, hosts: str) -> None:
     """Raise RunError unless experiment ``mod`` runs on ``hosts``: an experiment
-    lists the providers it runs on in ``HOST_PROVIDERS`` (udp only if it does
-    not) and says why not in ``RXE_UNSUPPORTED``."""
-    supported = tuple(getattr(mod, "HOST_PROVIDERS", ("udp",)))
+    lists the providers it runs on in ``HOST_PROVIDERS``."""
+    supported = tuple(mod.HOST_PROVIDERS)
     if hosts in supported:
         return
-    why = getattr(mod, "RXE_UNSUPPORTED", "") if hosts == "rxe" else ""
-    raise RunError(f"{mod.NAME} does not run on {hosts} hosts" + (f": {why}" if why else "")
-                   + f"; it runs with --hosts {' or '.join(supported)}")
+    raise RunError(f"{mod.NAME} does not run on {hosts} hosts; it runs with --hosts "
+                   f"{' or '.join(supported)}")
 
 
 def plan_for_hosts(plan: RunPlan, hosts: str) -> RunPlan:
@@ -509,18 +522,15 @@ def bps_to_pps(bps: float, packet_bytes: int) -> int:
     return max(1, round(bps / (8 * packet_bytes)))
 
 
-def _cli_of(ctl: Any) -> Any:
-    from testbed.controller import CliController, ControllerError
-
-    cli = ctl if isinstance(ctl, CliController) else getattr(ctl, "cli", None)
+def _cli_of(ctl: Controller) -> CliController:
+    cli = ctl if isinstance(ctl, CliController) else (
+        ctl.cli if isinstance(ctl, P4RuntimeController) else None)
     if cli is None:
         raise ControllerError("this switch has no simple_switch_CLI connection")
     return cli
 
 
 def _port_prio(words: list[str], verb: str, first: int) -> tuple[int | None, int | None]:
-    from testbed.controller import ControllerError
-
     rest = words[first:]
     if len(rest) > 2:
         raise ControllerError(f"{verb}: too many arguments")
@@ -536,13 +546,12 @@ BMV2_WEIGHTS_NOTE = ("approximation: BMv2 has strict priority only; the highest-
                      "others get at least their share, but that queue alone gets no more")
 
 
-def _priority_weights(ctl: Any, words: list[str], target: str, packet_bytes: int,
+def _priority_weights(ctl: Controller, words: list[str], target: Target, packet_bytes: int,
                       port_rate_bps: float | None) -> dict[str, Any]:
-    """``set_priority_weights PORT W0 W1 ...`` (or ``PORT strict``): DRR on the
-    soft target; on BMv2 the closest setting, a packets/s cap on the queue with
-    the largest weight at that weight's share of the port's rate."""
-    from testbed.controller import ControllerError
-
+    """``set_priority_weights PORT W0 W1 ...`` (or ``PORT strict``): DRR on a
+    target that has the verb (the soft one); on BMv2 the closest setting, a
+    packets/s cap on the queue with the largest weight at that weight's share
+    of the port's rate."""
     if len(words) < 3:
         raise ControllerError("set_priority_weights <port> <w_prio0> <w_prio1> ... | strict")
     try:
@@ -553,7 +562,7 @@ def _priority_weights(ctl: Any, words: list[str], target: str, packet_bytes: int
     if weights is not None and (len(weights) < 2 or min(weights) < 1):
         raise ControllerError("set_priority_weights: one positive weight per priority queue")
     rec: dict[str, Any] = {"line": " ".join(words)}
-    if target == "soft":
+    if target.has_verb("set_priority_weights"):
         _cli_of(ctl).execute(rec["line"])
         rec["via"] = "cli"
         return rec
@@ -581,10 +590,10 @@ def _port_rate(applied: list[dict[str, Any]], port: int) -> float | None:
     return None
 
 
-def apply_switch_command(ctl: Any, line: str, target: str, packet_bytes: int,
+def apply_switch_command(ctl: Controller, line: str, target: Target, packet_bytes: int,
                          port_rate_bps: float | None = None) -> dict[str, Any]:
     """Apply one plan line (simple_switch_CLI syntax) through the switch's
-    testbed.controller API; what was done, for summary.json.
+    controller API (switches.controller); what was done, for summary.json.
 
     Queue settings and default actions (``table_set_default``, values by
     position as in the CLI) are controller calls (P4Runtime where the switch
@@ -594,8 +603,6 @@ def apply_switch_command(ctl: Any, line: str, target: str, packet_bytes: int,
     register_reset, ...) goes to the switch's simple_switch_CLI, whose
     syntax both targets accept. Raises ControllerError on a rejected
     command."""
-    from testbed.controller import ControllerError
-
     words = line.split()
     if not words:
         return {"line": line, "via": "none"}
@@ -612,7 +619,7 @@ def apply_switch_command(ctl: Any, line: str, target: str, packet_bytes: int,
         if verb == "set_port_rate_bps":
             if prio is not None:
                 raise ControllerError("set_port_rate_bps takes a rate and an optional port")
-            if target == "soft":
+            if target.has_verb("set_port_rate_bps"):
                 ctl.set_port_rate_bps(value, port)
                 rec.update(via="set_port_rate_bps", bps=value, port=port)
             else:
@@ -626,7 +633,7 @@ def apply_switch_command(ctl: Any, line: str, target: str, packet_bytes: int,
         return rec
     if verb == "set_priority_weights":
         return _priority_weights(ctl, words, target, packet_bytes, port_rate_bps)
-    if verb == "set_pfc" and target != "soft":
+    if verb == "set_pfc" and not target.has_verb("set_pfc"):
         raise ControllerError("set_pfc: priority flow control is a soft-switch extension "
                               "(BMv2's simple_switch has none); run this network on the soft "
                               "target or without PFC")
@@ -646,10 +653,8 @@ def apply_switch_command(ctl: Any, line: str, target: str, packet_bytes: int,
     return rec
 
 
-def _apply_commands(ctl: Any, lines: tuple[str, ...] | list[str], target: str,
+def _apply_commands(ctl: Controller, lines: tuple[str, ...] | list[str], target: Target,
                     packet_bytes: int, where: str, applied: list[dict[str, Any]]) -> None:
-    from testbed.controller import ControllerError
-
     for line in lines:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -664,9 +669,9 @@ def _apply_commands(ctl: Any, lines: tuple[str, ...] | list[str], target: str,
         applied.append({"where": where, **rec})
 
 
-def _switch_stats(sw: Any, target: str) -> dict[str, Any]:
-    """The soft switch's statistics; BMv2 has none ({})."""
-    if target != "soft":
+def _switch_stats(sw: Any, target: Target) -> dict[str, Any]:
+    """The switch's statistics; a target that reports none (BMv2) gives {}."""
+    if not target.reports_stats:
         return {}
     result: dict[str, Any] = sw.stats()
     return result
@@ -702,15 +707,15 @@ def rt_priorities(topo: Topology) -> RtPriorities:
     return AGENTS_FIRST if topo.realtime_agents_first else SWITCH_FIRST
 
 
-def _prioritise_switch(sw: Any, target: str, realtime: bool = False,
+def _prioritise_switch(sw: Any, target: Target, realtime: bool = False,
                        priority: int = SWITCH_RT_PRIORITY) -> None:
-    """Run the soft switch daemon at nice SWITCH_NICE: it stands for hardware,
-    so the host agents and whatever else runs on the machine must not starve
-    it (its processing lag is part of every run's fidelity verdict). With
-    ``realtime`` (Topology.realtime_switches) it runs at SCHED_FIFO
-    ``priority``."""
+    """Run the switch daemon of a ``prioritised`` target (the soft one) at
+    nice SWITCH_NICE: it stands for hardware, so the host agents and whatever
+    else runs on the machine must not starve it (its processing lag is part of
+    every run's fidelity verdict). With ``realtime``
+    (Topology.realtime_switches) it runs at SCHED_FIFO ``priority``."""
     proc = getattr(sw, "proc", None)
-    if target != "soft" or proc is None:
+    if not target.prioritised or proc is None:
         return
     try:
         os.setpriority(os.PRIO_PROCESS, proc.pid, SWITCH_NICE)
@@ -718,15 +723,6 @@ def _prioritise_switch(sw: Any, target: str, realtime: bool = False,
             os.sched_setscheduler(proc.pid, os.SCHED_FIFO, os.sched_param(priority))
     except OSError:     # not root: the run goes on at normal priority
         pass
-
-
-def _switch_log_tail(sw: Any) -> str:
-    files = getattr(sw, "log_files", None)
-    if files:
-        from switches.bmv2.launch import tail
-
-        return tail(files)
-    return _tail(Path(sw.log_path), 20)
 
 
 # ---------------------------------------------------------------------------
@@ -974,21 +970,22 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
     if unknown:
         raise RunError(f"phase {phase.name}: switch_commands for unknown switch(es) "
                        f"{', '.join(unknown)}; the network has {', '.join(sorted(switches))}")
+    target = opts.switch_target()
     for name, one in switches.items():
         where = f"phase {phase.name}" + (f" ({name})" if fabric else "")
         _apply_commands(one.controller(),
-                        (*phase.commands, *phase.switch_commands.get(name, ())), opts.target,
+                        (*phase.commands, *phase.switch_commands.get(name, ())), target,
                         plan.topology.packet_bytes, where, applied)
         if reg:
-            _apply_commands(one.controller(), [f"register_reset {reg}"], opts.target,
+            _apply_commands(one.controller(), [f"register_reset {reg}"], target,
                             plan.topology.packet_bytes, where, applied)
-        if opts.target == "soft":
+        if target.reports_stats:
             one.cmd_cli("switch_lag_max_reset")    # the lag maximum of this phase alone
     sw = next(iter(switches.values()))
     ctl = sw.controller()
-    befores = {n: _switch_stats(one, opts.target) for n, one in switches.items()}
+    befores = {n: _switch_stats(one, target) for n, one in switches.items()}
     pollers: list[SwitchPoller] = []
-    if opts.target == "soft":
+    if target.reports_stats:
         pollers = [SwitchPoller(one.control_port, pdir / poll_file(n, fabric),
                                 plan.switch_poll_interval_s) for n, one in switches.items()]
     try:
@@ -1052,7 +1049,7 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
                                                 pdir / "rendezvous" / "epic",
                                                 node_base=prior)
                 if lines is not None:
-                    _apply_commands(ctl, lines, opts.target, plan.topology.packet_bytes,
+                    _apply_commands(ctl, lines, target, plan.topology.packet_bytes,
                                     f"phase {phase.name} (EPIC group)", applied)
                     (pdir / "rendezvous" / "epic" / "ready").write_text("ok\n")
                     prog.line(f"phase {phase.name}: EPIC group installed "
@@ -1072,7 +1069,7 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
             for one in switches.values():
                 if one.proc is None or one.proc.poll() is not None:
                     raise RunError(f"switch {one.name} exited during phase {phase.name!r}; "
-                                   f"log {one.log_path}:\n{_switch_log_tail(one)}")
+                                   f"log {one.log_path}:\n{one.log_tail()}")
             now = time.monotonic()
             if now >= deadline:
                 late = ", ".join(f"{a.host} ({a.status()})" for a in agents if a.rc is None)
@@ -1087,7 +1084,7 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
         _stop_agents(agents)
         for poller in pollers:
             poller.stop()
-    afters = {n: _switch_stats(one, opts.target) for n, one in switches.items()}
+    afters = {n: _switch_stats(one, target) for n, one in switches.items()}
     host_qdiscs: dict[str, Any] = {}
     if plan.topology.host_line_qdisc:
         from testbed.net import host_qdisc_stats
@@ -1098,8 +1095,6 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
                               for k, v in q1.items()}
     qmaxes: dict[str, Any] = {}
     if reg:
-        from testbed.controller import ControllerError
-
         for n, one in switches.items():
             try:
                 qmax = one.controller().register_read(reg)
@@ -1161,8 +1156,9 @@ def _install_epic_tree(phase: PhasePlan, plan: RunPlan, jobs: dict[str, Any], pd
     if lines is None:
         return False
     for name, one in lines.items():
-        _apply_commands(switches[name].controller(), one, opts.target, plan.topology.packet_bytes,
-                        f"phase {phase.name} (EPIC tree, {name})", applied)
+        _apply_commands(switches[name].controller(), one, opts.switch_target(),
+                        plan.topology.packet_bytes, f"phase {phase.name} (EPIC tree, {name})",
+                        applied)
     (pdir / "rendezvous" / "epic" / "ready").write_text("ok\n")
     prog.line(f"phase {phase.name}: EPIC tree installed on {', '.join(lines)} "
               f"({len(jobs)} ranks)")
@@ -1188,7 +1184,7 @@ def _apply_late(late: list[tuple[float, str]], phase: PhasePlan, plan: RunPlan,
     del late[:len(due)]
     fabric = plan.topology.fabric is not None
     for name, one in switches.items():
-        _apply_commands(one.controller(), [line for _t, line in due], opts.target,
+        _apply_commands(one.controller(), [line for _t, line in due], opts.switch_target(),
                         plan.topology.packet_bytes,
                         f"phase {phase.name} +{due[-1][0]:g} s" + (f" ({name})" if fabric else ""),
                         applied)
@@ -1208,7 +1204,6 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
     """Bring the network up, configure the switch, run the phases, tear down.
     ``applied`` collects every switch command and how it was applied."""
     from testbed.net import leaf_spine, running, star_router
-    from testbed.targets import TargetUnavailable
 
     applied = [] if applied is None else applied
     topo = plan.topology
@@ -1221,17 +1216,18 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
     delay_us = 0.0
     if topo.network is not None:
         delay_us = topo.network.convert(plan.path_mtu()).link_delay_us
-    backend = topo.backend if opts.target == "soft" else "python"
+    target = opts.switch_target()
+    backend = topo.backend if target.backends else "python"
     try:
         if fab is not None:
             net, switches, hosts, _addrs = leaf_spine(
                 fab, repo_path(topo.program), log_dir=run_dir / "switch", pcap=opts.pcap,
-                target=opts.target, backend=backend, priority_queues=topo.priority_queues,
+                target=target, backend=backend, priority_queues=topo.priority_queues,
                 host_provider=opts.hosts, defines=topo.defines_dict())
         else:
             net, sw, hosts, _addrs = star_router(
                 topo.n_hosts, repo_path(topo.program), log_dir=run_dir / "switch",
-                pcap=opts.pcap, priority_queues=topo.priority_queues, target=opts.target,
+                pcap=opts.pcap, priority_queues=topo.priority_queues, target=target,
                 link_delay_us=delay_us, backend=backend, host_provider=opts.hosts,
                 defines=topo.defines_dict())
             switches = {sw.name: sw}
@@ -1264,11 +1260,11 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
                         prog.line(f"real-time priority (SCHED_FIFO): switches {rt.switch}, "
                                   "agents normal")
                     for n, one in switches.items():
-                        _prioritise_switch(one, opts.target,
+                        _prioritise_switch(one, target,
                                            topo.realtime or topo.realtime_switches, rt.switch)
                         _apply_commands(one.controller(),
                                         plan.network_commands() + topo.switch_commands.get(n, ()),
-                                        opts.target, topo.packet_bytes,
+                                        target, topo.packet_bytes,
                                         f"topology ({n})" if fab else "topology", applied)
                     if topo.host_line_qdisc and topo.network is not None:
                         conv = topo.network.convert(plan.path_mtu())
@@ -1352,7 +1348,7 @@ def run_phase_until_faithful(phase: PhasePlan, plan: RunPlan, run_dir: Path, pro
         return out
     one = dataclasses.replace(plan, phases=(phase,))
     for k in range(1, opts.phase_retries + 2):
-        fid = evaluate_fidelity(run_dir, one, opts.target, opts.hosts)
+        fid = evaluate_fidelity(run_dir, one, opts.switch_target(), opts.hosts)
         if fid["ok"]:
             if k > 1:
                 prog.line(f"phase {phase.name}: try {k} faithful")
@@ -1429,7 +1425,7 @@ def _force_teardown(net: Any) -> list[str]:
     """Stop the switch daemons, kill the node shells, delete the run's veths."""
     done = []
     for node in [*net.switches, *net.hosts]:
-        stop = getattr(node, "_terminate_proc", None) or getattr(node, "_shutdown", None)
+        stop = getattr(node, "stop_daemon", None)     # a switches.node.P4SwitchNode
         if callable(stop) and getattr(node, "proc", None) is not None:
             stop()
             done.append(f"{node.name} daemon")
@@ -1439,8 +1435,6 @@ def _force_teardown(net: Any) -> list[str]:
             done.append(f"{node.name} shell")
         if shell is not None:
             shell.wait()
-    from testbed.netlink import NetlinkError, delete_link
-
     for node in net.switches:
         for intf in node.intfList():
             try:
@@ -1488,7 +1482,7 @@ def _write_json(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-def check_profile(mod: types.ModuleType, profile: str, engine: str) -> None:
+def check_profile(mod: Experiment, profile: str, engine: str) -> None:
     """Raise ExperimentError unless experiment ``mod`` has ``profile`` and the
     profile runs on ``engine``."""
     profile_params(mod, profile)        # (raises for an unknown or missing profile)
@@ -1562,7 +1556,7 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
         prog.line("analysing")
         results = _finish(mod, plan, run_dir, summary,
                           engine.fidelity(run_dir, plan, summary, measured))
-        prog.line(_verdict_line(summary, results, tuple(getattr(mod, "HEADLINE", ()))))
+        prog.line(_verdict_line(summary, results, tuple(mod.HEADLINE)))
         return summary
     finally:
         summary["switch_config"]["port_rate"] = _port_rate_record(applied)
@@ -1588,7 +1582,7 @@ def _port_rate_record(applied: list[dict[str, Any]]) -> dict[str, Any] | None:
     return out
 
 
-def _finish(mod: types.ModuleType, plan: RunPlan, run_dir: Path,
+def _finish(mod: Experiment, plan: RunPlan, run_dir: Path,
             summary: dict[str, Any], fid: dict[str, Any]) -> dict[str, Any]:
     summary["fidelity"] = fid
     try:

@@ -35,7 +35,7 @@ from typing import Any
 from mininet.log import warn
 from mininet.node import Host
 
-from switches.soft.node import offload_off_command
+from switches.node import offload_off_command
 
 __all__ = ["RxeHost", "RxeHostError", "rxe_in_mininet_reason", "rxe_device_name"]
 

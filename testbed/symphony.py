@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hosts.agent_spec import JobSpec
-from testbed.controller import Controller
+from switches.controller.api import Controller
 
 INSTANCE = "MyEgress.symphony"
 JOBS_TABLE = f"{INSTANCE}.jobs"
@@ -156,7 +156,7 @@ def source_job_commands(jobs: Mapping[str, JobSpec]) -> list[str]:
 class JobIdAllocator:
     """Hands out Symphony job ids and programs the switches on each job's path.
 
-    ``switches``: switch name -> its controller (testbed.controller)."""
+    ``switches``: switch name -> its controller (switches.controller)."""
 
     def __init__(self, switches: Mapping[str, Controller]) -> None:
         if not switches:

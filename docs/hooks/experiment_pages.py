@@ -28,9 +28,11 @@ import json
 import logging
 import re
 import sys
-import types
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from testbed.experiment import Experiment
 
 log = logging.getLogger("mkdocs.hooks.experiment_pages")
 
@@ -56,7 +58,7 @@ MEASUREMENTS = ("results/reference/forwarding-bench.json", "results/reference/ru
                 "results/reference/sim-bench-pypy.json", "results/reference/sim-bench-32-ranks-8mib.json")
 
 
-def _experiments() -> dict[str, types.ModuleType]:
+def _experiments() -> dict[str, Experiment]:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from testbed.experiment import discover
@@ -110,7 +112,7 @@ def docstring_markdown(doc: str) -> str:
     return "\n".join(out)
 
 
-def plot_names(mod: types.ModuleType) -> tuple[list[str], bool]:
+def plot_names(mod: Experiment) -> tuple[list[str], bool]:
     """The PNG names an experiment's source spells out (string constants and the
     claims' plots), and whether it draws one timeline per phase
     (testbed.plotting.phase_timelines: ``plots/<phase>.png``)."""
@@ -120,7 +122,7 @@ def plot_names(mod: types.ModuleType) -> tuple[list[str], bool]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             if re.fullmatch(r"[\w*.-]+\.png", node.value):
                 names.add(node.value)
-    for claim in getattr(mod, "CLAIMS", ()):
+    for claim in mod.CLAIMS:
         names.update(claim.plots)
     return sorted(names), "phase_timelines" in src
 
@@ -130,7 +132,7 @@ def _against(v: Any, default: Any) -> str:
     return "same" if v == default else f"**{_value(v)}**"
 
 
-def params_table(mod: types.ModuleType) -> str:
+def params_table(mod: Experiment) -> str:
     """Every parameter: type, default (full), quick and paper values (the
     paper column only where the module has a paper profile; "same" where a
     profile keeps the default; a star where the paper profile runs less
@@ -156,7 +158,7 @@ def params_table(mod: types.ModuleType) -> str:
     return "\n".join(rows)
 
 
-def paper_profile_section(mod: types.ModuleType) -> list[str]:
+def paper_profile_section(mod: Experiment) -> list[str]:
     """What the paper profile runs, and what it cuts from the paper's scale."""
     from testbed.experiment import has_profile, scaled_down_from
 
@@ -197,7 +199,7 @@ def claims_table(claims: tuple[Any, ...]) -> str:
     return "\n".join(rows)
 
 
-def experiment_page(name: str, mod: types.ModuleType) -> str:
+def experiment_page(name: str, mod: Experiment) -> str:
     from testbed.experiment import describe
 
     doc = (mod.__doc__ or "").strip()
@@ -212,7 +214,7 @@ def experiment_page(name: str, mod: types.ModuleType) -> str:
     program = getattr(mod, "PROGRAM", None)
     if program:
         facts.append(f"switch program `{program}`")
-    providers = getattr(mod, "HOST_PROVIDERS", ("udp",))
+    providers = mod.HOST_PROVIDERS
     facts.append("hosts: " + ", ".join(f"`{p}`" for p in providers))
     parts += [" · ".join(facts), ""]
     parts += ["!!! note \"Generated from the code\"",
@@ -228,17 +230,15 @@ def experiment_page(name: str, mod: types.ModuleType) -> str:
               + " (`testbed list --params` prints the same).", "",
               params_table(mod), ""]
     parts += paper_profile_section(mod)
-    headline = getattr(mod, "HEADLINE", ())
+    headline = mod.HEADLINE
     if headline:
         parts += ["## Headline results", "",
                   "The `summary.json` keys the run's last line prints:", "",
                   ", ".join(f"`{k}`" for k in headline), ""]
-    ref = getattr(mod, "REFERENCE", None) or getattr(mod, "PAPER", None)
-    if isinstance(ref, dict) and ref:
-        which = "REFERENCE" if getattr(mod, "REFERENCE", None) else "PAPER"
-        parts += ["## The paper's values", "", f"`{which}` in the module:", "",
-                  reference_table(ref), ""]
-    claims = tuple(getattr(mod, "CLAIMS", ()))
+    if mod.REFERENCE:
+        parts += ["## The paper's values", "", "`REFERENCE` in the module:", "",
+                  reference_table(dict(mod.REFERENCE)), ""]
+    claims = tuple(mod.CLAIMS)
     if claims:
         parts += ["## Claims judged by `testbed report`", "",
                   "Each claim is judged on the mean over the faithful runs "
@@ -265,12 +265,12 @@ def experiment_page(name: str, mod: types.ModuleType) -> str:
     return "\n".join(parts)
 
 
-def experiments_index(exps: dict[str, types.ModuleType]) -> str:
+def experiments_index(exps: dict[str, Experiment]) -> str:
     from testbed.experiment import describe
 
     rows = ["| experiment | what it shows | paper claims |", "|---|---|---|"]
     for name, mod in exps.items():
-        n = len(getattr(mod, "CLAIMS", ()))
+        n = len(mod.CLAIMS)
         rows.append(f"| [{name}]({name}.md) | {_cell(describe(mod))} | {n or '-'} |")
     return "\n".join([
         "# Experiments", "",

@@ -27,6 +27,7 @@ from testbed.timeline import jain_index, load_phase
 
 # --8<-- [start:registry]
 NAME = "incast"
+HOST_PROVIDERS = ("udp",)
 PROGRAM = "switches/p4/l3_ecn.p4"
 HEADLINE = ("incast.jain_index", "incast.max_queue_pkts", "incast.bytes_ok")
 

@@ -3,8 +3,9 @@ batches of simple_switch_CLI commands.
 
 BMv2 takes its program over P4Runtime: SetForwardingPipelineConfig with the
 P4Info and, as the opaque device config, the bmv2 JSON p4c wrote. The rest
-goes through :mod:`testbed.controller` (tables, PRE, registers with the
-Thrift fallback, queues).
+goes through the controller API (:mod:`switches.controller`: tables, PRE,
+registers with the Thrift fallback, queues); :class:`ThriftCli` is how its
+``CliController`` reaches the switch (``switches.targets.BMV2.cli_controller``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any
 
-from testbed.controller import ControllerError, P4RuntimeController
+from switches.controller.api import ControllerError
+from switches.controller.p4runtime import P4RuntimeController
 
 CLI_MISSING = ("simple_switch_CLI not found: BMv2 runs in the Vagrant VM (vagrant up), "
                "or install p4lang's packages")
@@ -85,18 +87,24 @@ def run_cli_batch(thrift_port: int, lines: Sequence[str], host: str = "127.0.0.1
     return replies
 
 
-def p4runtime_controller(grpc_port: int, p4info_path: str | None, device_id: int,
-                         thrift_port: int | None, election_id: int = 1,
-                         timeout: float = 10.0) -> P4RuntimeController:
-    """A P4RuntimeController for the switch, with the Thrift CLI attached when
-    the switch has one (queue settings, registers)."""
-    from testbed.controller import CliController
+class ThriftCli:
+    """simple_switch_CLI --thrift-port, one process per command (the
+    ``execute`` of BMv2's CliController)."""
 
-    cli = CliController(thrift_port, target="bmv2") if thrift_port is not None else None
-    p4info = load_p4c_p4info(p4info_path) if p4info_path is not None else None
-    return P4RuntimeController(f"127.0.0.1:{grpc_port}", p4info, device_id=device_id,
-                               election_id=election_id, cli=cli, timeout=timeout)
+    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
+        self.command = cli_command(port, host)
+
+    def execute(self, line: str) -> str:
+        p = subprocess.run(self.command, input=line + "\n", capture_output=True, text=True,
+                           timeout=60)
+        out = p.stdout.replace("RuntimeCmd: ", "").strip()
+        lines = [ln for ln in out.splitlines() if not ln.startswith("Obtaining JSON")
+                 and not ln.startswith("Control utility for runtime P4 table manipulation")]
+        text = "\n".join(lines).strip()
+        if p.returncode != 0 or re.search(r"^(Error|Invalid|.*Exception)", text, re.M):
+            raise ControllerError(text or p.stderr.strip(), "CLI")
+        return text
 
 
-__all__ = ["CLI_MISSING", "cli_command", "load_p4c_p4info", "p4runtime_controller", "push_pipeline",
+__all__ = ["CLI_MISSING", "ThriftCli", "cli_command", "load_p4c_p4info", "push_pipeline",
            "run_cli_batch", "split_cli_replies"]

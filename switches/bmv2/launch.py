@@ -1,16 +1,17 @@
-"""Starting, waiting for and stopping ``simple_switch_grpc`` (no Mininet here:
-:mod:`switches.bmv2.node` puts it in a Mininet node)."""
+"""``simple_switch_grpc``'s command line and the wait until its ports open (no
+Mininet here: :mod:`switches.bmv2.node` puts it in a Mininet node; the
+process is started and stopped by :mod:`switches.process`)."""
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from switches.process import tail
 
 # Set in the environment of every simple_switch_grpc the BMv2 node starts, so
 # that the testbed's cleanup (testbed.net.leftovers) finds exactly those.
@@ -20,7 +21,6 @@ SWITCH_EXE = "simple_switch_grpc"
 SWITCH_MISSING = ("simple_switch_grpc not found: BMv2 runs in the Vagrant VM (vagrant up), "
                   "or install p4lang's packages")
 NO_THRIFT_MARK = "without Thrift support"
-PR_SET_PDEATHSIG = 1
 
 
 class Bmv2StartError(RuntimeError):
@@ -79,38 +79,6 @@ def switch_command(exe: str, interfaces: Sequence[tuple[int, str]], *, device_id
     return cmd
 
 
-def tail(paths: Iterable[str | os.PathLike[str]], lines: int = 20) -> str:
-    """The last lines of each file that exists, headed by its name."""
-    parts = []
-    for path in paths:
-        try:
-            text = Path(path).read_text(errors="replace")
-        except OSError:
-            continue
-        body = "\n".join(text.splitlines()[-lines:]) or "(empty)"
-        parts.append(f"--- {path}\n{body}")
-    return "\n".join(parts) or "(no log written)"
-
-
-def _die_with_parent() -> None:
-    # The switch must not outlive the test or run that started it.
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-    os.setpgrp()  # Ctrl-C reaches the parent only, which stops us in order
-
-
-def launch(cmd: Sequence[str], out_path: str | os.PathLike[str],
-           env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start ``cmd`` with stdout and stderr appended to ``out_path``."""
-    with open(out_path, "ab") as out:
-        return subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
-                                env=dict(env) if env is not None else None)
-
-
 def wait_listening(proc: subprocess.Popen[bytes], ports: Mapping[str, int], timeout: float,
                    what: str, logs: Sequence[str], optional: Mapping[str, str] | None = None
                    ) -> set[str]:
@@ -151,20 +119,5 @@ def _read(path: str) -> str:
         return ""
 
 
-def stop_process(proc: subprocess.Popen[bytes] | None, timeout: float = 5.0) -> int | None:
-    """SIGTERM, then SIGKILL after ``timeout``; the process is reaped either way."""
-    if proc is None:
-        return None
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
-
-
 __all__ = ["Bmv2StartError", "NO_THRIFT_MARK", "SWITCH_EXE", "SWITCH_MISSING",
-           "default_build_dir", "free_port", "launch", "port_open", "stop_process",
-           "switch_command", "tail", "wait_listening"]
+           "default_build_dir", "free_port", "port_open", "switch_command", "wait_listening"]

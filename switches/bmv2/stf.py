@@ -24,27 +24,26 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ground.netlink import NetlinkError, add_veth, delete_link, set_link_up
 from switches.bmv2.compile import ToolMissing, compile_bmv2
-from switches.bmv2.control import p4runtime_controller, push_pipeline
+from switches.bmv2.control import load_p4c_p4info, push_pipeline
 from switches.bmv2.launch import (
     NO_THRIFT_MARK,
     SWITCH_EXE,
     SWITCH_MISSING,
     free_port,
-    launch,
-    stop_process,
     switch_command,
     wait_listening,
 )
+from switches.controller.api import ControllerError
+from switches.controller.p4runtime import P4RuntimeController
+from switches.process import launch, stop_process
 from switches.stf.engine import Entry, KeyField, TableView, run_commands
 from switches.stf.syntax import StfError, StfSyntaxError, parse_stf, stf_ports
 from switches.stf.verdict import StfResult
-from testbed.netlink import NetlinkError, add_veth, delete_link, set_link_up
-
-if TYPE_CHECKING:
-    from testbed.controller import P4RuntimeController
+from switches.targets import BMV2
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
@@ -142,15 +141,13 @@ def _del_veths(pairs: Mapping[int, tuple[str, str]]) -> None:
 _MATCH_KINDS = {2: "exact", 3: "lpm", 4: "ternary", 5: "range", 6: "optional"}  # p4info MatchType
 
 
-class Bmv2Target:
+class Bmv2StfTarget:
     """BMv2 as an STF target: frames over the veth pairs, entries as
     P4Runtime writes, other simple_switch_CLI verbs through the CLI. BMv2
     forwards asynchronously: a control command after packets first waits
     until the outputs settle, so those packets see the old state."""
 
     def __init__(self, ctl: P4RuntimeController, wire: _Wire) -> None:
-        from testbed.controller import ControllerError
-
         self.command_errors: tuple[type[Exception], ...] = (ControllerError, KeyError,
                                                             ValueError)
         self.ctl = ctl
@@ -257,11 +254,11 @@ def run_stf_bmv2(p4_path: str | os.PathLike[str], stf_path: str | os.PathLike[st
         opened = wait_listening(proc, {"grpc": grpc_port, "thrift": thrift}, ready_timeout,
                                 f"simple_switch_grpc for {stf_path}", logs,
                                 optional={"thrift": NO_THRIFT_MARK})
-        ctl = p4runtime_controller(grpc_port, p4info_path, 0,
-                                   thrift if "thrift" in opened else None)
+        ctl = BMV2.p4runtime_controller(grpc_port, load_p4c_p4info(p4info_path), 0,
+                                        thrift if "thrift" in opened else None)
         push_pipeline(ctl, p4info_path, json_path)
         wire = _Wire({p: host for p, (_, host) in pairs.items()})
-        return run_commands(commands, Bmv2Target(ctl, wire), str(stf_path))
+        return run_commands(commands, Bmv2StfTarget(ctl, wire), str(stf_path))
     finally:
         if wire is not None:
             wire.close()
@@ -304,4 +301,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["Bmv2Target", "main", "run_stf_bmv2"]
+__all__ = ["Bmv2StfTarget", "main", "run_stf_bmv2"]

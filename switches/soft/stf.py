@@ -33,8 +33,8 @@ from switches.stf.verdict import StfResult
 _RANK_CEILING = 1 << 21
 
 
-class SoftTarget:
-    """The soft switch as an STF target."""
+class SoftStfTarget:
+    """The soft switch as an STF target (switches.stf.engine.StfTarget)."""
 
     command_errors: tuple[type[Exception], ...] = (CommandError, TableError, ValueError)
 
@@ -112,7 +112,7 @@ def run_stf_text(module: ProgramModule, text: str, filename: str = "<stf>",
     a line is not STF or names a table the program does not have)."""
     commands = parse_stf(text, filename)
     sw = SoftSwitch(module) if switch_factory is None else switch_factory(module)
-    return run_commands(commands, SoftTarget(sw), filename)
+    return run_commands(commands, SoftStfTarget(sw), filename)
 
 
 def run_stf(p4_path: str | Path, stf_path: str | Path, backend: str = "python",

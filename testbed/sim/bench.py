@@ -100,6 +100,7 @@ def measure(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
     """Run the plan here; the figure (peak memory: this process's).
     ``program_path``: the generated P4 module, compiled elsewhere (PyPy)."""
     from switches.soft.backends import load_generated
+    from switches.targets import SOFT
     from testbed.runner import _apply_commands
     from testbed.sim.engine import SimRun, _interpreter
     from testbed.timeline import load_phase
@@ -108,7 +109,7 @@ def measure(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
     program = load_generated(program_path) if program_path else None
     with tempfile.TemporaryDirectory(prefix="p4tb-bench-sim-") as d:
         def apply(sw: Any, lines: list[str], where: str) -> None:
-            _apply_commands(sw.controller(), lines, "soft",
+            _apply_commands(sw.controller(), lines, SOFT,
                             plan.topology.packet_bytes, where, [])
 
         sim = SimRun(plan, Path(d), apply=apply, program=program)

@@ -72,13 +72,14 @@ def run_phases(plan: Any, run_dir: Path, *, seed: int, host_links: str, packet_b
     only."""
     import time
 
+    from switches.targets import SOFT
     from testbed.runner import RunError, _apply_commands
     from testbed.sim.engine import SimRun, SimUnsupported, sim_fidelity
 
     out = SimOutcome(applied=[] if applied is None else applied)
 
     def apply(sw: Any, lines: list[str], where: str) -> None:
-        _apply_commands(sw.controller(), lines, "soft", packet_bytes, where, out.applied)
+        _apply_commands(sw.controller(), lines, SOFT, packet_bytes, where, out.applied)
 
     sim: SimRun | None = None
     try:

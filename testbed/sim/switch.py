@@ -15,9 +15,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from switches.controller.cli import CliController
 from switches.soft.control.verbs import ControlPlane
 from switches.soft.runtime.switch import SoftSwitch
-from testbed.controller import CliController
+from switches.targets import SOFT
 from testbed.sim.link import TxLine
 from testbed.sim.loop import EventLoop, SimError
 
@@ -69,7 +70,7 @@ class SimSwitch:
         switch node's ``controller()`` (one per switch: it keeps the tables'
         schema once read)."""
         if self._controller is None:
-            self._controller = CliController(target="soft", execute=self.execute)
+            self._controller = SOFT.cli_controller(execute=self.execute)
         return self._controller
 
     def execute(self, line: str) -> str:

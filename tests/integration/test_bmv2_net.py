@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from switches.controller.api import Controller
 from testbed.net import P4_DIR, HostAddr, host_addr, running
 
 from .helpers import host_result, host_run, host_start
@@ -35,7 +36,7 @@ def bmv2_star(n: int, program: Path, tmp_path: Path, **switch_params: Any
     from mininet.net import Mininet
 
     from switches.bmv2.node import BMv2Switch
-    from switches.soft.node import P4Host
+    from switches.node import P4Host
 
     addrs = [host_addr(i) for i in range(1, n + 1)]
     net = Mininet(controller=None, switch=BMv2Switch, host=P4Host, link=Link,
@@ -54,7 +55,7 @@ def bmv2_star(n: int, program: Path, tmp_path: Path, **switch_params: Any
     return net, sw, hosts, addrs
 
 
-def install_routes(ctl: Any, addrs: list[HostAddr]) -> None:
+def install_routes(ctl: Controller, addrs: list[HostAddr]) -> None:
     for a in addrs:
         ctl.table_add("MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": (a.ip, 32)},
                       "MyIngress.set_nhop", {"dmac": a.mac, "port": a.port})

@@ -138,11 +138,11 @@ def standin_star(tmp_path: Path, **params: Any) -> tuple[Any, Any, list[Any], li
     from mininet.link import Link
     from mininet.net import Mininet
 
-    from switches.soft.node import P4Host
-    from testbed.targets import switch_class
+    from switches.node import P4Host
+    from switches.targets import BMV2
 
     addrs = [host_addr(1), host_addr(2)]
-    net = Mininet(controller=None, switch=switch_class("bmv2"), host=P4Host, link=Link,
+    net = Mininet(controller=None, switch=BMV2.switch_class(), host=P4Host, link=Link,
                   autoSetMacs=False, build=False)
     sw = net.addSwitch("s1", program=str(P4_DIR / "l3_router.p4"),
                        log_dir=str(tmp_path / "logs"), build_dir=str(tmp_path / "build"),

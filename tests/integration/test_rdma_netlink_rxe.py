@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.netlink import add_veth, delete_link, link_names, set_link_up
+from ground.netlink import add_veth, delete_link, link_names, set_link_up
 from testbed.rdma_netlink import RdmaNetlinkError, add_rxe_link, devices
 from testbed.rdma_netlink import delete_link as delete_rdma_link
 

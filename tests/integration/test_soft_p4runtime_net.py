@@ -38,7 +38,7 @@ def run_daemon(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[s
 
 
 def test_daemon_serves_p4runtime_on_a_free_port(tmp_path: Path) -> None:
-    from testbed.controller import P4RuntimeController
+    from switches.controller.p4runtime import P4RuntimeController
 
     ready = tmp_path / "ready.json"
     proc = subprocess.Popen(
@@ -84,7 +84,8 @@ def soft_star(program: Path, tmp_path: Path, **params: Any
     from mininet.link import Link
     from mininet.net import Mininet
 
-    from switches.soft.node import P4Host, SoftP4Switch
+    from switches.node import P4Host
+    from switches.soft.node import SoftP4Switch
 
     addrs = [host_addr(1), host_addr(2)]
     net = Mininet(controller=None, switch=SoftP4Switch, host=P4Host, link=Link,
@@ -105,7 +106,7 @@ def soft_star(program: Path, tmp_path: Path, **params: Any
 @pytest.mark.root
 @pytest.mark.usefixtures("no_leftovers")
 def test_routes_queues_and_registers_over_p4runtime(tmp_path: Path) -> None:
-    from testbed.controller import P4RuntimeController
+    from switches.controller.p4runtime import P4RuntimeController
 
     net, sw, (h1, h2), (a1, a2) = soft_star(P4_DIR / "l3_ecn.p4", tmp_path, grpc_port=0,
                                             device_id=3)
@@ -155,7 +156,7 @@ def test_routes_queues_and_registers_over_p4runtime(tmp_path: Path) -> None:
 @pytest.mark.root
 @pytest.mark.usefixtures("no_leftovers")
 def test_without_grpc_port_the_controller_speaks_cli(tmp_path: Path) -> None:
-    from testbed.controller import CliController
+    from switches.controller.cli import CliController
 
     net, sw, _hosts, (a1, _a2) = soft_star(P4_DIR / "l3_router.p4", tmp_path)
     with running(net):

@@ -210,7 +210,8 @@ def test_two_soft_switches_in_a_line_route_end_to_end(tmp_path: Path) -> None:
     from mininet.link import Link
     from mininet.net import Mininet
 
-    from switches.soft.node import P4Host, SoftP4Switch
+    from switches.node import P4Host
+    from switches.soft.node import SoftP4Switch
     from testbed.net import host_addr
 
     a1, a2 = host_addr(1), host_addr(2)

@@ -16,7 +16,7 @@ from scapy.packet import Raw
 
 from switches.soft.compiler import compile_program
 from switches.soft.runtime.switch import SoftSwitch
-from switches.soft.stf import SoftTarget, run_stf
+from switches.soft.stf import SoftStfTarget, run_stf
 from switches.stf import parse_stf, run_commands
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def scapy_icrc(frame: bytes) -> int:
 
 def stf_outputs() -> list[bytes]:
     """Every frame epic.p4 emits for the packets of its STF test."""
-    target = SoftTarget(SoftSwitch(compile_program(EPIC)))
+    target = SoftStfTarget(SoftSwitch(compile_program(EPIC)))
     stf = ROOT / "switches" / "p4" / "tests" / "epic.stf"
     run_commands(parse_stf(stf.read_text(), str(stf)), target)
     return [f for frames in target.outputs().values() for f in frames]

@@ -28,12 +28,13 @@ from switches.bmv2.compile import (
 from switches.bmv2.launch import (
     Bmv2StartError,
     free_port,
-    launch,
     port_open,
-    stop_process,
     switch_command,
     wait_listening,
 )
+from switches.controller.api import ControllerError
+from switches.process import launch, stop_process
+from switches.targets import BMV2, SOFT, TargetUnavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 L3_ROUTER = ROOT / "switches" / "p4" / "l3_router.p4"
@@ -348,7 +349,6 @@ def test_cli_batch_replies_in_order(fake_path: Path) -> None:
 
 def test_cli_batch_names_the_failing_line(fake_path: Path) -> None:
     from switches.bmv2.control import run_cli_batch
-    from testbed.controller import ControllerError
 
     fake_tool(fake_path, "simple_switch_CLI", FAKE_CLI)
     with pytest.raises(ControllerError) as e:
@@ -358,7 +358,6 @@ def test_cli_batch_names_the_failing_line(fake_path: Path) -> None:
 
 def test_cli_missing(fake_path: Path) -> None:
     from switches.bmv2.control import CLI_MISSING, run_cli_batch
-    from testbed.controller import ControllerError
 
     with pytest.raises(ControllerError, match="simple_switch_CLI not found"):
         run_cli_batch(9090, ["show_tables"])
@@ -377,7 +376,7 @@ def test_pipeline_push_sends_p4info_and_bmv2_json(tmp_path: Path) -> None:
     from p4.v1 import p4runtime_pb2 as pb
     from p4.v1 import p4runtime_pb2_grpc
 
-    from switches.bmv2.control import p4runtime_controller, push_pipeline
+    from switches.bmv2.control import load_p4c_p4info, push_pipeline
     from switches.soft.p4info import write_program_p4info
 
     got: dict[str, object] = {}
@@ -408,7 +407,7 @@ def test_pipeline_push_sends_p4info_and_bmv2_json(tmp_path: Path) -> None:
         p4info = write_program_p4info(L3_ROUTER, p4info_path)
         json_path = tmp_path / "l3_router.json"
         json_path.write_bytes(b'{"header_types": [], "program": "l3_router.p4"}')
-        ctl = p4runtime_controller(port, str(p4info_path), device_id=7, thrift_port=None)
+        ctl = BMV2.p4runtime_controller(port, load_p4c_p4info(p4info_path), device_id=7)
         try:
             push_pipeline(ctl, p4info_path, json_path)
             req = got["request"]
@@ -445,28 +444,26 @@ def install_fake_bmv2(bindir: Path) -> None:
 
 
 def test_switch_class_needs_every_bmv2_tool(fake_path: Path) -> None:
-    from testbed.targets import TargetUnavailable, available_targets, switch_class
+    from testbed.targets import available_targets
 
     with pytest.raises(TargetUnavailable) as e:
-        switch_class("bmv2")
+        BMV2.switch_class()
     assert "simple_switch_grpc" in str(e.value) and "vagrant up" in str(e.value)
     fake_tool(fake_path, "simple_switch_grpc", FAKE_VERSION.replace("{name}", "ssg"))
     fake_tool(fake_path, "p4c", FAKE_VERSION.replace("{name}", "p4c"))
     t = available_targets()["bmv2"]
     assert not t.available and t.reason.startswith("simple_switch_CLI not on PATH")
-    with pytest.raises(TargetUnavailable, match="unknown target"):
-        switch_class("tofino")
 
 
 def test_switch_class_soft_and_bmv2(fake_path: Path) -> None:
     pytest.importorskip("mininet.node")
     from switches.bmv2.node import BMv2Switch
     from switches.soft.node import SoftP4Switch
-    from testbed.targets import available_targets, switch_class
+    from testbed.targets import available_targets
 
-    assert switch_class("soft") is SoftP4Switch
+    assert SOFT.switch_class() is SoftP4Switch
     install_fake_bmv2(fake_path)
-    assert switch_class("bmv2") is BMv2Switch
+    assert BMV2.switch_class() is BMv2Switch
     t = available_targets()["bmv2"]
     assert t.available and t.versions["p4c"] == "p4c 1.15.0-abc"
     assert t.versions["simple_switch_grpc"] == "simple_switch_grpc 1.15.0-abc"
@@ -570,7 +567,7 @@ def test_launched_process_gets_its_own_process_group(tmp_path: Path) -> None:
 
 def test_stf_on_bmv2_sends_what_the_engine_resolved(tmp_path: Path) -> None:
     pytest.importorskip("p4.v1.p4runtime_pb2", reason="needs the 'p4runtime' extra")
-    from switches.bmv2.stf import Bmv2Target
+    from switches.bmv2.stf import Bmv2StfTarget
     from switches.soft.p4info import p4info_for_program
     from switches.stf import parse_stf, run_commands
     from switches.stf.syntax import stf_ports
@@ -611,7 +608,7 @@ def test_stf_on_bmv2_sends_what_the_engine_resolved(tmp_path: Path) -> None:
             return {3: [b"\x00"]}
 
     rec, wire = Recorder(), Wire()
-    result = run_commands(commands, Bmv2Target(rec, wire))  # type: ignore[arg-type]
+    result = run_commands(commands, Bmv2StfTarget(rec, wire))  # type: ignore[arg-type]
     assert rec.calls == [
         ("add", "MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": (0x0A000200, 24)},
          "MyIngress.set_nhop", {"dmac": 0x2AA, "port": 2}, None),

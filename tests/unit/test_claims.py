@@ -4,6 +4,8 @@ refused because they contradict themselves."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from testbed.claims import (
@@ -155,13 +157,32 @@ def test_every_experiment_with_paper_values_declares_claims_from_them() -> None:
     # every claim, of these and of experiments that join later, takes its
     # number from its module's paper values: one place per experiment
     for name, mod in exps.items():
-        claims = getattr(mod, "CLAIMS", ())
-        ref = (getattr(mod, "REFERENCE", None) or getattr(mod, "PAPER", None)) if claims else {}
-        assert not claims or ref, f"{name}: CLAIMS without REFERENCE or PAPER"
-        for c in claims:
-            assert c.key in ref, (name, c.key)   # the paper's value lives in one place
+        ref = mod.REFERENCE
+        assert not mod.CLAIMS or ref, f"{name}: CLAIMS without REFERENCE"
+        for c in mod.CLAIMS:
+            # the paper's value lives in one place, flat or along the key's dotted path
+            value = _reference_value(ref, c.key)
+            assert value is not _ABSENT, (name, c.key)
             if c.paper is None:                  # the paper gives a direction only
-                assert ref[c.key] is None and c.direction, (name, c.key)
+                assert value is None and c.direction, (name, c.key)
             else:
-                assert c.paper == pytest.approx(ref[c.key]), (name, c.key)
+                assert c.paper == pytest.approx(value), (name, c.key)
             assert c.plots, (name, c.key)
+
+
+_ABSENT = object()
+
+
+def _reference_value(node: Any, key: str) -> Any:
+    """The value at ``key`` flat or nested; a nested name may itself hold
+    dots (a model called llama-3.2-1b)."""
+    if not isinstance(node, dict):
+        return _ABSENT
+    if key in node:
+        return node[key]
+    for name, child in node.items():
+        if key.startswith(f"{name}."):
+            found = _reference_value(child, key[len(name) + 1:])
+            if found is not _ABSENT:
+                return found
+    return _ABSENT

@@ -13,6 +13,7 @@ from plot_checks import assert_plots
 
 from experiments import ring_allreduce, roce_basics
 from hosts.agent_spec import JobSpec, message_wire_bytes
+from switches.targets import target_of
 from testbed.experiment import (
     ExperimentError,
     discover,
@@ -96,6 +97,67 @@ def test_experiments_are_discovered_by_name() -> None:
     assert load("roce-basics") is roce_basics and load("ring_allreduce") is ring_allreduce
     with pytest.raises(ExperimentError, match="unknown experiment 'nope'.*roce-basics"):
         load("nope")
+
+
+def test_every_experiment_module_is_in_the_registry() -> None:
+    # a module of the experiments package with a NAME that the registry
+    # forgot would never be listed or run
+    import importlib
+    import pkgutil
+
+    import experiments
+
+    named = {}
+    for m in pkgutil.iter_modules(experiments.__path__):
+        if not m.name.startswith("_"):
+            mod = importlib.import_module(f"experiments.{m.name}")
+            named[mod.NAME] = mod
+    assert named == experiments.REGISTRY
+    assert discover() == dict(sorted(named.items()))
+
+
+def test_the_testbed_does_not_import_the_experiments() -> None:
+    # the registry comes through an entry point, not an import: the testbed
+    # is the framework, the experiments are what it runs
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    for path in sorted((root / "testbed").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n == "experiments" or n.startswith("experiments.") for n in names), \
+                f"{path.relative_to(root)}:{node.lineno} imports {names}"
+
+
+class _Point:
+    def __init__(self, value: str, registry: dict[str, Any]) -> None:
+        self.value, self._registry = value, registry
+
+    def load(self) -> dict[str, Any]:
+        return self._registry
+
+
+def test_registries_that_contradict_themselves_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    def points(*registries: dict[str, Any]) -> None:
+        found = [_Point(f"pkg{i}:REGISTRY", r) for i, r in enumerate(registries)]
+        monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: found)
+
+    points()
+    with pytest.raises(ExperimentError, match="no experiments registered.*pip install -e"):
+        discover()
+    points({"ring": roce_basics})
+    with pytest.raises(ExperimentError, match="'ring' names a module whose NAME is 'roce-basics'"):
+        discover()
+    other = type(roce_basics)("other")
+    other.NAME = "roce-basics"  # type: ignore[attr-defined]
+    points({"roce-basics": roce_basics}, {"roce-basics": other})
+    with pytest.raises(ExperimentError, match="'roce-basics' is registered twice"):
+        discover()
+    points({"roce-basics": roce_basics}, {"ring-allreduce": ring_allreduce})
+    assert list(discover()) == ["ring-allreduce", "roce-basics"]
 
 
 def test_parameters_quick_profile_and_overrides() -> None:
@@ -356,7 +418,7 @@ def write_roce_basics_run(run_dir: Path, p: Any, *, single_goodput: float = 0.99
             (d / f"{host}.events.jsonl").write_text(
                 "".join(json.dumps(e) + "\n" for e in sorted(evs, key=lambda e: e["t_ns"])))
         qmax = {"pair": pair_queue_max, "single": single_queue_max}.get(name, 2)
-        if target != "soft":  # BMv2: the P4 watermark register only
+        if not target_of(target).reports_stats:  # BMv2: the P4 watermark register only
             (d / "switch_stats.json").write_text(json.dumps(
                 {"before": {}, "after": {}, "qdepth_max": {"3": qmax}, "poller_samples": 0,
                  "poller_error": None}))

@@ -1,10 +1,10 @@
-"""testbed.netlink: errors that name the interface; look-ups need no privileges."""
+"""ground.netlink: errors that name the interface; look-ups need no privileges."""
 
 from __future__ import annotations
 
 import pytest
 
-from testbed.netlink import (
+from ground.netlink import (
     NetlinkError,
     delete_link,
     link_names,

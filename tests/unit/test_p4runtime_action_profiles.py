@@ -1,5 +1,5 @@
 """Action profiles and selectors over P4Runtime (ActionProfileMember,
-ActionProfileGroup, one-shot action sets) and through testbed.controller on
+ActionProfileGroup, one-shot action sets) and through switches.controller on
 both of its backends, on tests/stf/programs/ecmp_selector.p4. The scenarios
 follow behavioral-model's targets/simple_switch_grpc/tests/test_action_profile.cpp."""
 
@@ -18,8 +18,10 @@ from p4.v1 import p4runtime_pb2 as pb  # noqa: E402
 from test_p4runtime_controller import control_server  # noqa: E402
 from test_p4runtime_support import Rig, write_errors  # noqa: E402
 
+from switches.controller.api import ControllerError  # noqa: E402
+from switches.controller.p4runtime import P4RuntimeController  # noqa: E402
 from switches.soft.control.server import ControlServer  # noqa: E402
-from testbed.controller import CliController, ControllerError, P4RuntimeController  # noqa: E402
+from switches.targets import SOFT  # noqa: E402
 
 P4 = Path(__file__).resolve().parents[1] / "stf" / "programs" / "ecmp_selector.p4"
 INSERT, MODIFY, DELETE = pb.Update.INSERT, pb.Update.MODIFY, pb.Update.DELETE
@@ -169,7 +171,7 @@ def test_controller_ecmp_on_either_backend(rig: Rig, kind: str) -> None:
     srv: ControlServer = control_server(rig)
     try:
         ctl = (P4RuntimeController(rig.handle.address, None, device_id=rig.device_id)
-               if kind == "p4runtime" else CliController(srv.port))
+               if kind == "p4runtime" else SOFT.cli_controller(srv.port))
         with ctl:
             for mid, port in ((1, 1), (2, 2), (3, 3)):
                 ctl.profile_member_set("ecmp_sel", mid, "send", {"port": port})

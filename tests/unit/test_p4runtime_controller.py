@@ -1,4 +1,4 @@
-"""testbed.controller: the same calls over P4Runtime and over the CLI verbs
+"""switches.controller: the same calls over P4Runtime and over the CLI verbs
 (the soft switch's control port), checked against the switch's behaviour."""
 
 from __future__ import annotations
@@ -20,17 +20,14 @@ from test_p4runtime_support import (  # noqa: E402
     write_cpu_program,
 )
 
+from switches.controller.api import ControllerError, to_int  # noqa: E402
+from switches.controller.p4runtime import P4RuntimeController  # noqa: E402
 from switches.soft.control.server import CommandFailed, ControlServer  # noqa: E402
 from switches.soft.control.verbs import (
     CommandError,  # noqa: E402
     ControlPlane,
 )
-from testbed.controller import (  # noqa: E402
-    CliController,
-    ControllerError,
-    P4RuntimeController,
-    to_int,
-)
+from switches.targets import SOFT  # noqa: E402
 
 
 def control_server(rig: Rig) -> ControlServer:
@@ -66,7 +63,7 @@ def cpu(tmp_path: Path) -> Iterator[tuple[Rig, ControlServer]]:
 
 def p4rt(rig: Rig, srv: ControlServer | None = None) -> P4RuntimeController:
     return P4RuntimeController(rig.handle.address, None, device_id=rig.device_id,
-                               cli=CliController(srv.port) if srv else None)
+                               cli=SOFT.cli_controller(srv.port) if srv else None)
 
 
 def test_values() -> None:
@@ -81,7 +78,7 @@ def test_values() -> None:
 @pytest.mark.parametrize("kind", ["p4runtime", "cli"])
 def test_router_entries_over_either_backend(l3: tuple[Rig, ControlServer], kind: str) -> None:
     rig, srv = l3
-    ctl = p4rt(rig, srv) if kind == "p4runtime" else CliController(srv.port)
+    ctl = p4rt(rig, srv) if kind == "p4runtime" else SOFT.cli_controller(srv.port)
     with ctl:
         ctl.table_add("ipv4_lpm", {"hdr.ipv4.dstAddr": ("10.0.1.0", 24)}, "set_nhop",
                       {"dmac": "00:00:00:00:01:01", "port": 1})
@@ -120,7 +117,7 @@ def test_router_entries_over_either_backend(l3: tuple[Rig, ControlServer], kind:
 def test_ternary_priorities_registers_counters_multicast(cpu: tuple[Rig, ControlServer],
                                                         kind: str) -> None:
     rig, srv = cpu
-    ctl = p4rt(rig, srv) if kind == "p4runtime" else CliController(srv.port)
+    ctl = p4rt(rig, srv) if kind == "p4runtime" else SOFT.cli_controller(srv.port)
     with ctl:
         ctl.table_add("l2", {"hdr.ethernet.dstAddr": "02:00:00:00:00:22"}, "fwd", {"port": 2})
         ctl.table_add("acl", {"etherType": (0x88B5, 0xFFFF), "ingress_port": (1, 3)}, "drop",

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 from report_runs import claim_values, write_run
 
+import testbed.experiment
 import testbed.runner
 from experiments import (
     epic_allreduce,
@@ -23,6 +24,8 @@ from experiments import (
     symphony_ring,
     symphony_two_flows,
 )
+from experiments._symphony_net import PAPER_NETWORK
+from testbed.claims import Claim
 from testbed.cli import main
 from testbed.experiment import (
     ExperimentError,
@@ -53,12 +56,34 @@ class _TinyParams(ring_allreduce.Params):
 def tiny_module(params: type = _TinyParams) -> types.ModuleType:
     """ring-allreduce with a paper profile of two ranks (and a declared cut)."""
     mod = types.ModuleType("tiny_paper")
-    for k in ("plan", "analyze", "plot", "HEADLINE", "PROGRAM"):
+    for k in ("plan", "analyze", "plot", "HEADLINE", "PROGRAM", "HOST_PROVIDERS", "CLAIMS",
+              "REFERENCE"):
         setattr(mod, k, getattr(ring_allreduce, k))
     mod.NAME = "tiny-paper"
     mod.__doc__ = "A two-rank ring with a paper profile."
     mod.Params = params
     return mod
+
+
+@pytest.fixture
+def no_paper_experiment(monkeypatch: pytest.MonkeyPatch) -> str:
+    """An experiment with a claim and no paper profile (ring-allreduce's
+    parameters) among the discovered ones: its name. Made up, so that the
+    tests do not depend on which real experiments still lack a paper profile."""
+    mod = types.ModuleType("no_paper")
+    for k in ("plan", "analyze", "plot", "HEADLINE", "PROGRAM"):
+        setattr(mod, k, getattr(ring_allreduce, k))
+    mod.NAME = "no-paper"
+    mod.__doc__ = "A ring with a claim and no paper profile."
+    mod.Params = ring_allreduce.Params
+    mod.REFERENCE = {"allreduce.mean_s": 1.0}
+    mod.CLAIMS = (Claim("Fig. 1", "made up", key="allreduce.mean_s", paper=1.0, rel_tol=0.1,
+                        plots=("x.png",)),)
+    assert not has_profile(mod, "paper")
+    real = testbed.experiment.discover
+    monkeypatch.setattr(testbed.experiment, "discover",
+                        lambda: dict(sorted({**real(), mod.NAME: mod}.items())))
+    return mod.NAME
 
 
 def _one_error_line(r: Any) -> str:
@@ -219,11 +244,12 @@ def _at_paper(c: Any) -> float:
     return float(c.paper)
 
 
-def test_a_paper_report_takes_the_experiments_with_a_paper_profile(tmp_path: Path) -> None:
+def test_a_paper_report_takes_the_experiments_with_a_paper_profile(
+        tmp_path: Path, no_paper_experiment: str) -> None:
     with_paper = experiments_with_claims("paper")
     assert {"epic-allreduce", "epic-loss", "epic-primitives", "epic-tree", "symphony-ring",
             "symphony-two-flows", "reflex-cases", "reflex-partial",
-            "reflex-probing"} <= set(with_paper)
+            "reflex-probing", "reflex-workload"} <= set(with_paper)
     assert all(has_profile(load(n), "paper") for n in with_paper)
     assert "symphony-two-flows" in experiments_with_claims()
     claims = epic_allreduce.CLAIMS
@@ -242,7 +268,7 @@ def test_a_paper_report_takes_the_experiments_with_a_paper_profile(tmp_path: Pat
     rep = build(runs, profile="paper", reanalyse=False)
     assert [s.name for s in rep.sections] == list(with_paper)
     assert [s.name for s in rep.sections if s.runs] == ["epic-allreduce"]
-    assert "symphony-sweep" in rep.without_paper_profile and not rep.not_named
+    assert no_paper_experiment in rep.without_paper_profile and not rep.not_named
     rep = build(runs, profile="quick", reanalyse=False)
     sec = next(s for s in rep.sections if s.name == "epic-allreduce")
     assert sec.scale.startswith("quick profile: ") and "differ from the paper's" in sec.scale
@@ -290,11 +316,12 @@ def test_a_parameter_an_older_run_did_not_record_ran_at_its_default(tmp_path: Pa
     assert [r[0] for r in sec.scale_rows] == ["seeds"]
 
 
-def test_the_report_command_with_the_paper_profile(tmp_path: Path) -> None:
+def test_the_report_command_with_the_paper_profile(tmp_path: Path,
+                                                   no_paper_experiment: str) -> None:
     line = _one_error_line(CliRunner().invoke(main, ["report", "--profile", "paper", "--out",
                                                      str(tmp_path / "x")]))
     assert "--engine sim" in line
-    r = CliRunner().invoke(main, ["report", "symphony-sweep", "--profile", "paper",
+    r = CliRunner().invoke(main, ["report", no_paper_experiment, "--profile", "paper",
                                   "--engine", "sim", "--out", str(tmp_path / "y")])
     assert r.exit_code == 2 and "no such experiment with paper claims and a paper profile" \
         in r.output
@@ -307,16 +334,17 @@ def test_the_report_command_with_the_paper_profile(tmp_path: Path) -> None:
                                   str(tmp_path / "runs"), "--out", str(out), "--no-reanalyse"])
     assert r.exit_code == 0, r.output
     md = (out / "report.md").read_text()
-    assert "## epic-allreduce" in md and "## symphony-sweep" not in md
+    assert "## epic-allreduce" in md and f"## {no_paper_experiment}" not in md
     assert "### Scale of epic-allreduce against the paper's" in md
     assert "no paper profile (not run at the paper's scale, not in this report): " in md
+    assert f"`{no_paper_experiment}`" in md
     assert "scale against the paper's" in md
     assert "against the paper's" in (out / "index.html").read_text()
 
 
 def test_symphony_rings_paper_profile_is_section_4_1() -> None:
     p = symphony_ring.Params.paper()
-    assert p.ranks == symphony_ring.PAPER["nodes"] == 32
+    assert p.ranks == PAPER_NETWORK["nodes"] == 32
     assert p.spines == 4 and p.leaves * p.hosts_per_leaf == 32
     # one spine group, not oversubscribed: a leaf's uplinks carry its hosts' rate
     assert p.spines >= p.hosts_per_leaf

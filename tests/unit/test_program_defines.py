@@ -70,8 +70,8 @@ def test_the_mininet_engine_hands_the_defines_to_the_switches(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The runner gives star_router (and leaf_spine) the topology's defines."""
     import testbed.net
+    from switches.targets import TargetUnavailable
     from testbed.runner import Progress, RunError, RunOptions, _bring_up_and_run
-    from testbed.targets import TargetUnavailable
 
     seen: dict[str, Any] = {}
 
@@ -113,18 +113,19 @@ def test_star_router_and_leaf_spine_pass_the_defines_to_either_target(
     import mininet.net
 
     import testbed.net
-    import testbed.targets
+    from switches.targets import target_of
     from testbed.net import LeafSpine, leaf_spine, star_router
 
+    tgt = target_of(target)
     monkeypatch.setattr(mininet.net, "Mininet", _FakeNet)
-    monkeypatch.setattr(testbed.targets, "switch_class", lambda _t: object)
+    monkeypatch.setattr(type(tgt), "switch_class", lambda _self: object)
     monkeypatch.setattr(testbed.net, "_build", lambda *_a: None)
-    star_router(2, EPIC_P4, target=target, defines={"EPIC_WINDOW_LOG2": "7"})
+    star_router(2, EPIC_P4, target=tgt, defines={"EPIC_WINDOW_LOG2": "7"})
     assert [s["defines"] for s in _FakeNet.switches] == [{"EPIC_WINDOW_LOG2": "7"}]
-    leaf_spine(LeafSpine(leaves=2, spines=1, hosts_per_leaf=1), EPIC_P4, target=target,
+    leaf_spine(LeafSpine(leaves=2, spines=1, hosts_per_leaf=1), EPIC_P4, target=tgt,
                defines={"EPIC_WINDOW_LOG2": "7"})
     assert [s["defines"] for s in _FakeNet.switches] == [{"EPIC_WINDOW_LOG2": "7"}] * 3
-    star_router(2, EPIC_P4, target=target)
+    star_router(2, EPIC_P4, target=tgt)
     assert "defines" not in _FakeNet.switches[0]      # none: the program's own
 
 

@@ -15,6 +15,8 @@ from click.testing import CliRunner
 from test_experiment import write_roce_basics_run
 
 from experiments import roce_basics
+from switches.controller.api import ControllerError
+from switches.targets import BMV2, SOFT, target_of
 from testbed.cli import doctor_report
 from testbed.cli import main as cli_main
 from testbed.runner import (
@@ -32,7 +34,7 @@ def _fidelity(tmp_path: Path, target: str = "soft", params: dict | None = None,
 
     p = dataclasses.replace(roce_basics.Params.quick(), **(params or {}))
     write_roce_basics_run(tmp_path, p, switch_kwargs=switch_kwargs, target=target, **(run or {}))
-    return evaluate_fidelity(tmp_path, roce_basics.plan(p), target)
+    return evaluate_fidelity(tmp_path, roce_basics.plan(p), target_of(target))
 
 
 def test_fidelity_ok_records_the_numbers(tmp_path: Path) -> None:
@@ -320,8 +322,6 @@ def _recording_cli(program: object, target: str,
     ``program``, recording every line it sends."""
     from switches.soft.control.verbs import ControlPlane
     from switches.soft.runtime.switch import SoftSwitch
-    from testbed.controller import CliController
-
     control = ControlPlane(SoftSwitch(program, priority_queues=priority_queues))
     lines: list[str] = []
 
@@ -329,7 +329,7 @@ def _recording_cli(program: object, target: str,
         lines.append(line)
         return str(control.execute(line))
 
-    return lines, CliController(execute=execute, target=target)
+    return lines, target_of(target).cli_controller(execute=execute)
 
 
 def _config_lines(sent: list[str]) -> list[str]:
@@ -340,7 +340,7 @@ def test_switch_commands_on_the_soft_target_use_its_rate_extension(l3_ecn: objec
     from testbed.runner import apply_switch_command
 
     sent, ctl = _recording_cli(l3_ecn, "soft")
-    recs = [apply_switch_command(ctl, line, "soft", 1082) for line in (
+    recs = [apply_switch_command(ctl, line, SOFT, 1082) for line in (
         "set_port_rate_bps 4000000", "set_queue_depth 64",
         "table_set_default ecn_config set_ecn_params 4 16 0x14",
         "register_reset MyEgress.qdepth_max")]
@@ -353,30 +353,29 @@ def test_switch_commands_on_the_soft_target_use_its_rate_extension(l3_ecn: objec
 
 
 def test_switch_commands_on_bmv2_turn_the_bit_rate_into_a_packet_rate(l3_ecn: object) -> None:
-    from testbed.controller import ControllerError
     from testbed.runner import apply_switch_command, bps_to_pps
 
     sent, ctl = _recording_cli(l3_ecn, "bmv2")
-    rec = apply_switch_command(ctl, "set_port_rate_bps 4000000", "bmv2", 1082)
+    rec = apply_switch_command(ctl, "set_port_rate_bps 4000000", BMV2, 1082)
     # 4 Mb/s of 1082-byte frames: 462 frames per second
     assert sent == ["set_queue_rate 462"]
     assert rec["via"] == "set_queue_rate" and rec["pps"] == 462 and rec["bps"] == 4_000_000
     assert rec["packet_bytes"] == 1082 and "approximation" in rec["note"]
-    apply_switch_command(ctl, "set_port_rate_bps 8000000 3", "bmv2", 1000)
-    apply_switch_command(ctl, "set_queue_depth 64 3 0", "bmv2", 1000)
+    apply_switch_command(ctl, "set_port_rate_bps 8000000 3", BMV2, 1000)
+    apply_switch_command(ctl, "set_queue_depth 64 3 0", BMV2, 1000)
     assert sent[1:] == ["set_queue_rate 1000 3", "set_queue_depth 64 3 0"]
     assert bps_to_pps(100, 1500) == 1  # never zero: BMv2 would stop the queue
     with pytest.raises(ControllerError, match="not a number"):
-        apply_switch_command(ctl, "set_queue_depth lots", "bmv2", 1000)
+        apply_switch_command(ctl, "set_queue_depth lots", BMV2, 1000)
     with pytest.raises(ControllerError, match="takes 3 value"):
-        apply_switch_command(ctl, "table_set_default ecn_config set_ecn_params 4 16", "bmv2", 1)
+        apply_switch_command(ctl, "table_set_default ecn_config set_ecn_params 4 16", BMV2, 1)
     # the extension itself is refused by BMv2's CLI controller
     with pytest.raises(ControllerError, match="soft-switch extension"):
         ctl.set_port_rate_bps(1000)  # type: ignore[attr-defined]
     # PFC has no BMv2 counterpart: refused with the reason, nothing sent
     n = len(sent)
     with pytest.raises(ControllerError, match="set_pfc: priority flow control is a soft-switch"):
-        apply_switch_command(ctl, "set_pfc 102 100", "bmv2", 1082)
+        apply_switch_command(ctl, "set_pfc 102 100", BMV2, 1082)
     assert len(sent) == n
 
 
@@ -384,7 +383,7 @@ def test_set_pfc_goes_to_the_soft_switch(l3_ecn: object) -> None:
     from testbed.runner import apply_switch_command
 
     sent, ctl = _recording_cli(l3_ecn, "soft")
-    assert apply_switch_command(ctl, "set_pfc 102 100", "soft", 1082)["via"] == "cli"
+    assert apply_switch_command(ctl, "set_pfc 102 100", SOFT, 1082)["via"] == "cli"
     assert _config_lines(sent) == ["set_pfc 102 100"]
 
 
@@ -400,24 +399,23 @@ def test_summary_records_how_the_port_rate_was_set() -> None:
 
 
 def test_priority_weights_are_drr_on_soft_and_a_rate_cap_on_bmv2(l3_ecn: object) -> None:
-    from testbed.controller import ControllerError
     from testbed.runner import RunError, _apply_commands, apply_switch_command
 
     sent, ctl = _recording_cli(l3_ecn, "soft", priority_queues=2)
-    rec = apply_switch_command(ctl, "set_priority_weights 3 10 90", "soft", 1000)
+    rec = apply_switch_command(ctl, "set_priority_weights 3 10 90", SOFT, 1000)
     assert sent == ["set_priority_weights 3 10 90"] and rec["via"] == "cli"
 
     sent, ctl = _recording_cli(l3_ecn, "bmv2", priority_queues=2)
     applied: list[dict] = []
     _apply_commands(ctl, ["set_port_rate_bps 8000000", "set_priority_weights 3 10 90"],
-                    "bmv2", 1000, "topology", applied)
+                    BMV2, 1000, "topology", applied)
     # the high queue (priority 1, weight 90) is capped at 90% of 8 Mb/s of 1000-byte frames
     assert sent == ["set_queue_rate 1000", "set_queue_rate 900 3 1"]
     assert applied[1]["via"] == "set_queue_rate" and "strict priority" in applied[1]["note"]
     with pytest.raises(RunError, match="needs an earlier set_port_rate_bps"):
-        _apply_commands(ctl, ["set_priority_weights 3 10 90"], "bmv2", 1000, "topology", [])
+        _apply_commands(ctl, ["set_priority_weights 3 10 90"], BMV2, 1000, "topology", [])
     with pytest.raises(ControllerError, match="positive weight"):
-        apply_switch_command(ctl, "set_priority_weights 3 0 90", "soft", 1000)
+        apply_switch_command(ctl, "set_priority_weights 3 0 90", SOFT, 1000)
 
 
 def test_late_commands_wait_for_every_agents_start_then_go_to_every_switch(
@@ -427,7 +425,7 @@ def test_late_commands_wait_for_every_agents_start_then_go_to_every_switch(
 
     from hosts.agent_spec import FlowSpec, JobSpec
     from testbed.experiment import ExperimentError, PhasePlan
-    from testbed.runner import Progress, _Agent, _apply_late
+    from testbed.runner import Progress, RunOptions, _Agent, _apply_late
 
     sent_a, ctl_a = _recording_cli(l3_ecn, "soft")
     sent_b, ctl_b = _recording_cli(l3_ecn, "soft")
@@ -435,7 +433,7 @@ def test_late_commands_wait_for_every_agents_start_then_go_to_every_switch(
                 "leaf2": SimpleNamespace(controller=lambda: ctl_b)}
     topo = SimpleNamespace(fabric=object(), packet_bytes=1082)
     plan = SimpleNamespace(topology=topo)
-    opts = SimpleNamespace(target="soft")
+    opts = RunOptions(target="soft")
     job = JobSpec(host="h1", ip="10.0.1.1", flows=(FlowSpec(
         flow="f", role="sender", peer_ip="10.0.2.1", msg_bytes=4096, count=1),))
     phase = PhasePlan("p", {"h1": job}, late_commands=(
@@ -471,11 +469,10 @@ def test_experiments_say_whether_they_run_on_rxe_hosts() -> None:
         check_hosts_supported(mod, "udp")          # every experiment runs on udp hosts
         assert "rxe" in mod.HOST_PROVIDERS, name   # and on rxe hosts, wherever rxe exists
         check_hosts_supported(mod, "rxe")
-    # one that did not would be refused, saying why
-    udp_only = types.SimpleNamespace(NAME="x", HOST_PROVIDERS=("udp",), RXE_UNSUPPORTED="why")
-    with pytest.raises(RunError, match="x does not run on rxe hosts: why; it runs "
-                                       "with --hosts udp"):
-        check_hosts_supported(udp_only, "rxe")
+    # one that did not would be refused, saying what it runs on
+    udp_only = types.SimpleNamespace(NAME="x", HOST_PROVIDERS=("udp",))
+    with pytest.raises(RunError, match="x does not run on rxe hosts; it runs with --hosts udp"):
+        check_hosts_supported(udp_only, "rxe")  # type: ignore[arg-type]
 
 
 def test_job_specs_of_rxe_hosts() -> None:
@@ -581,7 +578,7 @@ def test_soft_switch_runs_above_the_agents(realtime: bool) -> None:
     assert Topology(n_hosts=2, program="switches/p4/l3_router.p4").realtime_switches
     proc = subprocess.Popen(["sleep", "30"])
     try:
-        runner._prioritise_switch(SimpleNamespace(proc=proc), "soft", realtime)
+        runner._prioritise_switch(SimpleNamespace(proc=proc), SOFT, realtime)
         if os.geteuid() != 0:   # not root: the run goes on at normal priority
             return
         assert os.getpriority(os.PRIO_PROCESS, proc.pid) == runner.SWITCH_NICE
@@ -644,7 +641,7 @@ def test_an_agent_that_read_its_frames_late_makes_a_run_unfaithful(tmp_path: Pat
     rxe.mkdir()
     p = roce_basics.Params.quick()
     write_roce_basics_run(rxe, p, **stall)
-    f = evaluate_fidelity(rxe, roce_basics.plan(p), "soft", hosts="rxe")
+    f = evaluate_fidelity(rxe, roce_basics.plan(p), SOFT, hosts="rxe")
     assert "host_receive_lag" in f["not_measured"]
 
 

@@ -73,10 +73,11 @@ def test_no_wall_clock_is_read_on_the_simulated_path(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     mod = load("roce-basics")
     plan = mod.plan(make_params(mod, quick=True))
+    from switches.targets import SOFT
     from testbed.runner import _apply_commands
 
     def apply(sw: Any, lines: list[str], where: str) -> None:
-        _apply_commands(sw.controller(), lines, "soft",
+        _apply_commands(sw.controller(), lines, SOFT,
                         plan.topology.packet_bytes, where, [])
 
     sim = SimRun(plan, tmp_path, apply=apply)     # compiling may read the clock

@@ -1,5 +1,5 @@
 """testbed.symphony: parameters and the job-id allocator, against symphony.p4
-running on in-process soft switches (through testbed.controller's CLI backend)."""
+running on in-process soft switches (through switches.controller's CLI backend)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hosts.agent_spec import CollectiveSpec, FlowSpec, JobSpec, TransportSpec
 from switches.soft.compiler import compile_program
 from switches.soft.control.verbs import ControlPlane
 from switches.soft.runtime.switch import SoftSwitch
-from testbed.controller import CliController
+from switches.targets import SOFT
 from testbed.symphony import (
     JobIdAllocator,
     SymphonyError,
@@ -39,7 +39,7 @@ class Switch:
     def __init__(self, program) -> None:
         self.sw = SoftSwitch(program, now_us=lambda: 0, seed=5)
         self.cp = ControlPlane(self.sw)
-        self.ctl = CliController(execute=self.cp.execute)
+        self.ctl = SOFT.cli_controller(execute=self.cp.execute)
         self.cp.execute("table_add MyIngress.ipv4_lpm MyIngress.set_nhop 10.0.0.0/8 => "
                         "00:00:00:00:0a:01 1")
         # k = 1: a packet ahead of step_min with psn >= psn_rec is always marked

@@ -3,6 +3,7 @@ overlap and CCT come from the ranks' step events."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,15 @@ def test_plan_is_a_fabric_with_the_papers_parameters() -> None:
     plan = exp.plan(p)
     assert plan.topology.fabric is not None and plan.topology.fabric.ecmp
     assert exp.ring_order(p) == [1, 3, 2, 4]          # every ring hop crosses a spine
+    # leaf by leaf: only the hops from one leaf to the next cross a spine
+    local = dataclasses.replace(p, ring_layout="local")
+    assert exp.ring_order(local) == [1, 2, 3, 4]
+    ranks = exp.ring_order(dataclasses.replace(exp.Params.paper(), ring_layout="local"))
+    crossing = sum((a - 1) // 4 != (b - 1) // 4 for a, b in
+                   zip(ranks, ranks[1:] + ranks[:1], strict=True))
+    assert (len(ranks), crossing) == (32, 8)
+    with pytest.raises(ValueError, match="ring_layout 'ring': one of across, local"):
+        dataclasses.replace(p, ring_layout="ring")
     net = plan.topology.network
     assert net is not None and net.red is not None and net.red.pmax == 0.2
     assert (net.red.kmin.bytes, net.red.kmax.bytes, net.link_gbps) == (50_000, 100_000, 10)

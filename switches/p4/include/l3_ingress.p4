@@ -91,7 +91,14 @@ control MyIngress(inout headers_t hdr,
     }
 
 #ifdef L3_ECMP
-    action_selector(HashAlgorithm.crc16, 32w1024, 32w16) ecmp_selector;
+    /* ECMP_HASH: crc16 (default) or crc32. CRCs are linear: flows whose
+     * 5-tuples differ in a few low bits (a step tag in the UDP source port)
+     * can all land on a subset of the group under one polynomial and spread
+     * under another. */
+#ifndef ECMP_HASH
+#define ECMP_HASH crc16
+#endif
+    action_selector(HashAlgorithm.ECMP_HASH, 32w1024, 32w16) ecmp_selector;
 
     action set_ecmp_nhop(bit<48> dmac, bit<9> port) {
         hdr.ethernet.dstAddr = dmac;

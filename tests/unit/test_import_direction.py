@@ -1,0 +1,72 @@
+"""The packages' layers: ground imports no other package of the project;
+switches and hosts never import testbed or experiments (the testbed uses
+them, not the other way round). Every module is parsed, so an import hidden
+inside a function, or made with importlib, counts too."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# package -> the project packages it must not import
+FORBIDDEN = {
+    "ground": {"switches", "hosts", "testbed", "experiments"},
+    "switches": {"testbed", "experiments"},
+    "hosts": {"testbed", "experiments"},
+}
+
+
+def imported_packages(source: str, filename: str = "<src>") -> list[tuple[int, str]]:
+    """(line, top-level package) of every absolute import in ``source``:
+    import statements anywhere, and importlib.import_module / __import__
+    calls with a literal name."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name.split(".")[0]) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module.split(".")[0]))
+        elif isinstance(node, ast.Call) and node.args:
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+            arg = node.args[0]
+            if name in ("import_module", "__import__") and isinstance(arg, ast.Constant) \
+                    and isinstance(arg.value, str):
+                found.append((node.lineno, arg.value.split(".")[0]))
+    return found
+
+
+def violations(package: str) -> list[str]:
+    out = []
+    for path in sorted((REPO / package).rglob("*.py")):
+        for line, top in imported_packages(path.read_text(), str(path)):
+            if top in FORBIDDEN[package]:
+                out.append(f"{path.relative_to(REPO)}:{line} imports {top}")
+    return out
+
+
+def test_the_scanner_sees_every_form_of_import() -> None:
+    src = '''
+import testbed.net
+from experiments import roce_basics
+from switches.node import P4Host
+from . import sibling
+
+def hidden():
+    from testbed.controller import CliController
+    import importlib
+    importlib.import_module("testbed.runner")
+    __import__("experiments.epic_tree")
+'''
+    assert sorted(imported_packages(src)) == [
+        (2, "testbed"), (3, "experiments"), (4, "switches"), (8, "testbed"),
+        (9, "importlib"), (10, "testbed"), (11, "experiments")]
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_no_module_imports_a_package_above_it(package: str) -> None:
+    assert list((REPO / package).rglob("*.py")), f"no modules under {package}/"
+    assert violations(package) == []
