@@ -87,7 +87,7 @@ class ExperimentError(ValueError):
 class Topology:
     """N hosts around one switch (testbed.net.star_router): host i is 10.0.i.1 on
     port i; or, with ``fabric``, N hosts on a leaf-spine (testbed.net.leaf_spine). ``commands`` are control-plane lines (simple_switch_CLI syntax,
-    applied by testbed.runner.apply_switch_command) applied before any
+    applied by testbed.runner.switch_commands.apply_switch_command) applied before any
     traffic, after the routes. ``packet_bytes`` is the typical frame size
     (Ethernet header to ICRC/payload end) that turns a bit rate
     (``set_port_rate_bps``) into the packet rate BMv2's ``set_queue_rate`` takes.
@@ -121,7 +121,7 @@ class Topology:
     # Preprocessor defines of ``program``: (name, value) pairs, each name once.
     defines: tuple[tuple[str, str], ...] = ()
     # The host agents run at real-time priority (SCHED_FIFO; senders above
-    # receivers, testbed.runner.SENDER_RT_PRIORITY) and the soft switch above them,
+    # receivers, testbed.runner.priorities.SENDER_RT_PRIORITY) and the soft switch above them,
     # as the NICs and the switch they stand for run beside the machine's other
     # work: a paced sender then runs when it wakes for its next packet instead
     # of waiting on the run queue behind the switch and the receiver, which on

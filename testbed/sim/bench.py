@@ -101,7 +101,7 @@ def measure(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
     ``program_path``: the generated P4 module, compiled elsewhere (PyPy)."""
     from switches.soft.backends import load_generated
     from switches.targets import SOFT
-    from testbed.runner import _apply_commands
+    from testbed.runner.switch_commands import _apply_commands
     from testbed.sim.engine import SimRun, _interpreter
     from testbed.timeline import load_phase
 

@@ -73,7 +73,8 @@ def run_phases(plan: Any, run_dir: Path, *, seed: int, host_links: str, packet_b
     import time
 
     from switches.targets import SOFT
-    from testbed.runner import RunError, _apply_commands
+    from testbed.runner import RunError
+    from testbed.runner.switch_commands import _apply_commands
     from testbed.sim.engine import SimRun, SimUnsupported, sim_fidelity
 
     out = SimOutcome(applied=[] if applied is None else applied)

@@ -117,7 +117,9 @@ class SimRun:
     # -- one phase ---------------------------------------------------------------
     def _run_phase(self, phase: PhasePlan) -> PhaseResult:
         from hosts.agent import Agent, AgentError, EventLog
-        from testbed.runner import RunError, _phase_jobs, poll_file
+        from testbed.runner import RunError
+        from testbed.runner.phase import _phase_jobs
+        from testbed.runner.switch_stats import poll_file
 
         plan, net, loop = self.plan, self.net, self.loop
         fab = plan.topology.fabric is not None
@@ -259,7 +261,7 @@ class SimRun:
             "events": loop.events - events0,
             "cpu": {"processes": {}}}
         if fab:
-            from testbed.runner import merge_switch_stats
+            from testbed.runner.switch_stats import merge_switch_stats
 
             stats.update(before=merge_switch_stats(befores), after=merge_switch_stats(afters),
                          qdepth_max=None,

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from testbed.agent_launcher import AgentLauncher, LauncherError
-from testbed.runner import REPO_ROOT, _agent_env
+from testbed.runner import REPO_ROOT
+from testbed.runner.agents import _agent_env
 
 
 class LocalNode:

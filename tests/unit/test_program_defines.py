@@ -71,7 +71,9 @@ def test_the_mininet_engine_hands_the_defines_to_the_switches(
     """The runner gives star_router (and leaf_spine) the topology's defines."""
     import testbed.net
     from switches.targets import TargetUnavailable
-    from testbed.runner import Progress, RunError, RunOptions, _bring_up_and_run
+    from testbed.runner import RunError, RunOptions
+    from testbed.runner.mininet_engine import _bring_up_and_run
+    from testbed.runner.progress import Progress
 
     seen: dict[str, Any] = {}
 

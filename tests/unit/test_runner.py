@@ -111,7 +111,7 @@ def test_frames_taken_behind_the_switch_clock_are_limited_like_late_sends(
 
 
 def test_a_fabric_pools_its_switches_frames_out_of_order() -> None:
-    from testbed.runner import merge_switch_stats
+    from testbed.runner.switch_stats import merge_switch_stats
 
     def sw(ooo: int | None) -> dict[str, Any]:
         port = {"rx_frames": 5} if ooo is None else {"rx_frames": 5, "rx_out_of_order": ooo}
@@ -124,7 +124,7 @@ def test_a_fabric_pools_its_switches_frames_out_of_order() -> None:
 
 def test_a_fabric_pools_its_switches_frames_behind_the_clock() -> None:
     from testbed.fidelity import arrivals_behind_clock
-    from testbed.runner import merge_switch_stats
+    from testbed.runner.switch_stats import merge_switch_stats
 
     def sw(behind: dict[str, int] | None, max_us: int = 0) -> dict[str, Any]:
         s: dict[str, Any] = {"rx": {"1": 100, "2": 50}}
@@ -337,7 +337,7 @@ def _config_lines(sent: list[str]) -> list[str]:
 
 
 def test_switch_commands_on_the_soft_target_use_its_rate_extension(l3_ecn: object) -> None:
-    from testbed.runner import apply_switch_command
+    from testbed.runner.switch_commands import apply_switch_command
 
     sent, ctl = _recording_cli(l3_ecn, "soft")
     recs = [apply_switch_command(ctl, line, SOFT, 1082) for line in (
@@ -353,7 +353,7 @@ def test_switch_commands_on_the_soft_target_use_its_rate_extension(l3_ecn: objec
 
 
 def test_switch_commands_on_bmv2_turn_the_bit_rate_into_a_packet_rate(l3_ecn: object) -> None:
-    from testbed.runner import apply_switch_command, bps_to_pps
+    from testbed.runner.switch_commands import apply_switch_command, bps_to_pps
 
     sent, ctl = _recording_cli(l3_ecn, "bmv2")
     rec = apply_switch_command(ctl, "set_port_rate_bps 4000000", BMV2, 1082)
@@ -380,7 +380,7 @@ def test_switch_commands_on_bmv2_turn_the_bit_rate_into_a_packet_rate(l3_ecn: ob
 
 
 def test_set_pfc_goes_to_the_soft_switch(l3_ecn: object) -> None:
-    from testbed.runner import apply_switch_command
+    from testbed.runner.switch_commands import apply_switch_command
 
     sent, ctl = _recording_cli(l3_ecn, "soft")
     assert apply_switch_command(ctl, "set_pfc 102 100", SOFT, 1082)["via"] == "cli"
@@ -388,7 +388,7 @@ def test_set_pfc_goes_to_the_soft_switch(l3_ecn: object) -> None:
 
 
 def test_summary_records_how_the_port_rate_was_set() -> None:
-    from testbed.runner import _port_rate_record
+    from testbed.runner.records import _port_rate_record
 
     assert _port_rate_record([{"line": "set_queue_depth 64", "via": "set_queue_depth"}]) is None
     rec = _port_rate_record([{"where": "topology", "line": "set_port_rate_bps 4000000",
@@ -399,7 +399,8 @@ def test_summary_records_how_the_port_rate_was_set() -> None:
 
 
 def test_priority_weights_are_drr_on_soft_and_a_rate_cap_on_bmv2(l3_ecn: object) -> None:
-    from testbed.runner import RunError, _apply_commands, apply_switch_command
+    from testbed.runner import RunError
+    from testbed.runner.switch_commands import _apply_commands, apply_switch_command
 
     sent, ctl = _recording_cli(l3_ecn, "soft", priority_queues=2)
     rec = apply_switch_command(ctl, "set_priority_weights 3 10 90", SOFT, 1000)
@@ -425,7 +426,10 @@ def test_late_commands_wait_for_every_agents_start_then_go_to_every_switch(
 
     from hosts.agent_spec import FlowSpec, JobSpec
     from testbed.experiment import ExperimentError, PhasePlan
-    from testbed.runner import Progress, RunOptions, _Agent, _apply_late
+    from testbed.runner import RunOptions
+    from testbed.runner.agents import _Agent
+    from testbed.runner.phase import _apply_late
+    from testbed.runner.progress import Progress
 
     sent_a, ctl_a = _recording_cli(l3_ecn, "soft")
     sent_b, ctl_b = _recording_cli(l3_ecn, "soft")
@@ -462,7 +466,8 @@ def test_experiments_say_whether_they_run_on_rxe_hosts() -> None:
     import types
 
     from testbed.experiment import discover, load
-    from testbed.runner import RunError, check_hosts_supported
+    from testbed.runner import RunError
+    from testbed.runner.environment import check_hosts_supported
 
     for name in discover():
         mod = load(name)
@@ -494,7 +499,7 @@ def test_rxe_hosts_run_a_plan_without_the_runners_host_qdisc() -> None:
     import dataclasses
 
     from experiments import reflex_cases, symphony_ring
-    from testbed.runner import plan_for_hosts
+    from testbed.runner.environment import plan_for_hosts
 
     shaped = roce_basics.plan(dataclasses.replace(roce_basics.Params.quick(),
                                                   host_qdisc_ahead_packets=4.0))
@@ -516,7 +521,8 @@ def test_a_plan_whose_hosts_obey_pfc_is_refused_on_rxe_hosts_before_the_network(
     """symphony-ring's full profile runs the lossless fabric: rxe hosts would
     not stop at a pause, so the run is refused up front, saying what to do."""
     from experiments import symphony_ring
-    from testbed.runner import RunError, plan_for_hosts
+    from testbed.runner import RunError
+    from testbed.runner.environment import plan_for_hosts
 
     lossless = symphony_ring.plan(symphony_ring.Params(seeds=1, schemes="baseline"))
     assert plan_for_hosts(lossless, "udp") is lossless
@@ -535,21 +541,21 @@ class _LocalNode:
 @pytest.mark.parametrize("sends", [True, False])
 def test_realtime_agents_run_sched_fifo_senders_above_receivers(
         tmp_path: Path, sends: bool, agents_first: bool) -> None:
-    from testbed import runner
     from testbed.experiment import Topology
     from testbed.owned import this_process_record
+    from testbed.runner import agents, priorities
 
     topo = Topology(n_hosts=2, program="switches/p4/l3_router.p4", realtime=True,
                     realtime_agents_first=agents_first)
-    prio = runner.rt_priorities(topo)
-    a = runner._Agent("h1", _LocalNode(), tmp_path / "s.json", tmp_path / "e.jsonl",
+    prio = priorities.rt_priorities(topo)
+    a = agents._Agent("h1", _LocalNode(), tmp_path / "s.json", tmp_path / "e.jsonl",
                       tmp_path / "log", realtime=True, priorities=prio, sends=sends)
-    runner._start_agent(a)
+    agents._start_agent(a)
     assert a.proc is not None
     try:
         # started at normal priority; real-time once the phase's agents all are
         assert os.sched_getscheduler(a.proc.pid) == os.SCHED_OTHER
-        runner._make_realtime(a)
+        agents._make_realtime(a)
         if os.geteuid() != 0:   # no real-time budget: said, and the run goes on
             assert not a.realtime and a.realtime_error
             return
@@ -572,19 +578,19 @@ def test_soft_switch_runs_above_the_agents(realtime: bool) -> None:
     the default)."""
     from types import SimpleNamespace
 
-    from testbed import runner
     from testbed.experiment import Topology
+    from testbed.runner import priorities
 
     assert Topology(n_hosts=2, program="switches/p4/l3_router.p4").realtime_switches
     proc = subprocess.Popen(["sleep", "30"])
     try:
-        runner._prioritise_switch(SimpleNamespace(proc=proc), SOFT, realtime)
+        priorities._prioritise_switch(SimpleNamespace(proc=proc), SOFT, realtime)
         if os.geteuid() != 0:   # not root: the run goes on at normal priority
             return
-        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == runner.SWITCH_NICE
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == priorities.SWITCH_NICE
         if realtime:
             assert os.sched_getscheduler(proc.pid) == os.SCHED_FIFO
-            assert os.sched_getparam(proc.pid).sched_priority == runner.SWITCH_RT_PRIORITY
+            assert os.sched_getparam(proc.pid).sched_priority == priorities.SWITCH_RT_PRIORITY
         else:
             assert os.sched_getscheduler(proc.pid) == os.SCHED_OTHER
     finally:
@@ -653,7 +659,9 @@ def _phase_tries(tmp_path: Path, outcomes: list[str], retries: int,
     and the progress lines."""
     import shutil
 
-    from testbed.runner import Progress, RunOptions, run_phase_until_faithful
+    from testbed.runner import RunOptions
+    from testbed.runner.phase_retries import run_phase_until_faithful
+    from testbed.runner.progress import Progress
 
     p = roce_basics.Params.quick()
     plan = roce_basics.plan(p)
@@ -722,7 +730,7 @@ def test_every_phase_that_can_be_retried_can_apply_its_commands_again(quick: boo
     table entry must first clear that table, or its second try fails with a
     duplicate entry instead of measuring."""
     from testbed.experiment import discover, make_params
-    from testbed.runner import phase_retriable
+    from testbed.runner.phase_retries import phase_retriable
 
     for name, mod in discover().items():
         for ph in mod.plan(make_params(mod, quick, {})).phases:

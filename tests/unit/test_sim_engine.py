@@ -74,7 +74,7 @@ def test_no_wall_clock_is_read_on_the_simulated_path(tmp_path: Path,
     mod = load("roce-basics")
     plan = mod.plan(make_params(mod, quick=True))
     from switches.targets import SOFT
-    from testbed.runner import _apply_commands
+    from testbed.runner.switch_commands import _apply_commands
 
     def apply(sw: Any, lines: list[str], where: str) -> None:
         _apply_commands(sw.controller(), lines, SOFT,
