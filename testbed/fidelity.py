@@ -14,8 +14,9 @@ reported apart (``warmup``) and do not decide the verdict; the switch's lag
 maximum is reset at the start of every phase, so a warm-up's worst lag does
 not carry over.
 
-The run is ``faithful`` only if no check failed. Checks (limits in
-testbed.experiment.FidelityLimits):
+The run is ``faithful`` only if no check failed. Each check is a function of
+the run's figures (``CHECKS``, read once from its phases) returning its
+findings; the checks (limits in testbed.experiment.FidelityLimits):
 
 - ``switch_lag_mean_us``, ``switch_lag_max_us``: how long frames waited in the
   kernel before the soft switch's pipeline took them;
@@ -53,13 +54,14 @@ testbed.experiment.FidelityLimits):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from switches.targets import SOFT, Target
 from testbed.cpu_usage import STEAL_SHOWN
-from testbed.experiment import RunPlan
+from testbed.experiment import FidelityLimits, RunPlan
 
 __all__ = ["PASS", "FAIL", "NOT_MEASURED", "evaluate_fidelity", "verdict_text", "offered_load",
            "rx_out_of_order", "arrivals_behind_clock"]
@@ -197,225 +199,301 @@ def _max_queue(data: Any, port: int) -> int | None:
     return max(vals) if vals else None
 
 
-def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: Target = SOFT,
-                      hosts: str = "udp") -> dict[str, Any]:
-    """Judge a finished run: every check's status, value and limit, the
-    verdict, and what the target or the hosts could not measure (rxe hosts have
-    no pacer: the kernel sends, tc HTB shapes)."""
+# A check's finding: the check's name and its record (_check's shape).
+Finding = tuple[str, dict[str, Any]]
+
+
+@dataclass
+class _RunFigures:
+    """What the checks judge: a run's figures summed over its measured phases
+    (warm-ups apart), read once, with what decides whether each was measured."""
+
+    limits: FidelityLimits
+    target: Target
+    hosts: str
+    fabric: bool
+    lag_sum: float = 0.0
+    lag_n: int = 0
+    lag_max: float = 0.0
+    kdrops: int = 0
+    out_of_order: int = 0
+    order_known: bool = True
+    behind: int = 0
+    behind_rx: int = 0
+    behind_max: int = 0
+    behind_known: bool = True
+    poll_samples: int = 0
+    poll_errors: list[str] = field(default_factory=list)
+    senders: list[dict[str, Any]] = field(default_factory=list)
+    receivers: list[dict[str, Any]] = field(default_factory=list)
+    host_reports: int = 0
+    tx_drops: int = 0
+    overload: list[dict[str, Any]] = field(default_factory=list)
+    ports_judged: int = 0
+    warmup: dict[str, Any] = field(default_factory=dict)
+
+
+def _gather(run_dir: Path, plan: RunPlan, target: Target, hosts: str) -> _RunFigures:
+    """The run's figures, read phase by phase: the measured phases summed,
+    each warm-up's apart."""
     from testbed.timeline import load_phase
 
-    lim = plan.fidelity
-    # the switch checks need the daemon's statistics
-    stats = target.reports_stats
-    lag_sum = 0.0
-    lag_n = 0
-    lag_max = 0.0
-    kdrops = 0
-    out_of_order = 0
-    order_known = True
-    behind, behind_rx, behind_max = 0, 0, 0
-    behind_known = True
-    poll_samples = 0
-    poll_errors: list[str] = []
-    senders: list[dict[str, Any]] = []
-    receivers: list[dict[str, Any]] = []
-    host_reports = 0
-    tx_drops = 0
-    overload: list[dict[str, Any]] = []
-    ports_judged = 0
-    warmup: dict[str, Any] = {}
+    r = _RunFigures(plan.fidelity, target, hosts, plan.topology.fabric is not None)
     for p in plan.phases:
         data = load_phase(run_dir, p.name)
         b, a = data.stats.get("before", {}), data.stats.get("after", {})
         if p.warmup:      # not a measurement: its figures apart, outside the verdict
             la = a.get("lag_us", {})
-            warmup[p.name] = {"lag_max_us": la.get("max", 0),
-                              "kernel_drops": a.get("kernel_drops", 0) - b.get("kernel_drops", 0)}
+            r.warmup[p.name] = {"lag_max_us": la.get("max", 0),
+                                "kernel_drops": a.get("kernel_drops", 0)
+                                - b.get("kernel_drops", 0)}
             continue
-        phase_behind: dict[str, Any] = {}     # frames of this phase behind the queues' clock
-        if a:
-            lb, la = b.get("lag_us", {}), a.get("lag_us", {})
-            n = la.get("samples", 0) - lb.get("samples", 0)
-            s = la.get("mean", 0) * la.get("samples", 0) - lb.get("mean", 0) * lb.get("samples", 0)
-            if n > 0:
-                lag_sum += s
-                lag_n += n
-                lag_max = max(lag_max, la.get("max", 0))
-            kdrops += a.get("kernel_drops", 0) - b.get("kernel_drops", 0)
-            ooo_a, ooo_b = rx_out_of_order(a), rx_out_of_order(b)
-            if ooo_a is None:
-                order_known = False
-            else:
-                out_of_order += ooo_a - (ooo_b or 0)
-            bc_a, bc_b = arrivals_behind_clock(a), arrivals_behind_clock(b)
-            if bc_a is None:
-                behind_known = False
-            else:
-                phase_behind = {"behind_clock_frames": bc_a[0] - (bc_b[0] if bc_b else 0)}
-                behind += phase_behind["behind_clock_frames"]
-                behind_rx += bc_a[1] - (bc_b[1] if bc_b else 0)
-                behind_max = max(behind_max, bc_a[2])   # largest over the run so far
+        phase_behind = _add_switch_figures(r, b, a) if a else {}
         cpu = data.stats.get("cpu") or {}
-        poll_samples += int(data.stats.get("poller_samples", 0) or 0)
-        if data.stats.get("poller_error"):
-            poll_errors.append(f"{p.name}: {data.stats['poller_error']}")
-        for e in data.all_events("flow_end"):
-            host_reports += 1
-            tx_drops += e.get("qp", {}).get("tx_drops", 0)
-            if e.get("role") == "sender" and "pacer" in e:
-                senders.append({"phase": p.name, "host": e["host"], "flow": e["flow"],
-                                **e["pacer"]["lateness"], **_cpu_of(cpu, e["host"])})
-        for e in data.all_events("pacer_report") + data.all_events("qp_report"):
-            host_reports += 1
-            tx_drops += e.get("qp", {}).get("tx_drops", 0)
-            if e.get("pacer"):
-                senders.append({"phase": p.name, "host": e["host"], "flow": e.get("flow", "?"),
-                                **e["pacer"]["lateness"], **_cpu_of(cpu, e["host"])})
-        receivers += [{**r, **_cpu_of(cpu, r["host"])}
-                      for r in _receive_lags(data.all_events("agent_end"), p.name)]
-        for q in (data.stats.get("host_qdiscs") or {}).values():
-            tx_drops += int(q.get("dropped", 0))
-        marks = _ce_marks_toward(data, plan, p.name)
-        for port, load in offered_load(plan, p.name).items():
-            if load.capacity_bps is None or load.offered_bps > load.capacity_bps * (1 + 1e-9):
-                continue  # no rate set, or really overloaded: congestion is the model's
-            ports_judged += 1
-            q = _max_queue(data, port)
-            ce = marks.get(port, 0)
-            qbad = (lim.uncongested_queue_pkts is not None and q is not None
-                    and q >= lim.uncongested_queue_pkts)
-            if ce > 0 or qbad:
-                overload.append({"phase": p.name, "port": port, "ce_marks": ce,
-                                 "max_queue_pkts": q, "offered_bps": load.offered_bps,
-                                 "capacity_bps": load.capacity_bps, "senders": list(load.senders),
-                                 **_machine_of(cpu), **phase_behind})
+        _add_host_figures(r, data, p.name, cpu)
+        _add_congestion_cases(r, data, plan, p.name, cpu, phase_behind)
+    return r
 
-    checks: dict[str, dict[str, Any]] = {}
-    not_measured: dict[str, str] = {}
 
-    def unmeasured(name: str, what: str, limit: Any) -> None:
-        why = _SOFT_ONLY.format(target=target.name, what=what)
-        checks[name] = _check(NOT_MEASURED, None, limit, why=why)
-        not_measured[name] = why
+def _add_switch_figures(r: _RunFigures, b: dict[str, Any], a: dict[str, Any]) -> dict[str, Any]:
+    """Add a phase's switch statistics (before and after it); returns the
+    phase's frames behind the queues' clock where the switch says."""
+    lb, la = b.get("lag_us", {}), a.get("lag_us", {})
+    n = la.get("samples", 0) - lb.get("samples", 0)
+    s = la.get("mean", 0) * la.get("samples", 0) - lb.get("mean", 0) * lb.get("samples", 0)
+    if n > 0:
+        r.lag_sum += s
+        r.lag_n += n
+        r.lag_max = max(r.lag_max, la.get("max", 0))
+    r.kdrops += a.get("kernel_drops", 0) - b.get("kernel_drops", 0)
+    ooo_a, ooo_b = rx_out_of_order(a), rx_out_of_order(b)
+    if ooo_a is None:
+        r.order_known = False
+    else:
+        r.out_of_order += ooo_a - (ooo_b or 0)
+    bc_a, bc_b = arrivals_behind_clock(a), arrivals_behind_clock(b)
+    if bc_a is None:
+        r.behind_known = False
+        return {}
+    phase_behind = {"behind_clock_frames": bc_a[0] - (bc_b[0] if bc_b else 0)}
+    r.behind += phase_behind["behind_clock_frames"]
+    r.behind_rx += bc_a[1] - (bc_b[1] if bc_b else 0)
+    r.behind_max = max(r.behind_max, bc_a[2])   # largest over the run so far
+    return phase_behind
 
-    if stats:
-        if lag_n == 0:
-            why = "no lag samples: the switch's processing lag was not measured"
-            checks["switch_lag_mean_us"] = _check(FAIL, None, lim.switch_lag_mean_us,
-                                                  samples=0, why=why)
-            checks["switch_lag_max_us"] = _check(FAIL, None, lim.switch_lag_max_us, why=why)
-        else:
-            mean = round(lag_sum / lag_n, 1)
-            checks["switch_lag_mean_us"] = _check(_le(mean, lim.switch_lag_mean_us), mean,
-                                                  lim.switch_lag_mean_us, samples=lag_n)
-            checks["switch_lag_max_us"] = _check(_le(lag_max, lim.switch_lag_max_us), lag_max,
-                                                 lim.switch_lag_max_us)
-        checks["switch_kernel_drops"] = _check(_le(kdrops, lim.kernel_drops), kdrops,
-                                               lim.kernel_drops)
-        if order_known:
-            checks["switch_ingress_order"] = _check(
-                _le(out_of_order, lim.ingress_out_of_order), out_of_order,
-                lim.ingress_out_of_order,
-                why=("frames a switch port received out of order: the kernel, not the "
-                     "modelled links, reordered them") if out_of_order else "")
-        else:
-            why = "the switch did not report frames received out of order (an older run)"
-            checks["switch_ingress_order"] = _check(NOT_MEASURED, None,
-                                                    lim.ingress_out_of_order, why=why)
-            not_measured["switch_ingress_order"] = why
-        if behind_known and behind_rx > 0:
-            frac = behind / behind_rx
-            checks["switch_arrival_timing"] = _check(
-                _le(frac, lim.arrivals_behind_clock_fraction), round(frac, 5),
-                lim.arrivals_behind_clock_fraction, frames=behind, received=behind_rx,
-                max_shift_us=behind_max,
-                why=("frames the switch's queues took later than they arrived (another "
-                     "CPU delivered them after later frames): they entered bunched")
-                if behind else "")
-        else:
-            why = ("the switch did not report arrival timing (an older run)" if not behind_known
-                   else "the switch received no frames")
-            checks["switch_arrival_timing"] = _check(
-                NOT_MEASURED, None, lim.arrivals_behind_clock_fraction, why=why)
-            not_measured["switch_arrival_timing"] = why
-        if poll_errors or poll_samples == 0:
-            checks["switch_sampling"] = _check(
-                FAIL, poll_samples, ">= 1 sample, no error", errors=poll_errors,
-                why="; ".join(poll_errors) or "the switch statistics were never sampled")
-        else:
-            checks["switch_sampling"] = _check(PASS, poll_samples, ">= 1 sample, no error")
-    else:
-        unmeasured("switch_lag_mean_us", "processing-lag statistics", lim.switch_lag_mean_us)
-        unmeasured("switch_lag_max_us", "processing-lag statistics", lim.switch_lag_max_us)
-        unmeasured("switch_kernel_drops", "kernel-drop statistics", lim.kernel_drops)
-        unmeasured("switch_ingress_order", "receive-order statistics", lim.ingress_out_of_order)
-        unmeasured("switch_arrival_timing", "arrival-timing statistics",
-                   lim.arrivals_behind_clock_fraction)
-        unmeasured("switch_sampling", "statistics to sample", ">= 1 sample")
 
-    if hosts == "rxe":
-        why = ("rxe hosts: the kernel sends and tc HTB shapes the host's link; there is no "
-               "pacer whose lateness could be measured")
-        checks["host_pacing_late_fraction"] = _check(NOT_MEASURED, None,
-                                                     lim.pacing_late_fraction, why=why)
-        not_measured["host_pacing_late_fraction"] = why
-    elif not senders:
-        checks["host_pacing_late_fraction"] = _check(
-            FAIL, None, lim.pacing_late_fraction,
-            why="no sender reported its pacing: the hosts' timing was not measured")
-    else:
-        worst = max(senders, key=lambda s: s["late_fraction"])
-        for s in senders:
-            s["status"] = _le(s["late_fraction"], lim.pacing_late_fraction)
-        checks["host_pacing_late_fraction"] = _check(
-            _le(worst["late_fraction"], lim.pacing_late_fraction), worst["late_fraction"],
-            lim.pacing_late_fraction, worst=worst, per_sender=senders)
-    if hosts == "rxe":
-        why = "rxe hosts: the kernel receives, no agent's socket to wait in"
-        checks["host_receive_lag"] = _check(NOT_MEASURED, None, lim.receive_behind_fraction,
-                                            why=why)
-        not_measured["host_receive_lag"] = why
-    elif not receivers:
-        why = "no agent reported its receive lag (an older run, or a provider without one)"
-        checks["host_receive_lag"] = _check(NOT_MEASURED, None, lim.receive_behind_fraction,
-                                            why=why)
-        not_measured["host_receive_lag"] = why
-    else:
-        worst_r = max(receivers, key=lambda r: r["behind_fraction"])
-        checks["host_receive_lag"] = _check(
-            _le(worst_r["behind_fraction"], lim.receive_behind_fraction),
-            worst_r["behind_fraction"], lim.receive_behind_fraction,
-            worst=worst_r, per_agent=receivers,
-            why=("an agent read its frames late for longer than the limit: its ACKs and "
-                 "CNPs (the congestion feedback) left late") if worst_r["behind_fraction"]
-            > lim.receive_behind_fraction else "")
-    if host_reports == 0:
-        checks["host_tx_drops"] = _check(FAIL, None, lim.host_tx_drops,
-                                         why="no host reported its counters")
-    else:
-        checks["host_tx_drops"] = _check(_le(tx_drops, lim.host_tx_drops), tx_drops,
-                                         lim.host_tx_drops)
+def _add_host_figures(r: _RunFigures, data: Any, phase: str, cpu: dict[str, Any]) -> None:
+    """Add a phase's sampling, and its hosts' reports: pacing, receive lag, drops."""
+    r.poll_samples += int(data.stats.get("poller_samples", 0) or 0)
+    if data.stats.get("poller_error"):
+        r.poll_errors.append(f"{phase}: {data.stats['poller_error']}")
+    for e in data.all_events("flow_end"):
+        r.host_reports += 1
+        r.tx_drops += e.get("qp", {}).get("tx_drops", 0)
+        if e.get("role") == "sender" and "pacer" in e:
+            r.senders.append({"phase": phase, "host": e["host"], "flow": e["flow"],
+                              **e["pacer"]["lateness"], **_cpu_of(cpu, e["host"])})
+    for e in data.all_events("pacer_report") + data.all_events("qp_report"):
+        r.host_reports += 1
+        r.tx_drops += e.get("qp", {}).get("tx_drops", 0)
+        if e.get("pacer"):
+            r.senders.append({"phase": phase, "host": e["host"], "flow": e.get("flow", "?"),
+                              **e["pacer"]["lateness"], **_cpu_of(cpu, e["host"])})
+    r.receivers += [{**x, **_cpu_of(cpu, x["host"])}
+                    for x in _receive_lags(data.all_events("agent_end"), phase)]
+    for q in (data.stats.get("host_qdiscs") or {}).values():
+        r.tx_drops += int(q.get("dropped", 0))
 
-    if ports_judged == 0:
-        why = ("a leaf-spine fabric: a receiver's CE marks may come from any hop"
-               if plan.topology.fabric is not None else
-               "no port had a set rate and an offered load at most that rate "
-               "(nothing to compare marks or queues with)")
-        checks["congestion_without_overload"] = _check(NOT_MEASURED, None, 0, why=why)
-        not_measured["congestion_without_overload"] = why
-    else:
-        worst_q = max((o["max_queue_pkts"] or 0 for o in overload), default=0)
-        checks["congestion_without_overload"] = _check(
-            FAIL if overload else PASS, sum(o["ce_marks"] for o in overload), 0,
-            ports_judged=ports_judged, queue_limit_pkts=lim.uncongested_queue_pkts,
-            max_queue_pkts=worst_q if overload else None, cases=overload,
-            why=("CE marks or queue growth on a port whose offered load was at most its "
-                 "capacity: queues built by the emulator's jitter, not by the modelled "
-                 "network") if overload else "")
+
+def _add_congestion_cases(r: _RunFigures, data: Any, plan: RunPlan, phase: str,
+                          cpu: dict[str, Any], phase_behind: dict[str, Any]) -> None:
+    """Add the phase's ports whose offered load was at most their rate, and
+    those of them that marked or queued anyway."""
+    lim = r.limits
+    marks = _ce_marks_toward(data, plan, phase)
+    for port, load in offered_load(plan, phase).items():
+        if load.capacity_bps is None or load.offered_bps > load.capacity_bps * (1 + 1e-9):
+            continue  # no rate set, or really overloaded: congestion is the model's
+        r.ports_judged += 1
+        q = _max_queue(data, port)
+        ce = marks.get(port, 0)
+        qbad = (lim.uncongested_queue_pkts is not None and q is not None
+                and q >= lim.uncongested_queue_pkts)
+        if ce > 0 or qbad:
+            r.overload.append({"phase": phase, "port": port, "ce_marks": ce,
+                               "max_queue_pkts": q, "offered_bps": load.offered_bps,
+                               "capacity_bps": load.capacity_bps, "senders": list(load.senders),
+                               **_machine_of(cpu), **phase_behind})
+
+
+def _not_reported(r: _RunFigures, name: str, what: str, limit: Any) -> Finding:
+    """A switch check the target cannot measure (BMv2)."""
+    return name, _check(NOT_MEASURED, None, limit,
+                        why=_SOFT_ONLY.format(target=r.target.name, what=what))
+
+
+def _not_measured(name: str, limit: Any, why: str) -> Finding:
+    return name, _check(NOT_MEASURED, None, limit, why=why)
+
+
+# ---------------------------------------------------------------------------
+# the checks, in the verdict's order
+
+
+def _switch_lag(r: _RunFigures) -> list[Finding]:
+    lim = r.limits
+    if not r.target.reports_stats:
+        return [_not_reported(r, "switch_lag_mean_us", "processing-lag statistics",
+                              lim.switch_lag_mean_us),
+                _not_reported(r, "switch_lag_max_us", "processing-lag statistics",
+                              lim.switch_lag_max_us)]
+    if r.lag_n == 0:
+        why = "no lag samples: the switch's processing lag was not measured"
+        return [("switch_lag_mean_us", _check(FAIL, None, lim.switch_lag_mean_us, samples=0,
+                                              why=why)),
+                ("switch_lag_max_us", _check(FAIL, None, lim.switch_lag_max_us, why=why))]
+    mean = round(r.lag_sum / r.lag_n, 1)
+    return [("switch_lag_mean_us", _check(_le(mean, lim.switch_lag_mean_us), mean,
+                                          lim.switch_lag_mean_us, samples=r.lag_n)),
+            ("switch_lag_max_us", _check(_le(r.lag_max, lim.switch_lag_max_us), r.lag_max,
+                                         lim.switch_lag_max_us))]
+
+
+def _switch_kernel_drops(r: _RunFigures) -> list[Finding]:
+    lim = r.limits
+    if not r.target.reports_stats:
+        return [_not_reported(r, "switch_kernel_drops", "kernel-drop statistics",
+                              lim.kernel_drops)]
+    return [("switch_kernel_drops", _check(_le(r.kdrops, lim.kernel_drops), r.kdrops,
+                                           lim.kernel_drops))]
+
+
+def _switch_ingress_order(r: _RunFigures) -> list[Finding]:
+    lim = r.limits
+    if not r.target.reports_stats:
+        return [_not_reported(r, "switch_ingress_order", "receive-order statistics",
+                              lim.ingress_out_of_order)]
+    if not r.order_known:
+        return [_not_measured("switch_ingress_order", lim.ingress_out_of_order,
+                              "the switch did not report frames received out of order "
+                              "(an older run)")]
+    return [("switch_ingress_order", _check(
+        _le(r.out_of_order, lim.ingress_out_of_order), r.out_of_order,
+        lim.ingress_out_of_order,
+        why=("frames a switch port received out of order: the kernel, not the "
+             "modelled links, reordered them") if r.out_of_order else ""))]
+
+
+def _switch_arrival_timing(r: _RunFigures) -> list[Finding]:
+    lim = r.limits
+    if not r.target.reports_stats:
+        return [_not_reported(r, "switch_arrival_timing", "arrival-timing statistics",
+                              lim.arrivals_behind_clock_fraction)]
+    if not (r.behind_known and r.behind_rx > 0):
+        return [_not_measured("switch_arrival_timing", lim.arrivals_behind_clock_fraction,
+                              "the switch did not report arrival timing (an older run)"
+                              if not r.behind_known else "the switch received no frames")]
+    frac = r.behind / r.behind_rx
+    return [("switch_arrival_timing", _check(
+        _le(frac, lim.arrivals_behind_clock_fraction), round(frac, 5),
+        lim.arrivals_behind_clock_fraction, frames=r.behind, received=r.behind_rx,
+        max_shift_us=r.behind_max,
+        why=("frames the switch's queues took later than they arrived (another "
+             "CPU delivered them after later frames): they entered bunched")
+        if r.behind else ""))]
+
+
+def _switch_sampling(r: _RunFigures) -> list[Finding]:
+    if not r.target.reports_stats:
+        return [_not_reported(r, "switch_sampling", "statistics to sample", ">= 1 sample")]
+    if r.poll_errors or r.poll_samples == 0:
+        return [("switch_sampling", _check(
+            FAIL, r.poll_samples, ">= 1 sample, no error", errors=r.poll_errors,
+            why="; ".join(r.poll_errors) or "the switch statistics were never sampled"))]
+    return [("switch_sampling", _check(PASS, r.poll_samples, ">= 1 sample, no error"))]
+
+
+def _host_pacing(r: _RunFigures) -> list[Finding]:
+    limit = r.limits.pacing_late_fraction
+    if r.hosts == "rxe":
+        return [_not_measured("host_pacing_late_fraction", limit,
+                              "rxe hosts: the kernel sends and tc HTB shapes the host's link; "
+                              "there is no pacer whose lateness could be measured")]
+    if not r.senders:
+        return [("host_pacing_late_fraction", _check(
+            FAIL, None, limit,
+            why="no sender reported its pacing: the hosts' timing was not measured"))]
+    worst = max(r.senders, key=lambda s: s["late_fraction"])
+    for s in r.senders:
+        s["status"] = _le(s["late_fraction"], limit)
+    return [("host_pacing_late_fraction", _check(
+        _le(worst["late_fraction"], limit), worst["late_fraction"], limit,
+        worst=worst, per_sender=r.senders))]
+
+
+def _host_receive_lag(r: _RunFigures) -> list[Finding]:
+    limit = r.limits.receive_behind_fraction
+    if r.hosts == "rxe":
+        return [_not_measured("host_receive_lag", limit,
+                              "rxe hosts: the kernel receives, no agent's socket to wait in")]
+    if not r.receivers:
+        return [_not_measured("host_receive_lag", limit,
+                              "no agent reported its receive lag (an older run, or a provider "
+                              "without one)")]
+    worst = max(r.receivers, key=lambda x: x["behind_fraction"])
+    return [("host_receive_lag", _check(
+        _le(worst["behind_fraction"], limit), worst["behind_fraction"], limit,
+        worst=worst, per_agent=r.receivers,
+        why=("an agent read its frames late for longer than the limit: its ACKs and "
+             "CNPs (the congestion feedback) left late")
+        if worst["behind_fraction"] > limit else ""))]
+
+
+def _host_tx_drops(r: _RunFigures) -> list[Finding]:
+    limit = r.limits.host_tx_drops
+    if r.host_reports == 0:
+        return [("host_tx_drops", _check(FAIL, None, limit,
+                                         why="no host reported its counters"))]
+    return [("host_tx_drops", _check(_le(r.tx_drops, limit), r.tx_drops, limit))]
+
+
+def _congestion_without_overload(r: _RunFigures) -> list[Finding]:
+    if r.ports_judged == 0:
+        return [_not_measured("congestion_without_overload", 0,
+                              "a leaf-spine fabric: a receiver's CE marks may come from any hop"
+                              if r.fabric else
+                              "no port had a set rate and an offered load at most that rate "
+                              "(nothing to compare marks or queues with)")]
+    worst_q = max((o["max_queue_pkts"] or 0 for o in r.overload), default=0)
+    return [("congestion_without_overload", _check(
+        FAIL if r.overload else PASS, sum(o["ce_marks"] for o in r.overload), 0,
+        ports_judged=r.ports_judged, queue_limit_pkts=r.limits.uncongested_queue_pkts,
+        max_queue_pkts=worst_q if r.overload else None, cases=r.overload,
+        why=("CE marks or queue growth on a port whose offered load was at most its "
+             "capacity: queues built by the emulator's jitter, not by the modelled "
+             "network") if r.overload else ""))]
+
+
+# The verdict's checks, each judging the run's figures on its own; their
+# findings appear in this order in ``checks``, ``failed`` and the text.
+CHECKS: tuple[Callable[[_RunFigures], list[Finding]], ...] = (
+    _switch_lag, _switch_kernel_drops, _switch_ingress_order, _switch_arrival_timing,
+    _switch_sampling, _host_pacing, _host_receive_lag, _host_tx_drops,
+    _congestion_without_overload)
+
+
+def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: Target = SOFT,
+                      hosts: str = "udp") -> dict[str, Any]:
+    """Judge a finished run: every check's status, value and limit, the
+    verdict, and what the target or the hosts could not measure (rxe hosts have
+    no pacer: the kernel sends, tc HTB shapes)."""
+    figures = _gather(run_dir, plan, target, hosts)
+    checks = {name: rec for check in CHECKS for name, rec in check(figures)}
     failed = [k for k, c in checks.items() if c["status"] == FAIL]
+    not_measured = {k: c["why"] for k, c in checks.items() if c["status"] == NOT_MEASURED}
     out = {"verdict": "not faithful" if failed else "faithful", "ok": not failed,
            "failed": failed, "not_measured": not_measured, "checks": checks,
-           "warmup": warmup}
+           "warmup": figures.warmup}
     out["text"] = verdict_text(out)
     return out
 
