@@ -1,11 +1,13 @@
 """The packages' layers: ground imports no other package of the project;
 switches and hosts never import testbed or experiments (the testbed uses
 them, not the other way round). Every module is parsed, so an import hidden
-inside a function, or made with importlib, counts too."""
+inside a function, or made with importlib, counts too. Inside testbed.runner,
+each module imports only those its package lists before it."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -70,3 +72,36 @@ def hidden():
 def test_no_module_imports_a_package_above_it(package: str) -> None:
     assert list((REPO / package).rglob("*.py")), f"no modules under {package}/"
     assert violations(package) == []
+
+
+def runner_imports(path: Path) -> set[str]:
+    """The modules of testbed.runner that ``path`` imports ("__init__" for
+    names taken from the package itself)."""
+    here = {p.stem for p in (REPO / "testbed" / "runner").glob("*.py")}
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module == "testbed.runner":
+            found |= {a.name if a.name in here else "__init__" for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("testbed.runner."):
+            found.add((node.module or "").split(".")[2])
+        elif isinstance(node, ast.Import):
+            found |= {(a.name + ".__init__").split(".")[2] for a in node.names
+                      if a.name == "testbed.runner" or a.name.startswith("testbed.runner.")}
+    return found
+
+
+def test_the_runners_modules_import_only_those_listed_before_them() -> None:
+    """testbed/runner/__init__.py lists its modules bottom up; none imports
+    one listed after it, nor the package (no cycles)."""
+    init = REPO / "testbed" / "runner" / "__init__.py"
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+    listed = doc[doc.index("The modules"):]
+    files = {p.stem for p in init.parent.glob("*.py")} - {"__init__"}
+    order: list[str] = []
+    for name in re.findall(r"``(\w+)``", listed):
+        if name in files and name not in order:
+            order.append(name)
+    assert sorted(order) == sorted(files), "a module of testbed/runner/ is not listed"
+    for i, name in enumerate(order):
+        above = runner_imports(init.parent / f"{name}.py") - set(order[:i])
+        assert not above, f"testbed/runner/{name}.py imports {sorted(above)}"
