@@ -44,7 +44,7 @@ def test_plans_are_kept_under_roadmap() -> None:
 
 def test_rxe_hosts_are_offered_only_for_experiments_that_run_on_them() -> None:
     # an experiment runs on rxe hosts when it says so (HOST_PROVIDERS); the
-    # runner refuses the others (testbed.runner.check_hosts_supported)
+    # runner refuses the others (testbed.runner.environment.check_hosts_supported)
     from testbed.experiment import load
 
     offered = re.findall(r"testbed run ([\w-]+)[^`\n]*--hosts rxe", README)
