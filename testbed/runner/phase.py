@@ -66,6 +66,8 @@ def _phase_jobs(phase: PhasePlan, pdir: Path, provider: str = "udp") -> dict[str
     return out
 
 
+# A host qdisc's counters, reported as the phase's difference; its other
+# figures as read at the end.
 _QDISC_COUNTERS = ("sent_bytes", "sent_pkts", "dropped", "overlimits")
 
 
@@ -73,6 +75,9 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
                switches: dict[str, Any], prog: Progress, opts: RunOptions,
                agents_out: list[_Agent], applied: list[dict[str, Any]],
                launchers: dict[str, AgentLauncher] | None = None) -> dict[str, Any]:
+    """Run ``phase`` on the network that is up; its statistics, also written
+    to ``switch_stats.json``. ``agents_out`` holds its agents while they run
+    (for whoever stops them on a failure)."""
     pdir = run_dir / "phases" / phase.name
     pdir.mkdir(parents=True, exist_ok=True)
     prog.line(f"phase {phase.name}: {len(phase.jobs)} agent(s)"

@@ -12,7 +12,7 @@ from ground.netlink import NetlinkError, delete_link
 
 
 class _TeardownTimeout(Exception):
-    pass
+    """The teardown ran past its time (raised by the watchdog's SIGALRM)."""
 
 
 @contextmanager
