@@ -18,7 +18,8 @@ from experiments import reflex_workload as rw
 from experiments._reflex_net import ReflexNetwork, messages
 from hosts.agent_spec import MAX_FLOW_BYTES
 from testbed.experiment import has_profile, profile_params, scale_record, scaled_down_from
-from testbed.runner import RunError, plan_for_hosts
+from testbed.runner import RunError
+from testbed.runner.environment import plan_for_hosts
 from testbed.timeline import payload_efficiency
 
 
