@@ -1,17 +1,35 @@
 """RoCEv2 wire constants shared by the hosts and the P4 programs.
 
-This is the Python copy; switches/p4/include/headers.p4 holds the P4 copy and
+The formats themselves (header layouts, lengths, opcodes, the RoCE UDP port)
+are declared once in ground.wire and named here as the hosts use them;
+switches/p4/include/headers.p4 holds the P4 copy and
 tests/unit/test_roce_constants.py checks that both agree. An opcode named
 ``X`` here is ``BTH_OP_X`` in the P4 include.
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
+from ground.wire.ethernet import ETH_HLEN, ETHERTYPE_IPV4
+from ground.wire.icrc import ICRC_LEN
+from ground.wire.ipv4 import IP_PROTO_UDP, IPV4_HLEN
+from ground.wire.roce import (
+    AETH,
+    BTH,
+    BTH_DEFAULT_PKEY,
+    CNP_BTH_BYTE4,
+    CNP_RESERVED_BYTES,
+    IMMDT,
+    OPS_WITH_IMM,
+    OPS_WITH_RETH,
+    RETH,
+    ROCE_UDP_PORT,
+    Opcode,
+)
+from ground.wire.udp import UDP_HLEN
 
-ROCE_UDP_PORT = 4791
-ETHERTYPE_IPV4 = 0x0800
-IP_PROTO_UDP = 17
+__all__ = ["ROCE_UDP_PORT", "ETHERTYPE_IPV4", "IP_PROTO_UDP", "Opcode", "OPS_WITH_RETH",
+           "OPS_WITH_IMM", "BTH_DEFAULT_PKEY", "CNP_BTH_BYTE4", "CNP_RESERVED_BYTES",
+           "ICRC_LEN"]
 
 # IPv4 ECN codepoints (RFC 3168); RoCEv2 data packets carry ECT(0).
 ECN_NOT_ECT = 0
@@ -21,30 +39,8 @@ ECN_CE = 3
 ECN_MASK = 0x3
 
 
-class Opcode(IntEnum):
-    """BTH opcodes of the Reliable Connection transport (bits 7:5 = 000) and CNP."""
-
-    SEND_FIRST = 0x00
-    SEND_MIDDLE = 0x01
-    SEND_LAST = 0x02
-    SEND_LAST_IMM = 0x03
-    SEND_ONLY = 0x04
-    SEND_ONLY_IMM = 0x05
-    RDMA_WRITE_FIRST = 0x06
-    RDMA_WRITE_MIDDLE = 0x07
-    RDMA_WRITE_LAST = 0x08
-    RDMA_WRITE_LAST_IMM = 0x09
-    RDMA_WRITE_ONLY = 0x0A
-    RDMA_WRITE_ONLY_IMM = 0x0B
-    ACK = 0x11
-    CNP = 0x81
-
-
-# Opcode classes used by the transport (sets of ints, for fast membership tests).
-OPS_WITH_RETH = frozenset({Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_ONLY,
-                           Opcode.RDMA_WRITE_ONLY_IMM})
-OPS_WITH_IMM = frozenset({Opcode.SEND_LAST_IMM, Opcode.SEND_ONLY_IMM,
-                          Opcode.RDMA_WRITE_LAST_IMM, Opcode.RDMA_WRITE_ONLY_IMM})
+# Opcode classes used by the transport (sets of ints, for fast membership tests;
+# which headers an opcode carries, OPS_WITH_RETH and OPS_WITH_IMM, are ground.wire's).
 OPS_FIRST = frozenset({Opcode.SEND_FIRST, Opcode.RDMA_WRITE_FIRST})
 OPS_MIDDLE = frozenset({Opcode.SEND_MIDDLE, Opcode.RDMA_WRITE_MIDDLE})
 OPS_LAST = frozenset({Opcode.SEND_LAST, Opcode.SEND_LAST_IMM,
@@ -72,7 +68,6 @@ AETH_KIND_RNR = 0x20
 AETH_KIND_NAK = 0x60
 
 # BTH fields.
-BTH_DEFAULT_PKEY = 0xFFFF
 BTH_TVER = 0
 PSN_BITS = 24
 PSN_MASK = (1 << PSN_BITS) - 1
@@ -89,9 +84,6 @@ def psn_delta(d: int) -> int:
 
 
 QPN_MASK = 0xFFFFFF
-# CNP (RoCEv2 annex): BTH byte 4 has BECN set; a CNP therefore carries no job id.
-CNP_BTH_BYTE4 = 0x40
-CNP_RESERVED_BYTES = 16
 
 # Tag layout: job id in BTH byte 4 (IBA Resv8a), step in the UDP source port.
 JOB_ID_NONE = 0
@@ -112,15 +104,14 @@ def sport_step(sport: int) -> int:
     return sport & TAG_STEP_MASK
 
 
-# Header sizes (bytes).
-BTH_LEN = 12
-RETH_LEN = 16
-AETH_LEN = 4
-IMMDT_LEN = 4
-ICRC_LEN = 4
-IPV4_HDR_LEN = 20
-UDP_HDR_LEN = 8
-ETH_HDR_LEN = 14
+# Header sizes (bytes), from the declarations.
+BTH_LEN = BTH.size
+RETH_LEN = RETH.size
+AETH_LEN = AETH.size
+IMMDT_LEN = IMMDT.size
+IPV4_HDR_LEN = IPV4_HLEN
+UDP_HDR_LEN = UDP_HLEN
+ETH_HDR_LEN = ETH_HLEN
 # Bytes a RoCE packet adds on the wire around the BTH..ICRC part.
 FRAME_OVERHEAD = ETH_HDR_LEN + IPV4_HDR_LEN + UDP_HDR_LEN
 

@@ -1,9 +1,9 @@
 """A host NIC obeying priority flow control: the pause frames the switch
 sends to the host's interface stop its senders until the pause ends.
 
-The switch (switches/soft/runtime/pfc.py, where the frame format is
-declared) pauses an ingress port once too many of its packets wait in
-egress queues and sends an XON once they have drained. A NIC stops its
+The switch (switches/soft/runtime/pfc.py; the frame format is
+ground/wire/pause.py's) pauses an ingress port once too many of its packets
+wait in egress queues and sends an XON once they have drained. A NIC stops its
 transmitter within a frame; here every paced sender of the host
 (hosts/roce/pacing.py) asks :meth:`HostPause.until_ns` before it releases a
 packet, and a paused sender waits. What a sender already handed to the
@@ -32,14 +32,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ground.wire.ethernet import ETHERTYPE_MAC_CONTROL
+from ground.wire.pause import QUANTUM_BITS, PauseFormatError, parse_pause
 from hosts.roce.receive_lag import ReceiveLag
 from hosts.roce.sockets import SO_TIMESTAMPNS, TIMESTAMP_CMSG_SPACE, kernel_time_ns
-from switches.soft.runtime.pfc import (
-    ETH_P_PAUSE,
-    QUANTUM_BITS,
-    PauseFormatError,
-    parse_pause,
-)
 
 _RECV_BYTES = 128
 
@@ -69,8 +65,8 @@ class HostPause:
         if sock is None:
             try:
                 sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW,
-                                     socket.htons(ETH_P_PAUSE))
-                sock.bind((ifname, ETH_P_PAUSE))
+                                     socket.htons(ETHERTYPE_MAC_CONTROL))
+                sock.bind((ifname, ETHERTYPE_MAC_CONTROL))
             except OSError as e:
                 raise PauseError(f"cannot watch {ifname} for PFC pause frames: {e}") from e
         sock.setblocking(False)

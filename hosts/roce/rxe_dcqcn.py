@@ -75,11 +75,15 @@ presets as the udp provider (hosts/roce/dcqcn.py):
 from __future__ import annotations
 
 import socket
-import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ground.wire.ethernet import ETH_HLEN, ETHERNET, ETHERTYPE_IPV4, mac_bytes
+from ground.wire.icrc import pseudo_header
+from ground.wire.ipv4 import FLAG_DF, IP_PROTO_UDP, IPV4, IPV4_HLEN, ip_bytes, with_checksum
+from ground.wire.roce import AETH, BTH
+from ground.wire.udp import UDP, UDP_HLEN
 from hosts.roce.constants import (
     AETH_KIND_MASK,
     AETH_KIND_NAK,
@@ -106,7 +110,7 @@ from hosts.roce.sockets import (
     kernel_time_ns,
     set_buffer,
 )
-from hosts.roce.wire import encode_cnp, pseudo_header
+from hosts.roce.wire import encode_cnp
 
 __all__ = ["NotificationPoint", "ReactionPoint", "ClassByteCounter", "HtbShaper", "RxeDcqcnShim",
            "Arrival", "Bth", "WireCounts", "HostWireCounter", "parse_bth", "arrival_of",
@@ -114,11 +118,8 @@ __all__ = ["NotificationPoint", "ReactionPoint", "ClassByteCounter", "HtbShaper"
            "cnp_frame", "classify_frame", "roce_filter", "htb_rate_bytes", "ShimError",
            "qp_class_id", "qp_match_keys"]
 
-ETH_P_IP = 0x0800
 ETH_P_ALL = 0x0003
-ETH_HLEN = 14
 PACKET_OUTGOING = 4
-IP_FLAG_DF = 0x4000
 CNP_TTL = 64
 SNAP_BYTES = 128            # headers are all the shim reads
 WIRE_RCVBUF = 8 << 20       # the socket's buffer when it counts every frame
@@ -160,28 +161,38 @@ class Bth:
     sport: int                # the UDP source port (rxe's flow label; a Symphony step tag)
 
 
+_ethertype = ETHERNET.getter("ethertype")
+_ipv4 = IPV4.unpack
+_udp = UDP.unpack
+_bth = BTH.unpack
+_syndrome = AETH.getter("syndrome")
+_BTH_LEN = BTH.size
+
+
 def parse_bth(frame: bytes | bytearray | memoryview) -> Bth | None:
     """The IPv4 addresses and TOS, the UDP source port, the BTH and an ACK's AETH
     syndrome of a RoCEv2 frame, or None (anything else, or cut off before the end of the BTH)."""
     n = len(frame)
-    if n < ETH_HLEN + 20 or struct.unpack_from("!H", frame, 12)[0] != ETH_P_IP:
+    if n < ETH_HLEN + IPV4_HLEN or _ethertype(frame) != ETHERTYPE_IPV4:
         return None
-    ver_ihl = frame[ETH_HLEN]
-    ihl = (ver_ihl & 0x0F) * 4
-    if ver_ihl >> 4 != 4 or ihl < 20 or frame[ETH_HLEN + 9] != socket.IPPROTO_UDP:
+    (version, ihl, dscp, ecn, _len, _ident, _flags, frag_offset, _ttl, proto, _csum, src,
+     dst) = _ipv4(frame, ETH_HLEN)
+    if version != 4 or ihl * 4 < IPV4_HLEN or proto != IP_PROTO_UDP:
         return None
-    if struct.unpack_from("!H", frame, ETH_HLEN + 6)[0] & 0x1FFF:
+    if frag_offset:
         return None         # a later fragment: no UDP header
-    bth = ETH_HLEN + ihl + 8
-    if n < bth + 12 or struct.unpack_from("!H", frame, bth - 6)[0] != ROCE_UDP_PORT:
+    udp = ETH_HLEN + ihl * 4
+    bth = udp + UDP_HLEN
+    if n < bth + _BTH_LEN:
         return None
-    opcode = frame[bth]
-    syndrome = frame[bth + 12] if opcode == Opcode.ACK and n > bth + 12 else None
-    return Bth(socket.inet_ntoa(bytes(frame[ETH_HLEN + 12: ETH_HLEN + 16])),
-               socket.inet_ntoa(bytes(frame[ETH_HLEN + 16: ETH_HLEN + 20])), frame[ETH_HLEN + 1],
-               opcode, struct.unpack_from("!I", frame, bth + 4)[0] & 0xFFFFFF,
-               struct.unpack_from("!I", frame, bth + 8)[0] & PSN_MASK, syndrome,
-               struct.unpack_from("!H", frame, bth - 8)[0])
+    sport, dport, _ulen, _ucsum = _udp(frame, udp)
+    if dport != ROCE_UDP_PORT:
+        return None
+    opcode, _se, _mig, _pad, _tver, _pkey, _job, dqpn, _ackreq, _resv7, psn = _bth(frame, bth)
+    syndrome = (_syndrome(frame, bth + _BTH_LEN) if opcode == Opcode.ACK and n > bth + _BTH_LEN
+                else None)
+    return Bth(socket.inet_ntoa(src), socket.inet_ntoa(dst), dscp << 2 | ecn, opcode, dqpn, psn,
+               syndrome, sport)
 
 
 def arrival_of(b: Bth) -> Arrival | None:
@@ -371,33 +382,18 @@ class HostWireCounter:
                 w.on_ack(b.psn, b.syndrome, t_ns)
 
 
-def _mac(text: str) -> bytes:
-    b = bytes.fromhex(text.replace(":", ""))
-    if len(b) != 6:
-        raise ValueError(f"not a MAC address: {text!r}")
-    return b
-
-
-def _ipv4_checksum(hdr: bytes) -> int:
-    s = sum(struct.unpack(f"!{len(hdr) // 2}H", hdr))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
-
 def cnp_frame(*, src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, dqpn: int,
               sport: int = ROCE_UDP_PORT) -> bytes:
     """A whole Ethernet frame carrying a CNP to QP ``dqpn`` at ``dst_ip``: IPv4 with
     identification 0 and DF (what the ICRC's pseudo-header assumes), not ECN-capable,
     UDP checksum 0 (RoCEv2 allows it), the CNP body and its ICRC."""
     roce = encode_cnp(lambda n: pseudo_header(src_ip, dst_ip, sport, n), dqpn)
-    udp_len = 8 + len(roce)
-    ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + udp_len, 0, IP_FLAG_DF,
-                               CNP_TTL, socket.IPPROTO_UDP, 0, socket.inet_aton(src_ip),
-                               socket.inet_aton(dst_ip)))
-    struct.pack_into("!H", ip, 10, _ipv4_checksum(bytes(ip)))
-    udp = struct.pack("!HHHH", sport, ROCE_UDP_PORT, udp_len, 0)
-    return _mac(dst_mac) + _mac(src_mac) + struct.pack("!H", ETH_P_IP) + bytes(ip) + udp + roce
+    udp_len = UDP_HLEN + len(roce)
+    ip = with_checksum(IPV4.pack(total_length=IPV4_HLEN + udp_len, flags=FLAG_DF, ttl=CNP_TTL,
+                                 proto=IP_PROTO_UDP, src=ip_bytes(src_ip),
+                                 dst=ip_bytes(dst_ip)))
+    return (ETHERNET.pack(mac_bytes(dst_mac), mac_bytes(src_mac), ETHERTYPE_IPV4) + ip
+            + UDP.pack(sport, ROCE_UDP_PORT, udp_len, 0) + roce)
 
 
 # Classic BPF (linux/filter.h) opcodes the filter uses.
@@ -411,19 +407,27 @@ def roce_filter(every_roce_frame: bool = False) -> list[tuple[int, int, int, int
     4791, not a later fragment, and either ECN CE in the TOS byte or BTH opcode
     CNP (with ``every_roce_frame``: any BTH); ``SNAP_BYTES`` of it (the headers)."""
     acc, rej = "accept", "reject"
+    frag = IPV4.position("frag_offset")
+    frag = frag.within(frag.byte, 2)                        # a halfword load
+    ecn = IPV4.position("ecn")
+    ecn = ecn.within(ecn.byte, 1)                           # a byte load
+    # the UDP and BTH fields, after the IPv4 header: at X + these
+    dport = ETH_HLEN + UDP.offset("dport")
+    opcode = ETH_HLEN + UDP_HLEN + BTH.offset("opcode")
     prog: list[tuple[int, Any, Any, int]] = [
-        (_LD_H_ABS, 0, 0, 12), (_JEQ_K, 0, rej, ETH_P_IP),
-        (_LD_B_ABS, 0, 0, ETH_HLEN + 9), (_JEQ_K, 0, rej, socket.IPPROTO_UDP),
-        (_LD_H_ABS, 0, 0, ETH_HLEN + 6), (_JSET_K, rej, 0, 0x1FFF),
-        (_LDX_B_MSH, 0, 0, ETH_HLEN),                       # X = IP header length
+        (_LD_H_ABS, 0, 0, ETHERNET.offset("ethertype")), (_JEQ_K, 0, rej, ETHERTYPE_IPV4),
+        (_LD_B_ABS, 0, 0, ETH_HLEN + IPV4.offset("proto")), (_JEQ_K, 0, rej, IP_PROTO_UDP),
+        (_LD_H_ABS, 0, 0, ETH_HLEN + frag.offset), (_JSET_K, rej, 0, frag.mask << frag.shift),
+        (_LDX_B_MSH, 0, 0, ETH_HLEN + IPV4.offset("ihl")),  # X = IP header length
     ]
     if every_roce_frame:
-        prog += [(_LD_H_IND, 0, 0, ETH_HLEN + 2), (_JEQ_K, acc, rej, ROCE_UDP_PORT)]
+        prog += [(_LD_H_IND, 0, 0, dport), (_JEQ_K, acc, rej, ROCE_UDP_PORT)]
     else:
         prog += [
-            (_LD_H_IND, 0, 0, ETH_HLEN + 2), (_JEQ_K, 0, rej, ROCE_UDP_PORT),
-            (_LD_B_ABS, 0, 0, ETH_HLEN + 1), (_ALU_AND_K, 0, 0, 3), (_JEQ_K, acc, 0, ECN_CE),
-            (_LD_B_IND, 0, 0, ETH_HLEN + 8), (_JEQ_K, acc, rej, int(Opcode.CNP)),
+            (_LD_H_IND, 0, 0, dport), (_JEQ_K, 0, rej, ROCE_UDP_PORT),
+            (_LD_B_ABS, 0, 0, ETH_HLEN + ecn.offset), (_ALU_AND_K, 0, 0, ecn.mask << ecn.shift),
+            (_JEQ_K, acc, 0, ECN_CE << ecn.shift),
+            (_LD_B_IND, 0, 0, opcode), (_JEQ_K, acc, rej, int(Opcode.CNP)),
         ]
     labels = {acc: len(prog), rej: len(prog) + 1}
     prog += [(_RET_K, 0, 0, SNAP_BYTES), (_RET_K, 0, 0, 0)]

@@ -1,80 +1,70 @@
 """Scapy layers for the testbed's RoCEv2 traffic (tests, pcaps, debugging).
 
-Builds on scapy.contrib.roce (its AETH layer and opcode names) and adds RETH,
-ImmDt and CNP, with the BTH's byte 4 shown as ``job_id`` as the testbed uses it.
+The layers' fields are ground.wire's declarations (BTH, RETH, AETH, ImmDt),
+field for field and by the same names (the BTH's byte 4 is ``job_id``, as
+the testbed uses it), so a pcap shows what the hosts and switches build; the
+ICRC is ground.wire.icrc's. CNP's 16 reserved bytes are a layer too.
 Importing this module makes UDP port 4791 dissect as this module's ``BTH``
 (replacing scapy.contrib.roce's binding).
 """
 
 from __future__ import annotations
 
-import socket
-import struct
-
 from scapy.contrib import roce as _scapy_roce
-from scapy.fields import (
-    BitField,
-    ByteEnumField,
-    ByteField,
-    FCSField,
-    IntField,
-    StrFixedLenField,
-    XBitField,
-    XIntField,
-    XLongField,
-    XShortField,
-)
+from scapy.fields import BitEnumField, BitField, FCSField, StrFixedLenField, XBitField
 from scapy.layers.inet import IP, UDP
 from scapy.packet import Packet, Raw, bind_layers, split_layers
 
-from hosts.roce import wire
-from hosts.roce.constants import (
+from ground.wire import roce as _roce
+from ground.wire.icrc import ICRC, ICRC_LEN, icrc, icrc_of_ipv4, pseudo_header
+from ground.wire.ipv4 import IP_PROTO_UDP
+from ground.wire.layout import Bytes, Header
+from ground.wire.roce import (
     CNP_BTH_BYTE4,
     CNP_RESERVED_BYTES,
-    ICRC_LEN,
-    IP_PROTO_UDP,
     OPS_WITH_IMM,
     OPS_WITH_RETH,
     ROCE_UDP_PORT,
     Opcode,
 )
 
-AETH = _scapy_roce.AETH
 _OPCODE_NAMES = {int(op): op.name for op in Opcode}
+# how scapy shows a field (the layout is the declaration's)
+_ENUMS = {"opcode": _OPCODE_NAMES}
+_HEX = frozenset({"pkey", "dqpn", "va", "rkey", "syndrome", "msn", "imm"})
 
 
-class BTH(_scapy_roce.BTH):
-    """Base Transport Header; byte 4 is the testbed's job id. The ICRC is computed
-    on build when left None (IPv4 only)."""
+def scapy_fields(h: Header) -> list:
+    """Scapy fields for header ``h``, one per declared field."""
+    out: list = []
+    for f in h.fields:
+        if isinstance(f, Bytes):
+            out.append(StrFixedLenField(f.name, f.default or bytes(f.size), f.size))
+        elif f.name in _ENUMS:
+            out.append(BitEnumField(f.name, f.default, f.bits, _ENUMS[f.name]))
+        elif f.name in _HEX:
+            out.append(XBitField(f.name, f.default, f.bits))
+        else:
+            out.append(BitField(f.name, f.default, f.bits))
+    return out
+
+
+class BTH(Packet):
+    """Base Transport Header, with the packet's ICRC as its trailer (computed on
+    build when left None; IPv4 only)."""
 
     name = "BTH"
-    fields_desc = [
-        ByteEnumField("opcode", 0, _OPCODE_NAMES),
-        BitField("solicited", 0, 1),
-        BitField("migreq", 0, 1),
-        BitField("padcount", 0, 2),
-        BitField("version", 0, 4),
-        XShortField("pkey", 0xFFFF),
-        ByteField("job_id", 0),
-        XBitField("dqpn", 0, 24),
-        BitField("ackreq", 0, 1),
-        BitField("resv7", 0, 7),
-        BitField("psn", 0, 24),
-        FCSField("icrc", None, fmt="<I"),
-    ]
+    fields_desc = [*scapy_fields(_roce.BTH), FCSField("icrc", None, fmt=ICRC.struct.format)]
 
     def compute_icrc(self, p: bytes) -> bytes:
         udp = self.underlayer
         ip = udp.underlayer if isinstance(udp, UDP) else None
         if not isinstance(udp, UDP) or not isinstance(ip, IP):
-            return b"\x00" * ICRC_LEN
-        roce_len = len(p)
-        flags_frag = (int(ip.flags) << 13) | (ip.frag or 0)
-        pseudo = struct.pack("!8sBBHHHBBH4s4sHHHH", b"\xff" * 8, 0x45, 0xFF,
-                             28 + roce_len, ip.id, flags_frag, 0xFF, ip.proto or IP_PROTO_UDP,
-                             0xFFFF, socket.inet_aton(ip.src), socket.inet_aton(ip.dst),
-                             udp.sport, udp.dport, 8 + roce_len, 0xFFFF)
-        return wire.ICRC.pack(wire.icrc(pseudo, p[:-ICRC_LEN]))
+            return bytes(ICRC_LEN)
+        pseudo = pseudo_header(ip.src, ip.dst, udp.sport, len(p), udp.dport, ident=ip.id,
+                               flags=int(ip.flags), frag_offset=ip.frag or 0,
+                               proto=ip.proto or IP_PROTO_UDP)
+        return ICRC.pack(icrc(pseudo, p[:-ICRC_LEN]))
 
     def post_build(self, p: bytes, pay: bytes) -> bytes:
         p += pay
@@ -85,7 +75,7 @@ class BTH(_scapy_roce.BTH):
 
 class RETH(Packet):
     name = "RETH"
-    fields_desc = [XLongField("va", 0), XIntField("rkey", 0), IntField("dma_len", 0)]
+    fields_desc = scapy_fields(_roce.RETH)
 
     def guess_payload_class(self, payload: bytes):
         bth = self.underlayer
@@ -94,9 +84,14 @@ class RETH(Packet):
         return Raw
 
 
+class AETH(Packet):
+    name = "AETH"
+    fields_desc = scapy_fields(_roce.AETH)
+
+
 class ImmDt(Packet):
     name = "ImmDt"
-    fields_desc = [XIntField("imm", 0)]
+    fields_desc = scapy_fields(_roce.IMMDT)
 
 
 class CNP(Packet):
@@ -115,10 +110,9 @@ def cnp(dqpn: int) -> Packet:
 def icrc_ok(pkt: Packet) -> bool:
     """True if an IPv4/UDP/BTH packet's trailing ICRC is correct."""
     raw = bytes(pkt[IP])
-    return wire.icrc_of_ipv4(raw) == wire.ICRC.unpack(raw[-ICRC_LEN:])[0]
+    return icrc_of_ipv4(raw) == ICRC.unpack(raw, len(raw) - ICRC_LEN)[0]
 
 
-BTH.payload_guess = []    # do not inherit scapy.contrib.roce's bindings (CNPPadding)
 split_layers(UDP, _scapy_roce.BTH, dport=ROCE_UDP_PORT)
 bind_layers(UDP, BTH, dport=ROCE_UDP_PORT)
 for _op in OPS_WITH_RETH:

@@ -45,7 +45,10 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
-from hosts.roce.constants import ROCE_UDP_PORT
+from ground.wire.ipv4 import IP_PROTO_UDP, IPV4, IPV4_HLEN
+from ground.wire.layout import FieldPos
+from ground.wire.roce import BTH, ROCE_UDP_PORT
+from ground.wire.udp import UDP, UDP_HLEN
 
 __all__ = ["HtbShaper", "ShapingError", "qp_class_id", "htb_rate_bytes", "ROOT_QDISC",
            "ROOT_CLASS", "DEFAULT_CLASS", "FIRST_QP_MINOR", "MAX_QP_CLASSES", "MIN_RATE_BYTES",
@@ -286,10 +289,22 @@ def qp_match_keys(dst_ip: str, dst_qpn: int) -> list[str]:
         raise ShapingError(f"not an IPv4 address: {dst_ip!r}") from e
     if not 0 <= dst_qpn <= 0xFFFFFF:
         raise ShapingError(f"QPN {dst_qpn:#x} out of range (24 bits)")
-    return [f"0x00{socket.IPPROTO_UDP:02x}0000/0x00ff0000+8",
-            f"0x{ip:08x}/0xffffffff+16",
-            f"0x0000{ROCE_UDP_PORT:04x}/0x0000ffff+20",
-            f"0x00{dst_qpn:06x}/0x00ffffff+32"]
+    udp = IPV4_HLEN
+    bth = udp + UDP_HLEN
+    return [_u32_key(0, IPV4.position("proto"), IP_PROTO_UDP),
+            _u32_key(0, IPV4.position("dst"), ip),
+            _u32_key(udp, UDP.position("dport"), ROCE_UDP_PORT),
+            _u32_key(bth, BTH.position("dqpn"), dst_qpn)]
+
+
+def _u32_key(base: int, pos: FieldPos, value: int) -> str:
+    """A u32 key (a 32-bit word at a 4-aligned offset from the IPv4 header)
+    matching ``value`` in the field at ``pos`` of a header ``base`` bytes in."""
+    start = base + pos.byte
+    word = start - start % 4
+    p = pos.within(word - base, 4)
+    mask = p.mask << p.shift
+    return f"0x{value << p.shift & mask:08x}/0x{mask:08x}+{word}"
 
 
 class HtbShaper:

@@ -17,32 +17,30 @@ import heapq
 import itertools
 import random
 import socket
-import struct
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ground.wire.ipv4 import FLAG_DF, IPV4, IPV4_HLEN
+from ground.wire.udp import UDP, UDP_HLEN
 from hosts.roce import wire
-from hosts.roce.constants import (
-    ECN_CE,
-    ECN_MASK,
-    ECN_NOT_ECT,
-    IP_PROTO_UDP,
-    IPV4_HDR_LEN,
-    UDP_HDR_LEN,
-)
+from hosts.roce.constants import ECN_CE, ECN_MASK, ECN_NOT_ECT, IP_PROTO_UDP
 
-_IPV4_UDP = struct.Struct("!BBHHHBBH4s4sHHHH")
+_ipv4_pack = IPV4.pack
+_udp_pack = UDP.pack
+_ipv4_unpack = IPV4.unpack
+_udp_unpack = UDP.unpack
 
 
 def ipv4_udp_packet(src_ip: str, sport: int, dst_ip: str, dport: int, ecn: int,
                     payload: bytes, ident: int = 0) -> bytes:
     """The IPv4/UDP packet Linux sends for ``payload`` from an unconnected UDP
     socket with DF (identification 0 unless given; header checksum left 0)."""
-    return _IPV4_UDP.pack(
-        0x45, ecn & ECN_MASK, IPV4_HDR_LEN + UDP_HDR_LEN + len(payload), ident, wire.IP_FLAG_DF,
-        64, IP_PROTO_UDP, 0, socket.inet_aton(src_ip), socket.inet_aton(dst_ip), sport, dport,
-        UDP_HDR_LEN + len(payload), 0) + payload
+    n = UDP_HLEN + len(payload)
+    return (_ipv4_pack(ecn=ecn & ECN_MASK, total_length=IPV4_HLEN + n, ident=ident,
+                       flags=FLAG_DF, src=socket.inet_aton(src_ip),
+                       dst=socket.inet_aton(dst_ip))
+            + _udp_pack(sport, dport, n, 0) + payload)
 
 
 class SimStall(RuntimeError):
@@ -102,12 +100,15 @@ class SimWire:
         """Put an IPv4/UDP packet (20-byte header) on the wire as its source sent it;
         impairments apply. The identification is kept, flags are DF, TTL 64."""
         b = bytes(ip_packet)
-        if len(b) < IPV4_HDR_LEN + UDP_HDR_LEN or b[0] != 0x45 or b[9] != IP_PROTO_UDP:
+        if len(b) < IPV4_HLEN + UDP_HLEN:
             raise ValueError("inject needs an IPv4/UDP packet without IP options")
-        sport, dport = struct.unpack_from("!HH", b, IPV4_HDR_LEN)
-        self._send(socket.inet_ntoa(b[12:16]), sport, socket.inet_ntoa(b[16:20]), dport,
-                   b[IPV4_HDR_LEN + UDP_HDR_LEN:], b[1] & ECN_MASK,
-                   ident=int.from_bytes(b[4:6], "big"))
+        (version, ihl, _dscp, ecn, _len, ident, _flags, _frag, _ttl, proto, _csum, src,
+         dst) = _ipv4_unpack(b)
+        if (version, ihl, proto) != (4, 5, IP_PROTO_UDP):
+            raise ValueError("inject needs an IPv4/UDP packet without IP options")
+        sport, dport, _ulen, _ucsum = _udp_unpack(b, IPV4_HLEN)
+        self._send(socket.inet_ntoa(src), sport, socket.inet_ntoa(dst), dport,
+                   b[IPV4_HLEN + UDP_HLEN:], ecn, ident=ident)
 
     # -- transmission ----------------------------------------------------------
     def _send(self, src_ip: str, sport: int, dst_ip: str, dport: int, data: bytes,

@@ -28,6 +28,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ground.wire.ipv4 import IPV4
+from ground.wire.udp import UDP
 from hosts.roce.constants import ECN_ECT0, ECN_MASK, ROCE_UDP_PORT
 from hosts.roce.provider import MAX_WAKE_LEAD_NS, Datagram
 from hosts.roce.receive_lag import ReceiveLag
@@ -59,10 +61,10 @@ def roce_port_filter(local_ip: str, port: int) -> list[tuple[int, int, int, int]
     """BPF program for a raw IPv4 socket: accept UDP datagrams to local_ip:port."""
     ip = struct.unpack("!I", socket.inet_aton(local_ip))[0]
     return [
-        (_BPF_LD_W_ABS, 0, 0, 16),          # IPv4 destination address
+        (_BPF_LD_W_ABS, 0, 0, IPV4.offset("dst")),
         (_BPF_JEQ_K, 0, 4, ip),
-        (_BPF_LDX_B_MSH, 0, 0, 0),
-        (_BPF_LD_H_IND, 0, 0, 2),           # UDP destination port
+        (_BPF_LDX_B_MSH, 0, 0, IPV4.offset("ihl")),
+        (_BPF_LD_H_IND, 0, 0, UDP.offset("dport")),
         (_BPF_JEQ_K, 0, 1, port),
         (_BPF_RET_K, 0, 0, 0xFFFFFFFF),     # accept the whole packet
         (_BPF_RET_K, 0, 0, 0),

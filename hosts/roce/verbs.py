@@ -19,6 +19,8 @@ from dataclasses import dataclass, fields
 from enum import IntEnum, IntFlag
 from typing import Any
 
+from ground.wire import icrc as _icrc
+from ground.wire.roce import AETH, BTH, IMMDT, RETH
 from hosts.roce import wire
 from hosts.roce.constants import (
     AETH_KIND_MASK,
@@ -29,7 +31,6 @@ from hosts.roce.constants import (
     AETH_SYNDROME_NAK_PSN_SEQ,
     AETH_SYNDROME_NAK_REM_ACCESS,
     AETH_SYNDROME_RNR_NAK,
-    BTH_DEFAULT_PKEY,
     BTH_LEN,
     CNP_BTH_BYTE4,
     CNP_RESERVED_BYTES,
@@ -61,11 +62,14 @@ from hosts.roce.provider import MAX_WAKE_LEAD_NS, Provider
 from hosts.roce.rate import FixedRate, GapPacer, Pacer, RateController
 from hosts.roce.scale import Scale
 
-_ICRC = wire.ICRC
-_BTH = wire.BTH
-_RETH = wire.RETH
-_IMM = wire.IMMDT
-_AETH = wire.AETH
+_icrc_pack = _icrc.ICRC.pack
+_icrc_after = _icrc.icrc_after
+_icrc_ok_ipv4 = _icrc.icrc_ok_ipv4
+_bth = BTH.pack
+_bth_dqpn = BTH.getter("dqpn")
+_reth = RETH.pack
+_imm = IMMDT.pack
+_aeth = AETH.pack
 _PAD = (b"", b"\x00", b"\x00\x00", b"\x00\x00\x00")
 _MAX_BURST = 64          # packets one QP sends per engine pass (fairness between QPs)
 _RECV_BATCH = 64
@@ -641,8 +645,8 @@ class QP:
         if c is None:
             if len(self._pseudo_tx) > 256:     # WR tags come and go: keep the cache small
                 self._pseudo_tx.clear()
-            c = zlib.crc32(wire.pseudo_header(self.engine._local_ip_b, self._dest_ip_b, sport,
-                                              roce_len, self.dest_port))
+            c = zlib.crc32(_icrc.pseudo_header(self.engine._local_ip_b, self._dest_ip_b, sport,
+                                               roce_len, self.dest_port))
             self._pseudo_tx[key] = c
         return c
 
@@ -652,17 +656,17 @@ class QP:
             sport = self.sport
         pad = _PAD[-len(payload) & 3]
         roce_len = len(hdr) + len(payload) + len(pad) + ICRC_LEN
-        crc = wire.icrc_after(self._pseudo_crc(roce_len, sport), hdr, payload, pad)
+        crc = _icrc_after(self._pseudo_crc(roce_len, sport), hdr, payload, pad)
         ok = self.ctx.provider.send(sport, self.dest_ip, self.dest_port,
-                                    (hdr, payload, pad + _ICRC.pack(crc)), ecn, dscp,
+                                    (hdr, payload, pad + _icrc_pack(crc)), ecn, dscp,
                                     priority)
         if not ok:
             self.stats["tx_drops"] += 1
         return ok
 
     def _send_ctrl(self, syndrome: int, psn: int) -> None:
-        hdr = _BTH.pack(Opcode.ACK, 0, BTH_DEFAULT_PKEY, (self.job_id << 24) | self.dest_qp_num,
-                        psn & PSN_MASK) + _AETH.pack((syndrome << 24) | self._msn)
+        hdr = _bth(opcode=Opcode.ACK, job_id=self.job_id, dqpn=self.dest_qp_num,
+                   psn=psn) + _aeth(syndrome, self._msn)
         self._xmit(hdr, b"", ECN_NOT_ECT)
 
     def _send_ack(self) -> None:
@@ -673,8 +677,7 @@ class QP:
         self._ack_deadline = None
 
     def _send_cnp(self) -> None:
-        hdr = _BTH.pack(Opcode.CNP, 0, BTH_DEFAULT_PKEY, (CNP_BTH_BYTE4 << 24) | self.dest_qp_num,
-                        0)
+        hdr = _bth(opcode=Opcode.CNP, job_id=CNP_BTH_BYTE4, dqpn=self.dest_qp_num)
         self._xmit(hdr, bytes(CNP_RESERVED_BYTES), ECN_NOT_ECT)
         self.stats["cnps_sent"] += 1
 
@@ -712,12 +715,12 @@ class QP:
         last = k == n - 1
         ackreq = last or (seq + 1 - self._snd_una >= self.max_inflight)
         job = self.job_id if w.job_id is None else w.job_id
-        hdr = _BTH.pack(op, (-ln & 3) << 4, BTH_DEFAULT_PKEY, (job << 24) | self.dest_qp_num,
-                        (ackreq << 31) | (seq & PSN_MASK))
+        hdr = _bth(opcode=op, padcnt=-ln & 3, job_id=job, dqpn=self.dest_qp_num, ackreq=ackreq,
+                   psn=seq)
         if write and k == 0:
-            hdr += _RETH.pack(w.wr.remote_addr, w.wr.rkey, w.length)
+            hdr += _reth(w.wr.remote_addr, w.wr.rkey, w.length)
         if imm and last:
-            hdr += _IMM.pack((w.wr.imm_data or 0) & 0xFFFFFFFF)
+            hdr += _imm((w.wr.imm_data or 0) & 0xFFFFFFFF)
         return hdr, payload, w.sport
 
     def _pump(self, now: int) -> None:
@@ -1098,13 +1101,13 @@ class Engine:
         if n < off + BTH_LEN + ICRC_LEN:
             st["malformed_drops"] += 1
             return
-        qp = self.qps.get(int.from_bytes(pkt[off + 5:off + 8], "big"))
+        qp = self.qps.get(_bth_dqpn(pkt, off))
         if qp is None:
             st["unknown_qp_drops"] += 1
             return
         qp._touched = True
         mv = memoryview(pkt)
-        if self.ctx.check_icrc and not wire.icrc_ok_ipv4(mv):
+        if self.ctx.check_icrc and not _icrc_ok_ipv4(mv):
             st["icrc_drops"] += 1
             return
         ecn = pkt[1] & ECN_MASK

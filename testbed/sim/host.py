@@ -14,31 +14,35 @@
 from __future__ import annotations
 
 import socket
-import struct
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hosts.roce.constants import ECN_ECT0, ECN_MASK, IP_PROTO_UDP, ROCE_UDP_PORT
+from ground.wire.ethernet import (
+    ETH_HLEN,
+    ETHERNET,
+    ETHERTYPE_IPV4,
+    ETHERTYPE_MAC_CONTROL,
+    mac_bytes,
+)
+from ground.wire.ipv4 import FLAG_DF, IP_PROTO_UDP, IPV4, IPV4_HLEN, with_checksum
+from ground.wire.udp import UDP, UDP_HLEN
+from hosts.roce.constants import ECN_ECT0, ECN_MASK, ROCE_UDP_PORT
 from testbed.sim.link import TxLine
 from testbed.sim.loop import EventLoop, SimError
 
-__all__ = ["SimNic", "SimHost", "SimPauseSocket", "MemoryDoneBarrier", "ipv4_checksum"]
+__all__ = ["SimNic", "SimHost", "SimPauseSocket", "MemoryDoneBarrier"]
 
-_ETH_IPV4 = b"\x08\x00"
-_ETH_MAC_CONTROL = b"\x88\x08"      # PFC pause frames
-_HDR = struct.Struct("!BBHHHBBH4s4sHHHH")
-_WORDS = struct.Struct("!10H")
-_IP_DF = 0x4000
+# what deliver looks at, as slices and indexes of a frame (from the declarations)
+_TYPE = slice(ETHERNET.offset("ethertype"), ETH_HLEN)
+_ETH_IPV4 = ETHERTYPE_IPV4.to_bytes(2, "big")
+_ETH_MAC_CONTROL = ETHERTYPE_MAC_CONTROL.to_bytes(2, "big")      # PFC pause frames
+_PROTO = ETH_HLEN + IPV4.offset("proto")
+_DST_IP = slice(ETH_HLEN + IPV4.offset("dst"), ETH_HLEN + IPV4.offset("dst") + 4)
+_DPORT = slice(ETH_HLEN + IPV4_HLEN + UDP.offset("dport"),
+               ETH_HLEN + IPV4_HLEN + UDP.offset("dport") + 2)
 # polls of one host at one instant before the run counts as a livelock
 MAX_POLLS_PER_INSTANT = 10_000
-
-
-def ipv4_checksum(header: bytes) -> int:
-    s = sum(_WORDS.unpack(header))
-    s = (s & 0xFFFF) + (s >> 16)
-    s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
 
 
 class SimNic:
@@ -54,8 +58,7 @@ class SimNic:
         self.port = ROCE_UDP_PORT
         self.data_ecn = data_ecn
         self._ip_b = socket.inet_aton(ip)
-        self._eth = (bytes.fromhex(gateway_mac.replace(":", ""))
-                     + bytes.fromhex(mac.replace(":", "")) + _ETH_IPV4)
+        self._eth = ETHERNET.pack(mac_bytes(gateway_mac), mac_bytes(mac), ETHERTYPE_IPV4)
         self.line: TxLine | None = None
         self._pause: SimPauseSocket | None = None
         self._inbox: deque[bytes] = deque()
@@ -82,10 +85,10 @@ class SimNic:
         key = (sport, dst_ip, dst_port, tos, n)
         h = self._hdr_cache.get(key)
         if h is None:
-            ip = _HDR.pack(0x45, tos, 28 + n, 0, _IP_DF, 64, IP_PROTO_UDP, 0, self._ip_b,
-                           socket.inet_aton(dst_ip), sport, dst_port, 8 + n, 0)
-            c = ipv4_checksum(ip[:20])
-            h = self._eth + ip[:10] + struct.pack("!H", c) + ip[12:]
+            ip = IPV4.pack(dscp=tos >> 2, ecn=tos & ECN_MASK,
+                           total_length=IPV4_HLEN + UDP_HLEN + n, flags=FLAG_DF,
+                           proto=IP_PROTO_UDP, src=self._ip_b, dst=socket.inet_aton(dst_ip))
+            h = self._eth + with_checksum(ip) + UDP.pack(sport, dst_port, UDP_HLEN + n, 0)
             if len(self._hdr_cache) > 4096:
                 self._hdr_cache.clear()
             self._hdr_cache[key] = h
@@ -112,7 +115,7 @@ class SimNic:
     def deliver(self, frame: bytes) -> None:
         """A frame from the host's link."""
         self.counters["rx_frames"] += 1
-        if frame[12:14] == _ETH_MAC_CONTROL:
+        if frame[_TYPE] == _ETH_MAC_CONTROL:
             if self._pause is None or self.on_receive is None:
                 self.counters["rx_not_for_me"] += 1     # the host obeys no PFC
                 return
@@ -121,14 +124,14 @@ class SimNic:
             return
         # IPv4 to this address and the RoCE port (what the udp provider's
         # socket filter lets through)
-        if (frame[12:14] != _ETH_IPV4 or frame[30:34] != self._ip_b or frame[23] != IP_PROTO_UDP
-                or int.from_bytes(frame[36:38], "big") != self.port):
+        if (frame[_TYPE] != _ETH_IPV4 or frame[_DST_IP] != self._ip_b
+                or frame[_PROTO] != IP_PROTO_UDP or int.from_bytes(frame[_DPORT], "big") != self.port):
             self.counters["rx_not_for_me"] += 1
             return
         if self.on_receive is None:
             self.counters["rx_no_agent"] += 1   # between phases: nobody listens
             return
-        self._inbox.append(frame[14:])
+        self._inbox.append(frame[ETH_HLEN:])
         self.on_receive()
 
     def pending(self) -> bool:

@@ -8,9 +8,9 @@ import socket
 
 import pytest
 
+from ground.wire.pause import MAX_QUANTA, pfc_frame
 from hosts.roce.pacing import Pacer
 from hosts.roce.pfc import HostPause, PauseError
-from switches.soft.runtime.pfc import MAX_QUANTA, pfc_frame
 
 SRC = bytes.fromhex("020000000099")
 LINE = 8_000_000          # 8 Mb/s: a quantum is 64 us

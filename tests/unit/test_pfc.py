@@ -10,15 +10,9 @@ import pytest
 import test_runtime_support as prog
 from test_runtime_support import FakeClock, l2_frame
 
+from ground.wire.pause import MAX_QUANTA, PauseFormatError, parse_pause, pause_us, pfc_frame
 from switches.soft.control.verbs import CommandError, ControlPlane
-from switches.soft.runtime.pfc import (
-    MAX_QUANTA,
-    PauseFormatError,
-    PfcIngress,
-    parse_pause,
-    pause_us,
-    pfc_frame,
-)
+from switches.soft.runtime.pfc import PfcIngress
 from switches.soft.runtime.switch import SoftSwitch
 from switches.soft.runtime.tm import TrafficManager
 

@@ -101,7 +101,7 @@ def test_icrc_is_valid_on_the_real_wire():
     """What the kernel actually sends (IP id, DF, TTL...) matches the ICRC rule."""
     import socket
 
-    from hosts.roce import wire
+    from ground.wire import icrc as I
     try:
         cap = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
     except (PermissionError, AttributeError):
@@ -130,7 +130,7 @@ def test_icrc_is_valid_on_the_real_wire():
             ip = frame[14:]
             if ip[9] == 17 and int.from_bytes(ip[22:24], "big") in ports:
                 assert ip[4:8] == b"\x00\x00\x40\x00"      # id 0, DF
-                assert wire.icrc_of_ipv4(ip) == wire.ICRC.unpack(ip[-4:])[0]
+                assert I.icrc_of_ipv4(ip) == I.ICRC.unpack(ip[-4:])[0]
                 seen += 1
         assert seen >= 9        # 8 data packets and at least one ACK
     finally:

@@ -5,6 +5,7 @@ from scapy.contrib import roce as scapy_roce
 from scapy.layers.inet import IP, UDP
 from scapy.packet import Raw
 
+from ground.wire import icrc as I
 from hosts.roce import scapy_layers as L
 from hosts.roce import wire
 from hosts.roce.constants import (
@@ -20,7 +21,7 @@ SRC, DST, SPORT = "10.0.1.1", "10.0.2.2", 0xC007
 
 
 def pseudo(n):
-    return wire.pseudo_header(SRC, DST, SPORT, n)
+    return I.pseudo_header(SRC, DST, SPORT, n)
 
 
 def build(op, payload=b"", **kw):
@@ -60,7 +61,7 @@ def test_round_trip_every_kind(op):
     assert p.reth == ((0x1000_2000_3000, 0x77, 4096) if op in OPS_WITH_RETH else None)
     assert p.imm == (0xDEADBEEF if op in OPS_WITH_IMM else None)
     assert p.aeth == ((AETH_SYNDROME_ACK, 42) if op == Opcode.ACK else None)
-    assert wire.check_icrc(pseudo(len(raw)), raw)
+    assert I.check_icrc(pseudo(len(raw)), raw)
 
 
 @pytest.mark.parametrize("op", [Opcode.SEND_ONLY, Opcode.RDMA_WRITE_FIRST, Opcode.ACK,
@@ -76,22 +77,22 @@ def test_icrc_agrees_with_scapy_contrib(op):
                             dqpn=p.dqpn, ackreq=p.ackreq, psn=p.psn)
            / Raw(roce[12:-4]))
     assert bytes(ref) == ip
-    assert wire.icrc_of_ipv4(ip) == wire.ICRC.unpack(roce[-4:])[0]
+    assert I.icrc_of_ipv4(ip) == I.ICRC.unpack(roce[-4:])[0]
 
 
 def test_icrc_ignores_masked_fields_only():
     roce = bytearray(build(Opcode.SEND_ONLY, b"abcd" * 8))
-    good = wire.ICRC.unpack(roce[-4:])[0]
+    good = I.ICRC.unpack(roce[-4:])[0]
     # TOS (ECN!), TTL and job id are masked: switches may rewrite them
-    assert wire.icrc_of_ipv4(ip_packet(bytes(roce), tos=3, ttl=7)) == good
+    assert I.icrc_of_ipv4(ip_packet(bytes(roce), tos=3, ttl=7)) == good
     roce[4] = 0xEE
-    assert wire.check_icrc(pseudo(len(roce)), roce)
+    assert I.check_icrc(pseudo(len(roce)), roce)
     # the PSN, the payload and the addresses are covered
     for i in (9, 30):
         bad = bytearray(roce)
         bad[i] ^= 1
-        assert not wire.check_icrc(pseudo(len(bad)), bad)
-    assert not wire.check_icrc(wire.pseudo_header(SRC, "10.0.2.3", SPORT, len(roce)), roce)
+        assert not I.check_icrc(pseudo(len(bad)), bad)
+    assert not I.check_icrc(I.pseudo_header(SRC, "10.0.2.3", SPORT, len(roce)), roce)
 
 
 def test_decode_rejects_truncated_packets():
@@ -136,7 +137,7 @@ def test_scapy_built_packet_decodes_with_wire():
     p = wire.decode(roce)
     assert (p.opcode, p.job_id, p.dqpn, p.psn, p.aeth) == (
         Opcode.ACK, 3, 5, 99, (AETH_SYNDROME_NAK_PSN_SEQ, 1))
-    assert wire.check_icrc(pseudo(len(roce)), roce)
+    assert I.check_icrc(pseudo(len(roce)), roce)
     cnp = bytes(IP(src=SRC, dst=DST, id=0, flags="DF") / UDP(sport=SPORT, dport=4791)
                 / L.cnp(0x77))
     assert cnp[28:] == wire.encode_cnp(pseudo, 0x77)
@@ -149,6 +150,6 @@ def test_a_senders_icrc_from_its_pseudo_header_crc_is_the_packets(payload, pad):
     hdr = build(Opcode.RDMA_WRITE_FIRST, b"")[:28]        # BTH + RETH, job id in byte 4
     roce_len = len(hdr) + len(payload) + len(pad) + 4
     ph = pseudo(roce_len)
-    crc = wire.icrc_after(zlib.crc32(ph), hdr, memoryview(payload), pad)
-    assert crc == wire.icrc_parts(ph, hdr, payload, pad)
-    assert wire.check_icrc(ph, hdr + payload + pad + wire.ICRC.pack(crc))
+    crc = I.icrc_after(zlib.crc32(ph), hdr, memoryview(payload), pad)
+    assert crc == I.icrc_parts(ph, hdr, payload, pad)
+    assert I.check_icrc(ph, hdr + payload + pad + I.ICRC.pack(crc))

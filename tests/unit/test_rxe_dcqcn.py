@@ -10,6 +10,7 @@ import struct
 import pytest
 from cbpf import run_cbpf
 
+from ground.wire.icrc import icrc_ok_ipv4
 from hosts.roce.constants import ECN_CE, ECN_ECT0, ROCE_UDP_PORT, Opcode
 from hosts.roce.dcqcn import Dcqcn, DcqcnParams
 from hosts.roce.rxe_dcqcn import (
@@ -28,7 +29,7 @@ from hosts.roce.rxe_dcqcn import (
     roce_filter,
 )
 from hosts.roce.scale import Scale
-from hosts.roce.wire import decode, icrc_ok_ipv4
+from hosts.roce.wire import decode
 
 MAC_A, MAC_GW = "02:00:00:00:03:01", "02:00:00:00:00:03"
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from ground.wire.ipv4 import checksum as ipv4_checksum
 from switches.soft.compiler import compile_program
 from testbed.experiment import repo_path
 from testbed.net import host_addr, router_commands
-from testbed.sim.host import SimNic, ipv4_checksum
+from testbed.sim.host import SimNic
 from testbed.sim.link import TxLine
 from testbed.sim.loop import EventLoop, SimError
 from testbed.sim.switch import SimSwitch

@@ -6,6 +6,8 @@ ground/wire; a change here is a change on the wire."""
 
 from __future__ import annotations
 
+from ground.wire.icrc import check_icrc, pseudo_header
+from ground.wire.pause import parse_pause, pfc_frame
 from hosts.roce import (
     Access,
     Context,
@@ -16,12 +18,11 @@ from hosts.roce import (
     SimWire,
     WROpcode,
     connect_pair,
+    wire,
 )
-from hosts.roce import wire
 from hosts.roce.constants import AETH_SYNDROME_ACK, Opcode
 from hosts.roce.rxe_dcqcn import cnp_frame, parse_bth
 from hosts.roce.sim import ipv4_udp_packet
-from switches.soft.runtime.pfc import parse_pause, pfc_frame
 from testbed.sim.host import SimNic
 from testbed.sim.loop import EventLoop
 
@@ -29,7 +30,7 @@ SRC, DST, SPORT = "10.0.1.1", "10.0.2.2", 0xC007
 
 
 def pseudo(n: int) -> bytes:
-    return wire.pseudo_header(SRC, DST, SPORT, n)
+    return pseudo_header(SRC, DST, SPORT, n)
 
 
 # BTH (opcode 0x06, ackreq, job 9, dqpn 0x123, PSN 0xABCDEF, pad 3), RETH, 5 bytes, pad, ICRC
@@ -66,7 +67,7 @@ def test_the_codec_reads_the_pinned_packets() -> None:
     assert (p.opcode, p.job_id, p.dqpn, len(p.payload)) == (Opcode.CNP, 0x40, 0xABCDE, 0)
     for golden in (WRITE_FIRST, ACK, SEND_ONLY_IMM, CNP):
         raw = bytes.fromhex(golden)
-        assert wire.check_icrc(pseudo(len(raw)), raw)
+        assert check_icrc(pseudo(len(raw)), raw)
 
 
 def test_the_transport_sends_the_pinned_packets() -> None:
@@ -157,3 +158,27 @@ def test_the_simulated_wire_and_nic_build_the_pinned_headers() -> None:
         "0200000000fe020000000001" "0800"
         "456a002a00004000401123570a0001010a000202"     # TOS: DSCP 26, ECT(0)
         "c00712b700160000" + "0a" * 12 + "0102"]
+
+
+def test_the_filters_match_the_pinned_offsets() -> None:
+    """Socket filters and tc keys find fields by their offsets: the programs
+    and keys as they were before the formats moved."""
+    from hosts.roce.rxe_dcqcn import roce_filter
+    from hosts.roce.shaping import qp_match_keys
+    from hosts.roce.udp_provider import roce_port_filter
+
+    assert qp_match_keys("10.0.2.5", 0x123456) == [
+        "0x00110000/0x00ff0000+8", "0x0a000205/0xffffffff+16", "0x000012b7/0x0000ffff+20",
+        "0x00123456/0x00ffffff+32"]
+    assert roce_port_filter("10.0.0.1", 4791) == [
+        (32, 0, 0, 16), (21, 0, 4, 0x0A000001), (177, 0, 0, 0), (72, 0, 0, 2), (21, 0, 1, 4791),
+        (6, 0, 0, 0xFFFFFFFF), (6, 0, 0, 0)]
+    assert roce_filter() == [
+        (40, 0, 0, 12), (21, 0, 13, 0x0800), (48, 0, 0, 23), (21, 0, 11, 17), (40, 0, 0, 20),
+        (69, 9, 0, 0x1FFF), (177, 0, 0, 14), (72, 0, 0, 16), (21, 0, 6, 4791), (48, 0, 0, 15),
+        (84, 0, 0, 3), (21, 2, 0, 3), (80, 0, 0, 22), (21, 0, 1, 0x81), (6, 0, 0, 128),
+        (6, 0, 0, 0)]
+    assert roce_filter(every_roce_frame=True) == [
+        (40, 0, 0, 12), (21, 0, 8, 0x0800), (48, 0, 0, 23), (21, 0, 6, 17), (40, 0, 0, 20),
+        (69, 4, 0, 0x1FFF), (177, 0, 0, 14), (72, 0, 0, 16), (21, 0, 1, 4791), (6, 0, 0, 128),
+        (6, 0, 0, 0)]

@@ -75,6 +75,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
+from ground.wire.pause import PauseFormatError, is_pause, parse_pause, pfc_frame
 from switches.soft.runtime.action_profiles import ActionProfile, ActionProfileError
 from switches.soft.runtime.contract import (
     ActionProfileInfo,
@@ -92,7 +93,6 @@ from switches.soft.runtime.externs import (
     RegisterArray,
     format_log_msg,
 )
-from switches.soft.runtime.pfc import PauseFormatError, is_pause, parse_pause, pfc_frame
 from switches.soft.runtime.pre import MirroringSessions, MirrorSession, ReplicationEngine
 from switches.soft.runtime.tables import Table
 from switches.soft.runtime.tm import QueueMeta, TrafficManager
@@ -386,7 +386,7 @@ class SoftSwitch:
                 self._pfc_frames(out)
         return out
 
-    # -- priority flow control (runtime/pfc.py) --------------------------------
+    # -- priority flow control (runtime/pfc.py, the frame ground/wire/pause.py) --
     def set_pfc(self, xoff: int | None, xon: int = 0) -> None:
         """PFC on every port: pause an ingress port's priority upstream once
         ``xoff`` of its packets wait in egress queues, resume at ``xon``;

@@ -57,7 +57,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from switches.soft.runtime.pfc import PfcIngress, pause_us
+from ground.wire.pause import pause_us
+from switches.soft.runtime.pfc import PfcIngress
 
 DEFAULT_DEPTH = 64
 DRR_QUANTUM_BYTES = 1500
