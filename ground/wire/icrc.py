@@ -31,8 +31,8 @@ ICRC_LEN = ICRC.size
 _LRH = Header("LRH stand-in", Bytes("ones", 8, b"\xff" * 8))
 _FF = b"\xff"
 _LRH_CRC = zlib.crc32(_LRH.pack())
-_icrc_pack = ICRC.pack
-_icrc_get = ICRC.getter("icrc")
+_icrc_pack = ICRC.packer("icrc")
+_icrc_unpack = ICRC.unpacker("icrc")
 
 # the masked bytes, from the declarations
 _IP_TOS = IPV4.offset("dscp")                 # DSCP and ECN: the TOS byte
@@ -104,7 +104,7 @@ def icrc_ok_ipv4(ip_packet: bytes | bytearray | memoryview) -> bool:
     n = len(ip_packet)
     if n < (ip_packet[0] & 0x0F) * 4 + UDP_HLEN + BTH.size + ICRC_LEN:
         return False
-    return icrc_of_ipv4(ip_packet) == _icrc_get(ip_packet, n - ICRC_LEN)
+    return icrc_of_ipv4(ip_packet) == _icrc_unpack(ip_packet, n - ICRC_LEN)[0]
 
 
 def check_icrc(pseudo: bytes, roce: bytes | bytearray | memoryview) -> bool:
@@ -113,7 +113,7 @@ def check_icrc(pseudo: bytes, roce: bytes | bytearray | memoryview) -> bool:
     if n < BTH.size + ICRC_LEN:
         return False
     mv = roce if isinstance(roce, memoryview) else memoryview(roce)
-    return icrc(pseudo, mv[: n - ICRC_LEN]) == _icrc_get(mv, n - ICRC_LEN)
+    return icrc(pseudo, mv[: n - ICRC_LEN]) == _icrc_unpack(mv, n - ICRC_LEN)[0]
 
 
 def append_icrc(pseudo: bytes, body: bytes) -> bytes:

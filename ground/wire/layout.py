@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import keyword
 import struct
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -156,6 +157,13 @@ def _words(fields: tuple[Field | Bytes, ...]) -> list[tuple[Field | Bytes, ...]]
     return out
 
 
+def _namespace(name: str) -> dict[str, Any]:
+    """The globals of generated code: a module's dictionary, whose entries
+    PyPy's JIT treats as constants (a plain dict's it looks up on every
+    call, and a struct it does not know cannot be specialised)."""
+    return types.ModuleType(f"ground.wire.layout<{name}>").__dict__
+
+
 def _default(f: Field | Bytes) -> Value:
     return f.default if isinstance(f, Field) else (f.default or bytes(f.size))
 
@@ -206,6 +214,9 @@ class Header:
                 left -= f.bits
                 self._pos[f.name] = FieldPos(w.offset, size, left, (1 << f.bits) - 1)
         self._getters: dict[str, Callable[..., Value]] = {}
+        self._made: dict[tuple[str, ...], Callable[..., Any]] = {}
+        # every field a word of its own: the struct's own methods are the fast paths
+        self._plain = all(len(w.fields) == 1 for w in words)
         self._generate()
 
     def __repr__(self) -> str:
@@ -240,58 +251,111 @@ class Header:
             self._getters[name] = g
         return g
 
+    def packer(self, *names: str) -> Callable[..., bytes]:
+        """``pack(v1, v2, ...)``: the header with fields ``names`` given in that
+        order, positionally, and every other field its default, folded in as
+        a constant. The fastest build, for a hot loop that always sets the
+        same fields (for all the fields of a header whose fields are whole
+        words, the struct's own ``pack``)."""
+        key = ("pack",) + names
+        fn = self._made.get(key)
+        if fn is None and names == self.names and self._plain:
+            fn = self._made[key] = self.struct.pack     # (no Python frame at all)
+        if fn is None:
+            for n in names:
+                self.position(n)        # (an unknown name fails here)
+            args = ", ".join(names)
+            fn = self._make(f"def pack({args}):\n"
+                            f"    return _s.pack({self._values(set(names))})\n", "pack")
+            self._made[key] = fn
+        return fn
+
+    def unpacker(self, *names: str) -> Callable[..., tuple[Value, ...]]:
+        """``unpack(buf, off=0)``: the values of fields ``names`` only, in that
+        order (for all the fields of a header whose fields are whole words, the
+        struct's own ``unpack_from``)."""
+        key = ("unpack",) + names
+        fn = self._made.get(key)
+        if fn is None and names == self.names and self._plain:
+            fn = self._made[key] = self.struct.unpack_from
+        if fn is None:
+            exprs = self._field_exprs()
+            try:
+                values = [exprs[n] for n in names]
+            except KeyError as e:
+                raise KeyError(f"{self.name} has no field {e.args[0]!r}") from None
+            fn = self._make(self._unpack_src(values), "unpack")
+            self._made[key] = fn
+        return fn
+
     # -- code generation ---------------------------------------------------
     # Each function is generated once, as source, from the word layout: a
     # packet then runs a single struct call and plain integer operations.
 
-    def _word_expr(self, w: _Word) -> str:
-        """The value to pack for word ``w`` from the fields' argument names."""
-        if len(w.fields) == 1:
-            return w.fields[0].name
-        parts = []
-        left = sum(f.bits for f in w.fields)
-        for f in w.fields:
-            left -= f.bits
-            term = f"({f.name} & {(1 << f.bits) - 1:#x})"
-            parts.append(f"{term} << {left}" if left else term)
-        return "(" + " | ".join(parts) + ")"
-
-    def _field_exprs(self, w: _Word, var: str) -> list[str]:
-        """Each field of word ``w`` from the unpacked word ``var``."""
-        if len(w.fields) == 1:
-            return [var]
+    def _values(self, given: set[str]) -> str:
+        """The words to pack, as expressions of the ``given`` fields' argument
+        names; the other fields' defaults are folded into constants."""
         out = []
-        left = sum(f.bits for f in w.fields)
-        for k, f in enumerate(w.fields):
-            left -= f.bits
-            shifted = f"{var} >> {left}" if left else var
-            out.append(shifted if k == 0 else f"{shifted} & {(1 << f.bits) - 1:#x}")
+        for w in self._words:
+            if len(w.fields) == 1:
+                f = w.fields[0]
+                out.append(f.name if f.name in given else repr(_default(f)))
+                continue
+            terms = []
+            const = 0
+            left = sum(f.bits for f in w.fields)
+            for f in w.fields:
+                left -= f.bits
+                if f.name in given:
+                    term = f"({f.name} & {(1 << f.bits) - 1:#x})"
+                    terms.append(f"{term} << {left}" if left else term)
+                else:
+                    const |= _default(f) << left
+            if const or not terms:
+                terms.append(f"{const:#x}")
+            out.append("(" + " | ".join(terms) + ")" if len(terms) > 1 else terms[0])
+        return ", ".join(out)
+
+    def _field_exprs(self) -> dict[str, str]:
+        """Each field as an expression of the unpacked words w0, w1, ..."""
+        out = {}
+        for i, w in enumerate(self._words):
+            var = f"w{i}"
+            if len(w.fields) == 1:
+                out[w.fields[0].name] = var
+                continue
+            left = sum(f.bits for f in w.fields)
+            for k, f in enumerate(w.fields):
+                left -= f.bits
+                shifted = f"{var} >> {left}" if left else var
+                out[f.name] = shifted if k == 0 else f"{shifted} & {(1 << f.bits) - 1:#x}"
         return out
 
-    def _signature(self) -> str:
-        return ", ".join(f"{f.name}=_d_{f.name}" for f in self.fields)
+    def _unpack_src(self, values: list[str]) -> str:
+        words = ", ".join(f"w{i}" for i in range(len(self._words)))
+        return (f"def unpack(buf, off=0):\n"
+                f"    {words}{',' if len(self._words) == 1 else ''} = _s.unpack_from(buf, off)\n"
+                f"    return ({', '.join(values)}{',' if len(values) == 1 else ''})\n")
+
+    def _make(self, src: str, name: str, **env: Any) -> Callable[..., Any]:
+        ns = _namespace(self.name)
+        ns["_s"] = self.struct
+        ns.update(env)
+        exec(compile(src, f"<{self.name} {name}>", "exec"), ns)
+        fn: Callable[..., Any] = ns[name]
+        return fn
 
     def _generate(self) -> None:
-        env: dict[str, Any] = {"_s": self.struct}
-        for f in self.fields:
-            env[f"_d_{f.name}"] = _default(f)
-        values = ", ".join(self._word_expr(w) for w in self._words)
-        nw = len(self._words)
-        wvars = [f"w{i}" for i in range(nw)]
-        fields = [e for i, w in enumerate(self._words) for e in self._field_exprs(w, wvars[i])]
-        unpacked = ", ".join(wvars) + ("," if nw == 1 else "")
-        src = (f"def pack({self._signature()}):\n"
-               f"    return _s.pack({values})\n"
-               f"def pack_into(buf, off, {self._signature()}):\n"
-               f"    _s.pack_into(buf, off, {values})\n"
-               f"def unpack(buf, off=0):\n"
-               f"    {unpacked} = _s.unpack_from(buf, off)\n"
-               f"    return ({', '.join(fields)}{',' if len(fields) == 1 else ''})\n")
-        self.source = src
-        exec(compile(src, f"<{self.name} header>", "exec"), env)
-        self.pack = env["pack"]
-        self.pack_into = env["pack_into"]
-        self.unpack = env["unpack"]
+        defaults = {f"_d_{f.name}": _default(f) for f in self.fields}
+        signature = ", ".join(f"{f.name}=_d_{f.name}" for f in self.fields)
+        values = self._values(set(self.names))
+        exprs = self._field_exprs()
+        self.pack = self._make(f"def pack({signature}):\n"
+                               f"    return _s.pack({values})\n", "pack", **defaults)
+        self.pack_into = self._make(f"def pack_into(buf, off, {signature}):\n"
+                                    f"    _s.pack_into(buf, off, {values})\n", "pack_into",
+                                    **defaults)
+        self.unpack = self._make(self._unpack_src([exprs[n] for n in self.names]), "unpack")
 
     def _getter(self, name: str) -> Callable[..., Value]:
         p = self.position(name)
@@ -299,11 +363,10 @@ class Header:
         env: dict[str, Any] = {}
         if isinstance(f, Bytes):
             body = f"bytes(buf[off + {p.offset}:off + {p.offset + p.size}])"
-        elif p.size == 1 or (p.shift % 8 + f.bits <= 8 and self.order == "!"):
+        elif self.order == "!" and p.shift % 8 + f.bits <= 8:
             # inside one byte: index it (no struct call)
-            byte = p.byte
             sh = p.shift % 8
-            body = f"buf[off + {byte}]" + (f" >> {sh}" if sh else "")
+            body = f"buf[off + {p.byte}]" + (f" >> {sh}" if sh else "")
             if sh + f.bits < 8:
                 body = f"({body}) & {p.mask:#x}"
         else:
@@ -313,7 +376,4 @@ class Header:
                 body = f"({body} >> {p.shift})"
             if p.shift + f.bits < p.size * 8:
                 body = f"{body} & {p.mask:#x}"
-        src = f"def get_{name}(buf, off=0):\n    return {body}\n"
-        exec(compile(src, f"<{self.name}.{name} getter>", "exec"), env)
-        fn: Callable[..., Value] = env[f"get_{name}"]
-        return fn
+        return self._make(f"def get(buf, off=0):\n    return {body}\n", "get", **env)

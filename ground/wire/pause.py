@@ -77,7 +77,8 @@ def parse_pause(frame: bytes | bytearray | memoryview) -> dict[int, int]:
         raise PauseFormatError(f"not a MAC control frame ({len(frame)} bytes)")
     (opcode,) = MAC_CONTROL.unpack(frame, _BODY)
     if opcode == OPCODE_PAUSE:
-        return dict.fromkeys(range(CLASSES), PAUSE.unpack(frame, _BODY)[1])
+        quanta: int = PAUSE.unpack(frame, _BODY)[1]
+        return dict.fromkeys(range(CLASSES), quanta)
     if opcode != OPCODE_PFC:
         raise PauseFormatError(f"MAC control opcode {opcode:#06x} is not PAUSE or PFC")
     if len(frame) < _PFC_FRAME:

@@ -62,14 +62,16 @@ from hosts.roce.provider import MAX_WAKE_LEAD_NS, Provider
 from hosts.roce.rate import FixedRate, GapPacer, Pacer, RateController
 from hosts.roce.scale import Scale
 
-_icrc_pack = _icrc.ICRC.pack
+_icrc_pack = _icrc.ICRC.packer("icrc")
 _icrc_after = _icrc.icrc_after
 _icrc_ok_ipv4 = _icrc.icrc_ok_ipv4
-_bth = BTH.pack
+# the BTHs the transport sends, each with the fields it sets (the rest default)
+_bth_data = BTH.packer("opcode", "padcnt", "job_id", "dqpn", "ackreq", "psn")
+_bth_ctrl = BTH.packer("opcode", "job_id", "dqpn", "psn")
 _bth_dqpn = BTH.getter("dqpn")
-_reth = RETH.pack
-_imm = IMMDT.pack
-_aeth = AETH.pack
+_reth = RETH.packer("va", "rkey", "dma_len")
+_imm = IMMDT.packer("imm")
+_aeth = AETH.packer("syndrome", "msn")
 _PAD = (b"", b"\x00", b"\x00\x00", b"\x00\x00\x00")
 _MAX_BURST = 64          # packets one QP sends per engine pass (fairness between QPs)
 _RECV_BATCH = 64
@@ -665,8 +667,8 @@ class QP:
         return ok
 
     def _send_ctrl(self, syndrome: int, psn: int) -> None:
-        hdr = _bth(opcode=Opcode.ACK, job_id=self.job_id, dqpn=self.dest_qp_num,
-                   psn=psn) + _aeth(syndrome, self._msn)
+        hdr = _bth_ctrl(Opcode.ACK, self.job_id, self.dest_qp_num, psn) + _aeth(syndrome,
+                                                                                self._msn)
         self._xmit(hdr, b"", ECN_NOT_ECT)
 
     def _send_ack(self) -> None:
@@ -677,7 +679,7 @@ class QP:
         self._ack_deadline = None
 
     def _send_cnp(self) -> None:
-        hdr = _bth(opcode=Opcode.CNP, job_id=CNP_BTH_BYTE4, dqpn=self.dest_qp_num)
+        hdr = _bth_ctrl(Opcode.CNP, CNP_BTH_BYTE4, self.dest_qp_num, 0)
         self._xmit(hdr, bytes(CNP_RESERVED_BYTES), ECN_NOT_ECT)
         self.stats["cnps_sent"] += 1
 
@@ -715,8 +717,7 @@ class QP:
         last = k == n - 1
         ackreq = last or (seq + 1 - self._snd_una >= self.max_inflight)
         job = self.job_id if w.job_id is None else w.job_id
-        hdr = _bth(opcode=op, padcnt=-ln & 3, job_id=job, dqpn=self.dest_qp_num, ackreq=ackreq,
-                   psn=seq)
+        hdr = _bth_data(op, -ln & 3, job, self.dest_qp_num, ackreq, seq)
         if write and k == 0:
             hdr += _reth(w.wr.remote_addr, w.wr.rkey, w.length)
         if imm and last:

@@ -27,11 +27,13 @@ from ground.wire.roce import (
 __all__ = ["WireError", "Packet", "encode_packet", "encode_cnp", "decode"]
 
 _BTH_LEN, _RETH_LEN, _AETH_LEN, _IMMDT_LEN = BTH.size, RETH.size, AETH.size, IMMDT.size
-_bth_unpack = BTH.unpack
-_reth_unpack = RETH.unpack
-_aeth_unpack = AETH.unpack
-_imm_get = IMMDT.getter("imm")
-_icrc_get = ICRC.getter("icrc")
+_bth_unpack = BTH.unpacker("opcode", "se", "migreq", "padcnt", "tver", "pkey", "job_id",
+                           "dqpn", "ackreq", "psn")
+_bth_pack = BTH.packer("opcode", "se", "padcnt", "pkey", "job_id", "dqpn", "ackreq", "psn")
+_reth_unpack = RETH.unpacker("va", "rkey", "dma_len")
+_aeth_unpack = AETH.unpacker("syndrome", "msn")
+_imm_unpack = IMMDT.unpacker("imm")
+_icrc_unpack = ICRC.unpacker("icrc")
 _ACK = int(Opcode.ACK)
 _CNP = int(Opcode.CNP)
 
@@ -54,8 +56,7 @@ def encode_packet(pseudo_fn: PseudoFn, opcode: int, dqpn: int, psn: int, *, job_
     (syndrome, msn).
     """
     pad = -len(payload) & 3
-    parts = [BTH.pack(opcode=opcode, se=se, padcnt=pad, pkey=pkey, job_id=job_id, dqpn=dqpn,
-                      ackreq=ackreq, psn=psn)]
+    parts = [_bth_pack(opcode, se, pad, pkey, job_id, dqpn, ackreq, psn)]
     if reth is not None:
         parts.append(RETH.pack(*reth))
     if aeth is not None:
@@ -114,8 +115,7 @@ def decode(data: bytes | bytearray | memoryview) -> Packet:
         raise WireError(f"packet of {n} bytes is shorter than BTH + ICRC")
     mv = data if isinstance(data, memoryview) else memoryview(data)
     p = Packet()
-    (op, se, migreq, p.padcnt, p.tver, p.pkey, p.job_id, p.dqpn, ackreq, _resv7,
-     p.psn) = _bth_unpack(mv, 0)
+    op, se, migreq, p.padcnt, p.tver, p.pkey, p.job_id, p.dqpn, ackreq, p.psn = _bth_unpack(mv)
     p.opcode = op
     p.se = bool(se)
     p.migreq = bool(migreq)
@@ -139,10 +139,10 @@ def decode(data: bytes | bytearray | memoryview) -> Packet:
         if op in OPS_WITH_IMM:
             if off + _IMMDT_LEN > end:
                 raise WireError("truncated ImmDt")
-            p.imm = _imm_get(mv, off)
+            (p.imm,) = _imm_unpack(mv, off)
             off += _IMMDT_LEN
     if off > end - p.padcnt:
         raise WireError("headers and padding longer than the packet")
     p.payload = mv[off:end - p.padcnt]
-    p.icrc = _icrc_get(mv, end)
+    (p.icrc,) = _icrc_unpack(mv, end)
     return p

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from ground.wire.ipv4 import checksum as ipv4_checksum
 from switches.soft.compiler import compile_program
 from testbed.experiment import repo_path
 from testbed.net import host_addr, router_commands
@@ -82,11 +81,6 @@ def test_a_line_rounds_arrival_up_to_the_whole_nanosecond() -> None:
     loop.at(0, lambda _: line.send(bytes(64)))      # 5.12 ns
     loop.run()
     assert got == [6]
-
-
-def test_ipv4_checksum_of_a_known_header() -> None:
-    hdr = bytes.fromhex("450000730000400040110000c0a80001c0a800c7")
-    assert ipv4_checksum(hdr) == 0xB861
 
 
 def _star(loop: EventLoop, rate_bps: float, n: int = 2) -> tuple[SimSwitch, dict[str, SimNic]]:
