@@ -19,12 +19,14 @@ import json
 import os
 import re
 import socket
-import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ground.wire.ethernet import ETH_HLEN, ETHERNET, ETHERTYPE_IPV4, mac_bytes
+from ground.wire.ipv4 import IPV4, IPV4_HLEN, with_checksum
+from ground.wire.udp import UDP_HLEN
 from hosts.commlib.epic import (
     MAX_RANKS,
     EpicEndpoint,
@@ -465,8 +467,9 @@ def program_window(program: str | os.PathLike[str],
     return 1 << int(value)
 
 
-def _mac_bytes(mac: str) -> bytes:
-    return bytes(int(b, 16) for b in mac.split(":"))
+_ip_src = IPV4.getter("src")
+_ip_checksum = IPV4.getter("checksum")
+_ethertype = ETHERNET.getter("ethertype")
 
 
 class SimSwitch:
@@ -511,28 +514,22 @@ class SimSwitch:
             return self.control.execute(line)
 
     def _on_packet(self, ip_packet: bytes) -> None:
-        port = self.hosts.get(socket.inet_ntoa(ip_packet[12:16]))
+        port = self.hosts.get(socket.inet_ntoa(_ip_src(ip_packet)))
         if port is None:
             return
-        ip = bytearray(ip_packet)
-        if ip[10:12] == b"\0\0":     # the sim leaves the header checksum to the NIC
-            ip[10:12] = _csum16(bytes(ip[:20])).to_bytes(2, "big")
-        frame = (_mac_bytes(self.port_mac(port)) + _mac_bytes(self.host_mac(port))
-                 + b"\x08\x00" + bytes(ip))
+        ip = bytes(ip_packet)
+        if _ip_checksum(ip) == 0:     # the sim leaves the header checksum to the NIC
+            ip = with_checksum(ip[:IPV4_HLEN]) + ip[IPV4_HLEN:]
+        frame = (ETHERNET.pack(mac_bytes(self.port_mac(port)), mac_bytes(self.host_mac(port)),
+                               ETHERTYPE_IPV4) + ip)
         self.frames_in += 1
         with self.sw.lock:
             out = self.sw.process_sync(port, frame)
         for _, f in out:
             self.frames_out += 1
-            if len(f) >= 42 and f[12:14] == b"\x08\x00":
-                self.wire.inject(f[14:])
-
-
-def _csum16(b: bytes) -> int:
-    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
+            if (len(f) >= ETH_HLEN + IPV4_HLEN + UDP_HLEN
+                    and _ethertype(f) == ETHERTYPE_IPV4):
+                self.wire.inject(f[ETH_HLEN:])
 
 
 __all__ = ["EPIC_P4", "GROUP_REGISTERS", "WINDOW_DEFINE", "AggregationTree", "EpicGroup",

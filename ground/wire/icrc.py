@@ -40,6 +40,8 @@ _IP_TTL = IPV4.offset("ttl")
 _IP_CSUM = IPV4.offset("checksum")
 _UDP_CSUM = UDP.offset("checksum")
 _BTH_VARIANT = BTH.offset("job_id")
+_ihl = IPV4.position("ihl").within(IPV4.offset("ihl"), 1)
+_IHL_AT, _IHL_SHIFT, _IHL_MASK = _ihl.offset, _ihl.shift, _ihl.mask
 assert IPV4.position("dscp").byte == IPV4.position("ecn").byte
 
 
@@ -84,7 +86,7 @@ def icrc_after(pseudo_crc: int, hdr: bytes, payload: bytes | memoryview, pad: by
 def icrc_of_ipv4(ip_packet: bytes | bytearray | memoryview) -> int:
     """ICRC of a whole IPv4/UDP/RoCE packet as it is on the wire (any IPv4 header,
     options included). The packet's last 4 bytes are where its ICRC is stored."""
-    ihl = (ip_packet[0] & 0x0F) * 4
+    ihl = (ip_packet[_IHL_AT] >> _IHL_SHIFT & _IHL_MASK) * 4
     roce = ihl + UDP_HLEN
     # the headers and the BTH up to its variant byte, with the variant fields set to ones
     hdr = bytearray(ip_packet[: roce + _BTH_VARIANT + 1])
@@ -102,7 +104,7 @@ def icrc_ok_ipv4(ip_packet: bytes | bytearray | memoryview) -> bool:
     """True if a received IPv4/UDP/RoCE packet (as it arrived: identification,
     flags, TOS and checksums untouched) ends in its correct ICRC."""
     n = len(ip_packet)
-    if n < (ip_packet[0] & 0x0F) * 4 + UDP_HLEN + BTH.size + ICRC_LEN:
+    if n < (ip_packet[_IHL_AT] >> _IHL_SHIFT & _IHL_MASK) * 4 + UDP_HLEN + BTH.size + ICRC_LEN:
         return False
     return icrc_of_ipv4(ip_packet) == _icrc_unpack(ip_packet, n - ICRC_LEN)[0]
 

@@ -20,6 +20,7 @@ from enum import IntEnum, IntFlag
 from typing import Any
 
 from ground.wire import icrc as _icrc
+from ground.wire.ipv4 import IPV4
 from ground.wire.roce import AETH, BTH, IMMDT, RETH
 from hosts.roce import wire
 from hosts.roce.constants import (
@@ -37,7 +38,6 @@ from hosts.roce.constants import (
     DEFAULT_PATH_MTU,
     ECN_CE,
     ECN_ECT0,
-    ECN_MASK,
     ECN_NOT_ECT,
     FRAME_OVERHEAD,
     ICRC_LEN,
@@ -69,6 +69,11 @@ _icrc_ok_ipv4 = _icrc.icrc_ok_ipv4
 _bth_data = BTH.packer("opcode", "padcnt", "job_id", "dqpn", "ackreq", "psn")
 _bth_ctrl = BTH.packer("opcode", "job_id", "dqpn", "psn")
 _bth_dqpn = BTH.getter("dqpn")
+# where a received datagram's IPv4 header length and ECN bits are (byte, shift, mask)
+_ihl = IPV4.position("ihl").within(IPV4.offset("ihl"), 1)
+_ecn = IPV4.position("ecn").within(IPV4.offset("ecn"), 1)
+_IHL_AT, _IHL_SHIFT, _IHL_MASK = _ihl.offset, _ihl.shift, _ihl.mask
+_ECN_AT, _ECN_SHIFT, _ECN_MASK = _ecn.offset, _ecn.shift, _ecn.mask
 _reth = RETH.packer("va", "rkey", "dma_len")
 _imm = IMMDT.packer("imm")
 _aeth = AETH.packer("syndrome", "msn")
@@ -1098,7 +1103,8 @@ class Engine:
         st = self.stats
         st["rx_datagrams"] += 1
         n = len(pkt)
-        off = ((pkt[0] & 0x0F) * 4 if n else 0) + UDP_HDR_LEN     # start of the RoCE packet
+        # where the RoCE packet starts
+        off = ((pkt[_IHL_AT] >> _IHL_SHIFT & _IHL_MASK) * 4 if n else 0) + UDP_HDR_LEN
         if n < off + BTH_LEN + ICRC_LEN:
             st["malformed_drops"] += 1
             return
@@ -1111,7 +1117,7 @@ class Engine:
         if self.ctx.check_icrc and not _icrc_ok_ipv4(mv):
             st["icrc_drops"] += 1
             return
-        ecn = pkt[1] & ECN_MASK
+        ecn = pkt[_ECN_AT] >> _ECN_SHIFT & _ECN_MASK
         mv = mv[off:]
         try:
             p = wire.decode(mv)
