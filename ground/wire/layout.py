@@ -7,21 +7,26 @@ addresses). From that one list it derives:
 
 - ``struct``: a precompiled ``struct.Struct`` of the header's words. Fields
   narrower than a byte or not a struct size (BTH's 24-bit QPN and PSN) share
-  a word of 8, 16, 32 or 64 bits with their neighbours;
+  a word of 8, 16 or 32 bits with their neighbours;
 - ``pack(**fields) -> bytes`` and ``pack_into(buf, off, **fields)``: unnamed
   fields take their declared defaults; a field sharing a word is cut to its
   width, a field that is a whole word is range-checked by ``struct``;
 - ``unpack(buf, off=0) -> tuple``: every field's value in declared order;
 - ``getter(name)``: a function ``(buf, off=0) -> value`` reading one field;
+- ``packer(*names)`` and ``unpacker(*names)``: the hot loops' fast paths, a
+  build taking just the fields a caller sets (positionally, the others'
+  defaults folded into constants) and a parse returning just the fields it
+  reads;
 - ``position(name)``: where a field sits (its word's offset and size, the
   shift and mask in that word), for code that matches fields in place
   (socket filters, tc u32 keys, the ICRC's masked bytes).
 
-``pack``, ``pack_into``, ``unpack`` and the getters are straight-line Python
-generated once per header when it is declared, so a packet costs one
-``struct`` call and a few shifts, with no per-packet loop over fields and no
-object besides the result (the virtual-time engine moves millions of
-packets through them; CPython and PyPy both run them).
+These functions are straight-line Python generated once per header (or
+per set of names) from the word layout, so a packet costs one ``struct``
+call and a few shifts, with no per-packet loop over fields and no object
+besides the result; where every field is a whole word the fast paths are
+the struct's own methods. The virtual-time engine moves millions of packets
+through them, under CPython and PyPy.
 """
 
 from __future__ import annotations

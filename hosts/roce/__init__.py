@@ -7,17 +7,20 @@ Modules
 -------
 constants   opcodes (``Opcode``), AETH syndromes, UDP port, ECN codepoints, tag
             layout: ``tag_sport(step) -> 0xC000 | step``, ``sport_step(sport)``;
-            the job id travels in BTH byte 4 (``job_id``). P4 copy:
+            the job id travels in BTH byte 4 (``job_id``). The formats
+            themselves are ground.wire's (ground/wire/roce.py); P4 copy:
             switches/p4/include/headers.p4.
-wire        struct-based encode/decode (``encode_packet``, ``encode_cnp``, ``decode``)
-            and the ICRC (``icrc``, ``pseudo_header``, ``icrc_of_ipv4`` /
+wire        the RoCE packet codec (``encode_packet``, ``encode_cnp``, ``decode``),
+            from ground.wire's BTH, RETH, AETH and ImmDt. The ICRC is
+            ground.wire.icrc's (``icrc``, ``pseudo_header``, ``icrc_of_ipv4`` /
             ``icrc_ok_ipv4`` for whole IPv4 packets). Receivers check it over the
             IPv4 and UDP headers as they arrived (any identification, as rdma_rxe
             and NICs send); senders assume identification 0 and DF (what Linux
             sends from these sockets). A switch that rewrites covered fields must
             recompute the ICRC, or the receiving ``Context(check_icrc=False)``
             must be used.
-scapy_layers  scapy layers (BTH with job_id, RETH, AETH, ImmDt, CNP) for tests/pcaps.
+scapy_layers  scapy layers (BTH with job_id, RETH, AETH, ImmDt, CNP) for tests/pcaps,
+            their fields ground.wire's declarations.
 scale       ``Scale``: one setting from which RTO, ACK coalescing... derive
             (``scale.ns(real_us)``, ``scale.timers()`` for run outputs); byte and
             packet counts are not scaled.
