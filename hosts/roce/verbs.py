@@ -672,8 +672,8 @@ class QP:
         return ok
 
     def _send_ctrl(self, syndrome: int, psn: int) -> None:
-        hdr = _bth_ctrl(Opcode.ACK, self.job_id, self.dest_qp_num, psn) + _aeth(syndrome,
-                                                                                self._msn)
+        hdr = (_bth_ctrl(Opcode.ACK, self.job_id, self.dest_qp_num, psn)
+               + _aeth(syndrome, self._msn))
         self._xmit(hdr, b"", ECN_NOT_ECT)
 
     def _send_ack(self) -> None:

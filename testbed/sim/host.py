@@ -26,6 +26,7 @@ from ground.wire.ethernet import (
     mac_bytes,
 )
 from ground.wire.ipv4 import FLAG_DF, IP_PROTO_UDP, IPV4, IPV4_HLEN, with_checksum
+from ground.wire.layout import Header
 from ground.wire.udp import UDP, UDP_HLEN
 from hosts.roce.constants import ECN_ECT0, ECN_MASK, ROCE_UDP_PORT
 from testbed.sim.link import TxLine
@@ -33,14 +34,20 @@ from testbed.sim.loop import EventLoop, SimError
 
 __all__ = ["SimNic", "SimHost", "SimPauseSocket", "MemoryDoneBarrier"]
 
+
+def _at(base: int, header: Header, name: str) -> slice:
+    """Where a whole-word field of ``header`` (at ``base`` in a frame) is."""
+    p = header.position(name)
+    return slice(base + p.offset, base + p.offset + p.size)
+
+
 # what deliver looks at, as slices and indexes of a frame (from the declarations)
-_TYPE = slice(ETHERNET.offset("ethertype"), ETH_HLEN)
+_TYPE = _at(0, ETHERNET, "ethertype")
 _ETH_IPV4 = ETHERTYPE_IPV4.to_bytes(2, "big")
 _ETH_MAC_CONTROL = ETHERTYPE_MAC_CONTROL.to_bytes(2, "big")      # PFC pause frames
 _PROTO = ETH_HLEN + IPV4.offset("proto")
-_DST_IP = slice(ETH_HLEN + IPV4.offset("dst"), ETH_HLEN + IPV4.offset("dst") + 4)
-_DPORT = slice(ETH_HLEN + IPV4_HLEN + UDP.offset("dport"),
-               ETH_HLEN + IPV4_HLEN + UDP.offset("dport") + 2)
+_DST_IP = _at(ETH_HLEN, IPV4, "dst")
+_DPORT = _at(ETH_HLEN + IPV4_HLEN, UDP, "dport")
 # polls of one host at one instant before the run counts as a livelock
 MAX_POLLS_PER_INSTANT = 10_000
 
