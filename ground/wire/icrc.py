@@ -43,6 +43,9 @@ _BTH_VARIANT = BTH.offset("job_id")
 _ihl = IPV4.position("ihl").within(IPV4.offset("ihl"), 1)
 _IHL_AT, _IHL_SHIFT, _IHL_MASK = _ihl.offset, _ihl.shift, _ihl.mask
 assert IPV4.position("dscp").byte == IPV4.position("ecn").byte
+# the pseudo-header's variant fields, all ones
+_IP_ONES = {n: IPV4.position(n).mask for n in ("dscp", "ecn", "ttl", "checksum")}
+_UDP_ONES = {"checksum": UDP.position("checksum").mask}
 
 
 def pseudo_header(src_ip: str | bytes, dst_ip: str | bytes, sport: int, roce_len: int,
@@ -53,9 +56,10 @@ def pseudo_header(src_ip: str | bytes, dst_ip: str | bytes, sport: int, roce_len
     an IPv4 header without options."""
     n = UDP_HLEN + roce_len
     return (_LRH.pack()
-            + IPV4.pack(4, 5, 0x3F, 3, IPV4_HLEN + n, ident, flags, frag_offset, 0xFF, proto,
-                        0xFFFF, ip_bytes(src_ip), ip_bytes(dst_ip))
-            + UDP.pack(sport, dport, n, 0xFFFF))
+            + IPV4.pack(total_length=IPV4_HLEN + n, ident=ident, flags=flags,
+                        frag_offset=frag_offset, proto=proto, src=ip_bytes(src_ip),
+                        dst=ip_bytes(dst_ip), **_IP_ONES)
+            + UDP.pack(sport, dport, n, **_UDP_ONES))
 
 
 def icrc(pseudo: bytes, roce: bytes | bytearray | memoryview) -> int:
