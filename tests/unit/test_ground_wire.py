@@ -1,20 +1,17 @@
 """ground/wire: each declaration's build, parse, getters and positions agree
-with one another and with known bytes; the ground floor imports no package
-above it, and hosts/ and switches/ meet only there."""
+with one another and with known bytes (who may import ground and whom it
+imports: tests/unit/test_import_direction.py)."""
 
 from __future__ import annotations
 
-import ast
 import random
 import struct
-from pathlib import Path
 
 import pytest
 
 from ground.wire import ethernet, icrc, ipv4, pause, roce, udp
 from ground.wire.layout import Bytes, Field, FieldPos, Header
 
-ROOT = Path(__file__).resolve().parents[2]
 HEADERS = [ethernet.ETHERNET, pause.MAC_CONTROL, pause.PAUSE, pause.PFC, ipv4.IPV4, udp.UDP,
            roce.BTH, roce.RETH, roce.AETH, roce.IMMDT, icrc.ICRC]
 
@@ -158,30 +155,3 @@ def test_the_icrc_masks_the_variant_fields_by_their_declared_places() -> None:
         bad = bytearray(ip)
         bad[i] ^= 0x20
         assert icrc.icrc_ok_ipv4(bad) == (i in variant), i
-
-
-# -- who imports whom ----------------------------------------------------------
-
-def imported_packages(path: Path) -> set[str]:
-    """The top-level packages a module imports, anywhere in it (function-local too)."""
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            out.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            out.add(node.module.split(".")[0])
-    return out
-
-
-def test_the_ground_floor_imports_no_package_above_it() -> None:
-    files = sorted((ROOT / "ground").rglob("*.py"))
-    assert files
-    for f in files:
-        assert not imported_packages(f) & {"hosts", "switches", "testbed", "experiments",
-                                           "scapy"}, f
-
-
-@pytest.mark.parametrize("pkg, other", [("hosts", "switches"), ("switches", "hosts")])
-def test_hosts_and_switches_meet_only_on_the_ground_floor(pkg: str, other: str) -> None:
-    for f in sorted((ROOT / pkg).rglob("*.py")):
-        assert other not in imported_packages(f), f

@@ -1,8 +1,10 @@
-"""The packages' layers: ground imports no other package of the project;
-switches and hosts never import testbed or experiments (the testbed uses
-them, not the other way round). Every module is parsed, so an import hidden
-inside a function, or made with importlib, counts too. Inside testbed.runner,
-each module imports only those its package lists before it."""
+"""The packages' layers: ground imports no other package of the project
+(nor scapy: the wire formats are declared without it); switches and hosts
+never import testbed or experiments (the testbed uses them, not the other
+way round), nor each other (what both need, such as the wire formats, is
+ground's). Every module is parsed, so an import hidden inside a function,
+or made with importlib, counts too. Inside testbed.runner, each module
+imports only those its package lists before it."""
 
 from __future__ import annotations
 
@@ -15,9 +17,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 # package -> the project packages it must not import
 FORBIDDEN = {
-    "ground": {"switches", "hosts", "testbed", "experiments"},
-    "switches": {"testbed", "experiments"},
-    "hosts": {"testbed", "experiments"},
+    "ground": {"switches", "hosts", "testbed", "experiments", "scapy"},
+    "switches": {"testbed", "experiments", "hosts"},
+    "hosts": {"testbed", "experiments", "switches"},
 }
 
 
