@@ -138,7 +138,8 @@ NAME = "reflex-workload"
 HOST_PROVIDERS = ("udp", "rxe")
 HEADLINE = ("w1.weighted-9:1.regular.mean_speedup", "w1.weighted-9:1.flexible.mean_speedup",
             "w1.reflex-a080.regular.mean_speedup", "w1.reflex-a080.flexible.mean_speedup",
-            "w2.weighted-9:1.regular.mean_speedup", "w2.reflex-a080.regular.mean_speedup")
+            "w2.weighted-9:1.regular.mean_speedup", "w2.reflex-a080.regular.mean_speedup",
+            "w3.weighted-9:1.large.p99_speedup", "w3.reflex-a080.large.p99_speedup")
 
 # The paper's values (§6.5, Fig. 13 for workload 1, Fig. 15 for workload 2):
 # speed-ups against no prioritization, FCT(none) / FCT(scheme), of the mean
