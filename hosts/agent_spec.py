@@ -249,7 +249,9 @@ class FlowSpec:
         if self.msg_bytes < 1 or self.count < 1 or self.window < 1:
             raise SpecError(f"flow {self.flow}: msg_bytes, count and window must be >= 1")
         if self.total_bytes > MAX_FLOW_BYTES:
-            raise SpecError(f"flow {self.flow}: {self.total_bytes} bytes, more "
+            what = (str(self.total_bytes) if self.msg_sizes
+                    else f"{self.msg_bytes} x {self.count}")
+            raise SpecError(f"flow {self.flow}: {what} bytes, more "
                             f"than a flow may carry ({MAX_FLOW_BYTES} bytes: message "
                             "indexes and lengths are 31-bit)")
         if self.rate_bps is not None and self.rate_bps <= 0:
