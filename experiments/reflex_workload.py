@@ -1,4 +1,4 @@
-"""ReFlex under Poisson workloads (§6.5, workloads 1 and 2): FCT speed-ups of regular and flexible flows for alpha and r sweeps.
+"""ReFlex under Poisson workloads (§6.5, workloads 1 to 3): FCT speed-ups of regular and flexible flows for alpha and r sweeps.
 
 The ReFlex paper's §6.5: a ToR with 20 servers on 10 Gb/s links; flows
 between random pairs arrive as Poisson processes at 40% average
@@ -19,6 +19,13 @@ prioritization and weighted 9:1.
   flexible ones a little (1.04x, 1.04x): separating short flows from large
   ones shortens both's queues. ReFlex at alpha = 0.8: regular 1.19x /
   1.25x, flexible 0.99x / 0.95x.
+- Workload 3 (Fig. 16, 17): regular flows of the web-search sizes of DCTCP
+  and pFabric (WEBSEARCH_CDF, mean 1.71 MB) at 20% utilization, with the
+  flexible flows of workload 1; statistics per size class, tiny (0, 10 kB],
+  small (10, 100 kB], medium (100 kB, 10 MB], large (10 MB, inf). p99
+  speed-ups at alpha = 0.8 1.00, 1.11, 1.33, 1.44x, under 9:1 1.07, 1.78,
+  2.02, 2.53x; 1.7% of the flexible flows slower than 0.8x under ReFlex,
+  2.2% under 9:1.
 
 Setup: the network of reflex-cases (experiments/_reflex_net.py: 10 Gb/s
 modelled on ``link_mbps`` links, DRR 90/10, RED hard threshold 65 of 466
@@ -50,13 +57,23 @@ its last byte. One QP per flow would need hundreds to thousands of
 connections per phase (set up before the phase starts); the flexible flows
 are the same QPs, budgets and DSCP switching as in workload 1.
 
+Workload 3's load: the paper's 2921 flows/s of 1.7 MB carry 40 Gb/s,
+the stated 20% of its ToR's twenty links, not of one. The testbed keeps the
+20% on its one downlink (``w3_rates``: 138 flows/s of the modelled 10 Gb/s,
+the paper's rate over 20 but for the headers). Each flow's size is drawn
+from the run's seeded RNG; the flows are messages of their own sizes
+(``FlowSpec.msg_sizes``) on the same connection pools as workload 2's,
+``w2_flexible`` and ``w2_qps`` serving both workloads. ``share_below_080``:
+the share of flexible flows whose FCT against the same flow without
+prioritization is a speed-up below 0.8.
+
 Differences from the paper, besides DCQCN: the flows' size keeps its ratio
 to the probing cycle only in the full profile's direction (``flexible_cycles``:
 the paper's 8 cycles would make a run of tens of flows hours long; full 2,
 quick 0.1, half an interval: flows that short end before ReFlex has a
 fair-share estimate, so the quick profile shows the workload and the fixed
-schemes, and ReFlex there stays near no prioritization). Workload 3
-(web-search sizes) is not run.
+schemes, and ReFlex there stays near no prioritization). The quick profile's
+workload 3 has a handful of web-search flows (seed 0: 8, no tiny one).
 
 The paper profile (``--profile paper``, virtual time) runs §6.5's own
 setup: 19 senders and the receiver (the ToR's 20 servers) at 10 Gb/s, 250
@@ -67,15 +84,17 @@ seeds, phantom payloads, samples every 1 ms. Of the paper's alpha and r
 sweeps it runs ReFlex at alpha 0.8 beside the two baselines
 (``Params.scaled_down_from``).
 
-Results (summary.json), per scheme under ``w1.<scheme>`` and
-``w2.<scheme>``: ``regular`` and ``flexible`` each with ``n`` (flows),
+Results (summary.json), per scheme under ``w1.<scheme>``,
+``w2.<scheme>`` and ``w3.<scheme>``: ``regular`` and ``flexible`` each with ``n`` (flows),
 ``mean_fct_s``, ``p99_fct_s`` (testbed seconds; the p99 of a few flows is
 their largest), and, except for ``none``, ``mean_speedup`` and
 ``p99_speedup`` (the scheme's FCT against no prioritization's for the same
 arrivals); ``delivered_fraction`` of the flexible bytes. Workload 2 adds
 ``pool_waited`` (regular flows that waited for a connection) and
 ``post_late_max_s`` (the largest delay of a sender posting a flow that had a
-free connection: the agent's own lateness). Schemes: ``none``,
+free connection: the agent's own lateness). Workload 3 adds the classes
+``tiny``, ``small``, ``medium`` and ``large`` (``n`` 0 and no figures when no
+flow fell in one) and ``flexible.share_below_080``. Schemes: ``none``,
 ``weighted-9:1``, ``reflex-a080`` (alpha 0.8, r 1), ``reflex-r050`` (alpha
 1, r 0.5), ... With several seeds (each a different draw of arrivals)
 every figure is the mean over seeds, with ``_sd``, ``_min``, ``_max``,
@@ -119,7 +138,8 @@ NAME = "reflex-workload"
 HOST_PROVIDERS = ("udp", "rxe")
 HEADLINE = ("w1.weighted-9:1.regular.mean_speedup", "w1.weighted-9:1.flexible.mean_speedup",
             "w1.reflex-a080.regular.mean_speedup", "w1.reflex-a080.flexible.mean_speedup",
-            "w2.weighted-9:1.regular.mean_speedup", "w2.reflex-a080.regular.mean_speedup")
+            "w2.weighted-9:1.regular.mean_speedup", "w2.reflex-a080.regular.mean_speedup",
+            "w3.weighted-9:1.large.p99_speedup", "w3.reflex-a080.large.p99_speedup")
 
 # The paper's values (§6.5, Fig. 13 for workload 1, Fig. 15 for workload 2):
 # speed-ups against no prioritization, FCT(none) / FCT(scheme), of the mean
@@ -145,6 +165,19 @@ REFERENCE: dict[str, float] = {
     "w2.reflex-a080.regular.p99_speedup": 1.25,
     "w2.reflex-a080.flexible.mean_speedup": 0.99,
     "w2.reflex-a080.flexible.p99_speedup": 0.95,
+    # Workload 3 (Fig. 16 and 17, stated in the text for alpha = 0.8): the
+    # p99 FCT speed-up of the regular tiny, small, medium and large flows,
+    # and the share of flexible flows with a speed-up below 0.8x.
+    "w3.reflex-a080.tiny.p99_speedup": 1.00,
+    "w3.reflex-a080.small.p99_speedup": 1.11,
+    "w3.reflex-a080.medium.p99_speedup": 1.33,
+    "w3.reflex-a080.large.p99_speedup": 1.44,
+    "w3.weighted-9:1.tiny.p99_speedup": 1.07,
+    "w3.weighted-9:1.small.p99_speedup": 1.78,
+    "w3.weighted-9:1.medium.p99_speedup": 2.02,
+    "w3.weighted-9:1.large.p99_speedup": 2.53,
+    "w3.reflex-a080.flexible.share_below_080": 0.017,
+    "w3.weighted-9:1.flexible.share_below_080": 0.022,
 }
 # Workload 2 as the paper states it (§6.5): the regular flows' size and
 # arrival rate on its ToR (see the module docstring for the load the testbed keeps).
@@ -183,6 +216,13 @@ MAX_SENDERS = 19
 REFERENCE_FCT_MS = {"none.regular.mean": 460, "none.flexible.mean": 465,
                     "none.regular.p99": 1215, "none.flexible.p99": 1227}
 
+# The paper's regular size classes (after HULL), upper bounds in bytes, inclusive.
+SIZE_CLASSES: tuple[tuple[str, float], ...] = (
+    ("tiny", 10_000), ("small", 100_000), ("medium", 10_000_000), ("large", math.inf))
+# A flexible flow "slowed down" in the paper's count: speed-up below this.
+SLOW_SPEEDUP = 0.8
+
+
 # What the report checks against Fig. 13 (workload 1) and Fig. 15 (workload
 # 2): the direction of every speed-up (above or below 1) and its size within
 # 10% of the paper's.
@@ -195,6 +235,24 @@ CLAIMS = tuple(
     for scheme, label in (("weighted-9:1", "weighted 9:1"), ("reflex-a080", "ReFlex alpha 0.8"))
     for kind in ("regular", "flexible") for stat in ("mean", "p99")
     for key in [f"w{w}.{scheme}.{kind}.{stat}_speedup"])
+# Workload 3 (Fig. 16, 17): the same 10% on the paper's values; a speed-up's
+# direction against 1 where the paper's differs from 1 (ReFlex's tiny flows'
+# 1.00 is no effect: its size alone is judged), the shares' size alone.
+CLAIMS += tuple(
+    Claim("Fig. 16", f"workload 3, {label}: regular {cls} flows' p99 FCT speed-up "
+          f"{REFERENCE[key]:.2f}x", key=key, paper=REFERENCE[key], per_seed=f"{key}_seeds",
+          direction=None if REFERENCE[key] == 1 else
+          ("above" if REFERENCE[key] > 1 else "below"),
+          versus=1.0, rel_tol=0.10, plots=("w3_speedups.png",))
+    for scheme, label in (("weighted-9:1", "weighted 9:1"), ("reflex-a080", "ReFlex alpha 0.8"))
+    for cls, _top in SIZE_CLASSES
+    for key in [f"w3.{scheme}.{cls}.p99_speedup"])
+CLAIMS += tuple(
+    Claim("Fig. 17", f"workload 3, {label}: {REFERENCE[key] * 100:.1f}% of flexible flows "
+          f"with a speed-up below {SLOW_SPEEDUP}x", key=key, paper=REFERENCE[key],
+          per_seed=f"{key}_seeds", rel_tol=0.10, plots=("w3_speedups.png",))
+    for scheme, label in (("weighted-9:1", "weighted 9:1"), ("reflex-a080", "ReFlex alpha 0.8"))
+    for key in [f"w3.{scheme}.flexible.share_below_080"])
 
 
 @dataclass(frozen=True)
@@ -221,15 +279,15 @@ class Params(ReflexNetwork):
     seeds: int = param(2, "draws of the arrivals; every scheme runs each draw", "draws")
     first_seed: int = param(0, "the first draw's seed (seeds first_seed .. first_seed + "
                                "seeds - 1)")
-    workloads: str = param("1,2", "which of the paper's workloads run, comma-separated")
+    workloads: str = param("1,2,3", "which of the paper's workloads run, comma-separated")
     # Workload 2's regular flows are messages over w2_qps connections per
     # sender; a draw has w2_flexible flexible arrivals and the regular ones
     # until the next flexible arrival would come.
     w2_regular_bytes: int = param(100_000, "workload 2: each regular flow's size (the paper's "
                                            "100 kB, rounded up to whole packets)", "bytes")
-    w2_flexible: int = param(4, "workload 2: flexible flow arrivals per draw", "flows")
-    w2_qps: int = param(4, "workload 2: connections per sender the regular flows are posted "
-                           "on", "QPs")
+    w2_flexible: int = param(4, "workloads 2 and 3: flexible flow arrivals per draw", "flows")
+    w2_qps: int = param(4, "workloads 2 and 3: connections per sender the regular flows are "
+                           "posted on", "QPs")
     # The paper's run (§6.5): arrivals over a warm-up, a measured window and a
     # cool-down, in ms of the modelled network; every flow runs to its end.
     run_measure_ms: float = param(0.0, "> 0: flows arrive over run_warmup_ms + run_measure_ms "
@@ -278,7 +336,7 @@ class Params(ReflexNetwork):
         w = PAPER_WORKLOAD
         n_paper = len(w["baselines"]) + len(w["alphas"]) + len(w["rs"])
         n_run = len(w["baselines"]) + len(PAPER_PROFILE_ALPHAS) + len(PAPER_PROFILE_RS)
-        phases = 2 * w["seeds"]
+        phases = 3 * w["seeds"]       # the three workloads
         why = (f"one phase (a scheme on one workload and seed) takes about "
                f"{PAPER_PHASE_WALL_MIN} min here: the paper's {n_paper} schemes are "
                f"{n_paper * phases} phases, about {n_paper * phases * PAPER_PHASE_WALL_MIN / 60:.0f}"
@@ -316,8 +374,8 @@ class Params(ReflexNetwork):
             wl = self.workload_list
         except ValueError:
             wl = []
-        if not wl or set(wl) - {1, 2} or len(set(wl)) != len(wl):
-            raise ValueError(f"workloads {self.workloads!r}: a comma-separated subset of 1,2")
+        if not wl or set(wl) - {1, 2, 3} or len(set(wl)) != len(wl):
+            raise ValueError(f"workloads {self.workloads!r}: a comma-separated subset of 1,2,3")
         if self.w2_regular_bytes < 1 or self.w2_flexible < 1 or not 1 <= self.w2_qps <= 64:
             raise ValueError("w2_regular_bytes and w2_flexible must be >= 1, w2_qps 1..64")
         if self.run_measure_ms < 0 or self.run_warmup_ms < 0 or self.run_cooldown_ms < 0:
@@ -405,6 +463,7 @@ class Arrival:
     kind: Literal["regular", "flexible"]
     start_s: float                     # after the phase's start
     sender: int                        # host index
+    size: int = 0                      # bytes of a workload-3 regular flow (0: the workload's own)
 
 
 def arrivals(p: Params, seed: int) -> list[Arrival]:
@@ -477,6 +536,21 @@ def w2_rates(p: Params) -> tuple[float, float]:
     return flex, reg
 
 
+def _flexible_arrivals(p: Params, rng: random.Random,
+                       rate: float) -> tuple[list[Arrival], float]:
+    """Workloads 2 and 3: ``w2_flexible`` Poisson arrivals of flexible flows
+    and the window ending where the next would arrive, or with a measure
+    window those arriving over ``run_s``."""
+    flex: list[Arrival] = []
+    counted = p.measure_window_s is None
+    t = rng.expovariate(rate)
+    while len(flex) < p.w2_flexible if counted else t < p.run_s:
+        flex.append(Arrival(f"flex{len(flex):03d}", "flexible", round(t, 6),
+                            1 + len(flex) % p.senders))
+        t += rng.expovariate(rate)
+    return flex, (t if counted else p.run_s)
+
+
 def w2_arrivals(p: Params, seed: int) -> W2Draw:
     """Workload 2: ``w2_flexible`` Poisson arrivals of flexible flows (given
     to the senders in turn); the window ends where the next one would arrive
@@ -485,19 +559,75 @@ def w2_arrivals(p: Params, seed: int) -> W2Draw:
     senders in turn."""
     rng = random.Random(104729 + seed)
     flex_rate, reg_rate = w2_rates(p)
-    flex: list[Arrival] = []
-    counted = p.measure_window_s is None
-    t = rng.expovariate(flex_rate)
-    while len(flex) < p.w2_flexible if counted else t < p.run_s:
-        flex.append(Arrival(f"flex{len(flex):03d}", "flexible", round(t, 6),
-                            1 + len(flex) % p.senders))
-        t += rng.expovariate(flex_rate)
-    window = t if counted else p.run_s
+    flex, window = _flexible_arrivals(p, rng, flex_rate)
     reg: list[Arrival] = []
     t = rng.expovariate(reg_rate)
     while t < window:
         reg.append(Arrival(f"reg{len(reg):05d}", "regular", round(t, 6),
                            1 + len(reg) % p.senders))
+        t += rng.expovariate(reg_rate)
+    return W2Draw(flex, reg, round(window, 6))
+
+
+# Workload 3's regular flow sizes: the web-search distribution of DCTCP and
+# pFabric as HPCC's simulator ships it (alibaba-edu/High-Precision-Congestion-Control,
+# traffic_gen/WebSearch_distribution.txt),
+# (bytes, cumulative probability), sampled with linear interpolation between points.
+WEBSEARCH_CDF: tuple[tuple[int, float], ...] = (
+    (0, 0.0), (10_000, 0.15), (20_000, 0.20), (30_000, 0.30), (50_000, 0.40), (80_000, 0.53),
+    (200_000, 0.60), (1_000_000, 0.70), (2_000_000, 0.80), (5_000_000, 0.90),
+    (10_000_000, 0.97), (30_000_000, 1.00))
+# Workload 3 as the paper states it (§6.5): mean size, arrival rate and the
+# regular flows' utilization; see w3_rates for the rate the testbed derives.
+PAPER_W3 = {"mean_bytes": 1_700_000, "regular_flows_per_s": 2921, "regular_load": 0.2}
+def websearch_mean(cdf: tuple[tuple[int, float], ...] = WEBSEARCH_CDF) -> float:
+    """The mean size (bytes) of the piecewise-linear distribution: each
+    segment's midpoint weighted by its probability (1 711 250 B)."""
+    return sum((c1 - c0) * (x0 + x1) / 2 for (x0, c0), (x1, c1) in zip(cdf, cdf[1:], strict=False))
+
+
+def websearch_size(rng: random.Random, cdf: tuple[tuple[int, float], ...] = WEBSEARCH_CDF) -> int:
+    """One flow size (bytes, at least 1) drawn from ``cdf`` with ``rng``: the
+    inverse CDF, linear between the points."""
+    u = rng.random()
+    for (x0, c0), (x1, c1) in zip(cdf, cdf[1:], strict=False):
+        if u <= c1 and c1 > c0:
+            return max(1, math.ceil(x0 + (u - c0) / (c1 - c0) * (x1 - x0)))
+    return cdf[-1][0]
+
+
+def size_class(size: int) -> str:
+    """The paper's class of a regular flow of ``size`` bytes."""
+    if size <= 0:
+        raise ValueError(f"flow size {size}: must be positive")
+    return next(name for name, top in SIZE_CLASSES if size <= top)
+
+
+def w3_rates(p: Params) -> tuple[float, float]:
+    """(flexible, regular) arrivals per testbed second for workload 3. The
+    paper's 2921 flows/s of 1.7 MB are 40 Gb/s, 20% of its ToR's twenty 10
+    Gb/s links; the testbed keeps the stated 20% on its one downlink (the
+    regular share of ``load``, as in workloads 1 and 2), so the regular rate
+    is that share of the payload rate over the distribution's mean size:
+    138 flows/s of the modelled 10 Gb/s (the paper's rate over its 20 links
+    is 146; the rest is the packets' headers)."""
+    flex, _ = w2_rates(p)
+    reg = p.load * (1 - p.flexible_share) * p.payload_bps / 8 / websearch_mean()
+    return flex, reg
+
+
+def w3_arrivals(p: Params, seed: int) -> W2Draw:
+    """Workload 3: flexible arrivals as workload 2's (their own draw),
+    web-search regular flows as their own Poisson process over that
+    window, each with a size from WEBSEARCH_CDF, given to the senders in turn."""
+    rng = random.Random(15485863 + seed)
+    flex_rate, reg_rate = w3_rates(p)
+    flex, window = _flexible_arrivals(p, rng, flex_rate)
+    reg: list[Arrival] = []
+    t = rng.expovariate(reg_rate)
+    while t < window:
+        reg.append(Arrival(f"ws{len(reg):05d}", "regular", round(t, 6),
+                           1 + len(reg) % p.senders, websearch_size(rng)))
         t += rng.expovariate(reg_rate)
     return W2Draw(flex, reg, round(window, 6))
 
@@ -558,9 +688,10 @@ def _phase(p: Params, scheme: str, seed: int) -> PhasePlan:
                      notes=f"workload 1, {scheme}: {len(flows)} flows (seed {seed})")
 
 
-def _phase_w2(p: Params, scheme: str, seed: int) -> PhasePlan:
-    draw = w2_arrivals(p, seed)
-    _check_measured(p, draw.flexible + draw.regular, seed, 2)
+def _phase_w2(p: Params, scheme: str, seed: int, workload: int = 2) -> PhasePlan:
+    """Workload 2 (or 3, the regular messages of their own sizes)."""
+    draw = w2_arrivals(p, seed) if workload == 2 else w3_arrivals(p, seed)
+    _check_measured(p, draw.flexible + draw.regular, seed, workload)
     count = flow_count(p)
     rx = p.receiver
     per_host: dict[int, list[FlowSpec]] = {}
@@ -577,16 +708,22 @@ def _phase_w2(p: Params, scheme: str, seed: int) -> PhasePlan:
             "flow": pool_name(s), "msg_bytes": p.w2_msg_bytes, "count": len(mine),
             "seed": 500 + 1000 * seed + s, "qps": p.w2_qps,
             "arrivals_s": tuple(a.start_s for a in mine)}
+        if workload == 3:
+            common["msg_sizes"] = tuple(a.size for a in mine)
+            common["msg_bytes"] = max(common["msg_sizes"])
         per_host.setdefault(s, []).append(FlowSpec(role="sender", peer_ip=host_addr(rx).ip,
                                                    dscp=DSCP_HIGH, **common))
         per_host.setdefault(rx, []).append(FlowSpec(role="receiver",
                                                     peer_ip=host_addr(s).ip, **common))
-    total = (len(draw.flexible) * count * p.msg_bytes + len(draw.regular) * p.w2_msg_bytes)
+    reg_bytes = (sum(a.size for a in draw.regular) if workload == 3
+                 else len(draw.regular) * p.w2_msg_bytes)
+    total = len(draw.flexible) * count * p.msg_bytes + reg_bytes
     timeout = 2 * (draw.window_s + total * 8 / p.payload_bps) + 60
-    return PhasePlan(phase_name(scheme, seed, 2), host_jobs(p, per_host, timeout),
+    what = "web-search" if workload == 3 else f"{p.w2_msg_bytes} B"
+    return PhasePlan(phase_name(scheme, seed, workload), host_jobs(p, per_host, timeout),
                      commands=(_switch_line(p, scheme),), timeout_s=timeout, watch_ports=(rx,),
-                     notes=f"workload 2, {scheme}: {len(draw.flexible)} flexible and "
-                           f"{len(draw.regular)} {p.w2_msg_bytes} B regular flows over "
+                     notes=f"workload {workload}, {scheme}: {len(draw.flexible)} flexible and "
+                           f"{len(draw.regular)} {what} regular flows over "
                            f"{draw.window_s:.1f} s (seed {seed})")
 
 
@@ -596,6 +733,9 @@ def plan(p: Params) -> RunPlan:
                    if 1 in wl else [])
     if 2 in wl:
         phases += tuple(_phase_w2(p, s, seed) for s in scheme_list(p) for seed in p.seed_list)
+    if 3 in wl:
+        phases += tuple(_phase_w2(p, s, seed, 3) for s in scheme_list(p)
+                        for seed in p.seed_list)
     info: dict[str, Any] = {
         "bottleneck_port": p.receiver, "link_bps": p.link_bps, "slowdown": p.slowdown,
         "t_int_s": p.t_int_s, "cycle_s": p.cycle_s, "flow_bytes": flow_count(p) * p.msg_bytes,
@@ -612,6 +752,17 @@ def plan(p: Params) -> RunPlan:
             "draws": {s: {"window_s": d.window_s, "regular": len(d.regular),
                           "flexible_s": [a.start_s for a in d.flexible]}
                       for s, d in draws.items()}}
+    if 3 in wl:
+        flex_rate, reg_rate = w3_rates(p)
+        d3 = {s: w3_arrivals(p, s) for s in p.seed_list}
+        info["w3"] = {
+            "mean_bytes": websearch_mean(), "flexible_per_s": flex_rate,
+            "regular_per_s": reg_rate, "regular_per_s_modelled": reg_rate * p.slowdown,
+            "paper": PAPER_W3,
+            "draws": {s: {"window_s": d.window_s, "regular": len(d.regular),
+                          "regular_bytes": sum(a.size for a in d.regular),
+                          "flexible_s": [a.start_s for a in d.flexible]}
+                      for s, d in d3.items()}}
     return RunPlan(topology=topology(p, n_hosts=p.senders + 1), phases=phases,
                    fidelity=FidelityLimits(), info=info)
 
@@ -735,24 +886,26 @@ def w2_phase_result(data: PhaseData, draw: W2Draw, size: int,
     return res
 
 
-def speedups(per_seed: dict[str, list[dict[str, Any]]],
-             extra: tuple[str, ...] = ()) -> dict[str, Any]:
+def speedups(per_seed: dict[str, list[dict[str, Any]]], extra: tuple[str, ...] = (),
+             kinds: tuple[str, ...] = ("regular", "flexible")) -> dict[str, Any]:
     """Per scheme: each class's FCTs and their speed-ups against ``none`` on
     the same draw, as the mean and spread over draws (``seed_spread``), with
     the per-draw results under ``runs``; ``extra`` keys of a run are carried
-    over the same way."""
+    over the same way. A class with no flow in a draw (n 0) has no figures
+    from it."""
     base = per_seed["none"]
     out: dict[str, Any] = {}
     for scheme, runs in per_seed.items():
         flat: list[dict[str, Any]] = []
         for run, ref in zip(runs, base, strict=True):
             row: dict[str, Any] = {k: run[k] for k in ("sender_overlap_s", *extra)}
-            for kind in ("regular", "flexible"):
+            for kind in kinds:
                 for stat in ("mean", "p99"):
-                    row[f"{kind}.{stat}_fct_s"] = run[kind][f"{stat}_fct_s"]
+                    got, was = run[kind].get(f"{stat}_fct_s"), ref[kind].get(f"{stat}_fct_s")
+                    row[f"{kind}.{stat}_fct_s"] = got
                     if scheme != "none":
-                        row[f"{kind}.{stat}_speedup"] = round(
-                            ref[kind][f"{stat}_fct_s"] / run[kind][f"{stat}_fct_s"], 4)
+                        row[f"{kind}.{stat}_speedup"] = (None if got is None or was is None
+                                                         else round(was / got, 4))
                 row[f"{kind}.n"] = run[kind]["n"]
             row["flexible.delivered_fraction"] = run["flexible"]["delivered_fraction"]
             flat.append(row)
@@ -760,7 +913,7 @@ def speedups(per_seed: dict[str, list[dict[str, Any]]],
         cell: dict[str, Any] = {}
         for k, v in spread.items():
             kind, _, rest = k.partition(".")
-            if kind in ("regular", "flexible") and rest:
+            if kind in kinds and rest:
                 cell.setdefault(kind, {})[rest] = v
             else:
                 cell[k] = v
@@ -791,7 +944,54 @@ def analyze(run_dir: Path) -> dict[str, Any]:
             extra=("pool_waited", "post_late_max_s"))
         out["w2_regular_bytes"] = p.w2_msg_bytes
         out["paper_w2"] = dict(PAPER_W2)
+    if 3 in p.workload_list:
+        w3 = {s: w3_arrivals(p, s) for s in p.seed_list}
+        counted = {s: {a.name for a in measured(p, d.flexible) + measured(p, d.regular)}
+                   for s, d in w3.items()}
+        per = {scheme: [w3_phase_result(load_phase(run_dir, phase_name(scheme, s, 3)), w3[s],
+                                        size, counted[s]) for s in p.seed_list]
+               for scheme in scheme_list(p)}
+        for scheme, runs in per.items():
+            for run, ref in zip(runs, per["none"], strict=True):
+                run["flexible.share_below_080"] = (None if scheme == "none"
+                                                   else share_below(run, ref))
+        out["w3"] = speedups(per, extra=("pool_waited", "post_late_max_s",
+                                         "flexible.share_below_080"), kinds=W3_KINDS)
+        out["paper_w3"] = dict(PAPER_W3)
     return out
+
+
+def w3_phase_result(data: PhaseData, draw: W2Draw, size: int,
+                    counted: set[str] | None = None) -> dict[str, Any]:
+    """Workload 3's figures of one phase: workload 2's, with the regular flows'
+    statistics per size class (SIZE_CLASSES; a class no counted flow falls in
+    has ``n`` 0 and no FCTs) and ``regular_fct_s`` per flow name."""
+    res = w2_phase_result(data, draw, size, counted)
+    reg = regular_fcts(data, draw)
+    sizes = {a.name: a.size for a in draw.regular}
+    if counted is not None:
+        reg = {k: v for k, v in reg.items() if k in counted}
+    for name, _top in SIZE_CLASSES:
+        xs = [v for k, v in reg.items() if size_class(sizes[k]) == name]
+        if xs:
+            _class_stats(res, name, xs, data.name)
+        else:
+            res[name] = {"n": 0}
+    res["regular_fct_s"] = {k: _fct(v) for k, v in reg.items()}
+    return res
+
+
+def share_below(run: dict[str, Any], ref: dict[str, Any], limit: float = SLOW_SPEEDUP) -> float:
+    """The share of the flexible flows (``fct_s``, by name) whose speed-up
+    against the same flow in ``ref`` is below ``limit``."""
+    names = sorted(ref["fct_s"])
+    if not names or set(names) != set(run["fct_s"]):
+        raise ValueError("share_below: the runs measure different flexible flows")
+    slow = sum(ref["fct_s"][k] / run["fct_s"][k] < limit for k in names)
+    return round(slow / len(names), 4)
+
+
+W3_KINDS = ("regular", "flexible", *(name for name, _ in SIZE_CLASSES))
 
 
 def _speedup_plot(res: dict[str, Any], p: Params, workload: int, out: Path) -> Path:
@@ -850,6 +1050,49 @@ def _fct_cdf_plot(res: dict[str, Any], p: Params, out: Path) -> Path:
     return out
 
 
+def _w3_plot(res: dict[str, Any], p: Params, out: Path) -> Path:
+    """Workload 3: per scheme, the mean and p99 FCT speed-up of each regular
+    size class and of the flexible flows, the paper's p99 marked."""
+    import matplotlib.pyplot as plt
+
+    others = [s for s in scheme_list(p) if s != "none"]
+    kinds = [name for name, _ in SIZE_CLASSES] + ["flexible"]
+    fig, axes = plt.subplots(1, len(others), figsize=(5.5 * len(others), 4.5), squeeze=False)
+    for ax, scheme in zip(axes[0], others, strict=True):
+        cell = res["w3"][scheme]
+        for off, stat in ((-0.2, "mean"), (0.2, "p99")):
+            key = f"{stat}_speedup"
+            xs = [(i + off, cell[k].get(key)) for i, k in enumerate(kinds)
+                  if cell[k].get(key) is not None]
+            ax.bar([x for x, _ in xs], [v for _, v in xs], 0.4, label=stat)
+        ref = [(i + 0.2, REFERENCE[f"w3.{scheme}.{k}.p99_speedup"]) for i, k in enumerate(kinds)
+               if f"w3.{scheme}.{k}.p99_speedup" in REFERENCE]
+        if ref:
+            ax.plot([a for a, _ in ref], [b for _, b in ref], "k*", markersize=10,
+                    label="paper p99")
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ns = [cell[k].get("n") for k in kinds]
+        ax.set_xticks(range(len(kinds)), [f"{k}\n(n {n:g})" if n is not None else k
+                                          for k, n in zip(kinds, ns, strict=True)])
+        share = cell["flexible"].get("share_below_080")
+        paper = REFERENCE.get(f"w3.{scheme}.flexible.share_below_080")
+        title = scheme
+        if share is not None:
+            title += f": flexible < {SLOW_SPEEDUP}x {share * 100:.1f}%"
+            if paper is not None:
+                title += f" (paper {paper * 100:.1f}%)"
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel("FCT(none) / FCT(scheme)")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{NAME}: workload 3 (web-search sizes), FCT speed-up by size class, "
+                 f"{p.seeds} draw(s)")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def plot(run_dir: Path) -> list[Path]:
     p = _params(run_dir)
     res = analyze(run_dir)
@@ -865,4 +1108,6 @@ def plot(run_dir: Path) -> list[Path]:
     if 2 in p.workload_list:
         outs.append(_speedup_plot(res, p, 2, plots / "w2_speedups.png"))
         outs.append(_fct_cdf_plot(res, p, plots / "w2_fct_cdf.png"))
+    if 3 in p.workload_list:
+        outs.append(_w3_plot(res, p, plots / "w3_speedups.png"))
     return outs

@@ -798,7 +798,8 @@ class _MessagePool:
     connections for short requests instead of connecting once per request.
 
     The connections share one PD and one buffer: message i always occupies
-    bytes [i*msg_bytes, (i+1)*msg_bytes) at both ends and carries i in its
+    the same bytes at both ends (its ``offsets[i]`` on, ``msg_sizes`` or
+    ``msg_bytes`` long) and carries i in its
     immediate data, so the receiver needs no map of which connection took it.
     Each connection has its own DCQCN rate controller and pacer (a NIC's per-QP
     rate limiter): a message inherits its connection's rate state. The sender
@@ -840,6 +841,11 @@ class _MessagePool:
             self.qps.append(qp)
         self.index_of = {qp.qp_num: k for k, qp in enumerate(self.qps)}
         self.completed_on = [0] * spec.qps       # messages completed per connection
+        self.sizes_on: list[list[int]] = [[] for _ in range(spec.qps)]   # and their sizes
+        self.offsets = [0] * spec.count
+        for i in range(1, spec.count):
+            self.offsets[i] = self.offsets[i - 1] + spec.message_bytes(i - 1)
+        self.delivered = 0
         self.psns = [zlib.crc32(f"{spec.flow}/{spec.role}/{spec.seed}/{k}".encode()) & 0xFFFFFF
                      for k in range(spec.qps)]
         self.peer: dict[str, Any] = {}
@@ -918,8 +924,8 @@ class _MessagePool:
                 self.post_late_max_ns = max(self.post_late_max_ns, lag)
             self.qps[k].post_send(SendWR(
                 wr_id=i, opcode=WROpcode.RDMA_WRITE_WITH_IMM,
-                sge=self.mr.sge(i * s.msg_bytes, s.msg_bytes),
-                remote_addr=int(self.peer["addr"]) + i * s.msg_bytes,
+                sge=self.mr.sge(self.offsets[i], s.message_bytes(i)),
+                remote_addr=int(self.peer["addr"]) + self.offsets[i],
                 rkey=int(self.peer["rkey"]), imm_data=i))
             self.busy[k] = i
             self.next_msg += 1
@@ -955,6 +961,8 @@ class _MessagePool:
                     continue
                 self.completed += 1
                 self.completed_on[k] += 1
+                self.sizes_on[k].append(self.spec.message_bytes(index))
+                self.delivered += self.spec.message_bytes(index)
                 self.agent.log.emit("completion", t_ns=wc.timestamp_ns, flow=self.name,
                                     role=self.spec.role, index=index, qp=k, bytes=wc.byte_len)
         if now >= self._next_counters_ns or self.completed >= self.end_count:
@@ -973,7 +981,8 @@ class _MessagePool:
         qp = self.qps[k]
         if self.agent.shim is None:
             return qp.stats
-        return self.agent.rxe_qp_stats(qp, self.spec, self.completed_on[k])
+        return self.agent.rxe_qp_stats(qp, self.spec, self.completed_on[k],
+                                       sizes=self.sizes_on[k] if self.spec.msg_sizes else None)
 
     def _sum(self, key: str) -> int:
         return sum(int(self._stats(k).get(key, 0)) for k in range(len(self.qps)))
@@ -1029,7 +1038,7 @@ class _MessagePool:
             extra["pool"] = {"qps": len(self.qps), "waited": self.waited,
                              "wait_max_s": self.wait_max_ns / 1e9,
                              "post_late_max_s": self.post_late_max_ns / 1e9}
-        delivered = self.completed * self.spec.msg_bytes
+        delivered = self.delivered
         self._end = _FlowEnd(log, self.buf, len(self.buf),
                              None if self.sender else self.spec,
                              dict(t_ns=now, flow=self.name, role=self.spec.role,
@@ -1439,22 +1448,28 @@ class Agent:
         return self.rxe_qp_stats(flow.qp, s, flow.completed, final and alone)
 
     def rxe_qp_stats(self, qp: QP, s: FlowSpec, completed: int,
-                     device: bool = False) -> dict[str, int]:
+                     device: bool = False, sizes: list[int] | None = None) -> dict[str, int]:
         """The counters of rxe QP ``qp`` of flow ``s`` under the udp provider's
-        names, from its ``completed`` messages and the shim; with ``device``,
+        names, from its ``completed`` messages (of ``sizes`` each, if given, else
+        ``msg_bytes``) and the shim; with ``device``,
         its packet counts from the device's counters over the phase (right only
         when the QP is the host's one QP of its role)."""
         sender = s.role == "sender"
         mtu = self.spec.transport.path_mtu
-        pkts = completed * max(1, -(-s.msg_bytes // mtu))
+        if sizes is None:
+            pkts = completed * max(1, -(-s.msg_bytes // mtu))
+            wire, payload = completed * message_wire_bytes(s.msg_bytes, mtu), completed * s.msg_bytes
+        else:
+            pkts = sum(max(1, -(-b // mtu)) for b in sizes)
+            wire, payload = sum(message_wire_bytes(b, mtu) for b in sizes), sum(sizes)
         st: dict[str, int] = dict(qp.stats)
         st.update(self.shim.qp_counters(qp.qp_num), acked_pkts=pkts if sender else 0,
                   tx_drops=0)
         if sender:
-            st.update(tx_bytes=completed * message_wire_bytes(s.msg_bytes, mtu), tx_pkts=pkts,
+            st.update(tx_bytes=wire, tx_pkts=pkts,
                       retransmits=0, rto=0, naks_rcvd=0)
         else:
-            st.update(rx_bytes=completed * s.msg_bytes, rx_pkts=pkts)
+            st.update(rx_bytes=payload, rx_pkts=pkts)
         if device:
             from hosts.roce.rxe_provider import read_hw_counters
 

@@ -208,6 +208,10 @@ class FlowSpec:
     # messages are posted back to back on one QP, ``window`` at a time.
     arrivals_s: tuple[float, ...] = ()
     qps: int = 1                    # connections of a flow with arrivals_s
+    # With arrivals_s: each message's own size (one per arrival; msg_bytes is
+    # then their largest), for requests of varying size such as web-search
+    # flows. () = every message msg_bytes.
+    msg_sizes: tuple[int, ...] = ()
     # PAYLOADS: "real", the sender's pattern, checked by the receiver; or
     # "phantom", the same packets and timing without the data: both ends'
     # buffers are untouched anonymous memory (hosts.roce.verbs.lazy_zeros),
@@ -223,6 +227,10 @@ class FlowSpec:
                             f"({', '.join(PAYLOADS)})")
         if not isinstance(self.arrivals_s, tuple):    # JSON gives a list
             object.__setattr__(self, "arrivals_s", tuple(self.arrivals_s))
+        if not isinstance(self.msg_sizes, tuple):
+            object.__setattr__(self, "msg_sizes", tuple(self.msg_sizes))
+        if self.msg_sizes:
+            self._check_sizes()
         if self.arrivals_s or self.qps != 1:
             self._check_arrivals()
         if self.stop_after and (self.role != "sender" or "/" in self.stop_after
@@ -240,8 +248,10 @@ class FlowSpec:
             raise SpecError(f"flow {self.flow}: role must be 'sender' or 'receiver'")
         if self.msg_bytes < 1 or self.count < 1 or self.window < 1:
             raise SpecError(f"flow {self.flow}: msg_bytes, count and window must be >= 1")
-        if self.msg_bytes * self.count > MAX_FLOW_BYTES:
-            raise SpecError(f"flow {self.flow}: {self.msg_bytes} x {self.count} bytes, more "
+        if self.total_bytes > MAX_FLOW_BYTES:
+            what = (str(self.total_bytes) if self.msg_sizes
+                    else f"{self.msg_bytes} x {self.count}")
+            raise SpecError(f"flow {self.flow}: {what} bytes, more "
                             f"than a flow may carry ({MAX_FLOW_BYTES} bytes: message "
                             "indexes and lengths are 31-bit)")
         if self.rate_bps is not None and self.rate_bps <= 0:
@@ -265,6 +275,14 @@ class FlowSpec:
                 or self.start_delay_s:
             raise SpecError(f"flow {self.flow}: arrivals_s sets when each message is posted: "
                             "no flexible, rate_bps, stop_after or start_delay_s with it")
+
+    def _check_sizes(self) -> None:
+        z = self.msg_sizes
+        if not self.arrivals_s:
+            raise SpecError(f"flow {self.flow}: msg_sizes needs arrivals_s (a pool's messages)")
+        if len(z) != self.count or min(z) < 1 or max(z) != self.msg_bytes:
+            raise SpecError(f"flow {self.flow}: msg_sizes must be {self.count} sizes >= 1, "
+                            f"the largest equal to msg_bytes {self.msg_bytes}")
 
     def _check_flexible(self) -> None:
         f = dict(self.flexible or {})
@@ -291,7 +309,11 @@ class FlowSpec:
 
     @property
     def total_bytes(self) -> int:
-        return self.msg_bytes * self.count
+        return sum(self.msg_sizes) if self.msg_sizes else self.msg_bytes * self.count
+
+    def message_bytes(self, i: int) -> int:
+        """Message i's size."""
+        return self.msg_sizes[i] if self.msg_sizes else self.msg_bytes
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """`testbed run reflex-workload --quick` end to end in Mininet: every flow of
-both Poisson workloads completes under every scheme (workload 2's short
-regular flows as messages over each sender's connections), and weighted 9:1
+the three Poisson workloads completes under every scheme (workload 2's short
+regular flows and workload 3's web-search ones as messages over each
+sender's connections), and weighted 9:1
 speeds the regular flows up, at the flexible flows' cost in workload 1, on a
 faithful run."""
 
@@ -23,8 +24,9 @@ def test_quick_workload_run(tmp_path: Path) -> None:
     assert s["ok"] is True
     p = rw.Params.quick()
     schemes = rw.scheme_list(p)
-    assert s["schemes"] == schemes and s["workloads"] == [1, 2]
+    assert s["schemes"] == schemes and s["workloads"] == [1, 2, 3]
     draw = rw.w2_arrivals(p, 0)
+    draw3 = rw.w3_arrivals(p, 0)
     for scheme in schemes:
         cell = s["w1"][scheme]
         assert cell["regular"]["n"] + cell["flexible"]["n"] == p.flows
@@ -42,8 +44,13 @@ def test_quick_workload_run(tmp_path: Path) -> None:
         line_s = p.w2_msg_bytes * 8 / p.payload_bps
         lag_s = s["fidelity"]["checks"]["switch_lag_max_us"]["value"] / 1e6
         assert min(w2["runs"][0]["regular_fct_s"]) >= 0.95 * line_s - lag_s
-    names = ("speedups", "w2_speedups", "w2_fct_cdf",
-             *(rw.phase_name(x, 0, w) for x in schemes for w in (1, 2)))
+        # workload 3: every web-search flow delivered, each in its size class
+        w3 = s["w3"][scheme]
+        assert len(w3["runs"][0]["regular_fct_s"]) == len(draw3.regular) >= 5
+        assert sum(w3[c]["n"] for c, _ in rw.SIZE_CLASSES) == len(draw3.regular)
+        assert w3["flexible"]["delivered_fraction"] == 1.0
+    names = ("speedups", "w2_speedups", "w2_fct_cdf", "w3_speedups",
+             *(rw.phase_name(x, 0, w) for x in schemes for w in (1, 2, 3)))
     for name in names:
         png = out / "plots" / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -79,15 +79,16 @@ def test_reflex_on_rxe_hosts_moves_the_flexible_flow_by_its_dscp_on_the_wire(
 
 
 def test_reflex_workload_on_rxe_hosts_runs_its_connection_pools(tmp_path: Path) -> None:
-    # Both workloads, tiny: workload 1's flexible and regular flows, workload
+    # Workloads 1 and 2, tiny: workload 1's flexible and regular flows, workload
     # 2's 100 kB regular flows as messages over pools of four rxe connections
     # per sender, each connection registered with the host's DCQCN shim; the
-    # mechanism at work, no figure
+    # mechanism at work, no figure (workload 3's megabyte flows would take
+    # minutes at 4 Mb/s)
     run = tmp_path / "run"
     summary = run_on_rxe_hosts("reflex-workload", run, "link_mbps=4", "t_int_us=200",
                                "msg_bytes=16384", "senders=2", "flexible_cycles=0.1", "flows=4",
                                "alphas=0.8", "rs=", "baselines=none", "seeds=1",
-                               "w2_flexible=1")
+                               "w2_flexible=1", "workloads=1,2")
     phases = run / "phases"
     for phase in ("w1-none", "w1-reflex-a080", "w2-none", "w2-reflex-a080"):
         ends = _flow_ends(phases / phase)

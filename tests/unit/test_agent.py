@@ -696,6 +696,41 @@ def test_messages_on_a_schedule_take_a_free_connection_of_the_pool(tmp_path: Pat
     assert sorted(e["flow"] for e in ev_b if e["event"] == "qp_report") == ["reqs.q0", "reqs.q1"]
 
 
+def test_a_pool_of_messages_of_their_own_sizes_lands_each_at_its_offset(tmp_path: Path) -> None:
+    """Messages of varying size (msg_sizes: 1 byte to 20 KiB, not whole
+    packets) over two connections: each lands at the sum of the sizes before
+    it, the receiver's bytes check against the pattern, and the flow's bytes
+    are the sizes' sum."""
+    ip_a, ip_b = _loopback_ips(2)
+    sizes = (3000, 1, 20480, 1024, 777, 9000)
+    common = {"flow": "ws", "msg_bytes": max(sizes), "count": len(sizes), "seed": 9, "qps": 2,
+              "arrivals_s": (0.01, 0.01, 0.02, 0.03, 0.03, 0.05), "msg_sizes": sizes}
+    results = _run_agents(tmp_path, _sender_receiver(ip_a, ip_b, common))
+    assert [rc for rc, _ in results] == [0, 0], results
+    ev_b = _events(tmp_path / "b.jsonl")
+    rx = {e["index"]: e["bytes"] for e in ev_b if e["event"] == "completion"}
+    assert rx == dict(enumerate(sizes))
+    end_b = next(e for e in ev_b if e["event"] == "flow_end")
+    assert end_b["bytes_ok"] is True and end_b["bytes"] == sum(sizes)
+
+
+def test_scheduled_message_sizes_are_checked() -> None:
+    base = {"flow": "f", "peer_ip": "10.0.0.2", "msg_bytes": 1024, "count": 3}
+    with pytest.raises(SpecError, match="needs arrivals_s"):
+        FlowSpec(role="sender", msg_sizes=(1, 2, 1024), **base)
+    with pytest.raises(SpecError, match="3 sizes >= 1"):
+        FlowSpec(role="sender", arrivals_s=(0.0, 0.1, 0.2), msg_sizes=(1, 1024), **base)
+    with pytest.raises(SpecError, match="largest equal to msg_bytes"):
+        FlowSpec(role="sender", arrivals_s=(0.0, 0.1, 0.2), msg_sizes=(1, 2, 3), **base)
+    with pytest.raises(SpecError, match="3 sizes >= 1"):
+        FlowSpec(role="sender", arrivals_s=(0.0, 0.1, 0.2), msg_sizes=(0, 2, 1024), **base)
+    f = FlowSpec(role="receiver", arrivals_s=(0.0, 0.1, 0.2), msg_sizes=[5, 1024, 7],  # type: ignore[arg-type]
+                 **base)
+    assert f.msg_sizes == (5, 1024, 7) and f.total_bytes == 1036 and f.message_bytes(2) == 7
+    js = JobSpec(host="h", ip="10.0.0.1", flows=(f,))
+    assert JobSpec.from_json(js.to_json()) == js
+
+
 def test_scheduled_message_specs_are_checked() -> None:
     base = {"flow": "f", "peer_ip": "10.0.0.2", "msg_bytes": 1024, "count": 3}
     with pytest.raises(SpecError, match="one arrival per message"):

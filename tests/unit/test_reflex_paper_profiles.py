@@ -202,7 +202,7 @@ def test_reflex_workload_paper_profile_is_section_6_5() -> None:
     assert set(cuts) == {"alphas", "rs"}
     sweep = "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1"
     assert cuts["alphas"].paper == cuts["rs"].paper == sweep
-    assert all("144 phases" in v.reason and "alpha 0.8" in v.reason for v in cuts.values())
+    assert all("216 phases" in v.reason and "alpha 0.8" in v.reason for v in cuts.values())
     rec = scale_record(rw, "paper", p)
     assert rec is not None and rec["alphas"] == {"paper": sweep, "run": "0.8",
                                                  "reason": cuts["alphas"].reason}

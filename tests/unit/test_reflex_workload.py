@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import statistics
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,8 @@ def test_plan_runs_every_scheme_on_the_same_arrivals() -> None:
     p = rw.Params.quick()
     plan = rw.plan(p)
     assert [ph.name for ph in plan.phases] == ["w1-none", "w1-weighted-9:1", "w1-reflex-a080",
-                                               "w2-none", "w2-weighted-9:1", "w2-reflex-a080"]
+                                               "w2-none", "w2-weighted-9:1", "w2-reflex-a080",
+                                               "w3-none", "w3-weighted-9:1", "w3-reflex-a080"]
     assert plan.topology.n_hosts == p.senders + 1 and p.link_mbps == QUICK_LINK_MBPS
     rx = f"h{p.receiver}"
     by = {ph.name: ph for ph in plan.phases}
@@ -79,7 +81,8 @@ def test_sweeps_name_alpha_and_r_schemes() -> None:
 @pytest.mark.parametrize("kw, msg", [
     ({"baselines": "weighted-9:1"}, "'none'"), ({"alphas": "1.5"}, r"\[0, 1\]"),
     ({"rs": "x"}, "comma-separated"), ({"flows": 1}, "each class"),
-    ({"load": 1.0}, "load"), ({"senders": 0}, "senders"), ({"workloads": "1,3"}, "subset"),
+    ({"load": 1.0}, "load"), ({"senders": 0}, "senders"), ({"workloads": "1,4"}, "subset"),
+    ({"workloads": "3,3"}, "subset"),
     ({"workloads": ""}, "subset"), ({"w2_qps": 0}, "w2_qps")])
 def test_bad_parameters_are_refused(kw: dict[str, Any], msg: str) -> None:
     with pytest.raises(ValueError, match=msg):
@@ -140,6 +143,8 @@ def test_speedups_are_fct_without_priority_over_fct_with_it(tmp_path: Path) -> N
     assert r["paper"] == rw.REFERENCE
     # the claims judge exactly these keys
     for c in rw.CLAIMS:
+        if not c.key.startswith("w1."):
+            continue
         scheme, kind, stat = c.key.split(".")[1:]
         assert stat in w[scheme][kind]
 
@@ -217,17 +222,21 @@ def test_w2_plan_sends_regular_flows_as_scheduled_messages_at_high_priority() ->
 
 
 def _w2_phase(run: Path, name: str, p: rw.Params, reg: dict[str, float],
-              flex_s: float) -> None:
-    """Events of a workload-2 phase: regular flow ``a`` completes ``reg[a.name]``
-    (default ``reg['*']``) after its arrival, every flexible flow ``flex_s``
-    after its start."""
-    d = rw.w2_arrivals(p, 0)
+              flex_s: float, workload: int = 2, flex: dict[str, float] | None = None) -> None:
+    """Events of a workload-2 (or 3) phase: regular flow ``a`` completes
+    ``reg[a.name]`` (default ``reg[size class]``, then ``reg['*']``) after its
+    arrival, a flexible flow ``flex[a.name]`` (default ``flex_s``) after its
+    start."""
+    d = rw.w2_arrivals(p, 0) if workload == 2 else rw.w3_arrivals(p, 0)
+    flex = flex or {}
     size = rw.flow_count(p) * p.msg_bytes
     evs: list[dict[str, Any]] = [{"event": "start", "t_ns": T0, "host": "h1"}]
     for s in range(1, p.senders + 1):
         pool = rw.pool_name(s)
         for i, a in enumerate(d.regular_of(s)):
-            end = T0 + int((a.start_s + reg.get(a.name, reg["*"])) * 1e9)
+            fct = reg.get(a.name, reg.get(rw.size_class(a.size), reg.get("*", 0.0))
+                          if a.size else reg["*"])
+            end = T0 + int((a.start_s + fct) * 1e9)
             evs.append({"event": "completion", "t_ns": end, "host": "h4", "flow": pool,
                         "role": "receiver", "index": i, "qp": i % 4})
         evs.append({"event": "flow_end", "t_ns": T0, "host": f"h{s}", "flow": pool,
@@ -235,7 +244,7 @@ def _w2_phase(run: Path, name: str, p: rw.Params, reg: dict[str, float],
                     "pool": {"qps": 4, "waited": s - 1, "wait_max_s": 0.0,
                              "post_late_max_s": 0.001 * s}})
     for a in d.flexible:
-        evs += _flow_done(a, T0 + int((a.start_s + flex_s) * 1e9), size)
+        evs += _flow_done(a, T0 + int((a.start_s + flex.get(a.name, flex_s)) * 1e9), size)
     (run / "phases" / name).mkdir(parents=True)
     (run / "phases" / name / "h1.events.jsonl").write_text(
         "".join(json.dumps(e) + "\n" for e in evs))
@@ -342,7 +351,7 @@ def test_phantom_payloads_give_the_same_figures_as_real_ones(tmp_path: Path) -> 
     window = dataclasses.replace(rw.Params.quick(), run_warmup_ms=5.0, run_measure_ms=40.0,
                                  run_cooldown_ms=5.0).measure_window_s
     assert window is not None and list(real["measure_window_s"]) == pytest.approx(list(window))
-    for key in ("w1", "w2"):
+    for key in ("w1", "w2", "w3"):
         assert ghost[key] == real[key], key
     assert real["w1"]["reflex-a080"]["flexible"]["n"] >= 1
     assert real["w2"]["none"]["regular"]["n"] > 50
@@ -352,3 +361,136 @@ def test_phantom_payloads_give_the_same_figures_as_real_ones(tmp_path: Path) -> 
     assert all("sha256" in e and e.get("bytes_ok", True) for e in ends["real"])
     assert any(e.get("bytes_ok") for e in ends["real"])
     assert all(e["payload"] == "phantom" and "sha256" not in e for e in ends["phantom"])
+
+
+# ---------------------------------------------------------------------------
+# workload 3
+
+
+class _FixedDraw(random.Random):
+    """An RNG whose random() returns the given values in turn."""
+
+    def __init__(self, *us: float) -> None:
+        super().__init__(0)
+        self.us = list(us)
+
+    def random(self) -> float:
+        return self.us.pop(0)
+
+
+def test_websearch_sizes_interpolate_the_cdf_from_the_seeded_rng() -> None:
+    # linear between the points: half-way through 0.15..0.20 is 15 kB
+    assert rw.websearch_size(_FixedDraw(0.175)) == 15_000
+    assert rw.websearch_size(_FixedDraw(0.15)) == 10_000
+    assert rw.websearch_size(_FixedDraw(0.985)) == 20_000_000
+    assert rw.websearch_size(_FixedDraw(0.0)) == 1          # never an empty flow
+    assert rw.websearch_size(_FixedDraw(0.999999999)) <= 30_000_000
+    draw = [rw.websearch_size(random.Random(5)) for _ in range(3)]
+    assert draw == [rw.websearch_size(random.Random(5)) for _ in range(3)]
+    rng = random.Random(11)
+    xs = [rw.websearch_size(rng) for _ in range(200_000)]
+    assert 1 <= min(xs) and max(xs) <= 30_000_000
+    # the distribution's mean, 1.71 MB (the paper's "1.7 MB"), and its points
+    assert rw.websearch_mean() == pytest.approx(1_711_250)
+    assert statistics.fmean(xs) == pytest.approx(rw.websearch_mean(), rel=0.03)
+    for size, cum in rw.WEBSEARCH_CDF[1:-1]:
+        assert sum(x <= size for x in xs) / len(xs) == pytest.approx(cum, abs=0.005)
+
+
+@pytest.mark.parametrize("size, cls", [
+    (1, "tiny"), (10_000, "tiny"), (10_001, "small"), (100_000, "small"),
+    (100_001, "medium"), (10_000_000, "medium"), (10_000_001, "large"), (30_000_000, "large")])
+def test_size_classes_close_at_their_upper_bound(size: int, cls: str) -> None:
+    assert rw.size_class(size) == cls
+
+
+def test_w3_keeps_the_papers_20_percent_on_the_one_downlink() -> None:
+    p = rw.Params.paper()
+    flex_rate, reg_rate = rw.w3_rates(p)
+    assert flex_rate == rw.w2_rates(p)[0]
+    # 20% of the payload rate in flows of the mean size
+    assert reg_rate * rw.websearch_mean() * 8 / p.payload_bps == pytest.approx(0.2)
+    # the paper's 2921 flows/s are that over its ToR's 20 links (headers aside)
+    eff = p.payload_bps / p.link_bps
+    assert reg_rate * rw.PAPER_WORKLOAD["servers"] / eff == pytest.approx(
+        rw.PAPER_W3["regular_flows_per_s"], rel=1e-3)
+    d = rw.w3_arrivals(p, 0)
+    assert d.window_s == pytest.approx(16.0)
+    assert len(d.regular) / 16.0 == pytest.approx(reg_rate, rel=0.05)
+    assert all(a.size >= 1 and a.start_s < 16.0 for a in d.regular)
+    assert rw.w3_arrivals(p, 0) == d and rw.w3_arrivals(p, 1) != d
+    q = rw.Params.quick()
+    assert rw.w3_rates(q)[1] * q.slowdown == pytest.approx(reg_rate, rel=1e-3)
+
+
+def test_w3_plan_posts_each_web_search_flow_at_its_size() -> None:
+    p = dataclasses.replace(rw.Params.quick(), workloads="3")
+    d = rw.w3_arrivals(p, 0)
+    phases = rw.plan(p).phases
+    assert [ph.name for ph in phases] == ["w3-none", "w3-weighted-9:1", "w3-reflex-a080"]
+    for s in range(1, p.senders + 1):
+        (pool,) = [f for f in phases[0].jobs[f"h{s}"].flows if f.arrivals_s]
+        mine = d.regular_of(s)
+        assert pool.msg_sizes == tuple(a.size for a in mine)
+        assert pool.total_bytes == sum(a.size for a in mine) and pool.dscp == DSCP_HIGH
+
+
+def test_w3_statistics_per_size_class_and_the_slowed_flexible_share(tmp_path: Path) -> None:
+    p = dataclasses.replace(rw.Params.quick(), workloads="3", w2_flexible=40)
+    d = rw.w3_arrivals(p, 0)
+    by_cls = {c: [a for a in d.regular if rw.size_class(a.size) == c] for c, _ in rw.SIZE_CLASSES}
+    assert all(by_cls.values()), {c: len(v) for c, v in by_cls.items()}
+    write_plan(tmp_path, rw, p)
+    n_flex = len(d.flexible)
+    _w2_phase(tmp_path, "w3-none", p, {"tiny": 0.01, "small": 0.02, "medium": 0.5,
+                                       "large": 4.0}, flex_s=2.0, workload=3)
+    # 9:1: every class twice as fast, two flexible flows slowed past 0.8x
+    _w2_phase(tmp_path, "w3-weighted-9:1", p, {"tiny": 0.005, "small": 0.01, "medium": 0.25,
+                                               "large": 2.0}, flex_s=2.0, workload=3,
+              flex={d.flexible[0].name: 3.0, d.flexible[1].name: 2.6})
+    # ReFlex: only the large flows gain; the flexible ones lose 10%
+    _w2_phase(tmp_path, "w3-reflex-a080", p, {"tiny": 0.01, "small": 0.02, "medium": 0.5,
+                                              "large": 3.2}, flex_s=2.2, workload=3)
+    r = rw.analyze(tmp_path)
+    w = r["w3"]
+    assert r["workloads"] == [3] and r["paper_w3"] == rw.PAPER_W3
+    for c, flows in by_cls.items():
+        assert w["none"][c]["n"] == len(flows)
+    assert w["none"]["large"]["p99_fct_s"] == pytest.approx(4.0, rel=1e-3)
+    assert w["weighted-9:1"]["tiny"]["p99_speedup"] == pytest.approx(2.0, rel=1e-2)
+    assert w["weighted-9:1"]["medium"]["mean_speedup"] == pytest.approx(2.0, rel=1e-3)
+    assert w["reflex-a080"]["large"]["p99_speedup"] == pytest.approx(1.25, rel=1e-3)
+    assert w["reflex-a080"]["small"]["p99_speedup"] == pytest.approx(1.0, rel=1e-3)
+    assert w["weighted-9:1"]["flexible"]["share_below_080"] == pytest.approx(2 / n_flex,
+                                                                             abs=1e-4)
+    assert w["reflex-a080"]["flexible"]["share_below_080"] == 0.0
+    assert w["none"]["flexible"]["share_below_080"] is None
+    # every workload-3 claim resolves to a number in this summary
+    w3_claims = [c for c in rw.CLAIMS if c.key.startswith("w3.")]
+    assert len(w3_claims) == 10
+    for c in w3_claims:
+        _w, scheme, kind, stat = c.key.split(".")
+        assert isinstance(w[scheme][kind][stat], float), c.key
+        assert w[scheme][kind][f"{stat}_seeds"] == [w[scheme][kind][stat]]
+        assert c.paper == rw.REFERENCE[c.key]
+    paths = rw.plot(tmp_path)
+    assert paths[-1].name == "w3_speedups.png"
+    assert paths[-1].read_bytes()[:4] == b"\x89PNG" and paths[-1].stat().st_size > 10_000
+
+
+def test_w3_claims_keep_the_workload_claims_tolerance_and_direction() -> None:
+    by = {c.key: c for c in rw.CLAIMS}
+    assert all(c.rel_tol == 0.10 and c.abs_tol == 0 for c in rw.CLAIMS)
+    assert by["w3.weighted-9:1.large.p99_speedup"].direction == "above"
+    # ReFlex's tiny flows: 1.00x, no effect, so no side of 1 to judge
+    assert by["w3.reflex-a080.tiny.p99_speedup"].direction is None
+    assert by["w3.reflex-a080.flexible.share_below_080"].paper == 0.017
+
+
+def test_w3_bad_inputs_are_refused_with_their_reason() -> None:
+    with pytest.raises(ValueError, match="flow size 0: must be positive"):
+        rw.size_class(0)
+    with pytest.raises(ValueError, match="measure different flexible flows"):
+        rw.share_below({"fct_s": {"flex000": 1.0}}, {"fct_s": {"flex001": 1.0}})
+    with pytest.raises(ValueError, match="subset of 1,2,3"):
+        rw.Params(workloads="3,4")
