@@ -285,6 +285,24 @@ def ideal_algbw_fraction(scheme: str, ranks: int) -> float:
 
 def plan(p: Params) -> RunPlan:
     sizes = p.sizes()
+    return sweep_plan(p, SCHEMES,
+                      notes=f"{p.ranks} ranks, AllReduce of {sizes[0]}..{sizes[-1]} B, "
+                            f"{p.iterations} per size",
+                      paper=PAPER, info={"elems_per_packet": ELEMS})
+
+
+# The path MTU each scheme's ranks run: EPIC's switch packets, the ring at
+# 1 KB, or forced to 256 B (the paper's second ring of Table 9)
+SCHEME_MTU = {"epic": PACKET_BYTES, "ring": 1024, "ring256": 256}
+
+
+def sweep_plan(p: AllReduceSweep, schemes: tuple[str, ...], notes: str,
+               paper: dict[str, Any], info: dict[str, Any]) -> RunPlan:
+    """One phase per scheme of ``p.iterations`` AllReduces of each of
+    ``p.sizes()`` on one EPIC switch (after the warm-up, if any); ``notes``
+    describe each phase; the experiment's ``paper`` values and ``info`` join
+    the plan's record."""
+    sizes = p.sizes()
     counts = tuple(s // 4 for s in sizes)
     scale: dict[str, Any] = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
     if p.nic_latency_us:
@@ -295,33 +313,30 @@ def plan(p: Params) -> RunPlan:
         phases.append(warmup_phase(p.ranks, p.warmup_kib, p.seed, scale,
                                    phase_timeout(p, "epic", [p.warmup_kib * 1024], link_bps),
                                    p.payload, p.step_overhead_us, p.window))
-    for scheme in SCHEMES:
-        mtu = 256 if scheme == "ring256" else 1024
-        t = TransportSpec(scale=scale, path_mtu=PACKET_BYTES if scheme == "epic" else mtu)
+    for scheme in schemes:
+        epic = scheme == "epic"
+        t = TransportSpec(scale=scale, path_mtu=SCHEME_MTU[scheme])
+        timeout = phase_timeout(p, scheme, sizes, link_bps)
         jobs = {}
         for r in range(p.ranks):
             h = host_addr(r + 1)
             coll = CollectiveSpec(
                 rank=r, size=p.ranks, job_id=1, op="all_reduce", dtype="int32",
                 count=counts[0], counts=counts, iterations=p.iterations, seed=p.seed,
-                scheme="epic" if scheme == "epic" else "ring",
-                epic=ENDPOINT if scheme == "epic" else None, payload=p.payload,
-                step_overhead_us=p.step_overhead_us,
-                epic_window=p.window if scheme == "epic" else EPIC_WINDOW)
+                scheme="epic" if epic else "ring", epic=ENDPOINT if epic else None,
+                payload=p.payload, step_overhead_us=p.step_overhead_us,
+                epic_window=p.window if epic else EPIC_WINDOW)
             jobs[h.name] = JobSpec(host=h.name, ip=h.ip, transport=t, collective=coll,
-                                   timeout_s=phase_timeout(p, scheme, sizes, link_bps))
-        phases.append(PhasePlan(
-            scheme, jobs, timeout_s=phase_timeout(p, scheme, sizes, link_bps),
-            epic_group=ENDPOINT if scheme == "epic" else None,
-            notes=f"{p.ranks} ranks, AllReduce of {sizes[0]}..{sizes[-1]} B, "
-                  f"{p.iterations} per size"))
+                                   timeout_s=timeout)
+        phases.append(PhasePlan(scheme, jobs, timeout_s=timeout,
+                                epic_group=ENDPOINT if epic else None, notes=notes))
     topo = Topology(n_hosts=p.ranks, program=PROGRAM, backend=p.backend,
                     commands=(f"set_port_rate_bps {int(link_bps)}",),
                     packet_bytes=frame_bytes(PACKET_BYTES),
                     defines=window_defines(p.window_log2))
     return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
-                   info={"link_bps": link_bps, "paper": PAPER, "sizes": sizes,
-                         "elems_per_packet": ELEMS, "epic_window_pkts": p.window})
+                   info={"link_bps": link_bps, "paper": paper, "sizes": sizes,
+                         **info, "epic_window_pkts": p.window})
 
 
 def warmup_phase(ranks: int, kib: int, seed: int, scale: dict[str, Any],
@@ -364,6 +379,26 @@ class AllReduceSweep(Protocol):
     def iterations(self) -> int: ...
     @property
     def payload(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def link_mbps(self) -> float: ...
+    @property
+    def nic_gbps(self) -> float: ...
+    @property
+    def nic_latency_us(self) -> float: ...
+    @property
+    def step_overhead_us(self) -> float: ...
+    @property
+    def warmup_kib(self) -> int: ...
+    @property
+    def window_log2(self) -> int: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def slowdown(self) -> float: ...
+    @property
+    def window(self) -> int: ...
     def sizes(self) -> list[int]: ...
 
 

@@ -53,22 +53,14 @@ from experiments import epic_allreduce
 from experiments.epic_allreduce import (
     DATA_PATH,
     DEFAULT_WINDOW_LOG2,
-    ENDPOINT,
     HOST_LATENCY,
-    PROGRAM,
     bdp_window_log2,
     check_window_log2,
-    frame_bytes,
-    phase_timeout,
     scheme_results,
-    warmup_phase,
+    sweep_plan,
 )
-from hosts.agent_spec import EPIC_WINDOW, CollectiveSpec, JobSpec, TransportSpec
-from hosts.commlib.epic import PACKET_BYTES
 from testbed.claims import Claim
-from testbed.epic import window_defines
-from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
-from testbed.net import host_addr
+from testbed.experiment import RunPlan, param
 
 NAME = "epic-training"
 HOST_PROVIDERS = epic_allreduce.HOST_PROVIDERS
@@ -262,44 +254,11 @@ class Params:
 
 
 def plan(p: Params) -> RunPlan:
-    sizes = p.sizes()
-    counts = tuple(s // 4 for s in sizes)
-    scale: dict[str, Any] = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
-    if p.nic_latency_us:
-        scale["nic_latency_us"] = p.nic_latency_us
-    link_bps = p.link_mbps * 1e6
-    phases = []
-    if p.warmup_kib:
-        phases.append(warmup_phase(
-            p.ranks, p.warmup_kib, p.seed, scale,
-            phase_timeout(p, "epic", [p.warmup_kib * 1024], link_bps), p.payload,
-            p.step_overhead_us, p.window))
-    for scheme in SCHEMES:
-        epic = scheme == "epic"
-        t = TransportSpec(scale=scale, path_mtu=PACKET_BYTES if epic else 1024)
-        timeout = phase_timeout(p, scheme, sizes, link_bps)
-        jobs = {}
-        for r in range(p.ranks):
-            h = host_addr(r + 1)
-            coll = CollectiveSpec(
-                rank=r, size=p.ranks, job_id=1, op="all_reduce", dtype="int32",
-                count=counts[0], counts=counts, iterations=p.iterations, seed=p.seed,
-                scheme="epic" if epic else "ring", epic=ENDPOINT if epic else None,
-                payload=p.payload, step_overhead_us=p.step_overhead_us,
-                epic_window=p.window if epic else EPIC_WINDOW)
-            jobs[h.name] = JobSpec(host=h.name, ip=h.ip, transport=t, collective=coll,
-                                   timeout_s=timeout)
-        phases.append(PhasePlan(
-            scheme, jobs, timeout_s=timeout, epic_group=ENDPOINT if epic else None,
-            notes=f"{p.ranks} ranks, the AllReduces of {', '.join(p.model_list)}'s "
-                  f"iterations: {', '.join(str(s) for s in sizes)} B, {p.iterations} each"))
-    topo = Topology(n_hosts=p.ranks, program=PROGRAM, backend=p.backend,
-                    commands=(f"set_port_rate_bps {int(link_bps)}",),
-                    packet_bytes=frame_bytes(PACKET_BYTES),
-                    defines=window_defines(p.window_log2))
-    return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
-                   info={"link_bps": link_bps, "paper": PAPER, "sizes": sizes,
-                         "epic_window_pkts": p.window, "workload": WORKLOAD})
+    return sweep_plan(p, SCHEMES,
+                      notes=f"{p.ranks} ranks, the AllReduces of {', '.join(p.model_list)}'s "
+                            f"iterations: {', '.join(str(s) for s in p.sizes())} B, "
+                            f"{p.iterations} each",
+                      paper=PAPER, info={"workload": WORKLOAD})
 
 
 def iteration_model(p: Params, collective_s: dict[str, dict[int, float]]) -> dict[str, Any]:
