@@ -109,6 +109,7 @@ import json
 import math
 import random
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -551,6 +552,21 @@ def _flexible_arrivals(p: Params, rng: random.Random,
     return flex, (t if counted else p.run_s)
 
 
+def _regular_arrivals(p: Params, rng: random.Random, rate: float, window: float, prefix: str,
+                      size_of: Callable[[random.Random], int] | None = None) -> list[Arrival]:
+    """Workloads 2 and 3: regular flows as a Poisson process over ``window``,
+    given to the senders in turn, each sized by ``size_of`` (drawn right after
+    its arrival) or, without it, of the workload's own size."""
+    reg: list[Arrival] = []
+    t = rng.expovariate(rate)
+    while t < window:
+        size = size_of(rng) if size_of is not None else 0
+        reg.append(Arrival(f"{prefix}{len(reg):05d}", "regular", round(t, 6),
+                           1 + len(reg) % p.senders, size))
+        t += rng.expovariate(rate)
+    return reg
+
+
 def w2_arrivals(p: Params, seed: int) -> W2Draw:
     """Workload 2: ``w2_flexible`` Poisson arrivals of flexible flows (given
     to the senders in turn); the window ends where the next one would arrive
@@ -560,13 +576,7 @@ def w2_arrivals(p: Params, seed: int) -> W2Draw:
     rng = random.Random(104729 + seed)
     flex_rate, reg_rate = w2_rates(p)
     flex, window = _flexible_arrivals(p, rng, flex_rate)
-    reg: list[Arrival] = []
-    t = rng.expovariate(reg_rate)
-    while t < window:
-        reg.append(Arrival(f"reg{len(reg):05d}", "regular", round(t, 6),
-                           1 + len(reg) % p.senders))
-        t += rng.expovariate(reg_rate)
-    return W2Draw(flex, reg, round(window, 6))
+    return W2Draw(flex, _regular_arrivals(p, rng, reg_rate, window, "reg"), round(window, 6))
 
 
 # Workload 3's regular flow sizes: the web-search distribution of DCTCP and
@@ -623,12 +633,7 @@ def w3_arrivals(p: Params, seed: int) -> W2Draw:
     rng = random.Random(15485863 + seed)
     flex_rate, reg_rate = w3_rates(p)
     flex, window = _flexible_arrivals(p, rng, flex_rate)
-    reg: list[Arrival] = []
-    t = rng.expovariate(reg_rate)
-    while t < window:
-        reg.append(Arrival(f"ws{len(reg):05d}", "regular", round(t, 6),
-                           1 + len(reg) % p.senders, websearch_size(rng)))
-        t += rng.expovariate(reg_rate)
+    reg = _regular_arrivals(p, rng, reg_rate, window, "ws", websearch_size)
     return W2Draw(flex, reg, round(window, 6))
 
 
