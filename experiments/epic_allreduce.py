@@ -150,6 +150,18 @@ def check_window_log2(window_log2: int) -> None:
                          f"2W slots per group), not {window_log2}")
 
 
+def check_epic_ranks(payload: str, nic_latency_us: float, step_overhead_us: float,
+                     window_log2: int) -> None:
+    """ValueError unless the EPIC experiments' host model is: real or phantom
+    payloads, no negative latency or per-step overhead, a window of
+    ``check_window_log2``."""
+    if payload not in ("real", "phantom"):
+        raise ValueError(f"payload must be real or phantom, not {payload!r}")
+    if nic_latency_us < 0 or step_overhead_us < 0:
+        raise ValueError("nic_latency_us and step_overhead_us must be >= 0")
+    check_window_log2(window_log2)
+
+
 def bdp_window_log2(link_gbps: float, nic_latency_us: float, depth: int = 2) -> int:
     """log2 of the smallest power-of-two window (packets per rank) that keeps a
     rank's link busy: the bandwidth-delay product of its round trip through
@@ -243,11 +255,8 @@ class Params:
             raise ValueError("warmup_kib must be >= 0")
         if self.link_mbps <= 0 or self.nic_gbps <= 0 or self.iterations < 1:
             raise ValueError("link_mbps, nic_gbps and iterations must be positive")
-        if self.payload not in ("real", "phantom"):
-            raise ValueError(f"payload must be real or phantom, not {self.payload!r}")
-        if self.nic_latency_us < 0 or self.step_overhead_us < 0:
-            raise ValueError("nic_latency_us and step_overhead_us must be >= 0")
-        check_window_log2(self.window_log2)
+        check_epic_ranks(self.payload, self.nic_latency_us, self.step_overhead_us,
+                         self.window_log2)
 
     def sizes(self) -> list[int]:
         """Message sizes in bytes: min_kib, x4, ... up to max_kib (always included)."""

@@ -46,7 +46,7 @@ from experiments.epic_allreduce import (
     DEFAULT_WINDOW_LOG2,
     HOST_LATENCY,
     bdp_window_log2,
-    check_window_log2,
+    check_epic_ranks,
     frame_bytes,
     ideal_algbw_fraction,
 )
@@ -173,11 +173,8 @@ class Params:
             raise ValueError("size_kib and iterations must be >= 1, warmup_kib >= 0")
         if self.link_mbps <= 0 or self.nic_gbps <= 0:
             raise ValueError("link_mbps and nic_gbps must be positive")
-        if self.payload not in ("real", "phantom"):
-            raise ValueError(f"payload must be real or phantom, not {self.payload!r}")
-        if self.nic_latency_us < 0 or self.step_overhead_us < 0:
-            raise ValueError("nic_latency_us and step_overhead_us must be >= 0")
-        check_window_log2(self.window_log2)
+        check_epic_ranks(self.payload, self.nic_latency_us, self.step_overhead_us,
+                         self.window_log2)
 
     def loss_list(self) -> list[float]:
         return [float(v) for v in self.losses.split(",") if v.strip()]

@@ -55,7 +55,7 @@ from experiments.epic_allreduce import (
     DEFAULT_WINDOW_LOG2,
     HOST_LATENCY,
     bdp_window_log2,
-    check_window_log2,
+    check_epic_ranks,
     scheme_results,
     sweep_plan,
 )
@@ -212,11 +212,8 @@ class Params:
             raise ValueError(f"ranks must be 2..{epic_allreduce.MAX_RANKS}")
         if self.link_mbps <= 0 or self.nic_gbps <= 0 or self.warmup_kib < 0:
             raise ValueError("link_mbps and nic_gbps must be positive, warmup_kib >= 0")
-        if self.payload not in ("real", "phantom"):
-            raise ValueError(f"payload must be real or phantom, not {self.payload!r}")
-        if self.nic_latency_us < 0 or self.step_overhead_us < 0:
-            raise ValueError("nic_latency_us and step_overhead_us must be >= 0")
-        check_window_log2(self.window_log2)
+        check_epic_ranks(self.payload, self.nic_latency_us, self.step_overhead_us,
+                         self.window_log2)
 
     @property
     def model_list(self) -> list[str]:

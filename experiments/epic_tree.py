@@ -62,7 +62,7 @@ from experiments.epic_allreduce import (
     DEFAULT_WINDOW_LOG2,
     HOST_LATENCY,
     bdp_window_log2,
-    check_window_log2,
+    check_epic_ranks,
     frame_bytes,
     ideal_algbw_fraction,
     retransmissions,
@@ -221,11 +221,8 @@ class Params:
             raise ValueError("warmup_kib, float_kib and barriers must be >= 0")
         if self.link_mbps <= 0 or self.nic_gbps <= 0 or self.iterations < 1:
             raise ValueError("link_mbps, nic_gbps and iterations must be positive")
-        if self.payload not in ("real", "phantom"):
-            raise ValueError(f"payload must be real or phantom, not {self.payload!r}")
-        if self.nic_latency_us < 0 or self.step_overhead_us < 0:
-            raise ValueError("nic_latency_us and step_overhead_us must be >= 0")
-        check_window_log2(self.window_log2)
+        check_epic_ranks(self.payload, self.nic_latency_us, self.step_overhead_us,
+                         self.window_log2)
 
     @property
     def window(self) -> int:
