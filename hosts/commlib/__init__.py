@@ -5,6 +5,9 @@
   `all_reduce`, `reduce_scatter`, `all_gather`, `reduce`, `broadcast` (pipelined
   chains around the ring), `barrier` (blocking) and `start_*` (returning a
   `CollectiveOp` driven by `progress()`).
+- `hierarchical`: `HierarchicalCommunicator(ctx, rank, size, job_id, dims=(local,
+  groups))`, a 2D ring AllReduce (ReduceScatter in each group, AllReduce across
+  the groups, AllGather in each group) whose steps count on as one job's.
 - `epic`: `EpicCommunicator(ctx, rank, size, EpicEndpoint(...))`, the same
   collectives (plus reduce, broadcast, barrier) aggregated by an EPIC Mode-II
   switch (switches/p4/EPIC.md), over standard RC verbs only.
@@ -31,6 +34,7 @@ from hosts.commlib.rendezvous import (
 if TYPE_CHECKING:
     from hosts.commlib.communicator import CollectiveOp, CommError, Communicator, EventSink
     from hosts.commlib.epic import EpicCollective, EpicCommunicator, EpicEndpoint, EpicOp
+    from hosts.commlib.hierarchical import HierarchicalCommunicator, HierarchicalOp
     from hosts.commlib.reduce import ReduceOp
     from hosts.commlib.schedule import (
         Collective,
@@ -47,6 +51,7 @@ if TYPE_CHECKING:
 _LAZY = {
     **dict.fromkeys(("CollectiveOp", "CommError", "Communicator", "EventSink"), "communicator"),
     **dict.fromkeys(("EpicCollective", "EpicCommunicator", "EpicEndpoint", "EpicOp"), "epic"),
+    **dict.fromkeys(("HierarchicalCommunicator", "HierarchicalOp"), "hierarchical"),
     "ReduceOp": "reduce",
     **dict.fromkeys(("Collective", "Phase", "RingStep", "channel_chunks", "ring_steps",
                      "split"), "schedule"),
@@ -75,6 +80,8 @@ __all__ = [
     "EpicOp",
     "EventSink",
     "FileRendezvous",
+    "HierarchicalCommunicator",
+    "HierarchicalOp",
     "JsonlSink",
     "LocalRendezvous",
     "Phase",

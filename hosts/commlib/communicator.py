@@ -107,6 +107,10 @@ class CommError(RuntimeError):
     pass
 
 
+def _same_step(step: int) -> int:
+    return step
+
+
 def _imm(seq: int, step: int) -> int:
     return ((seq & 0xFFFF) << 16) | (step & 0xFFFF)
 
@@ -133,6 +137,7 @@ class Communicator:
         step_psn_origin: bool = False,
         phantom: bool = False,
         step_overhead_ns: int = 0,
+        wire_step: Callable[[int], int] | None = None,
     ) -> None:
         if not 0 <= rank < size:
             raise ValueError(f"rank {rank} out of range for size {size}")
@@ -146,7 +151,12 @@ class Communicator:
         self.event_sink = event_sink
         self.timeout_s = timeout_s
         self.path_mtu = path_mtu
-        self.step_counter = step_base  # next step number on the wire (unmasked)
+        self.step_counter = step_base  # this communicator's next step (unmasked)
+        # Its steps' numbers on the wire: the same by default; a ring that is
+        # one dimension of a 2D ring (hosts.commlib.hierarchical) numbers its
+        # steps among the other dimension's, so the job's steps count on as
+        # one sequence. Lanes follow this communicator's own steps.
+        self.wire_step: Callable[[int], int] = wire_step or _same_step
         self.seq = 0  # collectives started so far
         self.pd = ctx.alloc_pd()
         self.cq = ctx.create_cq()
@@ -181,7 +191,8 @@ class Communicator:
         self.left: list[list[QP]] = []
         self._psn: list[tuple[int, int]] = []
         for c in range(channels):
-            kw: dict[str, Any] = {"sport": tag_sport(step_base), "job_id": job_id}
+            kw: dict[str, Any] = {"sport": tag_sport(self.wire_step(step_base)),
+                                  "job_id": job_id}
             self.right.append([
                 self.pd.create_qp(
                     self.cq,
@@ -295,7 +306,7 @@ class Communicator:
             # the next step's tag from RTR on; a sending lane is reconnected after
             # its write, so its next step is known (a receiving lane's ACKs may
             # carry an older tag until this rank posts that step)
-            attrs["sport"] = tag_sport(self._lane_step[(c, lane)] & TAG_STEP_MASK)
+            attrs["sport"] = tag_sport(self.wire_step(self._lane_step[(c, lane)]))
         qp.modify(**attrs)
         qp.modify(state=QPState.RTS, sq_psn=peer["sq_psn"])
         if side == "left":
@@ -487,7 +498,7 @@ class CollectiveOp:
 
     def tag_step(self, i: int) -> int:
         """Step number carried on the wire for local step index i."""
-        return (self.step_base + i) & TAG_STEP_MASK
+        return self.comm.wire_step(self.step_base + i) & TAG_STEP_MASK
 
     def progress(self) -> bool:
         if self.done:
