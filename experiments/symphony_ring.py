@@ -105,6 +105,7 @@ from experiments._symphony_net import (
     paper_ring_kwargs,
 )
 from hosts.agent_spec import CollectiveSpec, FlowSpec, JobSpec
+from hosts.commlib.hierarchical import check_dims
 from hosts.roce.dcqcn import CONNECTX
 from testbed.claims import Claim
 from testbed.experiment import (
@@ -209,6 +210,12 @@ class Params(SymphonyRing):
     ring_layout: str = param("across", "ranks on the hosts: across (consecutive ranks on "
                                        "different leaves, every hop crosses a spine) or local "
                                        "(a leaf's hosts consecutive, one hop per leaf crosses)")
+    # The paper's collective (Table 1: "2D ring, 8 x 4" at 32 nodes), as
+    # Astra-Sim runs it; hosts.commlib.hierarchical.
+    ring_dims: str = param("", "the AllReduce as a 2D ring LOCALxGROUPS (paper: 8x4): "
+                               "ReduceScatter around each group of LOCAL consecutive ranks, "
+                               "AllReduce across the groups, AllGather around each group "
+                               "(empty: one ring of all ranks)")
 
     @classmethod
     def quick(cls) -> Params:
@@ -218,9 +225,11 @@ class Params(SymphonyRing):
     def paper(cls) -> Params:
         """§4.1's network at its own rate (experiments/_symphony_net.py,
         ``PAPER_NETWORK``; its 4 ToRs of 8 nodes laid out as 8 leaves of 4,
-        ``paper_fabric``): 32 nodes at 10 Gb/s, 8 MB chunks."""
+        ``paper_fabric``): 32 nodes at 10 Gb/s, 8 MB chunks, Table 1's 2D
+        ring of 8 x 4 with ranks leaf by leaf (a group of 8 is two leaves)."""
         return cls(**paper_ring_kwargs(PAPER_NETWORK["nodes"]),
                    chunk_kb=PAPER_NETWORK["chunk_mb"] * 1024,
+                   ring_layout="local", ring_dims=PAPER_NETWORK["ring_dims"],
                    iterations=1, seeds=PAPER_SEEDS, schemes=PAPER_SCHEMES,
                    warmup_kb=0, payload="phantom")
 
@@ -254,6 +263,7 @@ class Params(SymphonyRing):
             raise ValueError("background_kb must be 1..16384 and background_span positive")
         if self.ring_layout not in RING_LAYOUTS:
             raise ValueError(f"ring_layout {self.ring_layout!r}: one of {', '.join(RING_LAYOUTS)}")
+        _ = self.dims       # raises on a malformed or mismatched ring_dims
         if self.seeds * len(self.scheme_list) > 250:
             raise ValueError("at most 250 phases (one job id each)")
 
@@ -277,8 +287,28 @@ class Params(SymphonyRing):
                          ecmp=self.ecmp)
 
     @property
+    def dims(self) -> tuple[int, ...]:
+        """(local, groups) of a 2D ring; () for one ring of all ranks."""
+        if not self.ring_dims:
+            return ()
+        try:
+            dims = tuple(int(x) for x in self.ring_dims.lower().split("x"))
+        except ValueError:
+            raise ValueError(f"ring_dims {self.ring_dims!r}: LOCALxGROUPS, e.g. 8x4") from None
+        check_dims(self.ranks, dims)
+        return dims
+
+    @property
+    def steps_per_collective(self) -> int:
+        """Ring steps of one AllReduce: 2 (N - 1), or a 2D ring's
+        2 (local - 1) + 2 (groups - 1)."""
+        if self.dims:
+            return sum(2 * (d - 1) for d in self.dims)
+        return 2 * (self.ranks - 1)
+
+    @property
     def steps_per_phase(self) -> int:
-        return 2 * (self.ranks - 1) * self.iterations
+        return self.steps_per_collective * self.iterations
 
     @property
     def late_start_s(self) -> float:
@@ -361,7 +391,7 @@ def _jobs(p: Params, job_id: int, seed: int) -> dict[str, JobSpec]:
             collective=CollectiveSpec(
                 rank=rank, size=p.ranks, job_id=job_id, op="all_reduce", dtype="int64",
                 count=p.count, iterations=p.iterations, channels=p.channels, seed=seed,
-                step_psn_origin=True, payload=p.payload,
+                step_psn_origin=True, payload=p.payload, dims=p.dims,
                 # each seed tags its steps from a fresh range (other ECMP paths)
                 step_base=(seed * p.steps_per_phase) % 0x4000))
     return out
@@ -424,10 +454,12 @@ def plan(p: Params) -> RunPlan:
                 commands=(*tracking_cleared(), *commands, *source_job_commands(jobs)),
                 late_commands=late,
                 timeout_s=timeout,
-                notes=f"{scheme}: {p.ranks} ranks x {p.channels} rings, {p.iterations} x "
+                notes=f"{scheme}: {p.ranks} ranks x {p.channels} rings"
+                      + (f" (2D, {p.ring_dims})" if p.dims else "") + f", {p.iterations} x "
                       f"AllReduce of {p.chunk_kb} KiB chunks; job id {job}" + how + bg_note))
     return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
                    info={"variant": p.variant, "ring_order": ring_order(p),
+                         "ring_dims": list(p.dims),
                          "slowdown": p.slowdown, "link_bps": p.link_bps,
                          "theoretical_cct_s": p.theoretical_cct_s,
                          "late_start_s": p.late_start_s,

@@ -1079,7 +1079,7 @@ class _Collective:
     def __init__(self, agent: Agent, spec: CollectiveSpec) -> None:
         import numpy as np
 
-        from hosts.commlib import Communicator
+        from hosts.commlib.hierarchical import make_ring
 
         self.agent = agent
         self.spec = spec
@@ -1098,9 +1098,10 @@ class _Collective:
             # connected once the controller installed its group (connect)
             self.comm = self._epic_comm(n * itemsize)
         else:
-            # connected once every rank's connection data is known (connect)
-            self.comm = Communicator(
-                agent.ctx, spec.rank, spec.size, spec.job_id,
+            # connected once every rank's connection data is known (connect);
+            # one ring of all ranks, or a 2D ring of spec.dims
+            self.comm = make_ring(
+                agent.ctx, spec.rank, spec.size, spec.job_id, spec.dims,
                 channels=spec.channels, max_bytes=n * itemsize, event_sink=agent.log.sink,
                 rate_controller_factory=rate_controller,
                 pacer_factory=agent.make_pacer,
@@ -1265,18 +1266,24 @@ class _Collective:
                                     pacer=report() if callable(report) else None,
                                     dcqcn=state() if callable(state) else None)
             return
-        for c, lanes in enumerate(self.comm.right):
-            for lane, qp in enumerate(lanes):
-                report = getattr(qp.pacer, "report", None)
-                state = getattr(qp.rate_controller, "state", None)
-                self.agent.log.emit("pacer_report", flow=f"rank{self.spec.rank}-ch{c}"
-                                    + (f"-lane{lane}" if lane else ""),
-                                    qp=self.agent.qp_stats(qp), pacer=report() if callable(report) else None,
-                                    dcqcn=state() if callable(state) else None)
-        for c, lanes in enumerate(self.comm.left):
-            for lane, qp in enumerate(lanes):
-                self.agent.log.emit("qp_report", flow=f"rank{self.spec.rank}-left{c}"
-                                    + (f"-lane{lane}" if lane else ""), qp=self.agent.qp_stats(qp))
+        # a 2D ring reports each dimension's QPs under its name
+        rings = getattr(self.comm, "rings", (("", self.comm),))
+        for dim, ring in rings:
+            rank = f"rank{self.spec.rank}" + (f"-{dim}" if dim else "")
+            for c, lanes in enumerate(ring.right):
+                for lane, qp in enumerate(lanes):
+                    report = getattr(qp.pacer, "report", None)
+                    state = getattr(qp.rate_controller, "state", None)
+                    self.agent.log.emit("pacer_report", flow=f"{rank}-ch{c}"
+                                        + (f"-lane{lane}" if lane else ""),
+                                        qp=self.agent.qp_stats(qp),
+                                        pacer=report() if callable(report) else None,
+                                        dcqcn=state() if callable(state) else None)
+            for c, lanes in enumerate(ring.left):
+                for lane, qp in enumerate(lanes):
+                    self.agent.log.emit("qp_report", flow=f"{rank}-left{c}"
+                                        + (f"-lane{lane}" if lane else ""),
+                                        qp=self.agent.qp_stats(qp))
 
     def sample(self, now: int) -> None:
         pass

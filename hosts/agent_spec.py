@@ -337,7 +337,12 @@ class CollectiveSpec:
     ``ops`` runs a sequence of different collectives on one communicator
     instead: collective i of the sequence is ``ops[i]`` on ``counts[i]``
     elements, each run ``iterations`` times in a row (``root``: of reduce and
-    broadcast; a barrier moves no data and ignores its count)."""
+    broadcast; a barrier moves no data and ignores its count).
+
+    ``dims`` = (local, groups) runs the ring's AllReduce as a 2D ring
+    (hosts.commlib.hierarchical): ranks in groups of ``local`` consecutive
+    ranks, ReduceScatter around each group, AllReduce across the groups,
+    AllGather around each group; empty: one ring of all ranks."""
 
     rank: int
     size: int
@@ -371,8 +376,22 @@ class CollectiveSpec:
     # (scaled by the transport's slowdown): each ring step's write, and each
     # EPIC round's first send, is posted this long after it became ready.
     step_overhead_us: float = 0.0
+    dims: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.dims:
+            from hosts.commlib.hierarchical import check_dims
+
+            try:
+                check_dims(self.size, self.dims)
+            except ValueError as e:
+                raise SpecError(f"collective.dims: {e}") from None
+            if self.scheme != "ring":
+                raise SpecError("collective.dims is a ring's: it needs scheme 'ring'")
+            other = {op for op, _n in self.sequence()} - {"all_reduce", "barrier"}
+            if other:
+                raise SpecError(f"collective.dims: a 2D ring runs all_reduce and barrier, "
+                                f"not {', '.join(sorted(other))}")
         if self.payload not in ("real", "phantom"):
             raise SpecError(f"collective.payload {self.payload!r} unknown (real, phantom)")
         if not self.step_overhead_us >= 0:
@@ -509,7 +528,7 @@ class JobSpec:
             d["flows"] = tuple(FlowSpec(**f) for f in d.get("flows", ()))
             c = d.get("collective")
             if c is not None:
-                c = dict(c, **{k: tuple(c[k]) for k in ("counts", "ops") if k in c})
+                c = dict(c, **{k: tuple(c[k]) for k in ("counts", "ops", "dims") if k in c})
             d["collective"] = CollectiveSpec(**c) if c is not None else None
             if "barrier" in d:
                 d["barrier"] = tuple(d["barrier"])

@@ -65,6 +65,26 @@ def test_a_collective_is_bit_exact(tmp_path: Path) -> None:
     assert s["allreduce"]["bit_exact"] is True and s["fidelity_ok"]
 
 
+def test_a_2d_ring_is_bit_exact_and_counts_its_steps_as_one_job(tmp_path: Path) -> None:
+    """symphony-ring's 2D ring (2 x 2, a group per leaf): every collective
+    exact, each rank's steps one sequence of 2 (2 - 1) + 2 (2 - 1) per
+    AllReduce (group, cross, cross, group), tagged on from one base."""
+    s = run("symphony-ring", _opts(tmp_path / "r", overrides={
+        "ring_layout": "local", "ring_dims": "2x2", "schemes": "baseline,symphony",
+        "chunk_kb": "64", "warmup_kb": "0"}))
+    assert s["bit_exact"] is True and s["fidelity_ok"]
+    phase = tmp_path / "r" / "phases" / "symphony-s0"
+    steps = [json.loads(line) for line in (phase / "h1.events.jsonl").read_text().splitlines()
+             if '"step_start"' in line]
+    per_channel = [(e["seq"], e["step"], e["dim"], e["tag_step"] - e["step"]) for e in steps
+                   if e["channel"] == 0]
+    assert [(q, st, d) for q, st, d, _ in per_channel] == [
+        (q, st, "cross" if st in (1, 2) else "group") for q in range(2) for st in range(4)]
+    base = per_channel[0][3]
+    assert [b for *_, b in per_channel] == [base, base, base, base] + [base + 4] * 4
+    assert s["max_overlap"]["symphony"]["mean"] >= 1
+
+
 _CLOCKS = ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns",
            "sleep", "process_time", "thread_time", "clock_gettime", "clock_gettime_ns")
 

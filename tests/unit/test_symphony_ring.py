@@ -71,7 +71,8 @@ def test_plan_is_a_fabric_with_the_papers_parameters() -> None:
 
 @pytest.mark.parametrize("kw", [{"variant": "x"}, {"leaves": 1}, {"chunk_kb": 0},
                                 {"queue_pkts": 50}, {"k": 3.0}, {"schemes": "symphony"},
-                                {"schemes": "baseline,fast"}, {"late_start": 1.0}])
+                                {"schemes": "baseline,fast"}, {"late_start": 1.0},
+                                {"ring_dims": "4x1"}, {"ring_dims": "3x2"}, {"ring_dims": "2x"}])
 def test_bad_params_are_refused(kw) -> None:
     with pytest.raises(ValueError):
         exp.Params(**kw)
@@ -167,3 +168,15 @@ def test_background_bursts_run_from_arrival_to_delivery() -> None:
                {"event": "completion", "flow": exp.BACKGROUND_FLOW, "role": "receiver",
                 "index": 0, "t_ns": 11 * s}]})
     assert exp.background_bursts(data, (0.5, 2.5)) == [[0.4, 0.9], [2.4, 2.9]]
+
+
+def test_the_paper_profile_runs_table_1s_2d_ring_leaf_by_leaf() -> None:
+    p = exp.Params.paper()
+    assert (p.ranks, p.dims, p.ring_layout, p.steps_per_collective) == (32, (8, 4), "local", 20)
+    plan = exp.plan(p)
+    ph = plan.phases[0]
+    specs = {h: j.collective for h, j in ph.jobs.items()}
+    assert {c.dims for c in specs.values() if c is not None} == {(8, 4)}
+    # ranks leaf by leaf: a group of 8 is two leaves of 4
+    assert exp.ring_order(p)[:8] == list(range(1, 9))
+    assert plan.info["ring_dims"] == [8, 4]
