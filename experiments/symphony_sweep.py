@@ -112,6 +112,10 @@ class Params(SymphonyRing):
                             "axis's defaults: "
                         + "; ".join(f"{k} {v}" for k, v in DEFAULT_VALUES.items()) + ")")
     seeds: int = 2
+    # §4.6 runs the k and chunk axes on 2D rings (symphony-ring's ring_dims)
+    ring_layout: str = param("across", "ranks on the hosts, as symphony-ring's: across or local")
+    ring_dims: str = param("", "the AllReduce as a 2D ring LOCALxGROUPS, as symphony-ring's "
+                               "(paper: 8x4 at 32 nodes; empty: one ring of all ranks)")
     # slowdown 5000, as symphony-two-jobs: at symphony-ring's 3 Mb/s the
     # machine was 75-92% busy and the switches lagged 43-99 ms in 8 of 10
     # phases; at 2 Mb/s 48-72% busy: one run failed 5 of 6 tries (55-307
@@ -128,8 +132,11 @@ class Params(SymphonyRing):
         """Fig. 8b on §4.1's network at its own rate (experiments/_symphony_net.py:
         10 Gb/s, 4 spines, HPCC's DCQCN and buffers, PFC), 32 nodes as 8 leaves
         of 4, one AllReduce per point of k = 1e-4, 1e-3, 1e-2 and 0.1 (the
-        k sweep's default values), phantom payloads."""
+        k sweep's default values) on Table 1's 2D ring of 8 x 4 (§4.6: "For
+        the impact of parameter k and chunk size, we utilize a 2D Ring
+        AllReduce"), ranks leaf by leaf, phantom payloads."""
         return cls(**paper_ring_kwargs(PAPER_PROFILE_NODES), sweep="k",
+                   ring_layout="local", ring_dims=PAPER_NETWORK["ring_dims"],
                    values=DEFAULT_VALUES["k"], chunk_kb=PAPER_CHUNK_KB, iterations=1,
                    seeds=1, warmup_kb=0, payload="phantom")
 
@@ -171,7 +178,8 @@ class Params(SymphonyRing):
         """symphony-ring's parameters at one point of the sweep."""
         kw: dict[str, Any] = {f.name: getattr(self, f.name)
                               for f in dataclasses.fields(SymphonyRing)}
-        kw.update(schemes="baseline,symphony",
+        kw.update(schemes="baseline,symphony", ring_layout=self.ring_layout,
+                  ring_dims=self.ring_dims,
                   variant="imbalance" if self.sweep == "imbalance" else "ecmp")
         if self.sweep == "k":
             kw["k"] = value
@@ -221,7 +229,8 @@ def plan(p: Params) -> RunPlan:
                     switch_commands=per_switch,
                     timeout_s=4 * pt.theoretical_cct_s * pt.iterations + 90,
                     notes=f"{scheme} at {p.sweep} = {v:g}: {pt.ranks} ranks x {pt.channels} "
-                          f"rings, {pt.iterations} x AllReduce of {pt.chunk_kb} KiB; job {job}"))
+                          "rings" + (f" (2D, {pt.ring_dims})" if pt.dims else "")
+                          + f", {pt.iterations} x AllReduce of {pt.chunk_kb} KiB; job {job}"))
     return RunPlan(topology=topo, phases=tuple(phases), fidelity=FidelityLimits(),
                    info={"sweep": p.sweep, "values": p.value_list, "slowdown": p.slowdown,
                          "link_bps": p.link_bps,

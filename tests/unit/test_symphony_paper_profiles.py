@@ -33,6 +33,7 @@ def test_paper_network_is_section_4_1_and_table_1() -> None:
     n = PAPER_NETWORK
     assert (n["link_gbps"], n["tors"], n["spines"], n["nodes"]) == (10.0, 4, 4, 32)
     assert n["max_nodes"] == 128 and n["chunk_mb"] == 8 and n["runs"] == 20
+    assert n["ring_dims"] == "8x4"
     assert (n["red_kmin_kb"], n["red_kmax_kb"], n["red_pmax"]) == (50.0, 100.0, 0.2)
     assert (n["tau"], n["t_win_us"], n["k"]) == (0.25, 100.0, 0.01)
     assert n["ecmp"] == "5-tuple" and n["dcqcn_preset"] == "hpcc" and n["pfc"] is True
@@ -91,6 +92,9 @@ def test_symphony_sweeps_paper_profile_is_fig_8b_cut() -> None:
     assert p.sweep == "k" and p.value_list == [1e-4, 1e-3, 1e-2, 0.1]
     assert p.ranks == 32 and (p.leaves, p.hosts_per_leaf) == (8, 4)
     assert p.chunk_kb == 512 and p.seeds == 1
+    # §4.6: the k axis on Table 1's 2D ring, which every point runs
+    assert all(p.point(v).dims == (8, 4) and p.point(v).ring_layout == "local"
+               for v in p.value_list)
     assert p.point(0.1).theoretical_cct_s == pytest.approx(0.0275, abs=5e-5)
     cuts = scaled_down_from(symphony_sweep)
     assert {k: c.paper for k, c in cuts.items()} == {"leaves": 32, "chunk_kb": 8192,
@@ -193,7 +197,7 @@ def _uplinks_per_leaf(hash_fn: Any) -> dict[int, int]:
 
     from hosts.roce.constants import ROCE_UDP_PORT, tag_sport
 
-    p = symphony_ring.Params.paper()
+    p = dataclasses.replace(symphony_ring.Params.paper(), ring_layout="across", ring_dims="")
     order = symphony_ring.ring_order(p)
     used: dict[int, set[int]] = {}
     for r, src in enumerate(order):
