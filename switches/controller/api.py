@@ -47,10 +47,20 @@ from __future__ import annotations
 import ipaddress
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 MAX_PRIO = (1 << 31) - 1
+
+# A value in one of the forms the API takes (see the module docstring).
+Value = int | str | bytes | bytearray
+# A key's match as given: a value (exact, optional; lpm "v/len") or a pair (lpm
+# (v, prefix_len), ternary (v, mask), range (lo, hi)); None is a wildcard.
+MatchValue = Value | tuple[Value, Value]
+Match = Mapping[str, MatchValue | None]
+Params = Mapping[str, Value]
+# A key's match as read back: an int, or an int pair (lpm, ternary, range).
+KeyMatch = int | tuple[int, int]
 
 
 class ControllerError(Exception):
@@ -68,15 +78,15 @@ class TableEntry:
     are left out of ``match``)."""
 
     table: str
-    match: dict[str, Any]
+    match: dict[str, KeyMatch]
     action: str
     params: dict[str, int] = field(default_factory=dict)
     priority: int | None = None
     counter: tuple[int, int] | None = None  # (packets, bytes) of a direct counter
 
 
-def to_int(value: Any, width: int | None = None) -> int:
-    """An int from the value forms the API accepts."""
+def to_int(value: MatchValue | None, width: int | None = None) -> int:
+    """An int from the value forms the API accepts (a pair or None is refused)."""
     if isinstance(value, bool):
         v = int(value)
     elif isinstance(value, int):
@@ -102,7 +112,7 @@ def to_int(value: Any, width: int | None = None) -> int:
     return v
 
 
-def lpm(v: Any) -> tuple[Any, int]:
+def lpm(v: MatchValue) -> tuple[Value, int]:
     """(value, prefix length) of an lpm match given either way."""
     if isinstance(v, tuple):
         return v[0], int(v[1])
@@ -127,16 +137,16 @@ class Controller(ABC):
     """What every target offers (see the module docstring for value forms)."""
 
     @abstractmethod
-    def table_add(self, table: str, match: dict[str, Any], action: str,
-                  params: dict[str, Any] | None = None, priority: int | None = None) -> None: ...
+    def table_add(self, table: str, match: Match, action: str,
+                  params: Params | None = None, priority: int | None = None) -> None: ...
 
     @abstractmethod
-    def table_modify(self, table: str, match: dict[str, Any], action: str,
-                     params: dict[str, Any] | None = None, priority: int | None = None) -> None: ...
+    def table_modify(self, table: str, match: Match, action: str,
+                     params: Params | None = None, priority: int | None = None) -> None: ...
 
     @abstractmethod
     def table_set_default(self, table: str, action: str,
-                          params: dict[str, Any] | None = None) -> None: ...
+                          params: Params | None = None) -> None: ...
 
     @abstractmethod
     def action_params(self, table: str, action: str) -> tuple[str, list[str]]:
@@ -145,7 +155,7 @@ class Controller(ABC):
         the ``params`` dict the table calls take."""
 
     @abstractmethod
-    def table_delete(self, table: str, match: dict[str, Any],
+    def table_delete(self, table: str, match: Match,
                      priority: int | None = None) -> None: ...
 
     @abstractmethod
@@ -154,7 +164,7 @@ class Controller(ABC):
     # -- action profiles and selectors ------------------------------------------
     @abstractmethod
     def profile_member_set(self, profile: str, member: int, action: str,
-                           params: dict[str, Any] | None = None) -> None:
+                           params: Params | None = None) -> None:
         """Create member ``member`` of an action profile/selector, or change
         its action if it exists."""
 
@@ -170,7 +180,7 @@ class Controller(ABC):
     def profile_group_delete(self, profile: str, group: int) -> None: ...
 
     @abstractmethod
-    def table_add_indirect(self, table: str, match: dict[str, Any], *,
+    def table_add_indirect(self, table: str, match: Match, *,
                            member: int | None = None, group: int | None = None,
                            priority: int | None = None) -> None:
         """An entry of a table with an action profile/selector naming one
@@ -188,7 +198,7 @@ class Controller(ABC):
     def register_read(self, register: str, index: int | None = None) -> int | list[int]: ...
 
     @abstractmethod
-    def register_write(self, register: str, index: int, value: Any) -> None: ...
+    def register_write(self, register: str, index: int, value: Value) -> None: ...
 
     @abstractmethod
     def counter_read(self, counter: str, index: int) -> tuple[int, int]:
@@ -218,5 +228,5 @@ class Controller(ABC):
         self.close()
 
 
-__all__ = ["MAX_PRIO", "Controller", "ControllerError", "TableEntry", "lpm", "resolve",
-           "to_int"]
+__all__ = ["MAX_PRIO", "Controller", "ControllerError", "KeyMatch", "Match", "MatchValue",
+           "Params", "TableEntry", "Value", "lpm", "resolve", "to_int"]

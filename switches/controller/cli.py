@@ -12,13 +12,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from switches.controller.api import (
     MAX_PRIO,
     Controller,
     ControllerError,
+    KeyMatch,
+    Match,
+    Params,
     TableEntry,
+    Value,
     lpm,
     resolve,
     to_int,
@@ -34,6 +38,16 @@ class _CliTable:
     @property
     def needs_priority(self) -> bool:
         return any(k in ("ternary", "range", "optional") for _, k, _ in self.keys)
+
+
+class _DumpedEntry(TypedDict):
+    """One entry of a ``table_dump`` reply."""
+
+    handle: int
+    match: list[KeyMatch]
+    priority: int | None
+    action: NotRequired[str]
+    args: NotRequired[list[int]]
 
 
 class CliController(Controller):
@@ -96,7 +110,7 @@ class CliController(Controller):
         return t
 
     @staticmethod
-    def _key_tokens(t: _CliTable, match: dict[str, Any]) -> list[str]:
+    def _key_tokens(t: _CliTable, match: Match) -> list[str]:
         given = {resolve([k for k, _, _ in t.keys], k, "key"): v for k, v in match.items()}
         toks = []
         for name, kind, width in t.keys:
@@ -119,7 +133,7 @@ class CliController(Controller):
                 toks.append("0")
         return toks
 
-    def _action(self, t: _CliTable, action: str, params: dict[str, Any] | None) -> tuple[str, list[str]]:
+    def _action(self, t: _CliTable, action: str, params: Params | None) -> tuple[str, list[str]]:
         aname = resolve(list(t.actions), action, "action")
         plist = t.actions[aname]
         given = dict(params or {})
@@ -133,8 +147,8 @@ class CliController(Controller):
         return aname, vals
 
     # -- tables --------------------------------------------------------------
-    def table_add(self, table: str, match: dict[str, Any], action: str,
-                  params: dict[str, Any] | None = None, priority: int | None = None) -> None:
+    def table_add(self, table: str, match: Match, action: str,
+                  params: Params | None = None, priority: int | None = None) -> None:
         t = self._table(table)
         aname, vals = self._action(t, action, params)
         line = f"table_add {t.name} {aname} {' '.join(self._key_tokens(t, match))} => {' '.join(vals)}"
@@ -144,7 +158,7 @@ class CliController(Controller):
             line += f" {MAX_PRIO - priority}"
         self.execute(line.strip())
 
-    def _handle(self, t: _CliTable, match: dict[str, Any], priority: int | None) -> int:
+    def _handle(self, t: _CliTable, match: Match, priority: int | None) -> int:
         want = self._parse_keys(t, self._key_tokens(t, match))
         for e in self._dump(t):
             if e["match"] == want and (not t.needs_priority or priority is None
@@ -152,8 +166,8 @@ class CliController(Controller):
                 return int(e["handle"])
         raise ControllerError(f"no entry with that key in {t.name}", "NOT_FOUND")
 
-    def table_modify(self, table: str, match: dict[str, Any], action: str,
-                     params: dict[str, Any] | None = None, priority: int | None = None) -> None:
+    def table_modify(self, table: str, match: Match, action: str,
+                     params: Params | None = None, priority: int | None = None) -> None:
         t = self._table(table)
         aname, vals = self._action(t, action, params)
         h = self._handle(t, match, priority)
@@ -165,17 +179,17 @@ class CliController(Controller):
         return aname, [p for p, _ in t.actions[aname]]
 
     def table_set_default(self, table: str, action: str,
-                          params: dict[str, Any] | None = None) -> None:
+                          params: Params | None = None) -> None:
         t = self._table(table)
         aname, vals = self._action(t, action, params)
         self.execute(f"table_set_default {t.name} {aname} {' '.join(vals)}".strip())
 
-    def table_delete(self, table: str, match: dict[str, Any], priority: int | None = None) -> None:
+    def table_delete(self, table: str, match: Match, priority: int | None = None) -> None:
         t = self._table(table)
         self.execute(f"table_delete {t.name} {self._handle(t, match, priority)}")
 
     # -- action profiles ---------------------------------------------------------
-    def _profile_action(self, action: str, params: dict[str, Any] | None) -> tuple[str, list[str]]:
+    def _profile_action(self, action: str, params: Params | None) -> tuple[str, list[str]]:
         """An action of any table (a profile's actions are its tables')."""
         for t in self._schema().values():
             tt = self._table(t.name)
@@ -194,7 +208,7 @@ class CliController(Controller):
         return int(m.group(1))
 
     def profile_member_set(self, profile: str, member: int, action: str,
-                           params: dict[str, Any] | None = None) -> None:
+                           params: Params | None = None) -> None:
         aname, vals = self._profile_action(action, params)
         members = self._members.setdefault(profile, {})
         if member in members:
@@ -237,7 +251,7 @@ class CliController(Controller):
         self.execute(f"act_prof_delete_group {profile} {g[0]}")
         del self._groups[profile][group]
 
-    def table_add_indirect(self, table: str, match: dict[str, Any], *,
+    def table_add_indirect(self, table: str, match: Match, *,
                            member: int | None = None, group: int | None = None,
                            priority: int | None = None) -> None:
         t = self._table(table)
@@ -270,8 +284,8 @@ class CliController(Controller):
                 return prof
         raise ControllerError(f"table {table} has no action profile")
 
-    def _parse_keys(self, t: _CliTable, toks: list[str]) -> list[Any]:
-        out: list[Any] = []
+    def _parse_keys(self, t: _CliTable, toks: list[str]) -> list[KeyMatch]:
+        out: list[KeyMatch] = []
         for tok, (_, kind, width) in zip(toks, t.keys, strict=True):
             if kind == "lpm":
                 v, p = tok.split("/")
@@ -288,9 +302,9 @@ class CliController(Controller):
                 out.append(int(tok, 0))
         return out
 
-    def _dump(self, t: _CliTable) -> list[dict[str, Any]]:
-        entries: list[dict[str, Any]] = []
-        cur: dict[str, Any] | None = None
+    def _dump(self, t: _CliTable) -> list[_DumpedEntry]:
+        entries: list[_DumpedEntry] = []
+        cur: _DumpedEntry | None = None
         for line in self.execute(f"table_dump {t.name}").splitlines():
             line = line.strip()
             m = re.match(r"Dumping entry (0x[0-9a-fA-F]+|\d+)", line)
@@ -331,11 +345,14 @@ class CliController(Controller):
         t = self._table(table)
         out = []
         for e in self._dump(t):
-            match: dict[str, Any] = {}
+            match: dict[str, KeyMatch] = {}
             for (name, kind, width), m in zip(t.keys, e["match"], strict=False):
                 full = (1 << width) - 1
-                if (kind == "lpm" and m[1] == 0) or (kind in ("ternary", "optional") and m[1] == 0) \
-                        or (kind == "range" and m == (0, full)):
+                # lpm, ternary (optional) and range keys are dumped as pairs
+                if isinstance(m, tuple) and (
+                        (kind == "lpm" and m[1] == 0) or (kind in ("ternary", "optional")
+                                                          and m[1] == 0)
+                        or (kind == "range" and m == (0, full))):
                     continue
                 match[name] = m
             action = e.get("action", "")
@@ -386,7 +403,7 @@ class CliController(Controller):
         out = self.execute(f"register_read {register} {index}")
         return int(out.rsplit("=", 1)[1])
 
-    def register_write(self, register: str, index: int, value: Any) -> None:
+    def register_write(self, register: str, index: int, value: Value) -> None:
         self.execute(f"register_write {register} {index} {to_int(value)}")
 
     def counter_read(self, counter: str, index: int) -> tuple[int, int]:

@@ -13,10 +13,30 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from switches.controller.api import Controller, ControllerError, TableEntry, lpm, resolve, to_int
+from switches.controller.api import (
+    Controller,
+    ControllerError,
+    KeyMatch,
+    Match,
+    Params,
+    TableEntry,
+    Value,
+    lpm,
+    resolve,
+    to_int,
+)
 from switches.controller.cli import CliController
+
+if TYPE_CHECKING:
+    import grpc
+    from google.protobuf.message import Message
+    from p4.config.v1 import p4info_pb2
+    from p4.v1 import p4runtime_pb2 as pb
+
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
 
 
 class P4RuntimeController(Controller):
@@ -28,7 +48,9 @@ class P4RuntimeController(Controller):
     digests: ``digest_enable``/``digest_lists``.
     """
 
-    def __init__(self, address: str, p4info: Any = None, device_id: int = 0,
+    def __init__(self, address: str,
+                 p4info: p4info_pb2.P4Info | str | os.PathLike[str] | None = None,
+                 device_id: int = 0,
                  election_id: int = 1, cli: CliController | None = None,
                  timeout: float = 10.0) -> None:
         try:
@@ -46,11 +68,11 @@ class P4RuntimeController(Controller):
         self.timeout = timeout
         self.channel = grpc.insecure_channel(address)
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
-        self._requests: queue.Queue[Any] = queue.Queue()
-        self._arb: queue.Queue[Any] = queue.Queue()
-        self.packets_in: queue.Queue[Any] = queue.Queue()
-        self.digests_in: queue.Queue[Any] = queue.Queue()
-        self.stream_errors: list[Any] = []
+        self._requests: queue.Queue[pb.StreamMessageRequest | None] = queue.Queue()
+        self._arb: queue.Queue[pb.MasterArbitrationUpdate | grpc.RpcError] = queue.Queue()
+        self.packets_in: queue.Queue[pb.PacketIn] = queue.Queue()
+        self.digests_in: queue.Queue[pb.DigestList] = queue.Queue()
+        self.stream_errors: list[pb.StreamError] = []
         self._stream = self.stub.StreamChannel(self._request_iter())
         self._reader = threading.Thread(target=self._read_stream, daemon=True)
         self._reader.start()
@@ -74,7 +96,7 @@ class P4RuntimeController(Controller):
         self._load_p4info(p4info)
 
     # -- stream ----------------------------------------------------------------
-    def _request_iter(self) -> Iterator[Any]:
+    def _request_iter(self) -> Iterator[pb.StreamMessageRequest]:
         while True:
             r = self._requests.get()
             if r is None:
@@ -97,28 +119,33 @@ class P4RuntimeController(Controller):
             self._arb.put(e)
 
     # -- P4Info ----------------------------------------------------------------
-    def _load_p4info(self, p4info: Any) -> None:
+    def _load_p4info(self, p4info: p4info_pb2.P4Info | str | os.PathLike[str] | None) -> None:
+        info: p4info_pb2.P4Info
         if p4info is None:
             resp = self.stub.GetForwardingPipelineConfig(self.pb.GetForwardingPipelineConfigRequest(
                 device_id=self.device_id, response_type=2))
-            p4info = resp.config.p4info
+            info = resp.config.p4info
         elif isinstance(p4info, (str, os.PathLike)):
             # here, as grpc above: P4Info needs protobuf, the p4runtime extra
             from switches.soft.p4info import load_p4info
 
-            p4info = load_p4info(p4info)
-        self.p4info = p4info
+            info = load_p4info(p4info)
+        else:
+            info = p4info
+        self.p4info = info
+        # kind -> name -> its P4Info message (p4info_pb2.Table, .Action, ...)
         self._names: dict[str, dict[str, Any]] = {}
         for kind in ("tables", "actions", "counters", "direct_counters", "meters",
                      "direct_meters", "registers", "digests", "controller_packet_metadata",
                      "action_profiles"):
-            self._names[kind] = {e.preamble.name: e for e in getattr(p4info, kind)}
+            self._names[kind] = {e.preamble.name: e for e in getattr(info, kind)}
 
     def _get(self, kind: str, name: str) -> Any:
         d = self._names[kind]
         return d[resolve(list(d), name, kind.rstrip("s").replace("_", " "))]
 
-    def set_pipeline_config(self, p4info: Any, device_config: bytes,
+    def set_pipeline_config(self, p4info: p4info_pb2.P4Info | str | os.PathLike[str],
+                            device_config: bytes,
                             action: str = "VERIFY_AND_COMMIT") -> None:
         """SetForwardingPipelineConfig for any target: ``p4info`` (a P4Info
         message or a path to a text/binary P4Info file) with the target's
@@ -147,7 +174,7 @@ class P4RuntimeController(Controller):
         if action not in ("VERIFY", "VERIFY_AND_SAVE"):
             self._load_p4info(p4info)
 
-    def set_forwarding_pipeline(self, program: str, p4info: Any = None,
+    def set_forwarding_pipeline(self, program: str, p4info: p4info_pb2.P4Info | None = None,
                                 include_dirs: list[str] | None = None) -> None:
         """Replace the soft switch's program: ``program`` is a path on the
         switch's host; the P4Info is built here unless given."""
@@ -155,19 +182,20 @@ class P4RuntimeController(Controller):
 
         if p4info is None:
             p4info = p4info_for_program(program, include_dirs or ())
-        cfg: dict[str, Any] = {"program": os.path.abspath(program)}
+        cfg: dict[str, str | list[str]] = {"program": os.path.abspath(program)}
         if include_dirs:
             cfg["include_dirs"] = [os.path.abspath(d) for d in include_dirs]
         self.set_pipeline_config(p4info, json.dumps(cfg).encode())
 
     # -- RPC helpers -------------------------------------------------------------
-    def _call(self, fn: Callable[[Any], Any], req: Any) -> Any:
+    def _call(self, fn: Callable[[_Req], _Resp], req: _Req) -> _Resp:
         try:
             return fn(req)
         except self._grpc.RpcError as e:
             raise self._error(e) from None
 
-    def _error(self, e: Any) -> ControllerError:
+    def _error(self, e: grpc.Call) -> ControllerError:
+        # ``e``: the RpcError a call raised, which is also the call (grpc.Call)
         msg = e.details() or str(e)
         code = e.code().name if e.code() else ""
         for k, v in e.trailing_metadata() or ():
@@ -185,14 +213,14 @@ class P4RuntimeController(Controller):
                         break
         return ControllerError(msg, code)
 
-    def _write(self, *updates: Any) -> None:
+    def _write(self, *updates: pb.Update) -> None:
         req = self.pb.WriteRequest(device_id=self.device_id)
         req.election_id.low = self.election_id & ((1 << 64) - 1)
         req.election_id.high = self.election_id >> 64
         req.updates.extend(updates)
         self._call(self.stub.Write, req)
 
-    def _read(self, *entities: Any) -> list[Any]:
+    def _read(self, *entities: pb.Entity) -> list[pb.Entity]:
         req = self.pb.ReadRequest(device_id=self.device_id)
         req.entities.extend(entities)
         try:
@@ -208,7 +236,8 @@ class P4RuntimeController(Controller):
         return v.to_bytes(max(1, (v.bit_length() + 7) // 8), "big")
 
     # -- tables --------------------------------------------------------------
-    def _table_entry(self, table: str, match: dict[str, Any] | None, priority: int | None) -> tuple[Any, Any]:
+    def _table_entry(self, table: str, match: Match | None, priority: int | None
+                     ) -> tuple[p4info_pb2.Table, pb.TableEntry]:
         t = self._get("tables", table)
         te = self.pb.TableEntry(table_id=t.preamble.id)
         if match is None:
@@ -258,11 +287,12 @@ class P4RuntimeController(Controller):
             te.priority = priority
         return t, te
 
-    def _set_action(self, t: Any, te: Any, action: str, params: dict[str, Any] | None) -> None:
+    def _set_action(self, t: p4info_pb2.Table, te: pb.TableEntry, action: str,
+                    params: Params | None) -> None:
         self._fill_action(te.action.action, {r.id for r in t.action_refs}, action, params)
 
-    def _fill_action(self, msg: Any, allowed: set[int], action: str,
-                     params: dict[str, Any] | None) -> None:
+    def _fill_action(self, msg: pb.Action, allowed: set[int], action: str,
+                     params: Params | None) -> None:
         """A p4.v1.Action: one of the ``allowed`` action ids, with its parameters."""
         acts = {a.preamble.name: a for a in self.p4info.actions if a.preamble.id in allowed}
         a = acts[resolve(list(acts), action, "action")]
@@ -277,12 +307,12 @@ class P4RuntimeController(Controller):
                                   f"{', '.join(given)}")
 
     # -- action profiles and selectors -------------------------------------------
-    def _profile_actions(self, ap: Any) -> set[int]:
+    def _profile_actions(self, ap: p4info_pb2.ActionProfile) -> set[int]:
         tables = {t.preamble.id: t for t in self.p4info.tables}
         return {r.id for tid in ap.table_ids if tid in tables for r in tables[tid].action_refs
                 if r.scope != 2}  # not DEFAULT_ONLY
 
-    def _exists(self, **entity: Any) -> bool:
+    def _exists(self, **entity: Message) -> bool:
         try:
             return bool(self._read(self.pb.Entity(**entity)))
         except ControllerError as e:
@@ -291,7 +321,7 @@ class P4RuntimeController(Controller):
             raise
 
     def profile_member_set(self, profile: str, member: int, action: str,
-                           params: dict[str, Any] | None = None) -> None:
+                           params: Params | None = None) -> None:
         ap = self._get("action_profiles", profile)
         m = self.pb.ActionProfileMember(action_profile_id=ap.preamble.id, member_id=member)
         probe = self.pb.ActionProfileMember(action_profile_id=ap.preamble.id, member_id=member)
@@ -318,7 +348,7 @@ class P4RuntimeController(Controller):
         g = self.pb.ActionProfileGroup(action_profile_id=ap.preamble.id, group_id=group)
         self._write(self._update("DELETE", action_profile_group=g))
 
-    def table_add_indirect(self, table: str, match: dict[str, Any], *,
+    def table_add_indirect(self, table: str, match: Match, *,
                            member: int | None = None, group: int | None = None,
                            priority: int | None = None) -> None:
         if (member is None) == (group is None):
@@ -330,17 +360,17 @@ class P4RuntimeController(Controller):
             te.action.action_profile_member_id = member or 0
         self._write(self._update("INSERT", table_entry=te))
 
-    def _update(self, kind: str, **entity: Any) -> Any:
+    def _update(self, kind: str, **entity: Message) -> pb.Update:
         return self.pb.Update(type=getattr(self.pb.Update, kind), entity=self.pb.Entity(**entity))
 
-    def table_add(self, table: str, match: dict[str, Any], action: str,
-                  params: dict[str, Any] | None = None, priority: int | None = None) -> None:
+    def table_add(self, table: str, match: Match, action: str,
+                  params: Params | None = None, priority: int | None = None) -> None:
         t, te = self._table_entry(table, match, priority)
         self._set_action(t, te, action, params)
         self._write(self._update("INSERT", table_entry=te))
 
-    def table_modify(self, table: str, match: dict[str, Any], action: str,
-                     params: dict[str, Any] | None = None, priority: int | None = None) -> None:
+    def table_modify(self, table: str, match: Match, action: str,
+                     params: Params | None = None, priority: int | None = None) -> None:
         t, te = self._table_entry(table, match, priority)
         self._set_action(t, te, action, params)
         self._write(self._update("MODIFY", table_entry=te))
@@ -353,7 +383,7 @@ class P4RuntimeController(Controller):
         return a.preamble.name, [p.name for p in a.params]
 
     def table_set_default(self, table: str, action: str,
-                          params: dict[str, Any] | None = None) -> None:
+                          params: Params | None = None) -> None:
         t, te = self._table_entry(table, None, None)
         te.is_default_action = True
         self._set_action(t, te, action, params)
@@ -364,7 +394,7 @@ class P4RuntimeController(Controller):
         te.is_default_action = True
         self._write(self._update("MODIFY", table_entry=te))
 
-    def table_delete(self, table: str, match: dict[str, Any], priority: int | None = None) -> None:
+    def table_delete(self, table: str, match: Match, priority: int | None = None) -> None:
         _, te = self._table_entry(table, match, priority)
         self._write(self._update("DELETE", table_entry=te))
 
@@ -379,7 +409,7 @@ class P4RuntimeController(Controller):
         out = []
         for ent in self._read(self.pb.Entity(table_entry=te)):
             e = ent.table_entry
-            match: dict[str, Any] = {}
+            match: dict[str, KeyMatch] = {}
             for fm in e.match:
                 mf = fields[fm.field_id]
                 which = fm.WhichOneof("field_match_type")
@@ -420,7 +450,7 @@ class P4RuntimeController(Controller):
         pre.clone_session_entry.replicas.add(egress_port=port)
         self._upsert(packet_replication_engine_entry=pre)
 
-    def _upsert(self, **entity: Any) -> None:
+    def _upsert(self, **entity: Message) -> None:
         try:
             self._write(self._update("INSERT", **entity))
         except ControllerError as e:
@@ -446,7 +476,7 @@ class P4RuntimeController(Controller):
             return vals[index]
         return [vals[i] for i in sorted(vals)]
 
-    def register_write(self, register: str, index: int, value: Any) -> None:
+    def register_write(self, register: str, index: int, value: Value) -> None:
         r = self._get("registers", register)
         re_ = self.pb.RegisterEntry(register_id=r.preamble.id)
         re_.index.index = index
@@ -468,7 +498,7 @@ class P4RuntimeController(Controller):
         return d.packet_count, d.byte_count
 
     # -- packet I/O and digests ---------------------------------------------------
-    def packet_out(self, payload: bytes, **metadata: Any) -> None:
+    def packet_out(self, payload: bytes, **metadata: Value) -> None:
         """Send ``payload`` into the switch through its CPU port with the
         packet_out controller-header fields given by name."""
         req = self.pb.StreamMessageRequest()

@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from switches.soft.runtime.contract import ParamInfo, ProgramInfo
 
@@ -199,7 +199,7 @@ def program_controller_headers(path: str | os.PathLike[str],
 # the P4Info message
 
 
-def _preamble(pre: Any, pid: int, name: str, alias: str, annotations: Iterable[str] = ()) -> None:
+def _preamble(pre: p4info_pb2.Preamble, pid: int, name: str, alias: str, annotations: Iterable[str] = ()) -> None:
     pre.id = pid
     pre.name = name
     pre.alias = alias
@@ -207,12 +207,12 @@ def _preamble(pre: Any, pid: int, name: str, alias: str, annotations: Iterable[s
         pre.annotations.append(a)
 
 
-def _bitstring(spec: Any, width: int) -> None:
+def _bitstring(spec: p4info_pb2.P4DataTypeSpec, width: int) -> None:
     spec.bitstring.bit.bitwidth = width
 
 
 def build_p4info(info: ProgramInfo,
-                 controller_headers: Iterable[ControllerHeaderInfo] = ()) -> Any:
+                 controller_headers: Iterable[ControllerHeaderInfo] = ()) -> p4info_pb2.P4Info:
     """The ``p4info_pb2.P4Info`` for ``info`` (see the module docstring)."""
     require_p4runtime()
     cheaders = list(controller_headers)
@@ -377,17 +377,17 @@ def _canonical(value: int, width: int) -> bytes:
 # text files
 
 
-def p4info_text(p4i: Any) -> str:
+def p4info_text(p4i: p4info_pb2.P4Info) -> str:
     """Protobuf text format, as p4c's ``--p4runtime-files x.p4info.txtpb`` writes it."""
     require_p4runtime()
     return _TEXT_HEADER + text_format.MessageToString(p4i)
 
 
-def write_p4info_text(p4i: Any, path: str | os.PathLike[str]) -> None:
+def write_p4info_text(p4i: p4info_pb2.P4Info, path: str | os.PathLike[str]) -> None:
     Path(path).write_text(p4info_text(p4i))
 
 
-def parse_p4info(data: bytes | str) -> Any:
+def parse_p4info(data: bytes | str) -> p4info_pb2.P4Info:
     """A P4Info from text format or binary protobuf."""
     require_p4runtime()
     p4i = p4info_pb2.P4Info()
@@ -409,14 +409,14 @@ def parse_p4info(data: bytes | str) -> Any:
     return p4i
 
 
-def load_p4info(path: str | os.PathLike[str]) -> Any:
+def load_p4info(path: str | os.PathLike[str]) -> p4info_pb2.P4Info:
     """Read a P4Info file (text format, or binary protobuf)."""
     return parse_p4info(Path(path).read_bytes())
 
 
 def p4info_for_program(path: str | os.PathLike[str],
                        include_dirs: Iterable[str | os.PathLike[str]] = (),
-                       defines: Mapping[str, object] | None = None) -> Any:
+                       defines: Mapping[str, object] | None = None) -> p4info_pb2.P4Info:
     """Compile the program at ``path`` and build its P4Info (raises P4Error)."""
     from switches.soft.compiler import compile_program
 
@@ -426,7 +426,7 @@ def p4info_for_program(path: str | os.PathLike[str],
 
 def write_program_p4info(program: str | os.PathLike[str], out: str | os.PathLike[str],
                          include_dirs: Iterable[str | os.PathLike[str]] = (),
-                         defines: Mapping[str, object] | None = None) -> Any:
+                         defines: Mapping[str, object] | None = None) -> p4info_pb2.P4Info:
     """Write ``program``'s P4Info as text to ``out``; returns the message."""
     p4i = p4info_for_program(program, include_dirs, defines)
     write_p4info_text(p4i, out)

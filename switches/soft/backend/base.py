@@ -9,6 +9,7 @@ from typing import Any
 
 from ..frontend import ir
 from ..frontend.source import Location, P4Error
+from ..midend import types as T
 from ..runtime.contract import (
     ActionProfileInfo,
     ProgramInfo,
@@ -32,7 +33,7 @@ class GenBase(Emitter, metaclass=ABCMeta):
         self.program: ir.Program = checked.program
         self.env: dict[int, str] = {}
         self.classes: dict[str, str] = {}  # struct-like type name -> class name
-        self.class_decls: dict[str, Any] = {}
+        self.class_decls: dict[str, T.StructLike] = {}
         self.class_src: list[str] = []
         self.bindings: list[str] = []  # make_program lines binding runtime objects
         self.bound: dict[tuple[str, str], str] = {}
@@ -44,7 +45,7 @@ class GenBase(Emitter, metaclass=ABCMeta):
         self.toplevel_actions: set[int] = set()
         self.action_prefix: dict[int, str] = {}
         self.direct_meter_table: dict[str, str] = {}
-        self.field_lists: dict[int, list[tuple[str, str, Any]]] = {}
+        self.field_lists: dict[int, list[tuple[str, str, T.P4Type]]] = {}
         name = self.program.files[0] if self.program.files else "program"
         stem = name.rsplit("/", 1)[-1]
         if stem.endswith(".p4"):
@@ -168,7 +169,7 @@ class GenBase(Emitter, metaclass=ABCMeta):
         """Runtime object of an extern instance (architecture)."""
 
     @abstractmethod
-    def extern_method(self, base: ir.Expr, bt: Any, m: str, ce: ir.CallExpr,
+    def extern_method(self, base: ir.Expr, bt: T.Extern, m: str, ce: ir.CallExpr,
                       want: bool) -> str | None:
         """A method call on an architecture extern (architecture)."""
 

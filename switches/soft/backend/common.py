@@ -25,7 +25,7 @@ ERR_INVALID_ARG = 6
 # Type helpers
 
 
-def base_t(t: Any) -> Any:
+def base_t(t: T.P4Type) -> T.P4Type:
     """Representation type: new-types and serializable enums become bits."""
     while True:
         if isinstance(t, T.NewType):
@@ -36,11 +36,11 @@ def base_t(t: Any) -> Any:
             return t
 
 
-def is_composite(t: Any) -> bool:
-    return isinstance(base_t(t), (T.StructLike, T.Stack))
+def is_composite(t: T.P4Type | None) -> bool:
+    return t is not None and isinstance(base_t(t), (T.StructLike, T.Stack))
 
 
-def scalar_width(t: Any, loc: Location = UNKNOWN) -> int:
+def scalar_width(t: T.P4Type, loc: Location = UNKNOWN) -> int:
     b = base_t(t)
     if isinstance(b, T.Bits):
         return b.width
@@ -59,7 +59,7 @@ def mask_of(w: int) -> int:
     return (1 << w) - 1
 
 
-def wrap(code: str, t: Any) -> str:
+def wrap(code: str, t: T.P4Type) -> str:
     """Bring an int expression back into the value range of type ``t``."""
     b = base_t(t)
     if isinstance(b, T.Bits):
@@ -73,7 +73,7 @@ def wrap(code: str, t: Any) -> str:
     return code
 
 
-def unsigned(code: str, t: Any) -> str:
+def unsigned(code: str, t: T.P4Type) -> str:
     """Bit pattern (non-negative int) of a scalar value of type ``t``."""
     b = base_t(t)
     if isinstance(b, T.Bits) and b.signed:
@@ -83,7 +83,7 @@ def unsigned(code: str, t: Any) -> str:
     return code
 
 
-def from_unsigned(code: str, t: Any) -> str:
+def from_unsigned(code: str, t: T.P4Type) -> str:
     """Value of type ``t`` from its bit pattern."""
     b = base_t(t)
     if isinstance(b, T.Bits) and b.signed:
@@ -144,14 +144,14 @@ BYTE_CODES = {1: "B", 2: "H", 3: "HB", 4: "I", 5: "IB", 6: "IH", 7: "IHB", 8: "Q
 CODE_BYTES = {"B": 1, "H": 2, "I": 4, "Q": 8}
 
 
-def struct_units(fields: list[tuple[str, str, Any]]
-                  ) -> list[tuple[int, list[tuple[str, Any, int, int]]]] | None:
+def struct_units(fields: list[tuple[str, str, T.P4Type]]
+                  ) -> list[tuple[int, list[tuple[str, T.P4Type, int, int]]]] | None:
     """Split a fixed-width header's fields into units of 1..8 whole bytes
     (a unit ends where the fields so far end on a byte boundary), each with
     its fields as (attribute, type, width, shift within the unit); None if
     some unit would exceed 8 bytes (e.g. a 128-bit field)."""
-    units: list[tuple[int, list[tuple[str, Any, int, int]]]] = []
-    cur: list[tuple[str, Any, int]] = []
+    units: list[tuple[int, list[tuple[str, T.P4Type, int, int]]]] = []
+    cur: list[tuple[str, T.P4Type, int]] = []
     bits = 0
     for _, p, ft in fields:
         b = base_t(ft)
@@ -208,7 +208,7 @@ def contains_return(body: Any) -> bool:
 
 
 
-def copy_expr(code: str, t: Any) -> str:
+def copy_expr(code: str, t: T.P4Type) -> str:
     return f"{code}._copy()" if is_composite(t) else code
 
 

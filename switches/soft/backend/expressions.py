@@ -73,7 +73,7 @@ class ExpressionGen(HeaderGen):
                 return self._const_wrap(ops[e.op](), e.type)
         raise P4Unsupported(e.loc, f"a non-constant expression here ({type(e).__name__})")
 
-    def _const_wrap(self, v: int, t: Any) -> int:
+    def _const_wrap(self, v: int, t: T.P4Type) -> int:
         b = base_t(t)
         if isinstance(b, T.Bits):
             v &= mask_of(b.width)
@@ -196,8 +196,9 @@ class ExpressionGen(HeaderGen):
             return f"{self.ex(base)}.{fname(e.member)}"
         if e.member in ("minSizeInBits", "minSizeInBytes", "maxSizeInBits", "maxSizeInBytes"):
             st = base_t(bt.of if isinstance(bt, T.TypeOfType) else bt)
-            bits = sum(scalar_width(f.type) if not isinstance(base_t(f.type), T.Varbit) else
-                       (0 if e.member.startswith("min") else base_t(f.type).max_width)
+            assert isinstance(st, T.StructLike)
+            bits = sum(scalar_width(f.type) if not isinstance(vb := base_t(f.type), T.Varbit) else
+                       (0 if e.member.startswith("min") else vb.max_width)
                        for f in st.fields)
             return str(bits if e.member.endswith("Bits") else (bits + 7) // 8)
         raise P4Unsupported(e.loc, f"member '{e.member}' of {base.type}")
@@ -207,7 +208,9 @@ class ExpressionGen(HeaderGen):
         if isinstance(base_t(e.expr.type), T.Tuple):
             return f"{b}[{self.const(e.index)}]"
         if isinstance(e.index, ir.IntLit):
-            size = base_t(e.expr.type).size
+            stack_t = base_t(e.expr.type)
+            assert isinstance(stack_t, T.Stack)
+            size = stack_t.size
             if 0 <= e.index.value < size:
                 return f"{b}.e[{e.index.value}]"
         return f"{self.sidx}({b}, {self.ex(e.index)})"
@@ -341,7 +344,7 @@ class ExpressionGen(HeaderGen):
         to = e.to.resolved if e.to is not None and e.to.resolved is not None else e.type
         return self.cast(x, e.expr.type, to, e.loc)
 
-    def cast(self, x: str, frm: Any, to: Any, loc: Location) -> str:
+    def cast(self, x: str, frm: T.P4Type, to: T.P4Type, loc: Location) -> str:
         f = base_t(frm)
         t = base_t(to)
         if isinstance(t, T.Bits):
@@ -387,7 +390,7 @@ class ExpressionGen(HeaderGen):
         vals = self.seq_values(exprs, [f.type for f in t.fields])
         return f"{self.class_of(t, e.loc)}._mk({', '.join(vals)})"
 
-    def seq_values(self, exprs: list[ir.Expr], types: list[Any] | None) -> list[str]:
+    def seq_values(self, exprs: list[ir.Expr], types: list[T.P4Type] | None) -> list[str]:
         vals: list[str] = []
         for i, x in enumerate(exprs):
             with self.capture() as c:
@@ -434,7 +437,8 @@ class ExpressionGen(HeaderGen):
             b = self.lv(e.expr)
             if isinstance(base_t(e.expr.type), T.Tuple):
                 return f"{b}[{self.const(e.index)}]"
-            if isinstance(e.index, ir.IntLit) and 0 <= e.index.value < base_t(e.expr.type).size:
+            if (isinstance(e.index, ir.IntLit) and isinstance(stack_t := base_t(e.expr.type), T.Stack)
+                    and 0 <= e.index.value < stack_t.size):
                 return f"{b}.e[{e.index.value}]"
             ix = self.ex(e.index)
             if not is_simple_name(ix):
@@ -444,7 +448,7 @@ class ExpressionGen(HeaderGen):
             return f"{self.sidx}({b}, {ix})"
         raise P4Unsupported(e.loc, f"assignment to a {type(e).__name__}")
 
-    def assign(self, lhs: ir.Expr, val: str, vt: Any, loc: Location, L: str | None = None) -> None:
+    def assign(self, lhs: ir.Expr, val: str, vt: T.P4Type, loc: Location, L: str | None = None) -> None:
         """``lhs = val`` where ``val`` is Python code of a value of type ``vt``."""
         if isinstance(lhs, ir.DontCareExpr):
             return
@@ -475,8 +479,7 @@ class ExpressionGen(HeaderGen):
 
     def union_fixup(self, lhs: ir.Expr, L: str) -> None:
         """A header that became valid inside a union invalidates its siblings."""
-        if isinstance(lhs, ir.MemberExpr) and isinstance(base_t(lhs.expr.type), T.HeaderUnion):
-            u = base_t(lhs.expr.type)
+        if isinstance(lhs, ir.MemberExpr) and isinstance(u := base_t(lhs.expr.type), T.HeaderUnion):
             others = [f.name for f in u.fields if f.name != lhs.member]
             if others:
                 ub = L.rsplit(".", 1)[0]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..frontend import ir
 from ..frontend.source import UNKNOWN, Location, P4Error, P4Unsupported
 from ..midend import types as T
@@ -33,7 +31,7 @@ class HeaderGen(GenBase):
 
     # -- classes -------------------------------------------------------------
 
-    def class_of(self, t: Any, loc: Location = UNKNOWN) -> str:
+    def class_of(self, t: T.P4Type, loc: Location = UNKNOWN) -> str:
         t = base_t(t)
         if not isinstance(t, T.StructLike):
             raise P4Unsupported(loc, f"type {t} as a composite value")
@@ -43,7 +41,7 @@ class HeaderGen(GenBase):
             c = self.classes[t.name]
         return c
 
-    def default(self, t: Any, loc: Location = UNKNOWN) -> str:
+    def default(self, t: T.P4Type, loc: Location = UNKNOWN) -> str:
         b = base_t(t)
         if isinstance(b, T.Bool):
             return "False"
@@ -59,7 +57,7 @@ class HeaderGen(GenBase):
             return "(" + "".join(self.default(x, loc) + ", " for x in b.elems) + ")"
         raise P4Unsupported(loc, f"a variable of type {t}")
 
-    def gen_class(self, t: Any, loc: Location) -> None:
+    def gen_class(self, t: T.StructLike, loc: Location) -> None:
         kind = "H" if isinstance(t, T.Header) else "U" if isinstance(t, T.HeaderUnion) else "S"
         cls = f"{kind}_{ident(t.name)}"
         while cls in self.classes.values():
@@ -98,19 +96,19 @@ class HeaderGen(GenBase):
                 a(f"        self.{p} = {self.default(ft, loc)}")
             a("")
         # copy / set / eq
-        def cp(src: str, p: str, ft: Any) -> str:
+        def cp(src: str, p: str, ft: T.P4Type | None) -> str:
             return f"{src}.{p}._copy()" if is_composite(ft) else f"{src}.{p}"
         a("    def _copy(self):")
         a(f"        o = {cls}.__new__({cls})")
         for s in slots:
-            ft = next((ft for _, p, ft in fields if p == s), None)
-            a(f"        o.{s} = {cp('self', s, ft)}")
+            slot_t = next((ft for _, p, ft in fields if p == s), None)
+            a(f"        o.{s} = {cp('self', s, slot_t)}")
         a("        return o")
         a("")
         a("    def _set(self, s):")
         for s in slots:
-            ft = next((ft for _, p, ft in fields if p == s), None)
-            if is_composite(ft):
+            slot_t = next((ft for _, p, ft in fields if p == s), None)
+            if is_composite(slot_t):
                 a(f"        self.{s}._set(s.{s})")
             else:
                 a(f"        self.{s} = s.{s}")
@@ -180,7 +178,7 @@ class HeaderGen(GenBase):
         self.class_src.append("\n".join(L))
         self.class_decls[t.name] = t
 
-    def _gen_header_io(self, t: Any, cls: str, fields: list[tuple[str, str, Any]],
+    def _gen_header_io(self, t: T.StructLike, cls: str, fields: list[tuple[str, str, T.P4Type]],
                        L: list[str]) -> None:
         a = L.append
         fields = self.leaves(fields)
@@ -264,7 +262,7 @@ class HeaderGen(GenBase):
             a("")
 
     def _gen_header_struct_io(self, cls: str, nbytes: int,
-                              units: list[tuple[int, list[tuple[str, Any, int, int]]]],
+                              units: list[tuple[int, list[tuple[str, T.P4Type, int, int]]]],
                               L: list[str]) -> None:
         """_ext/_emit through one precompiled struct format (see struct_units)."""
         a = L.append
@@ -334,7 +332,7 @@ class HeaderGen(GenBase):
         """The same for generated code (``hdr_3.ipv4`` -> ``ipv4``)."""
         return code.split(".", 1)[1].replace(".e[", "[") if "." in code else code
 
-    def header_bytes(self, t: Any, code: str) -> str:
+    def header_bytes(self, t: T.StructLike, code: str) -> str:
         """Code of the size in bytes of header ``code`` of type ``t`` on the wire."""
         fixed = 0
         var = None
@@ -348,9 +346,9 @@ class HeaderGen(GenBase):
             return str(fixed // 8)
         return f"(({fixed} + {code}.{var}__w) >> 3)"
 
-    def leaves(self, fields: list[tuple[str, str, Any]]) -> list[tuple[str, str, Any]]:
+    def leaves(self, fields: list[tuple[str, str, T.P4Type]]) -> list[tuple[str, str, T.P4Type]]:
         """Scalar leaves of a field list, structs flattened (``row.a``)."""
-        out: list[tuple[str, str, Any]] = []
+        out: list[tuple[str, str, T.P4Type]] = []
         for n, p, ft in fields:
             b = base_t(ft)
             if isinstance(b, T.Struct):
@@ -381,7 +379,9 @@ class HeaderGen(GenBase):
             # hdr.u.next.member: a stack of header unions
             union_member = target.member
             stack_next = True
-            utype = base_t(target.expr.type)
+            u = base_t(target.expr.type)
+            assert isinstance(u, T.HeaderUnion)
+            utype = u
             target = target.expr
         self.class_of(t, loc)  # the header's class must exist
         hdr = self.class_decls[t.name]
@@ -391,7 +391,9 @@ class HeaderGen(GenBase):
         if stack_next:
             assert isinstance(target, ir.MemberExpr)  # stack.next
             s = self.lv(target.expr)
-            size = base_t(target.expr.type).size
+            stack_t = base_t(target.expr.type)
+            assert isinstance(stack_t, T.Stack)
+            size = stack_t.size
             sv = self.fresh("stk")
             self.w(f"{sv} = {s}")
             self.w(f"if {sv}.nextIndex >= {size}:")
@@ -407,8 +409,8 @@ class HeaderGen(GenBase):
                 raise P4Error(loc, "extract of a header with a varbit field needs a length")
             vl = self.fresh("vl")
             self.w(f"{vl} = {self.ex(vlen)}")
-            maxw = next(base_t(f.type).max_width for f in hdr.fields
-                        if isinstance(base_t(f.type), T.Varbit))
+            maxw = next(vb.max_width for f in hdr.fields
+                        if isinstance(vb := base_t(f.type), T.Varbit))
             self.w(f"if ({fixed} + {vl}) & 7:")
             self.w(f"    raise ParserError({ERR_INVALID_ARG})")
             self.w(f"if {vl} > {maxw}:")
@@ -435,7 +437,7 @@ class HeaderGen(GenBase):
         else:
             self.union_fixup(target, L)
 
-    def lookahead(self, t: Any, loc: Location) -> str:
+    def lookahead(self, t: T.P4Type, loc: Location) -> str:
         b = base_t(t)
         tmp = self.fresh("la")
         if isinstance(b, (T.Bits, T.Bool)):
@@ -486,7 +488,7 @@ class HeaderGen(GenBase):
         code = self.ex(e)
         self._emit_obj(code, t, out, e.loc)
 
-    def _emit_obj(self, code: str, t: Any, out: str, loc: Location) -> None:
+    def _emit_obj(self, code: str, t: T.P4Type, out: str, loc: Location) -> None:
         if isinstance(t, T.Header):
             self.class_of(t, loc)
             self.w(f"if {code}._valid:")

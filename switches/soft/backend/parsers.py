@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..frontend import ir
 from ..frontend.source import P4Error, P4Unsupported
 from ..midend import types as T
@@ -161,7 +159,7 @@ class ParserGen(StatementGen):
             raise P4Unsupported(tr.loc, "transition")
         self.env = saved
 
-    def keyset_cond(self, ks: ir.Expr, kv: list[str], kt: list[Any]) -> str:
+    def keyset_cond(self, ks: ir.Expr, kv: list[str], kt: list[T.P4Type]) -> str:
         if isinstance(ks, (ir.DefaultExpr, ir.DontCareExpr)):
             return "True"
         if isinstance(ks, ir.PathExpr) and isinstance(ks.decl, ir.ValueSetDecl):
@@ -181,7 +179,7 @@ class ParserGen(StatementGen):
                 conds.append(c)
         return " and ".join(conds) if conds else "True"
 
-    def keyset_elem(self, x: ir.Expr, k: str, t: Any) -> str:
+    def keyset_elem(self, x: ir.Expr, k: str, t: T.P4Type) -> str:
         if isinstance(x, (ir.DefaultExpr, ir.DontCareExpr)):
             return "True"
         if isinstance(x, ir.BinaryExpr) and x.op == "&&&":

@@ -298,7 +298,8 @@ class StatementGen(ExpressionGen):
                 return self.extern_function(f.name, ce, want)
         raise P4Unsupported(ce.loc, f"call of {type(f).__name__}")
 
-    def header_method(self, base: ir.Expr, bt: Any, m: str, loc: Location) -> str | None:
+    def header_method(self, base: ir.Expr, bt: T.Header | T.HeaderUnion, m: str, loc: Location
+                      ) -> str | None:
         if m == "isValid":
             b = self.ex(base)
             if isinstance(bt, T.HeaderUnion):
@@ -330,13 +331,13 @@ class StatementGen(ExpressionGen):
 
     def bind_params(self, params: list[ir.Param], args: list[ir.Expr | None],
                     loc: Location, callee: ir.ControlDecl | None = None
-                    ) -> list[tuple[ir.Expr, str, Any]]:
+                    ) -> list[tuple[ir.Expr, str, T.P4Type]]:
         """Copy-in: evaluate arguments left to right into fresh locals bound to
         the parameters. Returns the copy-out list (lvalue, local, type).
         ``callee``: a control being applied, whose header and struct
         arguments are passed by reference where no copy can be told apart
         (by_reference)."""
-        outs: list[tuple[ir.Expr, str, Any]] = []
+        outs: list[tuple[ir.Expr, str, T.P4Type]] = []
         binds: list[tuple[int, str]] = []
         by_ref = by_reference(callee, params, args) if callee is not None else set()
         for i, (p, a) in enumerate(zip(params, args, strict=False)):
@@ -369,11 +370,11 @@ class StatementGen(ExpressionGen):
             self.env[k] = v
         return outs
 
-    def copy_out(self, outs: list[tuple[ir.Expr, str, Any]], loc: Location) -> None:
+    def copy_out(self, outs: list[tuple[ir.Expr, str, T.P4Type]], loc: Location) -> None:
         for a, name, t in outs:
             self.assign(a, name, t, loc)
 
-    def inline_body(self, body: ir.BlockStmt, outs: list[tuple[ir.Expr, str, Any]],
+    def inline_body(self, body: ir.BlockStmt, outs: list[tuple[ir.Expr, str, T.P4Type]],
                     ret_var: str | None, loc: Location, pre: list[ir.Decl] | None = None) -> None:
         wrapped = contains_return(body)
         guard = bool(outs)

@@ -118,7 +118,7 @@ class V1ModelGen(TableGen):
         raise P4Unsupported(loc, "a table implementation other than an action_profile or "
                                  "action_selector")
 
-    def extern_method(self, base: ir.Expr, bt: Any, m: str, ce: ir.CallExpr,
+    def extern_method(self, base: ir.Expr, bt: T.Extern, m: str, ce: ir.CallExpr,
                       want: bool) -> str | None:
         en = bt.name
         args = [a.value for a in ce.args]
@@ -192,7 +192,7 @@ class V1ModelGen(TableGen):
         go(e)
         return items
 
-    def _flatten_obj(self, code: str, t: Any, items: list[tuple[str, str]],
+    def _flatten_obj(self, code: str, t: T.StructLike, items: list[tuple[str, str]],
                      loc: Location) -> None:
         for f in t.fields:
             ft = base_t(f.type)
@@ -200,8 +200,10 @@ class V1ModelGen(TableGen):
             if isinstance(ft, T.StructLike):
                 self._flatten_obj(c, ft, items, loc)
             elif isinstance(ft, T.Stack):
+                elem = base_t(ft.elem)
+                assert isinstance(elem, T.StructLike)  # a stack of headers or unions
                 for i in range(ft.size):
-                    self._flatten_obj(f"{c}.e[{i}]", base_t(ft.elem), items, loc)
+                    self._flatten_obj(f"{c}.e[{i}]", elem, items, loc)
             elif isinstance(ft, T.Varbit):
                 items.append((c, f"{c}__w"))
             else:
@@ -375,7 +377,7 @@ class V1ModelGen(TableGen):
     def legacy_field_list(self, e: ir.Expr) -> int:
         """Old-style resubmit/recirculate/clone3 data: a synthetic field list
         of the metadata lvalues named in ``e`` (numbered from 1000)."""
-        paths: list[tuple[str, str, Any]] = []
+        paths: list[tuple[str, str, T.P4Type]] = []
 
         def go(x: ir.Expr) -> None:
             if isinstance(x, ir.ListExpr):
@@ -572,10 +574,10 @@ class V1ModelGen(TableGen):
         a("")
         return "\n".join(L)
 
-    def collect_field_lists(self, meta_t: Any, sm_t: Any) -> dict[int, list[tuple[str, str, Any]]]:
-        fl: dict[int, list[tuple[str, str, Any]]] = {}
+    def collect_field_lists(self, meta_t: T.P4Type, sm_t: T.P4Type | None) -> dict[int, list[tuple[str, str, T.P4Type]]]:
+        fl: dict[int, list[tuple[str, str, T.P4Type]]] = {}
 
-        def go(t: Any, path: str, key: str) -> None:
+        def go(t: T.StructLike, path: str, key: str) -> None:
             for f in t.fields:
                 p = f"{path}.{fname(f.name)}"
                 k = f"{key}.{f.name}"

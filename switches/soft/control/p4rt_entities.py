@@ -20,8 +20,9 @@ session to that port; with several, a multicast group ``0x8000 | session``
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
 
 import grpc
 from p4.v1 import p4runtime_pb2 as pb
@@ -39,20 +40,31 @@ from switches.soft.control.p4rt_pipeline import (
     SCOPE_TABLE_ONLY,
     ActionMeta,
     ExternMeta,
+    OneShot,
     Pipeline,
     ProfileMeta,
     TableMeta,
 )
 from switches.soft.runtime.action_profiles import ActionProfile, ActionProfileError
+from switches.soft.runtime.externs import Meter
 from switches.soft.runtime.pre import PreError
 from switches.soft.runtime.tables import Entry, Table, TableError
 
 if TYPE_CHECKING:
+    from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+
     from switches.soft.runtime.switch import SoftSwitch
 
 MAX_PRIO = (1 << 31) - 1
 RESERVED_MGID = 0x8000
 INSERT, MODIFY, DELETE = pb.Update.INSERT, pb.Update.MODIFY, pb.Update.DELETE
+
+# One key's match in the switch's form: a value (exact, selector) or a pair
+# (lpm: value and prefix length; ternary, optional: value and mask; range: low
+# and high); see Table.normalize_match.
+KeyMatch = int | tuple[int, int]
+# the entries of the indexed externs: an optional index, else every cell
+IndexedEntry: TypeAlias = "pb.CounterEntry | pb.MeterEntry | pb.RegisterEntry"
 
 _TABLE_ERRORS = {
     "TABLE_FULL": grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -94,14 +106,16 @@ def _out_of_range(msg: str) -> P4RTError:
 # table entries
 
 
-def _matches(tm: TableMeta, te: Any) -> list[Any]:
+def _matches(tm: TableMeta, te: pb.TableEntry) -> list[KeyMatch]:
     """The switch-form match list for ``te`` (don't-care for omitted fields)."""
     keys = tm.info.keys
-    out: list[Any] = []
+    out: list[KeyMatch] = []
     for k in keys:
         full = (1 << k.width) - 1
-        out.append({"exact": 0, "selector": 0, "lpm": (0, 0), "ternary": (0, 0),
-                    "optional": (0, 0), "range": (0, full)}.get(k.match_kind, 0))
+        dont_care: dict[str, KeyMatch] = {"exact": 0, "selector": 0, "lpm": (0, 0),
+                                          "ternary": (0, 0), "optional": (0, 0),
+                                          "range": (0, full)}
+        out.append(dont_care.get(k.match_kind, 0))
     seen: set[int] = set()
     for fm in te.match:
         f = tm.fields_by_id.get(fm.field_id)
@@ -158,7 +172,8 @@ def _matches(tm: TableMeta, te: Any) -> list[Any]:
     return out
 
 
-def _priority(tm: TableMeta, table: Table, te: Any, matches: list[Any]) -> int | None:
+def _priority(tm: TableMeta, table: Table, te: pb.TableEntry, matches: list[KeyMatch]
+              ) -> int | None:
     if tm.needs_priority:
         if te.priority <= 0:
             raise invalid(f"Table {tm.name} needs a positive priority (ternary, range or "
@@ -170,12 +185,12 @@ def _priority(tm: TableMeta, table: Table, te: Any, matches: list[Any]) -> int |
     if table.needs_priority:  # several lpm keys: longer prefixes win
         total = sum(k.width for k in tm.info.keys)
         got = sum(m[1] for m, k in zip(matches, tm.info.keys, strict=False)
-                  if k.match_kind == "lpm")
+                  if k.match_kind == "lpm" and isinstance(m, tuple))
         return total - got
     return None
 
 
-def find_entry(table: Table, matches: list[Any], prio: int | None) -> Entry | None:
+def find_entry(table: Table, matches: list[KeyMatch], prio: int | None) -> Entry | None:
     norm = [table.normalize_match(i, m) for i, m in enumerate(matches)]
     if table.mode == "exact":
         e = table.lookup(tuple(norm))
@@ -187,7 +202,8 @@ def find_entry(table: Table, matches: list[Any], prio: int | None) -> Entry | No
     return None
 
 
-def _action_of(pipe: Pipeline, tm: TableMeta, action: Any, default: bool) -> tuple[str, list[int]]:
+def _action_of(pipe: Pipeline, tm: TableMeta, action: pb.TableAction, default: bool
+               ) -> tuple[str, list[int]]:
     which = action.WhichOneof("type")
     if which is None:
         raise invalid(f"Table entry for {tm.name} has no action")
@@ -207,7 +223,7 @@ def _action_of(pipe: Pipeline, tm: TableMeta, action: Any, default: bool) -> tup
     return meta.name, action_args(meta, a.params)
 
 
-def action_args(meta: ActionMeta, params: Any) -> list[int]:
+def action_args(meta: ActionMeta, params: Iterable[pb.Action.Param]) -> list[int]:
     args = [0] * len(meta.params)
     seen: set[int] = set()
     for p in params:
@@ -225,7 +241,7 @@ def action_args(meta: ActionMeta, params: Any) -> list[int]:
     return args
 
 
-def write_table_entry(pipe: Pipeline, sw: SoftSwitch, utype: int, te: Any) -> None:
+def write_table_entry(pipe: Pipeline, sw: SoftSwitch, utype: int, te: pb.TableEntry) -> None:
     tm = pipe.table(te.table_id)
     table = sw.tables[tm.name]
     if te.HasField("time_since_last_hit"):
@@ -256,35 +272,24 @@ def write_table_entry(pipe: Pipeline, sw: SoftSwitch, utype: int, te: Any) -> No
         existing = find_entry(table, matches, prio)
     except TableError as e:
         raise _table_error(e) from None
-    ap = pipe.profile_of_table(tm)
-    if ap is not None:
-        _write_indirect_entry(pipe, sw, utype, tm, table, ap, te, matches, prio, existing)
-        return
     if utype == INSERT:
         if tm.is_const:
             raise _permission(f"Table {tm.name} has const entries: no INSERT")
         if existing is not None:
             raise P4RTError(grpc.StatusCode.ALREADY_EXISTS,
                             "Match entry exists, use MODIFY if you wish to change action")
-        name, args = _action_of(pipe, tm, te.action, default=False)
-        try:
-            handle = table.add_entry(matches, name, args, prio)
-        except TableError as e:
-            raise _table_error(e) from None
+        handle = _entry_action(pipe, sw, tm, te.action).add(table, matches, prio)
         _apply_direct(tm, table.entries[handle], te)
     elif utype == MODIFY:
         if existing is None:
             raise not_found(f"Cannot find match entry in {tm.name}")
-        if existing.const:
+        ap = pipe.profile_of_table(tm)
+        if ap is None and existing.const:
             if te.HasField("action"):
                 raise _permission(f"Cannot change the action of a const entry of {tm.name}")
             _apply_direct(tm, existing, te)
             return
-        name, args = _action_of(pipe, tm, te.action, default=False)
-        try:
-            table.modify_entry(existing.handle, name, args)
-        except TableError as e:
-            raise _table_error(e) from None
+        _entry_action(pipe, sw, tm, te.action).modify(table, existing.handle)
         _apply_direct(tm, existing, te)
     elif utype == DELETE:
         if tm.is_const:
@@ -295,8 +300,76 @@ def write_table_entry(pipe: Pipeline, sw: SoftSwitch, utype: int, te: Any) -> No
             table.delete_entry(existing.handle)
         except TableError as e:
             raise _table_error(e) from None
+        ap = pipe.profile_of_table(tm)
+        if ap is not None:
+            _drop_oneshot(sw.action_profiles[ap.name], ap.oneshots.pop((tm.name, existing.handle),
+                                                                       None))
     else:
         raise invalid("Invalid update type")
+
+
+@dataclass
+class _DirectAction:
+    """The action a direct table's entry names."""
+
+    name: str
+    args: list[int]
+
+    def add(self, table: Table, matches: list[KeyMatch], prio: int | None) -> int:
+        try:
+            return table.add_entry(matches, self.name, self.args, prio)
+        except TableError as e:
+            raise _table_error(e) from None
+
+    def modify(self, table: Table, handle: int) -> None:
+        try:
+            table.modify_entry(handle, self.name, self.args)
+        except TableError as e:
+            raise _table_error(e) from None
+
+
+@dataclass
+class _IndirectAction:
+    """What an indirect table's entry names: a member, a group, or a one-shot
+    action set (made into a group, kept in ``ap.oneshots`` while the entry
+    lives; dropped again if the table refuses the entry)."""
+
+    table_name: str  # the key of ``ap.oneshots``
+    ap: ProfileMeta
+    prof: ActionProfile
+    member: int | None
+    group: int | None
+    oneshot: OneShot | None
+
+    def add(self, table: Table, matches: list[KeyMatch], prio: int | None) -> int:
+        try:
+            handle = table.add_entry(matches, "", (), prio, member=self.member, group=self.group)
+        except TableError as e:
+            _drop_oneshot(self.prof, self.oneshot)
+            raise _profile_error(e) from None
+        if self.oneshot is not None:
+            self.ap.oneshots[(self.table_name, handle)] = self.oneshot
+        return handle
+
+    def modify(self, table: Table, handle: int) -> None:
+        try:
+            table.modify_indirect(handle, member=self.member, group=self.group)
+        except TableError as e:
+            _drop_oneshot(self.prof, self.oneshot)
+            raise _profile_error(e) from None
+        _drop_oneshot(self.prof, self.ap.oneshots.pop((self.table_name, handle), None))
+        if self.oneshot is not None:
+            self.ap.oneshots[(self.table_name, handle)] = self.oneshot
+
+
+def _entry_action(pipe: Pipeline, sw: SoftSwitch, tm: TableMeta, action: pb.TableAction
+                  ) -> _DirectAction | _IndirectAction:
+    """The action of an entry to insert or modify in table ``tm``."""
+    ap = pipe.profile_of_table(tm)
+    if ap is None:
+        return _DirectAction(*_action_of(pipe, tm, action, default=False))
+    prof = sw.action_profiles[ap.name]
+    return _IndirectAction(tm.name, ap, prof, *_indirect_ref(pipe, tm, ap, prof, action))
 
 
 # ---------------------------------------------------------------------------
@@ -308,7 +381,7 @@ def _profile(pipe: Pipeline, sw: SoftSwitch, profile_id: int) -> tuple[ProfileMe
     return ap, sw.action_profiles[ap.name]
 
 
-def _member_action(pipe: Pipeline, prof: ActionProfile, action: Any) -> tuple[str, list[int]]:
+def _member_action(pipe: Pipeline, prof: ActionProfile, action: pb.Action) -> tuple[str, list[int]]:
     meta = pipe.actions.get(action.action_id)
     if meta is None:
         raise invalid(f"Invalid P4 id {action.action_id}: not an action")
@@ -325,7 +398,8 @@ def _weight(w: int, where: str) -> None:
         raise invalid(f"{where}: negative weight")
 
 
-def write_action_profile_member(pipe: Pipeline, sw: SoftSwitch, utype: int, m: Any) -> None:
+def write_action_profile_member(pipe: Pipeline, sw: SoftSwitch, utype: int,
+                                m: pb.ActionProfileMember) -> None:
     ap, prof = _profile(pipe, sw, m.action_profile_id)
     h = ap.members.get(m.member_id)
     try:
@@ -349,14 +423,15 @@ def write_action_profile_member(pipe: Pipeline, sw: SoftSwitch, utype: int, m: A
         raise _profile_error(e) from None
 
 
-def _wanted_profiles(pipe: Pipeline, profile_id: int) -> list[Any]:
+def _wanted_profiles(pipe: Pipeline, profile_id: int) -> list[ProfileMeta]:
     """The profiles a read names: all of them for id 0 (P4Runtime's wildcard)."""
     if profile_id == 0:
         return list(pipe.action_profiles.values())
     return [pipe.profile(profile_id)]
 
 
-def read_action_profile_members(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
+def read_action_profile_members(pipe: Pipeline, sw: SoftSwitch, want: pb.ActionProfileMember
+                                ) -> Iterator[pb.Entity]:
     for ap in _wanted_profiles(pipe, want.action_profile_id):
         prof = sw.action_profiles[ap.name]
         for mid, h in sorted(ap.members.items()):
@@ -370,7 +445,8 @@ def read_action_profile_members(pipe: Pipeline, sw: SoftSwitch, want: Any) -> It
             yield pb.Entity(action_profile_member=out)
 
 
-def _set_group_members(ap: ProfileMeta, prof: ActionProfile, gh: int, g: Any) -> None:
+def _set_group_members(ap: ProfileMeta, prof: ActionProfile, gh: int,
+                       g: pb.ActionProfileGroup) -> None:
     want: list[int] = []
     for gm in g.members:
         _weight(gm.weight, f"group {g.group_id} of {ap.name}")
@@ -392,7 +468,8 @@ def _set_group_members(ap: ProfileMeta, prof: ActionProfile, gh: int, g: Any) ->
             prof.remove_member_from_group(h, gh)
 
 
-def write_action_profile_group(pipe: Pipeline, sw: SoftSwitch, utype: int, g: Any) -> None:
+def write_action_profile_group(pipe: Pipeline, sw: SoftSwitch, utype: int,
+                               g: pb.ActionProfileGroup) -> None:
     ap, prof = _profile(pipe, sw, g.action_profile_id)
     if not prof.with_selector:
         raise invalid(f"Action profile {ap.name} has no selector: it has no groups")
@@ -422,7 +499,8 @@ def write_action_profile_group(pipe: Pipeline, sw: SoftSwitch, utype: int, g: An
         raise _profile_error(e) from None
 
 
-def read_action_profile_groups(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
+def read_action_profile_groups(pipe: Pipeline, sw: SoftSwitch, want: pb.ActionProfileGroup
+                               ) -> Iterator[pb.Entity]:
     for ap in _wanted_profiles(pipe, want.action_profile_id):
         prof = sw.action_profiles[ap.name]
         for gid, gh in sorted(ap.groups.items()):
@@ -440,7 +518,7 @@ def read_action_profile_groups(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Ite
 
 
 def _indirect_ref(pipe: Pipeline, tm: TableMeta, ap: ProfileMeta, prof: ActionProfile,
-                  action: Any) -> tuple[int | None, int | None, tuple[int, list[int], Any] | None]:
+                  action: pb.TableAction) -> tuple[int | None, int | None, OneShot | None]:
     """(member handle, group handle, one-shot record) an entry's action names.
     A one-shot action set becomes a group of fresh members, as PI does."""
     which = action.WhichOneof("type")
@@ -471,76 +549,32 @@ def _indirect_ref(pipe: Pipeline, tm: TableMeta, ap: ProfileMeta, prof: ActionPr
             for h in made:
                 prof.add_member_to_group(h, gh)
         except (P4RTError, ActionProfileError) as e:
-            _drop_oneshot(prof, (gh, made, None))
+            _drop_made(prof, gh, made)
             if isinstance(e, ActionProfileError):
                 raise _profile_error(e) from None
             raise
         saved = pb.ActionProfileActionSet()
         saved.CopyFrom(action.action_profile_action_set)
-        return None, gh, (gh, made, saved)
+        return None, gh, OneShot(gh, made, saved)
     if which == "action":
         raise invalid(f"Table {tm.name} has action profile {ap.name}: entries name a member, "
                       "a group or a one-shot action set")
     raise invalid(f"Table entry for {tm.name} has no action")
 
 
-def _drop_oneshot(prof: ActionProfile, rec: tuple[int | None, list[int], Any] | None) -> None:
-    if rec is None:
-        return
-    gh, members, _ = rec
+def _drop_made(prof: ActionProfile, gh: int | None, members: list[int]) -> None:
     if gh is not None:
         prof.delete_group(gh)
     for h in members:
         prof.delete_member(h)
 
 
-def _write_indirect_entry(pipe: Pipeline, sw: SoftSwitch, utype: int, tm: TableMeta,
-                          table: Table, ap: ProfileMeta, te: Any, matches: list[Any],
-                          prio: int | None, existing: Entry | None) -> None:
-    prof = sw.action_profiles[ap.name]
-    if utype == INSERT:
-        if tm.is_const:
-            raise _permission(f"Table {tm.name} has const entries: no INSERT")
-        if existing is not None:
-            raise P4RTError(grpc.StatusCode.ALREADY_EXISTS,
-                            "Match entry exists, use MODIFY if you wish to change action")
-        mh, gh, rec = _indirect_ref(pipe, tm, ap, prof, te.action)
-        try:
-            handle = table.add_entry(matches, "", (), prio, member=mh, group=gh)
-        except TableError as e:
-            _drop_oneshot(prof, rec)
-            raise _profile_error(e) from None
-        if rec is not None:
-            ap.oneshots[(tm.name, handle)] = rec
-        _apply_direct(tm, table.entries[handle], te)
-    elif utype == MODIFY:
-        if existing is None:
-            raise not_found(f"Cannot find match entry in {tm.name}")
-        mh, gh, rec = _indirect_ref(pipe, tm, ap, prof, te.action)
-        try:
-            table.modify_indirect(existing.handle, member=mh, group=gh)
-        except TableError as e:
-            _drop_oneshot(prof, rec)
-            raise _profile_error(e) from None
-        _drop_oneshot(prof, ap.oneshots.pop((tm.name, existing.handle), None))
-        if rec is not None:
-            ap.oneshots[(tm.name, existing.handle)] = rec
-        _apply_direct(tm, existing, te)
-    elif utype == DELETE:
-        if tm.is_const:
-            raise _permission(f"Table {tm.name} has const entries: no DELETE")
-        if existing is None:
-            raise not_found(f"Cannot find match entry in {tm.name}")
-        try:
-            table.delete_entry(existing.handle)
-        except TableError as e:
-            raise _table_error(e) from None
-        _drop_oneshot(prof, ap.oneshots.pop((tm.name, existing.handle), None))
-    else:
-        raise invalid("Invalid update type")
+def _drop_oneshot(prof: ActionProfile, rec: OneShot | None) -> None:
+    if rec is not None:
+        _drop_made(prof, rec.group, rec.members)
 
 
-def _apply_direct(tm: TableMeta, e: Entry, te: Any) -> None:
+def _apply_direct(tm: TableMeta, e: Entry, te: pb.TableEntry) -> None:
     if te.HasField("counter_data"):
         if tm.direct_counter is None:
             raise invalid(f"Table {tm.name} has no direct counter")
@@ -554,7 +588,7 @@ def _apply_direct(tm: TableMeta, e: Entry, te: Any) -> None:
         raise unimplemented("meter_counter_data is not supported")
 
 
-def _entry_matches(tm: TableMeta, e: Entry) -> list[Any]:
+def _entry_matches(tm: TableMeta, e: Entry) -> list[pb.FieldMatch]:
     out = []
     for f in tm.fields:
         m = e.matches[f.key_index]
@@ -586,7 +620,8 @@ def _entry_matches(tm: TableMeta, e: Entry) -> list[Any]:
     return out
 
 
-def _set_action(pipe: Pipeline, msg: Any, name: str, args: tuple[int, ...] | list[int]) -> None:
+def _set_action(pipe: Pipeline, msg: pb.TableAction | pb.ActionProfileMember, name: str,
+                args: tuple[int, ...] | list[int]) -> None:
     meta = pipe.action_by_name.get(name)
     if meta is None:
         return
@@ -595,14 +630,15 @@ def _set_action(pipe: Pipeline, msg: Any, name: str, args: tuple[int, ...] | lis
         msg.action.params.add(param_id=pm.id, value=encode(v, pm.width))
 
 
-def _entry_msg(pipe: Pipeline, tm: TableMeta, table: Table, e: Entry, want: Any) -> Any:
+def _entry_msg(pipe: Pipeline, tm: TableMeta, table: Table, e: Entry, want: pb.TableEntry
+               ) -> pb.TableEntry:
     out = pb.TableEntry(table_id=tm.id)
     out.match.extend(_entry_matches(tm, e))
     ap = pipe.profile_of_table(tm) if (e.member is not None or e.group is not None) else None
     if ap is not None:
         rec = ap.oneshots.get((tm.name, e.handle))
         if rec is not None:
-            out.action.action_profile_action_set.CopyFrom(rec[2])
+            out.action.action_profile_action_set.CopyFrom(rec.actions)
         elif e.group is not None:
             out.action.action_profile_group_id = ap.group_id(e.group) or 0
         elif e.member is not None:
@@ -621,7 +657,7 @@ def _entry_msg(pipe: Pipeline, tm: TableMeta, table: Table, e: Entry, want: Any)
     return out
 
 
-def read_table_entries(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
+def read_table_entries(pipe: Pipeline, sw: SoftSwitch, want: pb.TableEntry) -> Iterator[pb.Entity]:
     if want.table_id == 0:
         metas = list(pipe.tables.values())
     else:
@@ -656,7 +692,8 @@ def read_table_entries(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[An
 # direct counters and meters
 
 
-def _direct_target(pipe: Pipeline, sw: SoftSwitch, te: Any, kind: str) -> tuple[TableMeta, Entry]:
+def _direct_target(pipe: Pipeline, sw: SoftSwitch, te: pb.TableEntry, kind: str
+                   ) -> tuple[TableMeta, Entry]:
     tm = pipe.table(te.table_id)
     if (tm.direct_counter if kind == "counter" else tm.direct_meter) is None:
         raise invalid(f"Table {tm.name} has no direct {kind}")
@@ -674,7 +711,8 @@ def _direct_target(pipe: Pipeline, sw: SoftSwitch, te: Any, kind: str) -> tuple[
     return tm, e
 
 
-def write_direct_counter(pipe: Pipeline, sw: SoftSwitch, utype: int, dc: Any) -> None:
+def write_direct_counter(pipe: Pipeline, sw: SoftSwitch, utype: int,
+                         dc: pb.DirectCounterEntry) -> None:
     if utype != MODIFY:
         raise invalid("DirectCounterEntry only supports MODIFY")
     _, e = _direct_target(pipe, sw, dc.table_entry, "counter")
@@ -683,7 +721,8 @@ def write_direct_counter(pipe: Pipeline, sw: SoftSwitch, utype: int, dc: Any) ->
         e.bytes = dc.data.byte_count
 
 
-def write_direct_meter(pipe: Pipeline, sw: SoftSwitch, utype: int, dm: Any) -> None:
+def write_direct_meter(pipe: Pipeline, sw: SoftSwitch, utype: int,
+                       dm: pb.DirectMeterEntry) -> None:
     if utype != MODIFY:
         raise invalid("DirectMeterEntry only supports MODIFY")
     _, e = _direct_target(pipe, sw, dm.table_entry, "meter")
@@ -696,7 +735,7 @@ def write_direct_meter(pipe: Pipeline, sw: SoftSwitch, utype: int, dm: Any) -> N
             e.meter.reset()
 
 
-def _direct_tables(pipe: Pipeline, te: Any, kind: str) -> list[TableMeta]:
+def _direct_tables(pipe: Pipeline, te: pb.TableEntry, kind: str) -> list[TableMeta]:
     if te.table_id == 0:
         return [t for t in pipe.tables.values()
                 if (t.direct_counter if kind == "counter" else t.direct_meter) is not None]
@@ -706,7 +745,8 @@ def _direct_tables(pipe: Pipeline, te: Any, kind: str) -> list[TableMeta]:
     return [tm]
 
 
-def read_direct_counters(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
+def read_direct_counters(pipe: Pipeline, sw: SoftSwitch, want: pb.DirectCounterEntry
+                         ) -> Iterator[pb.Entity]:
     te = want.table_entry
     if te.table_id and len(te.match):
         tm, e = _direct_target(pipe, sw, te, "counter")
@@ -724,7 +764,8 @@ def read_direct_counters(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[
             yield pb.Entity(direct_counter_entry=out)
 
 
-def read_direct_meters(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
+def read_direct_meters(pipe: Pipeline, sw: SoftSwitch, want: pb.DirectMeterEntry
+                       ) -> Iterator[pb.Entity]:
     te = want.table_entry
     if te.table_id and len(te.match):
         tm, e = _direct_target(pipe, sw, te, "meter")
@@ -744,7 +785,7 @@ def read_direct_meters(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[An
 # indexed externs
 
 
-def _index_range(meta: ExternMeta, entry: Any, what: str) -> range:
+def _index_range(meta: ExternMeta, entry: IndexedEntry, what: str) -> range:
     if not entry.HasField("index"):
         return range(meta.size)
     i = entry.index.index
@@ -765,7 +806,7 @@ def _extern(table: dict[int, ExternMeta], xid: int, what: str,
     return meta
 
 
-def _read_cells(table: dict[int, ExternMeta], xid: int, want: Any, what: str,
+def _read_cells(table: dict[int, ExternMeta], xid: int, want: IndexedEntry, what: str,
                 direct: dict[int, ExternMeta] | None = None
                 ) -> Iterator[tuple[ExternMeta, int]]:
     """(extern, index) pairs a read asks for: id 0 means every cell of every extern."""
@@ -779,7 +820,7 @@ def _read_cells(table: dict[int, ExternMeta], xid: int, want: Any, what: str,
         yield meta, i
 
 
-def write_counter(pipe: Pipeline, sw: SoftSwitch, utype: int, ce: Any) -> None:
+def write_counter(pipe: Pipeline, sw: SoftSwitch, utype: int, ce: pb.CounterEntry) -> None:
     if utype != MODIFY:
         raise invalid("CounterEntry only supports MODIFY")
     meta = _extern(pipe.counters, ce.counter_id, "counter", pipe.direct_counters)
@@ -790,7 +831,7 @@ def write_counter(pipe: Pipeline, sw: SoftSwitch, utype: int, ce: Any) -> None:
         arr.write(i, ce.data.packet_count, ce.data.byte_count)
 
 
-def read_counters(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
+def read_counters(pipe: Pipeline, sw: SoftSwitch, want: pb.CounterEntry) -> Iterator[pb.Entity]:
     for meta, i in _read_cells(pipe.counters, want.counter_id, want, "counter",
                                pipe.direct_counters):
         arr = sw.counters[meta.name]
@@ -801,7 +842,7 @@ def read_counters(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
         yield pb.Entity(counter_entry=out)
 
 
-def _set_meter(meter: Any, cfg: Any) -> None:
+def _set_meter(meter: Meter, cfg: pb.MeterConfig) -> None:
     if cfg.cir < 0 or cfg.pir < 0 or cfg.cburst < 0 or cfg.pburst < 0:
         raise invalid("Meter rates and bursts must not be negative")
     if cfg.cir > cfg.pir:
@@ -810,7 +851,7 @@ def _set_meter(meter: Any, cfg: Any) -> None:
     meter.set_rates([(cfg.cir / 1e6, int(cfg.cburst)), (cfg.pir / 1e6, int(cfg.pburst))])
 
 
-def _meter_config(meter: Any, out: Any) -> None:
+def _meter_config(meter: Meter, out: pb.MeterConfig) -> None:
     (cr, cb), (pr, pb_) = meter.rates
     out.cir = round(cr * 1e6)
     out.cburst = cb
@@ -818,7 +859,7 @@ def _meter_config(meter: Any, out: Any) -> None:
     out.pburst = pb_
 
 
-def write_meter(pipe: Pipeline, sw: SoftSwitch, utype: int, me: Any) -> None:
+def write_meter(pipe: Pipeline, sw: SoftSwitch, utype: int, me: pb.MeterEntry) -> None:
     if utype != MODIFY:
         raise invalid("MeterEntry only supports MODIFY")
     meta = _extern(pipe.meters, me.meter_id, "meter", pipe.direct_meters)
@@ -832,7 +873,7 @@ def write_meter(pipe: Pipeline, sw: SoftSwitch, utype: int, me: Any) -> None:
             arr.meters[i].reset()
 
 
-def read_meters(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
+def read_meters(pipe: Pipeline, sw: SoftSwitch, want: pb.MeterEntry) -> Iterator[pb.Entity]:
     for meta, i in _read_cells(pipe.meters, want.meter_id, want, "meter", pipe.direct_meters):
         out = pb.MeterEntry(meter_id=meta.id)
         out.index.index = i
@@ -842,7 +883,7 @@ def read_meters(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
         yield pb.Entity(meter_entry=out)
 
 
-def write_register(pipe: Pipeline, sw: SoftSwitch, utype: int, re_: Any) -> None:
+def write_register(pipe: Pipeline, sw: SoftSwitch, utype: int, re_: pb.RegisterEntry) -> None:
     if utype != MODIFY:
         raise invalid("RegisterEntry only supports MODIFY")
     meta = _extern(pipe.registers, re_.register_id, "register")
@@ -856,7 +897,8 @@ def write_register(pipe: Pipeline, sw: SoftSwitch, utype: int, re_: Any) -> None
         arr.values[i] = v
 
 
-def read_registers(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
+def read_registers(pipe: Pipeline, sw: SoftSwitch, want: pb.RegisterEntry
+                   ) -> Iterator[pb.Entity]:
     for meta, i in _read_cells(pipe.registers, want.register_id, want, "register"):
         out = pb.RegisterEntry(register_id=meta.id)
         out.index.index = i
@@ -868,7 +910,7 @@ def read_registers(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
 # packet replication engine
 
 
-def _replicas(replicas: Any, what: str) -> list[tuple[int, int]]:
+def _replicas(replicas: Iterable[pb.Replica], what: str) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     for r in replicas:
         if r.WhichOneof("port_kind") == "port":
@@ -905,12 +947,14 @@ def _remove_group(sw: SoftSwitch, mgid: int) -> None:
     pre.mgrp_destroy(mgid)
 
 
-def _group_replicas(sw: SoftSwitch, mgid: int, out: Any) -> None:
+def _group_replicas(sw: SoftSwitch, mgid: int,
+                    out: RepeatedCompositeFieldContainer[pb.Replica]) -> None:
     for port, rid in sw.pre.replicate(mgid):
         out.add(egress_port=port, instance=rid)
 
 
-def write_pre(pipe: Pipeline, sw: SoftSwitch, utype: int, pre_e: Any) -> None:
+def write_pre(pipe: Pipeline, sw: SoftSwitch, utype: int,
+              pre_e: pb.PacketReplicationEngineEntry) -> None:
     which = pre_e.WhichOneof("type")
     try:
         if which == "multicast_group_entry":
@@ -923,7 +967,7 @@ def write_pre(pipe: Pipeline, sw: SoftSwitch, utype: int, pre_e: Any) -> None:
         raise invalid(f"Invalid PRE operation ({e.code}): {e.detail}") from None
 
 
-def _write_mc(sw: SoftSwitch, utype: int, g: Any) -> None:
+def _write_mc(sw: SoftSwitch, utype: int, g: pb.MulticastGroupEntry) -> None:
     mgid = g.multicast_group_id
     if mgid == 0:
         raise invalid("0 is not a valid group id")
@@ -949,7 +993,7 @@ def _write_mc(sw: SoftSwitch, utype: int, g: Any) -> None:
         raise invalid("Invalid update type")
 
 
-def _write_clone(sw: SoftSwitch, utype: int, c: Any) -> None:
+def _write_clone(sw: SoftSwitch, utype: int, c: pb.CloneSessionEntry) -> None:
     sid = c.session_id
     if sid == 0:
         raise invalid("0 is not a valid session id")
@@ -978,7 +1022,8 @@ def _write_clone(sw: SoftSwitch, utype: int, c: Any) -> None:
         sw.mirrors.add(sid, mgid=RESERVED_MGID | sid)
 
 
-def read_pre(pipe: Pipeline, sw: SoftSwitch, want: Any) -> Iterator[Any]:
+def read_pre(pipe: Pipeline, sw: SoftSwitch, want: pb.PacketReplicationEngineEntry
+             ) -> Iterator[pb.Entity]:
     which = want.WhichOneof("type")
     if which == "multicast_group_entry":
         mgid = want.multicast_group_entry.multicast_group_id

@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from switches.soft.control.p4rt_codec import P4RTError, invalid
 from switches.soft.p4info import (
@@ -34,7 +34,22 @@ from switches.soft.p4info import (
     controller_headers,
     p4info_key_name,
 )
-from switches.soft.runtime.contract import ProgramInfo, TableInfo
+from switches.soft.runtime.contract import (
+    CounterInfo,
+    MeterInfo,
+    ProgramInfo,
+    ProgramModule,
+    RegisterInfo,
+    TableInfo,
+)
+
+if TYPE_CHECKING:
+    from p4.config.v1 import p4info_pb2
+    from p4.v1 import p4runtime_pb2 as pb
+
+    # the P4Info messages of the indexed externs (each with a preamble)
+    P4InfoExtern: TypeAlias = (p4info_pb2.Counter | p4info_pb2.DirectCounter | p4info_pb2.Meter
+                    | p4info_pb2.DirectMeter | p4info_pb2.Register)
 
 MATCH_KINDS = {2: "exact", 3: "lpm", 4: "ternary", 5: "range", 6: "optional"}
 PRIORITY_KINDS = frozenset({"ternary", "range", "optional"})
@@ -82,6 +97,16 @@ class TableMeta:
 
 
 @dataclass
+class OneShot:
+    """A table entry's one-shot action set: the group and members made for it,
+    and the set as the controller gave it (a read returns it unchanged)."""
+
+    group: int
+    members: list[int]
+    actions: pb.ActionProfileActionSet
+
+
+@dataclass
 class ProfileMeta:
     """An action profile/selector and the controller's ids of its members and
     groups (P4Runtime ids are the controller's; the switch has handles)."""
@@ -91,8 +116,8 @@ class ProfileMeta:
     table_ids: list[int]
     members: dict[int, int] = field(default_factory=dict)  # member id -> handle
     groups: dict[int, int] = field(default_factory=dict)  # group id -> handle
-    # one-shot action sets: (table, entry handle) -> (group handle, member handles, set)
-    oneshots: dict[tuple[str, int], tuple[int, list[int], Any]] = field(default_factory=dict)
+    # one-shot action sets: (table, entry handle) -> its group, members and set
+    oneshots: dict[tuple[str, int], OneShot] = field(default_factory=dict)
 
     def member_id(self, handle: int) -> int | None:
         return next((i for i, h in self.members.items() if h == handle), None)
@@ -135,7 +160,7 @@ def _key_names(name: str) -> set[str]:
 class Pipeline:
     """Id-indexed view of one committed (or candidate) program."""
 
-    def __init__(self, p4info: Any, module: Any, device_config: bytes = b"",
+    def __init__(self, p4info: p4info_pb2.P4Info, module: ProgramModule, device_config: bytes = b"",
                  cookie: int | None = None) -> None:
         self.p4info = p4info
         self.module = module
@@ -238,7 +263,9 @@ class Pipeline:
             self.tables[tmeta.id] = tmeta
             self.table_by_name[name] = tmeta
 
-        def extern(kind: str, entries: Iterable[Any], known: Mapping[str, Any], direct: bool,
+        def extern(kind: str, entries: Iterable[P4InfoExtern],
+                   known: Mapping[str, CounterInfo] | Mapping[str, MeterInfo]
+                   | Mapping[str, RegisterInfo], direct: bool,
                    out: dict[int, ExternMeta]) -> None:
             for e in entries:
                 name = e.preamble.name
@@ -320,7 +347,7 @@ class Pipeline:
 
 @dataclass
 class LoadedProgram:
-    module: Any
+    module: ProgramModule
     headers: list[ControllerHeaderInfo]
     description: str  # for logs: the path compiled
 
@@ -394,7 +421,7 @@ def load_device_config(data: bytes, include_dirs: Iterable[str], workdir: str,
         raise invalid(f"the P4 program could not be compiled: {type(e).__name__}: {e}") from None
 
 
-def pipeline_for(p4info: Any | None, loaded: LoadedProgram, device_config: bytes = b"",
+def pipeline_for(p4info: p4info_pb2.P4Info | None, loaded: LoadedProgram, device_config: bytes = b"",
                  cookie: int | None = None) -> Pipeline:
     """A Pipeline for ``loaded``; ``p4info`` None (or empty) means the
     program's own P4Info."""

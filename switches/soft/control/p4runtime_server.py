@@ -101,8 +101,11 @@ from switches.soft.control.p4rt_pipeline import (  # noqa: E402
     pipeline_for,
 )
 from switches.soft.runtime.pre import MirroringSessions, ReplicationEngine  # noqa: E402
+from switches.soft.runtime.tables import Entry  # noqa: E402
 
 if TYPE_CHECKING:
+    from p4.config.v1 import p4info_pb2
+
     from switches.soft.runtime.switch import SoftSwitch
 
 log = logging.getLogger("softswitch.p4runtime")
@@ -110,12 +113,18 @@ log = logging.getLogger("softswitch.p4runtime")
 API_VERSION = "1.4.1"
 PACKET_IN_QUEUE_MAX = 10000
 READ_CHUNK = 5000
-_END = object()
+
+
+class _End:
+    """The end of a stream's output (``_END``, its one instance)."""
+
+
+_END = _End()
 # entity oneof name -> (writer(pipe, switch, update type, message),
 # reader(pipe, switch, message)); digests are handled by the service itself (it holds
 # their per-stream state)
 _ENTITIES: dict[str, tuple[Callable[[Pipeline, SoftSwitch, int, Any], None],
-                           Callable[[Pipeline, SoftSwitch, Any], Iterator[Any]]]] = {
+                           Callable[[Pipeline, SoftSwitch, Any], Iterator[pb.Entity]]]] = {
     "table_entry": (ent.write_table_entry, ent.read_table_entries),
     "counter_entry": (ent.write_counter, ent.read_counters),
     "direct_counter_entry": (ent.write_direct_counter, ent.read_direct_counters),
@@ -143,14 +152,16 @@ class _Status(grpc.Status):
 @dataclass(eq=False)
 class _Client:
     peer: str
-    out: queue.Queue[Any] = field(default_factory=queue.Queue)
+    # StreamMessageResponses, then _END; an _Abort ends the stream with its status
+    out: queue.Queue[pb.StreamMessageResponse | _Abort | _End] = field(
+        default_factory=queue.Queue)
     device_id: int | None = None
     role: str = ""
     election_id: int | None = None
     arbitrated: bool = False
     dropped: int = 0
 
-    def send(self, msg: Any) -> None:
+    def send(self, msg: pb.StreamMessageResponse) -> None:
         if self.out.qsize() >= PACKET_IN_QUEUE_MAX:
             self.dropped += 1
             return
@@ -178,7 +189,7 @@ class _Abort(Exception):
 
 @dataclass
 class _DigestState:
-    config: Any  # p4.v1.DigestEntry.Config
+    config: pb.DigestEntry.Config
     buffer: list[tuple[int, ...]] = field(default_factory=list)
     first_ns: int = 0
     cache: dict[int, tuple[int, set[tuple[int, ...]]]] = field(default_factory=dict)
@@ -190,7 +201,8 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def __init__(self, switch: SoftSwitch, device_id: int = 0, *, cpu_port: int | None = None,
                  program_path: str | None = None, include_dirs: Iterable[str] = (),
-                 defines: Mapping[str, object] | None = None, p4info: Any = None,
+                 defines: Mapping[str, object] | None = None,
+                 p4info: p4info_pb2.P4Info | None = None,
                  wake: Callable[[], None] | None = None, workdir: str | None = None,
                  initial_pipeline: bool = True) -> None:
         self.sw = switch
@@ -225,7 +237,8 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
 
             from switches.soft.p4info import program_controller_headers
             headers = program_controller_headers(program_path, include_dirs, defines)
-            cfg: dict[str, Any] = {"program": os.path.abspath(program_path)}
+            cfg: dict[str, str | list[str] | dict[str, object]] = {
+                "program": os.path.abspath(program_path)}
             if include_dirs:
                 cfg["include_dirs"] = [os.path.abspath(d) for d in include_dirs]
             if defines:
@@ -268,7 +281,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             raise P4RTError(grpc.StatusCode.NOT_FOUND, f"Unknown device id {device_id} (this "
                             f"switch is device {self.device_id})")
 
-    def _check_primary(self, role: str, election: Any, has_election: bool) -> None:
+    def _check_primary(self, role: str, election: pb.Uint128, has_election: bool) -> None:
         with self._arb_lock:
             r = self._roles.get(role)
             primary = r.primary if r is not None else None
@@ -283,7 +296,8 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
     # ------------------------------------------------------------------
     # Write / Read
 
-    def Write(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def Write(self, request: pb.WriteRequest, context: grpc.ServicerContext
+              ) -> pb.WriteResponse:
         try:
             self._check_device(request.device_id)
             self._check_primary(request.role, request.election_id,
@@ -325,7 +339,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                 (("grpc-status-details-bin", st.SerializeToString()),)))
         return pb.WriteResponse()
 
-    def _write_one(self, pipe: Pipeline, u: Any) -> None:
+    def _write_one(self, pipe: Pipeline, u: pb.Update) -> None:
         if u.type not in (ent.INSERT, ent.MODIFY, ent.DELETE):
             raise invalid("Update type is not set")
         which = u.entity.WhichOneof("entity")
@@ -339,13 +353,14 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             raise unimplemented(f"{which} is not supported by the soft target")
         handlers[0](pipe, self.sw, u.type, getattr(u.entity, which))
 
-    def Read(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+    def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext
+             ) -> Iterator[pb.ReadResponse]:
         try:
             self._check_device(request.device_id)
             if self.pipe is None:
                 raise P4RTError(grpc.StatusCode.FAILED_PRECONDITION,
                                 "No forwarding pipeline config set")
-            entities: list[Any] = []
+            entities: list[pb.Entity] = []
             with self.sw.lock:
                 pipe = self.pipe
                 for e in request.entities:
@@ -360,7 +375,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         for i in range(0, max(1, len(entities)), READ_CHUNK):
             yield pb.ReadResponse(entities=entities[i:i + READ_CHUNK])
 
-    def _read_one(self, pipe: Pipeline, e: Any) -> Iterable[Any]:
+    def _read_one(self, pipe: Pipeline, e: pb.Entity) -> Iterable[pb.Entity]:
         which = e.WhichOneof("entity")
         if which == "digest_entry":
             return self._read_digests(pipe, e.digest_entry)
@@ -374,7 +389,9 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
     # ------------------------------------------------------------------
     # pipeline config
 
-    def SetForwardingPipelineConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def SetForwardingPipelineConfig(self, request: pb.SetForwardingPipelineConfigRequest,
+                                    context: grpc.ServicerContext
+                                    ) -> pb.SetForwardingPipelineConfigResponse:
         try:
             self._check_device(request.device_id)
             self._check_primary(request.role, request.election_id,
@@ -387,14 +404,14 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
         return pb.SetForwardingPipelineConfigResponse()
 
-    def _candidate(self, config: Any) -> Pipeline:
+    def _candidate(self, config: pb.ForwardingPipelineConfig) -> Pipeline:
         loaded = load_device_config(config.p4_device_config, self.include_dirs, self.workdir,
                                     trace=self.sw.tracer is not None)
         cookie = config.cookie.cookie if config.HasField("cookie") else None
         p4info = config.p4info if config.HasField("p4info") else None
         return pipeline_for(p4info, loaded, bytes(config.p4_device_config), cookie)
 
-    def _set_pipeline(self, request: Any) -> None:
+    def _set_pipeline(self, request: pb.SetForwardingPipelineConfigRequest) -> None:
         A = pb.SetForwardingPipelineConfigRequest
         action = request.action
         if action == A.COMMIT:
@@ -435,7 +452,9 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                 self._digests.clear()
         log.info("forwarding pipeline replaced by %s", cand.info.name)
 
-    def GetForwardingPipelineConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def GetForwardingPipelineConfig(self, request: pb.GetForwardingPipelineConfigRequest,
+                                    context: grpc.ServicerContext
+                                    ) -> pb.GetForwardingPipelineConfigResponse:
         try:
             self._check_device(request.device_id)
         except P4RTError as e:
@@ -456,14 +475,15 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         cfg.SetInParent()
         return resp
 
-    def Capabilities(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def Capabilities(self, request: pb.CapabilitiesRequest, context: grpc.ServicerContext
+                     ) -> pb.CapabilitiesResponse:
         return pb.CapabilitiesResponse(p4runtime_api_version=API_VERSION)
 
     # ------------------------------------------------------------------
     # stream channel
 
-    def StreamChannel(self, request_iterator: Iterator[Any],
-                      context: grpc.ServicerContext) -> Iterator[Any]:
+    def StreamChannel(self, request_iterator: Iterator[pb.StreamMessageRequest],
+                      context: grpc.ServicerContext) -> Iterator[pb.StreamMessageResponse]:
         client = _Client(peer=context.peer())
         reader = threading.Thread(target=self._read_stream, args=(client, request_iterator),
                                   name="p4rt-stream", daemon=True)
@@ -480,7 +500,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         finally:
             self._drop_client(client)
 
-    def _read_stream(self, client: _Client, requests: Iterator[Any]) -> None:
+    def _read_stream(self, client: _Client, requests: Iterator[pb.StreamMessageRequest]) -> None:
         try:
             for req in requests:
                 if self._stopping:
@@ -498,7 +518,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             log.exception("stream reader failed")
         client.out.put(_END)
 
-    def _stream_message(self, client: _Client, req: Any) -> None:
+    def _stream_message(self, client: _Client, req: pb.StreamMessageRequest) -> None:
         which = req.WhichOneof("update")
         if which == "arbitration":
             self._arbitrate(client, req.arbitration)
@@ -512,7 +532,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             err.other.SetInParent()
             client.send(pb.StreamMessageResponse(error=err))
 
-    def _arbitrate(self, client: _Client, arb: Any) -> None:
+    def _arbitrate(self, client: _Client, arb: pb.MasterArbitrationUpdate) -> None:
         role_name = arb.role.name
         if arb.role.HasField("config"):
             raise _Abort(grpc.StatusCode.INVALID_ARGUMENT,
@@ -588,7 +608,8 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
     # -- packet I/O ---------------------------------------------------------
 
     def _stream_error(self, client: _Client, code: grpc.StatusCode, msg: str,
-                      packet: Any = None, ack: Any = None) -> None:
+                      packet: pb.PacketOut | None = None,
+                      ack: pb.DigestListAck | None = None) -> None:
         err = pb.StreamError(canonical_code=code_number(code), message=msg)
         if packet is not None:
             err.packet_out.packet_out.CopyFrom(packet)
@@ -596,7 +617,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             err.digest_list_ack.digest_list_ack.CopyFrom(ack)
         client.send(pb.StreamMessageResponse(error=err))
 
-    def _packet_out(self, client: _Client, pkt: Any) -> None:
+    def _packet_out(self, client: _Client, pkt: pb.PacketOut) -> None:
         with self._arb_lock:
             role = self._roles.get(client.role)
             is_primary = role is not None and role.primary is client
@@ -667,7 +688,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     # -- digests -------------------------------------------------------------
 
-    def _write_digest(self, pipe: Pipeline, utype: int, de: Any) -> None:
+    def _write_digest(self, pipe: Pipeline, utype: int, de: pb.DigestEntry) -> None:
         meta = pipe.digests.get(de.digest_id)
         if meta is None:
             raise invalid(f"Invalid P4 id {de.digest_id}: not a digest")
@@ -688,7 +709,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                 del self._digests[de.digest_id]
             self._digest_lock.notify_all()
 
-    def _read_digests(self, pipe: Pipeline, want: Any) -> list[Any]:
+    def _read_digests(self, pipe: Pipeline, want: pb.DigestEntry) -> list[pb.Entity]:
         if want.digest_id and want.digest_id not in pipe.digests:
             raise invalid(f"Invalid P4 id {want.digest_id}: not a digest")
         out = []
@@ -758,7 +779,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             c.send(resp)
         self.stats["digest_lists"] += 1
 
-    def _digest_ack(self, client: _Client, ack: Any) -> None:
+    def _digest_ack(self, client: _Client, ack: pb.DigestListAck) -> None:
         with self._digest_lock:
             st = self._digests.get(ack.digest_id)
             if st is None:
@@ -790,7 +811,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                 self._digest_lock.wait(max(wait_ns, 100_000) / 1e9)
 
 
-def _copy_config(cfg: Any) -> Any:
+def _copy_config(cfg: pb.DigestEntry.Config) -> pb.DigestEntry.Config:
     c = pb.DigestEntry.Config()
     c.CopyFrom(cfg)
     return c
@@ -800,11 +821,22 @@ def _copy_config(cfg: Any) -> Any:
 # reconcile: carry state over to a new program
 
 
-def _snapshot(sw: SoftSwitch, cand: Pipeline) -> dict[str, Any]:
+@dataclass
+class _Snapshot:
+    """The running state a new program keeps (RECONCILE_AND_COMMIT), by name."""
+
+    # entries (not const) and the changed default action (name, arguments), if any
+    tables: dict[str, tuple[list[Entry], tuple[str, tuple[int, ...]] | None]]
+    registers: dict[str, list[int]]
+    counters: dict[str, tuple[list[int], list[int]]]  # packets, bytes
+    meters: dict[str, list[list[tuple[float, int]] | None]]  # rates, None if not set
+
+
+def _snapshot(sw: SoftSwitch, cand: Pipeline) -> _Snapshot:
     """What of the running state the new program can keep; raises P4RTError
     (INVALID_ARGUMENT) naming the first thing it cannot."""
     new = cand.info
-    tables: dict[str, Any] = {}
+    tables: dict[str, tuple[list[Entry], tuple[str, tuple[int, ...]] | None]] = {}
     for name, t in sw.tables.items():
         entries = [e for e in t.sorted_entries() if not e.const]
         changed_default = (t.default_action, t.default_args) != (t.info.default_action,
@@ -840,11 +872,11 @@ def _snapshot(sw: SoftSwitch, cand: Pipeline) -> dict[str, Any]:
         nm = new.meters.get(name)
         if nm is not None and not nm.direct_table:
             meters[name] = [list(x.rates) if x.configured else None for x in m.meters[:nm.size]]
-    return {"tables": tables, "registers": regs, "counters": counters, "meters": meters}
+    return _Snapshot(tables, regs, counters, meters)
 
 
-def _restore(sw: SoftSwitch, snap: dict[str, Any]) -> None:
-    for name, (entries, default) in snap["tables"].items():
+def _restore(sw: SoftSwitch, snap: _Snapshot) -> None:
+    for name, (entries, default) in snap.tables.items():
         t = sw.tables[name]
         for e in entries:
             prio = e.priority if t.needs_priority else None
@@ -855,13 +887,13 @@ def _restore(sw: SoftSwitch, snap: dict[str, Any]) -> None:
                 ne.meter.set_rates(list(e.meter.rates))
         if default is not None:
             t.set_default(default[0], list(default[1]))
-    for name, vals in snap["registers"].items():
+    for name, vals in snap.registers.items():
         sw.registers[name].values[:len(vals)] = vals
-    for name, (pk, by) in snap["counters"].items():
+    for name, (pk, by) in snap.counters.items():
         c = sw.counters[name]
         c.packets[:len(pk)] = pk
         c.bytes[:len(by)] = by
-    for name, rates in snap["meters"].items():
+    for name, rates in snap.meters.items():
         for m, r in zip(sw.meters[name].meters, rates, strict=False):
             if r is not None:
                 m.set_rates(r)
@@ -889,7 +921,8 @@ class P4RuntimeHandle:
 def start_p4runtime_server(switch: SoftSwitch, address: str = "127.0.0.1:9559",
                            device_id: int = 0, *, cpu_port: int | None = None,
                            program_path: str | None = None, include_dirs: Iterable[str] = (),
-                           defines: Mapping[str, object] | None = None, p4info: Any = None,
+                           defines: Mapping[str, object] | None = None,
+                 p4info: p4info_pb2.P4Info | None = None,
                            wake: Callable[[], None] | None = None,
                            initial_pipeline: bool = True,
                            max_workers: int = 32) -> P4RuntimeHandle:

@@ -8,7 +8,10 @@ Typedefs are resolved away (a ``typedef bit<32> ip4Addr_t`` field has type
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..frontend import ir
 
 
 class P4Type:
@@ -94,7 +97,7 @@ class MatchKind(P4Type):
 class Field:
     name: str
     type: P4Type
-    annotations: list[Any] = field(default_factory=list)  # ir.Annotation
+    annotations: list[ir.Annotation] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -103,7 +106,7 @@ class StructLike(P4Type):
 
     name: str
     fields: list[Field]
-    decl: Any = None
+    decl: ir.Decl | None = None
 
     def field_type(self, name: str) -> P4Type | None:
         for f in self.fields:
@@ -148,7 +151,7 @@ class Enum(P4Type):
     members: list[str]
     underlying: Bits | None = None
     values: list[int] = field(default_factory=list)  # value of members[i]
-    decl: Any = None
+    decl: ir.Decl | None = None
 
     def bit_width(self) -> int:
         if self.underlying is None:
@@ -188,7 +191,7 @@ class Extern(P4Type):
 
     name: str
     type_args: list[P4Type] = field(default_factory=list)
-    decl: Any = None
+    decl: ir.Decl | None = None
 
     def __str__(self) -> str:
         if self.type_args:
@@ -204,12 +207,12 @@ class Callable(P4Type):
     kind: str  # 'action', 'function', 'extern_function', 'method', 'apply'
     params: list[tuple[str, P4Type, str]]
     ret: P4Type
-    decl: Any = None
+    decl: ir.Decl | None = None
 
 
 @dataclass(eq=False)
 class TableType(P4Type):
-    decl: Any
+    decl: ir.TableDecl
 
     def __str__(self) -> str:
         return f"table {self.decl.name}"
@@ -235,7 +238,7 @@ class Block(P4Type):
 
     kind: str  # 'parser', 'control', 'package'
     name: str
-    decl: Any = None
+    decl: ir.Decl | None = None
     type_args: list[P4Type] = field(default_factory=list)
 
     def __str__(self) -> str:

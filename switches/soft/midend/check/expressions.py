@@ -4,8 +4,6 @@ matching (generic type variables included)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...frontend import ir
 from ...frontend.source import Location, P4Error, P4Unsupported
 from .. import consteval as CE
@@ -162,6 +160,7 @@ class ExpressionChecker(CheckBase):
         if len(have.params) != len(proto.params) or any(
                 a.direction != b.direction or not type_eq(a.type, subst(b.type, m))
                 for a, b in zip(have.params, proto.params, strict=False)):
+            assert t.decl is not None  # a block type with a signature has its declaration
             raise P4Error(e.loc, f"{s} does not match the type {t.decl.name}")
 
     def make_cast(self, e: ir.Expr, t: T.P4Type) -> ir.Expr:
@@ -225,7 +224,7 @@ class ExpressionChecker(CheckBase):
         assert r.type is not None, e
         return r
 
-    def e_IntLit(self, e: ir.IntLit, s: Scope, exp: Any) -> ir.Expr:
+    def e_IntLit(self, e: ir.IntLit, s: Scope, exp: T.P4Type | None) -> ir.Expr:
         if e.width is None:
             e.type = T.InfInt()
             return e
@@ -243,23 +242,23 @@ class ExpressionChecker(CheckBase):
         e.type = T.Bits(e.width, e.signed)
         return e
 
-    def e_BoolLit(self, e: ir.BoolLit, s: Scope, exp: Any) -> ir.Expr:
+    def e_BoolLit(self, e: ir.BoolLit, s: Scope, exp: T.P4Type | None) -> ir.Expr:
         e.type = T.Bool()
         return e
 
-    def e_StringLit(self, e: ir.StringLit, s: Scope, exp: Any) -> ir.Expr:
+    def e_StringLit(self, e: ir.StringLit, s: Scope, exp: T.P4Type | None) -> ir.Expr:
         e.type = T.String()
         return e
 
-    def e_DefaultExpr(self, e: ir.DefaultExpr, s: Scope, exp: Any) -> ir.Expr:
+    def e_DefaultExpr(self, e: ir.DefaultExpr, s: Scope, exp: T.P4Type | None) -> ir.Expr:
         e.type = T.DontCare()
         return e
 
-    def e_DontCareExpr(self, e: ir.DontCareExpr, s: Scope, exp: Any) -> ir.Expr:
+    def e_DontCareExpr(self, e: ir.DontCareExpr, s: Scope, exp: T.P4Type | None) -> ir.Expr:
         e.type = exp if exp is not None else T.DontCare()
         return e
 
-    def e_PathExpr(self, e: ir.PathExpr, s: Scope, exp: Any) -> ir.Expr:
+    def e_PathExpr(self, e: ir.PathExpr, s: Scope, exp: T.P4Type | None) -> ir.Expr:
         if e.name == "error" and not e.absolute:
             e.decl = self.error_decl
             e.type = T.TypeOfType(self.error_type)
@@ -311,7 +310,7 @@ class ExpressionChecker(CheckBase):
         return T.Callable(sig.kind, [(p.direction, subst(p.type, m), p.name) for p in sig.params],
                           subst(sig.ret, m), sig.decl)
 
-    def e_MemberExpr(self, e: ir.MemberExpr, s: Scope, exp: Any) -> ir.Expr:
+    def e_MemberExpr(self, e: ir.MemberExpr, s: Scope, exp: T.P4Type | None) -> ir.Expr:
         base = self.expr(e.expr, s, None)
         e.expr = base
         bt = base.type
@@ -406,7 +405,7 @@ class ExpressionChecker(CheckBase):
             return {}
         return {tv.id: a for tv, a in zip(et.type_args, t.type_args, strict=False) if isinstance(tv, TypeVar)}
 
-    def e_IndexExpr(self, e: ir.IndexExpr, s: Scope, exp: Any) -> ir.Expr:
+    def e_IndexExpr(self, e: ir.IndexExpr, s: Scope, exp: T.P4Type | None) -> ir.Expr:
         base = self.expr(e.expr, s, None)
         e.expr = base
         idx = self.expr(e.index, s, None)
@@ -435,7 +434,7 @@ class ExpressionChecker(CheckBase):
             return e
         raise P4Error(e.loc, f"cannot index a value of type {base.type}")
 
-    def e_SliceExpr(self, e: ir.SliceExpr, s: Scope, exp: Any) -> ir.Expr:
+    def e_SliceExpr(self, e: ir.SliceExpr, s: Scope, exp: T.P4Type | None) -> ir.Expr:
         base = self.expr(e.expr, s, None)
         e.expr = base
         bt = base.type
@@ -461,7 +460,7 @@ class ExpressionChecker(CheckBase):
             return CE.int_lit((base.value & ((1 << bt.width) - 1)) >> lo.value, e.type, e.loc)
         return e
 
-    def e_UnaryExpr(self, e: ir.UnaryExpr, s: Scope, exp: Any) -> ir.Expr:
+    def e_UnaryExpr(self, e: ir.UnaryExpr, s: Scope, exp: T.P4Type | None) -> ir.Expr:
         x = self.expr(e.expr, s, exp if e.op in ("-", "+", "~") else T.Bool())
         e.expr = x
         t = x.type
@@ -488,7 +487,7 @@ class ExpressionChecker(CheckBase):
 
     CMP = ("==", "!=", "<", "<=", ">", ">=")
 
-    def e_BinaryExpr(self, e: ir.BinaryExpr, s: Scope, exp: Any) -> ir.Expr:
+    def e_BinaryExpr(self, e: ir.BinaryExpr, s: Scope, exp: T.P4Type | None) -> ir.Expr:
         op = e.op
         if op in ("&&&", ".."):
             raise P4Error(e.loc, f"operator '{op}' is only allowed in keysets and table entries")
@@ -614,7 +613,7 @@ class ExpressionChecker(CheckBase):
             raise P4Error(loc, f"operands of '{op}' have mismatched types: {show(lt)} and {show(rt)}")
         return self.convert(x, t, f"in operand of '{op}'")
 
-    def e_TernaryExpr(self, e: ir.TernaryExpr, s: Scope, exp: Any) -> ir.Expr:
+    def e_TernaryExpr(self, e: ir.TernaryExpr, s: Scope, exp: T.P4Type | None) -> ir.Expr:
         e.cond = self.condition(e.cond, s, "'?:'")
         a = self.expr(e.then, s, exp)
         b = self.expr(e.else_, s, exp)
@@ -633,7 +632,7 @@ class ExpressionChecker(CheckBase):
             return a if e.cond.value else b
         return e
 
-    def e_CastExpr(self, e: ir.CastExpr, s: Scope, exp: Any) -> ir.Expr:
+    def e_CastExpr(self, e: ir.CastExpr, s: Scope, exp: T.P4Type | None) -> ir.Expr:
         t = self.resolve(e.to, s) if e.to.resolved is None else e.to.resolved
         x = self.expr(e.expr, s, t)
         if isinstance(x, (ir.ListExpr, ir.StructExpr)) and isinstance(t, (T.StructLike, T.Tuple)):
@@ -657,8 +656,8 @@ class ExpressionChecker(CheckBase):
             return x
         return e
 
-    def e_ListExpr(self, e: ir.ListExpr, s: Scope, exp: Any) -> ir.Expr:
-        hints: list[Any] = [None] * len(e.elems)
+    def e_ListExpr(self, e: ir.ListExpr, s: Scope, exp: T.P4Type | None) -> ir.Expr:
+        hints: list[T.P4Type | None] = [None] * len(e.elems)
         if isinstance(exp, T.StructLike) and len(exp.fields) == len(e.elems):
             hints = [f.type for f in exp.fields]
         elif isinstance(exp, T.Tuple) and len(exp.elems) == len(e.elems):
@@ -669,7 +668,7 @@ class ExpressionChecker(CheckBase):
             return self.convert(e, exp, "in initializer")
         return e
 
-    def e_StructExpr(self, e: ir.StructExpr, s: Scope, exp: Any) -> ir.Expr:
+    def e_StructExpr(self, e: ir.StructExpr, s: Scope, exp: T.P4Type | None) -> ir.Expr:
         target = exp
         if e.type_name is not None:
             target = self.resolve(e.type_name, s)
@@ -693,7 +692,7 @@ class ExpressionChecker(CheckBase):
         e.type = T.Struct("<anonymous>", [T.Field(n, x.type) for n, x in fields])
         return e
 
-    def e_CallExpr(self, e: ir.CallExpr, s: Scope, exp: Any) -> ir.Expr:
+    def e_CallExpr(self, e: ir.CallExpr, s: Scope, exp: T.P4Type | None) -> ir.Expr:
         f = e.func
         explicit = [self.resolve(t, s) for t in e.type_args]
         for tr, t in zip(e.type_args, explicit, strict=True):
