@@ -10,7 +10,12 @@ steps ahead of the slowest (switches/p4/symphony.p4) so DCQCN slows them.
 Topology: ``leaves`` x ``spines`` soft switches (testbed.net.leaf_spine, all
 running symphony.p4), ``hosts_per_leaf`` hosts per leaf. One CommLib job of
 ``channels`` parallel rings over every host, ranks alternating between the
-leaves so that every ring hop crosses a spine. Each step is one RDMA WRITE
+leaves so that every ring hop crosses a spine (``ring_layout`` local: leaf
+by leaf). With ``ring_dims`` LOCALxGROUPS the AllReduce is the paper's 2D
+ring (Table 1: 8 x 4; hosts.commlib.hierarchical): ReduceScatter around
+each group of LOCAL consecutive ranks, AllReduce around the ranks at the
+same place in every group, AllGather around each group; the job's steps
+count on through the three stages as one sequence. Each step is one RDMA WRITE
 per channel tagged with the step (UDP source port) and the job id, starting
 at PSN 0 (``step_psn_origin``): the switches track the job, and a step's new
 source port lets ECMP hash it onto another spine, as in the paper.
@@ -59,7 +64,9 @@ queues; experiments/_symphony_net.py). The switches run the CPython data path
 (``realtime_agents_first``), and a ``warmup`` phase (one untracked AllReduce of
 ``warmup_kb`` chunks) precedes the measured ones, outside the verdict.
 
-Profiles: the full one is the paper's lossless fabric (``pfc``: every
+Profiles: the paper one is §4.1's network at 10 Gb/s, 32 nodes as 8
+leaves of 4, Table 1's 2D ring of 8 x 4 with ranks leaf by leaf, 8 MB
+chunks (experiments/_symphony_net.py); the full one is the paper's lossless fabric (``pfc``: every
 switch port pauses the hop before it, and the udp hosts obey; HPCC's RDMA
 configuration, which the paper follows) on 3 Mb/s links, 1 MiB chunks and
 3 seeds; the quick one is lossy, on 4 Mb/s links, 256 KiB chunks, 1 seed.
@@ -67,7 +74,7 @@ configuration, which the paper follows) on 3 Mb/s links, 1 MiB chunks and
 Results (summary.json): per scheme ``max_overlap`` (largest number of steps in
 flight at once over the job's flows; mean, spread and the runs) and ``cct``
 (collective completion time, slowest rank, s: median, p90 over every
-collective of every seed), ``theoretical_cct`` (2 (N - 1) steps at line
+collective of every seed), ``theoretical_cct`` (2 (N - 1) chunks per rank at line
 rate), ``cct_change`` (Symphony's median against the baseline's),
 ``cct_change_late`` and ``cct_change_pq`` (those schemes' medians against
 the baseline's),
