@@ -16,9 +16,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from testbed.owned import this_process_record
+
+if TYPE_CHECKING:
+    from mininet.node import Host
 
 __all__ = ["AgentLauncher", "LaunchedAgent", "LauncherError"]
 
@@ -79,7 +82,7 @@ class AgentLauncher:
     (this interpreter) with ``env``; its own errors go to ``log_path``;
     ``run`` (the run directory) is on its command line and its agents'."""
 
-    def __init__(self, node: Any, log_path: Path, env: dict[str, str], cwd: Path,
+    def __init__(self, node: Host, log_path: Path, env: dict[str, str], cwd: Path,
                  run: str = "") -> None:
         self.name = getattr(node, "name", "?")
         self.exits: dict[int, int] = {}

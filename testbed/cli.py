@@ -9,9 +9,14 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
+
+if TYPE_CHECKING:
+    from testbed.experiment import Experiment, ParamDoc
+    from testbed.runner.options import RunOptions
 
 from switches.targets import TARGETS
 from testbed.doctor import doctor_report
@@ -68,7 +73,7 @@ def compile_cmd(program: str, output: str | None, include_dirs: tuple[str, ...],
                    f"{len(info.meters)} meters)")
 
 
-def _module_source(module: Any) -> str | None:
+def _module_source(module: ModuleType) -> str | None:
     for attr in ("__source__", "SOURCE", "source"):
         text = getattr(module, attr, None)
         if isinstance(text, str):
@@ -155,7 +160,7 @@ _PARAMS_HEADER: _Row = ("PARAMETER", "DEFAULT", "QUICK", "PAPER", "UNIT", "MEANI
 _VALUE_COLUMN_MAX = 10     # a longer value pushes the rest of its row right
 
 
-def _paper_shown(d: Any) -> str:
+def _paper_shown(d: ParamDoc) -> str:
     """A parameter's paper-profile value ("-" without one; "*" where the
     profile runs less than the paper's value, ``--help`` says what)."""
     if not d.has_paper:
@@ -163,7 +168,7 @@ def _paper_shown(d: Any) -> str:
     return _shown(d.paper) + ("*" if d.scaled_down is not None else "")
 
 
-def _params_rows(mod: Any) -> list[_Row]:
+def _params_rows(mod: Experiment) -> list[_Row]:
     """(name, default, quick, paper, unit, meaning) of each of experiment ``mod``'s
     parameters."""
     from testbed.experiment import param_docs
@@ -425,7 +430,7 @@ def _check_out_dir(path: Path | str | None) -> None:
                 pass
 
 
-def _check_can_run(opts: Any) -> None:
+def _check_can_run(opts: RunOptions) -> None:
     from testbed.runner import RunError, check_environment
 
     if opts.engine == "sim":
@@ -454,7 +459,7 @@ def _stopped_runs_exit(after: str = "") -> Iterator[None]:
         sys.exit(143)
 
 
-def _run_all(opts: Any) -> None:
+def _run_all(opts: RunOptions) -> None:
     from testbed.experiment import discover, has_profile
     from testbed.runner import REPO_ROOT
     from testbed.suite import SuiteProgress, format_table, run_suite, write_record

@@ -22,14 +22,41 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
-__all__ = ["CpuSampler", "read_schedstat", "read_machine", "read_cpus", "format_cpu", "STEAL_SHOWN"]
+__all__ = ["CpuSampler", "read_schedstat", "read_machine", "read_cpus", "format_cpu", "STEAL_SHOWN",
+           "CpuRecord"]
 
 # Stolen shares from this on are named in a phase's CPU line and the verdict.
 STEAL_SHOWN = 0.001
 
 _PROC = "/proc"
+
+
+class ProcessCpu(TypedDict):
+    """A process's share of one CPU, and of the time it waited for one."""
+
+    cpu_share: float
+    wait_share: float
+    seconds: float
+
+
+class MachineCpu(TypedDict):
+    """How busy the machine was: all its CPUs' busy, soft-interrupt and stolen shares."""
+
+    busy_share: float
+    softirq_share: float
+    steal_share: float
+    seconds: float
+
+
+class CpuRecord(TypedDict, total=False):
+    """A phase's CPU record (:meth:`CpuSampler.result`); the simulator's has
+    only an empty ``processes``."""
+
+    processes: dict[str, ProcessCpu]
+    cpus: int
+    machine: MachineCpu
 
 
 @dataclass(frozen=True)
@@ -131,14 +158,14 @@ class CpuSampler:
                 self._m_first = mr
             self._m_last = mr
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> CpuRecord:
         """Per process: ``cpu_share`` (of one CPU; a process whose threads run at
         once can have more) and ``wait_share`` (of the
         time, ready but not running) over ``seconds`` between its first and
         last reading; ``machine``: ``busy_share`` (stolen time included),
         ``softirq_share`` and ``steal_share`` of all ``cpus``. Processes read
         fewer than twice are left out."""
-        procs: dict[str, Any] = {}
+        procs: dict[str, ProcessCpu] = {}
         for name, a in self._first.items():
             b = self._last[name]
             span = b.t_ns - a.t_ns
@@ -147,7 +174,7 @@ class CpuSampler:
             procs[name] = {"cpu_share": round((b.run_ns - a.run_ns) / span, 4),
                            "wait_share": round((b.wait_ns - a.wait_ns) / span, 4),
                            "seconds": round(span / 1e9, 3)}
-        out: dict[str, Any] = {"processes": procs, "cpus": self.cpus}
+        out: CpuRecord = {"processes": procs, "cpus": self.cpus}
         m0, m1 = self._m_first, self._m_last
         if m0 is not None and m1 is not None and m1.total > m0.total:
             total = m1.total - m0.total
@@ -158,7 +185,7 @@ class CpuSampler:
         return out
 
 
-def format_cpu(result: dict[str, Any]) -> str:
+def format_cpu(result: CpuRecord) -> str:
     """One line: each process's CPU share and wait, then the machine's load."""
     parts = [f"{name} {p['cpu_share']:.0%}" + (f" (waited {p['wait_share']:.0%})"
                                                  if p["wait_share"] >= 0.005 else "")

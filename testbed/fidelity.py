@@ -57,14 +57,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from switches.targets import SOFT, Target
-from testbed.cpu_usage import STEAL_SHOWN
+from testbed.cpu_usage import STEAL_SHOWN, CpuRecord
 from testbed.experiment import FidelityLimits, RunPlan
 
+if TYPE_CHECKING:   # (the PyPy child, Python 3.9, imports this module: typing's 3.11 names)
+    from typing import NotRequired, Required, Unpack
+
+    from testbed.timeline import PhaseData, SwitchCounters
+
+    # A check's figure or limit: a number, a limit in words (">= 1 sample"),
+    # or None where there is no figure.
+    Figure = float | str | None
+
 __all__ = ["PASS", "FAIL", "NOT_MEASURED", "evaluate_fidelity", "verdict_text", "offered_load",
-           "rx_out_of_order", "arrivals_behind_clock"]
+           "rx_out_of_order", "arrivals_behind_clock", "Check", "Verdict"]
 
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
 
@@ -72,8 +81,119 @@ PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
 _SOFT_ONLY = "the {target} target reports no {what}"
 
 
-def _check(status: str, value: Any, limit: Any, **extra: Any) -> dict[str, Any]:
-    return {"status": status, "value": value, "limit": limit, **extra}
+class _MachineShares(TypedDict, total=False):
+    """How busy the machine was in a phase (_machine_of)."""
+
+    machine_busy_share: float
+    machine_steal_share: float
+
+
+class _CpuShares(_MachineShares, total=False):
+    """What a phase's CPU record says of one host (_cpu_of)."""
+
+    cpu_share: float
+    cpu_wait_share: float
+
+
+class SenderLateness(_CpuShares, total=False):
+    """A sender's pacing lateness (hosts.roce.pacing's ``lateness``), where and
+    how it ran, and the check's status of it."""
+
+    phase: str
+    host: str
+    flow: str
+    sends: int
+    late_sends: int
+    late_fraction: float
+    late_threshold_s: float
+    mean_s: float
+    p99_s: float
+    max_s: float
+    status: str
+
+
+class ReceiveLag(_CpuShares, total=False):
+    """An agent's receive lag (hosts/roce/receive_lag.py), in the verdict's units."""
+
+    phase: str
+    host: str
+    behind_fraction: float
+    behind_s: float
+    threshold_us: float
+    max_us: float
+    mean_us: float
+    batches: int
+    span_s: float
+
+
+class _PhaseBehind(TypedDict, total=False):
+    """A phase's frames taken behind the switch queues' clock, where the switch says."""
+
+    behind_clock_frames: int
+
+
+class CongestionCase(_MachineShares, _PhaseBehind, total=False):
+    """A port that marked or queued with an offered load at most its capacity."""
+
+    phase: str
+    port: int
+    ce_marks: int
+    max_queue_pkts: int | None
+    offered_bps: float
+    capacity_bps: float
+    senders: list[str]
+
+
+class _Warmup(TypedDict):
+    lag_max_us: float
+    kernel_drops: int
+
+
+class _CheckExtra(TypedDict, total=False):
+    """What a check records beside its status, value and limit."""
+
+    why: str
+    samples: int
+    frames: int
+    received: int
+    max_shift_us: int
+    errors: list[str]
+    worst: SenderLateness | ReceiveLag
+    per_sender: list[SenderLateness]
+    per_agent: list[ReceiveLag]
+    ports_judged: int
+    queue_limit_pkts: int | None
+    max_queue_pkts: int | None
+    cases: list[CongestionCase]
+    sent: int
+    arrived: int
+    events: int
+
+
+class Check(_CheckExtra, total=False):
+    """One check's record in the verdict."""
+
+    status: Required[str]
+    value: Required[Figure]
+    limit: Required[Figure]
+
+
+class Verdict(TypedDict):
+    """A run's fidelity verdict (summary.json's ``fidelity``); the simulator's
+    (testbed.sim.engine.sim_fidelity) names its engine and has no warm-ups."""
+
+    engine: NotRequired[str]
+    verdict: str
+    ok: bool
+    failed: list[str]
+    not_measured: dict[str, str]
+    checks: dict[str, Check]
+    warmup: NotRequired[dict[str, _Warmup]]
+    text: NotRequired[str]
+
+
+def _check(status: str, value: Figure, limit: Figure, **extra: Unpack[_CheckExtra]) -> Check:
+    return Check(status=status, value=value, limit=limit, **extra)
 
 
 def _le(value: float, limit: float) -> str:
@@ -144,7 +264,7 @@ def offered_load(plan: RunPlan, phase_name: str) -> dict[int, _PortLoad]:
             for port, s in sorted(by_port.items())}
 
 
-def _ce_marks_toward(data: Any, plan: RunPlan, phase_name: str) -> dict[int, int]:
+def _ce_marks_toward(data: PhaseData, plan: RunPlan, phase_name: str) -> dict[int, int]:
     """CE-marked packets the receivers counted, per receiving host's port."""
     from testbed.net import host_addr
 
@@ -159,7 +279,7 @@ def _ce_marks_toward(data: Any, plan: RunPlan, phase_name: str) -> dict[int, int
     return out
 
 
-def arrivals_behind_clock(stats: dict[str, Any]) -> tuple[int, int, int] | None:
+def arrivals_behind_clock(stats: SwitchCounters) -> tuple[int, int, int] | None:
     """(frames taken behind the queues' clock, frames received, largest shift
     in us) of a switch's statistics (or a fabric's pooled ones); None where
     they do not say (BMv2, a switch of an older version)."""
@@ -174,7 +294,7 @@ def arrivals_behind_clock(stats: dict[str, Any]) -> tuple[int, int, int] | None:
             max((int(v) for v in sw.get("rx_behind_clock_max_us", {}).values()), default=0))
 
 
-def rx_out_of_order(stats: dict[str, Any]) -> int | None:
+def rx_out_of_order(stats: SwitchCounters) -> int | None:
     """Frames a switch's ports (or a fabric's pooled switches) received out
     of order, from its statistics; None where they do not say (BMv2, a
     switch of an older version)."""
@@ -184,12 +304,13 @@ def rx_out_of_order(stats: dict[str, Any]) -> int | None:
     if not ports:
         return None
     vals = [p.get("rx_out_of_order") for p in ports.values()]
-    if any(v is None for v in vals):
+    known = [v for v in vals if v is not None]
+    if len(known) < len(vals):
         return None
-    return sum(int(v) for v in vals)
+    return sum(int(v) for v in known)
 
 
-def _max_queue(data: Any, port: int) -> int | None:
+def _max_queue(data: PhaseData, port: int) -> int | None:
     """Largest queue depth seen on ``port``: sampled depths and the P4
     watermark register, None if neither was recorded."""
     seen = [s["queues"][str(port)] for s in data.switch if str(port) in s.get("queues", {})]
@@ -200,7 +321,7 @@ def _max_queue(data: Any, port: int) -> int | None:
 
 
 # A check's finding: the check's name and its record (_check's shape).
-Finding = tuple[str, dict[str, Any]]
+Finding = tuple[str, Check]
 
 
 @dataclass
@@ -224,13 +345,13 @@ class _RunFigures:
     behind_known: bool = True
     poll_samples: int = 0
     poll_errors: list[str] = field(default_factory=list)
-    senders: list[dict[str, Any]] = field(default_factory=list)
-    receivers: list[dict[str, Any]] = field(default_factory=list)
+    senders: list[SenderLateness] = field(default_factory=list)
+    receivers: list[ReceiveLag] = field(default_factory=list)
     host_reports: int = 0
     tx_drops: int = 0
-    overload: list[dict[str, Any]] = field(default_factory=list)
+    overload: list[CongestionCase] = field(default_factory=list)
     ports_judged: int = 0
-    warmup: dict[str, Any] = field(default_factory=dict)
+    warmup: dict[str, _Warmup] = field(default_factory=dict)
 
 
 def _gather(run_dir: Path, plan: RunPlan, target: Target, hosts: str) -> _RunFigures:
@@ -255,7 +376,7 @@ def _gather(run_dir: Path, plan: RunPlan, target: Target, hosts: str) -> _RunFig
     return r
 
 
-def _add_switch_figures(r: _RunFigures, b: dict[str, Any], a: dict[str, Any]) -> dict[str, Any]:
+def _add_switch_figures(r: _RunFigures, b: SwitchCounters, a: SwitchCounters) -> _PhaseBehind:
     """Add a phase's switch statistics (before and after it); returns the
     phase's frames behind the queues' clock where the switch says."""
     lb, la = b.get("lag_us", {}), a.get("lag_us", {})
@@ -275,14 +396,15 @@ def _add_switch_figures(r: _RunFigures, b: dict[str, Any], a: dict[str, Any]) ->
     if bc_a is None:
         r.behind_known = False
         return {}
-    phase_behind = {"behind_clock_frames": bc_a[0] - (bc_b[0] if bc_b else 0)}
-    r.behind += phase_behind["behind_clock_frames"]
+    frames = bc_a[0] - (bc_b[0] if bc_b else 0)
+    phase_behind = _PhaseBehind(behind_clock_frames=frames)
+    r.behind += frames
     r.behind_rx += bc_a[1] - (bc_b[1] if bc_b else 0)
     r.behind_max = max(r.behind_max, bc_a[2])   # largest over the run so far
     return phase_behind
 
 
-def _add_host_figures(r: _RunFigures, data: Any, phase: str, cpu: dict[str, Any]) -> None:
+def _add_host_figures(r: _RunFigures, data: PhaseData, phase: str, cpu: CpuRecord) -> None:
     """Add a phase's sampling, and its hosts' reports: pacing, receive lag, drops."""
     r.poll_samples += int(data.stats.get("poller_samples", 0) or 0)
     if data.stats.get("poller_error"):
@@ -305,8 +427,8 @@ def _add_host_figures(r: _RunFigures, data: Any, phase: str, cpu: dict[str, Any]
         r.tx_drops += int(q.get("dropped", 0))
 
 
-def _add_congestion_cases(r: _RunFigures, data: Any, plan: RunPlan, phase: str,
-                          cpu: dict[str, Any], phase_behind: dict[str, Any]) -> None:
+def _add_congestion_cases(r: _RunFigures, data: PhaseData, plan: RunPlan, phase: str,
+                          cpu: CpuRecord, phase_behind: _PhaseBehind) -> None:
     """Add the phase's ports whose offered load was at most their rate, and
     those of them that marked or queued anyway."""
     lim = r.limits
@@ -326,13 +448,13 @@ def _add_congestion_cases(r: _RunFigures, data: Any, plan: RunPlan, phase: str,
                                **_machine_of(cpu), **phase_behind})
 
 
-def _not_reported(r: _RunFigures, name: str, what: str, limit: Any) -> Finding:
+def _not_reported(r: _RunFigures, name: str, what: str, limit: Figure) -> Finding:
     """A switch check the target cannot measure (BMv2)."""
     return name, _check(NOT_MEASURED, None, limit,
                         why=_SOFT_ONLY.format(target=r.target.name, what=what))
 
 
-def _not_measured(name: str, limit: Any, why: str) -> Finding:
+def _not_measured(name: str, limit: Figure, why: str) -> Finding:
     return name, _check(NOT_MEASURED, None, limit, why=why)
 
 
@@ -483,7 +605,7 @@ CHECKS: tuple[Callable[[_RunFigures], list[Finding]], ...] = (
 
 
 def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: Target = SOFT,
-                      hosts: str = "udp") -> dict[str, Any]:
+                      hosts: str = "udp") -> Verdict:
     """Judge a finished run: every check's status, value and limit, the
     verdict, and what the target or the hosts could not measure (rxe hosts have
     no pacer: the kernel sends, tc HTB shapes)."""
@@ -491,18 +613,18 @@ def evaluate_fidelity(run_dir: Path, plan: RunPlan, target: Target = SOFT,
     checks = {name: rec for check in CHECKS for name, rec in check(figures)}
     failed = [k for k, c in checks.items() if c["status"] == FAIL]
     not_measured = {k: c["why"] for k, c in checks.items() if c["status"] == NOT_MEASURED}
-    out = {"verdict": "not faithful" if failed else "faithful", "ok": not failed,
+    out: Verdict = {"verdict": "not faithful" if failed else "faithful", "ok": not failed,
            "failed": failed, "not_measured": not_measured, "checks": checks,
            "warmup": figures.warmup}
     out["text"] = verdict_text(out)
     return out
 
 
-def _receive_lags(agent_ends: list[dict[str, Any]], phase: str) -> list[dict[str, Any]]:
+def _receive_lags(agent_ends: list[dict[str, Any]], phase: str) -> list[ReceiveLag]:
     """Per agent that reported ``receive_lag``: the share of the time it ran
     during which its oldest unread frame was older than its threshold
     (hosts/roce/receive_lag.py: a feedback interval of the modelled network)."""
-    out = []
+    out: list[ReceiveLag] = []
     for e in agent_ends:
         rl = e.get("receive_lag")
         if not rl or "behind_ns" not in rl:
@@ -518,7 +640,7 @@ def _receive_lags(agent_ends: list[dict[str, Any]], phase: str) -> list[dict[str
     return out
 
 
-def _cpu_of(cpu: dict[str, Any], host: str) -> dict[str, Any]:
+def _cpu_of(cpu: CpuRecord, host: str) -> _CpuShares:
     """What the phase's CPU record (testbed.cpu_usage) says of ``host``: its
     share of a CPU, the share of the time it waited for one, and how busy the
     machine was; nothing if the phase has no record."""
@@ -529,18 +651,18 @@ def _cpu_of(cpu: dict[str, Any], host: str) -> dict[str, Any]:
             **_machine_of(cpu)}
 
 
-def _machine_of(cpu: dict[str, Any]) -> dict[str, Any]:
+def _machine_of(cpu: CpuRecord) -> _MachineShares:
     """How busy the phase's CPU record says the machine was, and how much of
     its CPU time the hypervisor held; nothing if the phase has no record."""
     if "machine" not in cpu:
         return {}
-    out = {"machine_busy_share": cpu["machine"]["busy_share"]}
+    out: _MachineShares = {"machine_busy_share": cpu["machine"]["busy_share"]}
     if "steal_share" in cpu["machine"]:
         out["machine_steal_share"] = cpu["machine"]["steal_share"]
     return out
 
 
-def _machine_text(c: dict[str, Any]) -> str:
+def _machine_text(c: _MachineShares) -> str:
     """``machine 52% busy, 15.1% of its CPU time stolen by the hypervisor``."""
     stolen = c.get("machine_steal_share", 0.0)
     return (f"machine {c['machine_busy_share']:.0%} busy"
@@ -548,7 +670,7 @@ def _machine_text(c: dict[str, Any]) -> str:
                if stolen >= STEAL_SHOWN else ""))
 
 
-def _who(worst: dict[str, Any]) -> str:
+def _who(worst: SenderLateness | ReceiveLag) -> str:
     """Which agent in which phase, and whether it got a CPU when it needed one."""
     text = f"{worst.get('host', '?')} in phase {worst.get('phase', '?')}"
     if "cpu_wait_share" in worst:
@@ -558,7 +680,7 @@ def _who(worst: dict[str, Any]) -> str:
     return text
 
 
-def _describe(name: str, c: dict[str, Any]) -> str:
+def _describe(name: str, c: Check) -> str:
     if name == "congestion_without_overload" and c.get("cases"):
         o = c["cases"][0]
         more = f" (+{len(c['cases']) - 1} more)" if len(c["cases"]) > 1 else ""
@@ -575,7 +697,7 @@ def _describe(name: str, c: dict[str, Any]) -> str:
     return text
 
 
-def _congestion_context(case: dict[str, Any]) -> str:
+def _congestion_context(case: CongestionCase) -> str:
     """What the phase's records say of the emulator while that queue built:
     frames that reached the switch after its queues' clock had passed their
     arrival (they enter bunched) and how busy the machine was."""
@@ -588,7 +710,7 @@ def _congestion_context(case: dict[str, Any]) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def verdict_text(fid: dict[str, Any]) -> str:
+def verdict_text(fid: Verdict) -> str:
     """One line: the verdict, the failed checks with their figures, and what
     was not measured."""
     checks = fid["checks"]

@@ -20,11 +20,18 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from ground.netlink import link_names, set_permanent_neighbour
 from switches.bmv2.launch import BMV2_NODE_ENV
 from switches.targets import SOFT, Target
+
+if TYPE_CHECKING:
+    from mininet.net import Mininet
+    from mininet.node import Host
+
+    from switches.node import P4SwitchNode
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 P4_DIR = REPO_ROOT / "switches" / "p4"
@@ -67,7 +74,7 @@ class SoftSignal(BaseException):
 def sigterm_raises() -> Iterator[None]:
     """SIGTERM raises SoftSignal inside the block (in the main thread), so
     its ``finally`` blocks tear down what it built."""
-    def handler(signum: int, _frame: Any) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
         raise SoftSignal(f"signal {signal.Signals(signum).name}")
 
     try:
@@ -82,7 +89,7 @@ def sigterm_raises() -> Iterator[None]:
 
 
 @contextmanager
-def running(net: Any) -> Iterator[Any]:
+def running(net: Mininet) -> Iterator[Mininet]:
     """Start ``net``; stop it however the block is left (error, Ctrl-C, SIGTERM)."""
     from testbed.owned import forget_network, record_network
 
@@ -102,7 +109,7 @@ def running(net: Any) -> Iterator[Any]:
                 signal.signal(signal.SIGINT, old_int)
 
 
-def shape_host(host: Any, rate_bps: float, burst_bytes: int) -> str:
+def shape_host(host: Host, rate_bps: float, burst_bytes: int) -> str:
     """Serialise ``host``'s frames at ``rate_bps``, as a NIC's serialiser does:
     an HTB qdisc at the root of its interface, with a class at the line rate
     and the default class under it (hosts/roce/shaping.py). The host's agent
@@ -149,7 +156,7 @@ def rps_mask(cpus: Iterable[int]) -> str:
     return ",".join([f"{words[-1]:x}"] + [f"{w:08x}" for w in reversed(words[:-1])])
 
 
-def keep_links_in_order(net: Any, cpus: Iterable[int] | None = None,
+def keep_links_in_order(net: Mininet, cpus: Iterable[int] | None = None,
                         sysfs: Path = Path("/sys/class/net")) -> dict[str, int]:
     """Hand every interface's received frames (switch ports and hosts) to one
     CPU's backlog (RPS, the interfaces taking ``cpus`` in turn; default the
@@ -196,7 +203,7 @@ def keep_links_in_order(net: Any, cpus: Iterable[int] | None = None,
     return done
 
 
-def host_qdisc_stats(host: Any) -> dict[str, int]:
+def host_qdisc_stats(host: Host) -> dict[str, int]:
     """Sent bytes and packets, drops, overlimits and backlog of the root qdisc
     on ``host``'s interface (``tc -s``), or {} if tc shows none."""
     out = host.cmd(f"tc -s qdisc show dev {host.defaultIntf()}")
@@ -227,7 +234,7 @@ def star_router(
     host_provider: str = "udp",
     defines: Mapping[str, str] | None = None,
     **switch_params: Any,
-) -> tuple[Any, Any, list[Any], list[HostAddr]]:
+) -> tuple[Mininet, P4SwitchNode, list[Host], list[HostAddr]]:
     """(net, switch, hosts, addresses) for N hosts around one switch of
     ``target`` (switches.targets; raises switches.targets.TargetUnavailable
     when it cannot run here); not started. ``backend`` is the soft target's
@@ -296,7 +303,7 @@ def _check_host_provider(host_provider: str) -> None:
         raise ValueError(f"host_provider must be udp or rxe, not {host_provider!r}")
 
 
-def _add_host(net: Any, a: HostAddr, host_provider: str) -> Any:
+def _add_host(net: Mininet, a: HostAddr, host_provider: str) -> Host:
     """Host ``a``: a namespaced Mininet host (udp), or an rxe host in the
     initial namespace (testbed.rxe_host.RxeHost: a /32 on its own link and
     policy routing through its gateway)."""
@@ -308,7 +315,7 @@ def _add_host(net: Any, a: HostAddr, host_provider: str) -> Any:
     return net.addHost(a.name, ip=f"{a.ip}/24", mac=a.mac, defaultRoute=f"via {a.gateway_ip}")
 
 
-def _build(net: Any, hosts: list[Any], addrs: list[HostAddr], host_provider: str) -> None:
+def _build(net: Mininet, hosts: list[Host], addrs: list[HostAddr], host_provider: str) -> None:
     """Build ``net``, record what it made (testbed.owned) and give each
     namespaced host a permanent neighbour entry for its gateway (an rxe host
     sets its own in RxeHost.config)."""
@@ -467,7 +474,7 @@ def leaf_spine(
     host_provider: str = "udp",
     defines: Mapping[str, str] | None = None,
     **switch_params: Any,
-) -> tuple[Any, dict[str, Any], list[Any], list[HostAddr]]:
+) -> tuple[Mininet, dict[str, P4SwitchNode], list[Host], list[HostAddr]]:
     """(net, switches by name, hosts, addresses) of ``fabric``; not started.
     Every switch runs ``program`` (an L3 program; with ``fabric.ecmp`` one
     that defines L3_ECMP, such as symphony.p4) with the fabric's routes, then
@@ -489,7 +496,7 @@ def leaf_spine(
         switch_params["defines"] = dict(defines)
     net = Mininet(controller=None, switch=cls, host=P4Host, link=Link,
                   autoSetMacs=False, build=False)
-    switches: dict[str, Any] = {}
+    switches: dict[str, P4SwitchNode] = {}
     for name, lines in fabric.commands().items():
         switches[name] = net.addSwitch(name, program=str(program), log_dir=log_dir, pcap=pcap,
                                        cli_commands=lines + list(extra_commands),

@@ -25,9 +25,12 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ground.netlink import NetlinkError, delete_link
+
+if TYPE_CHECKING:
+    from mininet.net import Mininet
 
 __all__ = ["STATE_DIR_ENV", "state_dir", "Record", "this_process_record", "record_network",
            "forget_network", "Cleanup", "remove_recorded", "live_entries", "record_files", "process_start_time"]
@@ -143,7 +146,7 @@ def this_process_record() -> Record:
         return _mine
 
 
-def _net_parts(net: Any) -> tuple[list[tuple[int, str]], list[str]]:
+def _net_parts(net: Mininet) -> tuple[list[tuple[int, str]], list[str]]:
     """(pid, what) of a Mininet network's node shells and switch daemons, and
     its switches' interfaces (the root-namespace ends of its links)."""
     procs: list[tuple[int, str]] = []
@@ -160,7 +163,7 @@ def _net_parts(net: Any) -> tuple[list[tuple[int, str]], list[str]]:
     return procs, intfs
 
 
-def record_network(net: Any) -> None:
+def record_network(net: Mininet) -> None:
     """Record a built (or started) Mininet network's processes and interfaces."""
     rec = this_process_record()
     procs, intfs = _net_parts(net)
@@ -170,7 +173,7 @@ def record_network(net: Any) -> None:
     rec.add_interfaces(intfs)
 
 
-def forget_network(net: Any) -> None:
+def forget_network(net: Mininet) -> None:
     """Drop a stopped network's entries (whatever of it still exists is left
     recorded, so that cleanup finds it)."""
     rec = this_process_record()

@@ -15,13 +15,19 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from hosts.agent_spec import message_wire_bytes
+
+if TYPE_CHECKING:
+    from testbed.cpu_usage import CpuRecord
 
 __all__ = [
     "read_jsonl",
     "PhaseData",
+    "PhaseStats",
+    "SwitchCounters",
+    "SwitchSample",
     "load_phase",
     "phase_names",
     "phase_losses",
@@ -54,13 +60,100 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
+class SwitchSample(TypedDict, total=False):
+    """A sample of a switch's queues and counters (a line of ``switch.jsonl``;
+    the daemon's ``switch_sample``): per port (by its number as a string)
+    the queue depth (packets), queue drops, bytes sent and received; the
+    pipeline's drops by reason, kernel drops and processing lag."""
+
+    t_ns: int
+    queues: dict[str, int]
+    queue_drops: dict[str, int]
+    tx_bytes: dict[str, int]
+    rx_bytes: dict[str, int]
+    drops: dict[str, int]
+    kernel_drops: int
+    lag_us: LagFigures
+
+
+class LagFigures(TypedDict, total=False):
+    """A soft switch's processing lag (us): samples, their mean and maximum."""
+
+    samples: int
+    mean: float
+    max: float
+
+
+class PortCounters(TypedDict, total=False):
+    """A switch port's receive counters (the daemon's ``ports``)."""
+
+    frames: int
+    bytes: int
+    rx_out_of_order: int
+
+
+class SwitchCounters(TypedDict, total=False):
+    """A switch's statistics (the daemon's ``switch_stats``; a fabric's pooled,
+    testbed.runner.switch_stats.merge_switch_stats); ``switch``: the
+    pipeline's own counters, by the runtime's names. BMv2 reports none ({})."""
+
+    switch: dict[str, Any]
+    ports: dict[str, PortCounters]
+    lag_us: LagFigures
+    kernel_drops: int
+    unconnected_tx: int
+    rx_out_of_order: int
+    rx_behind_clock: int
+    rx_frames: int
+    rx_behind_clock_max_us: int
+
+
+class SwitchBeforeAfter(TypedDict):
+    """One switch of a fabric in ``switch_stats.json``."""
+
+    before: SwitchCounters
+    after: SwitchCounters
+    qdepth_max: dict[str, int] | None
+
+
+class PhaseStats(TypedDict, total=False):
+    """A phase's ``switch_stats.json``: the switch counters before and after
+    it (a fabric's pooled, and per switch in ``switches``), the queue
+    watermark per port, the statistics poller's samples and error, the CPU
+    record and the hosts' line qdiscs (Mininet engine), the late commands."""
+
+    before: SwitchCounters
+    after: SwitchCounters
+    qdepth_max: dict[str, int] | None
+    switches: dict[str, SwitchBeforeAfter]
+    late_commands: list[LateCommand]
+    poller_samples: int
+    poller_error: str | None
+    wall_s: float | None
+    engine: str
+    sim_s: float
+    events: int
+    cpu: CpuRecord
+    host_qdiscs: dict[str, dict[str, int]]
+    realtime_agents: dict[str, bool | str]
+
+
+class LateCommand(TypedDict):
+    """A control-plane line applied during a phase, and when."""
+
+    t_s: float
+    line: str
+    applied_ns: int
+    start_ns: int
+
+
 @dataclass
 class PhaseData:
     name: str
     dir: Path
     events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by host
-    switch: list[dict[str, Any]] = field(default_factory=list)
-    stats: dict[str, Any] = field(default_factory=dict)
+    switch: list[SwitchSample] = field(default_factory=list)
+    stats: PhaseStats = field(default_factory=lambda: PhaseStats())
     plan: dict[str, Any] = field(default_factory=dict)
 
     # events by kind, then by flow, each in time order: built on first use,
@@ -138,7 +231,7 @@ def load_phase(run_dir: str | Path, phase: str) -> PhaseData:
     data = PhaseData(phase, d)
     for f in sorted(d.glob("*.events.jsonl")):
         data.events[f.name.split(".")[0]] = read_jsonl(f)
-    data.switch = read_jsonl(d / "switch.jsonl")
+    data.switch = cast(list[SwitchSample], read_jsonl(d / "switch.jsonl"))
     st = d / "switch_stats.json"
     if st.exists():
         data.stats = json.loads(st.read_text())

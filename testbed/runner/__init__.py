@@ -89,7 +89,7 @@ from testbed.experiment import (
     plan_to_dict,
     scale_record,
 )
-from testbed.fidelity import evaluate_fidelity, verdict_text
+from testbed.fidelity import Verdict, evaluate_fidelity, verdict_text
 from testbed.runner.engines import engine_of
 from testbed.runner.environment import (
     REPO_ROOT,
@@ -107,6 +107,8 @@ from testbed.runner.options import RunOptions
 from testbed.runner.phase_retries import UNFAITHFUL_TRIES_DIR
 from testbed.runner.progress import Progress
 from testbed.runner.records import (
+    AppliedCommand,
+    Measured,
     _network_record,
     _port_rate_record,
     _transport_record,
@@ -156,8 +158,8 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
     prog.line(f"{mod.NAME}{f' ({profile})' if profile != 'full' else ''}: output {run_dir}")
     from testbed.net import SoftSignal, sigterm_raises
 
-    applied: list[dict[str, Any]] = []
-    measured: dict[str, Any] = {}
+    applied: list[AppliedCommand] = []
+    measured: Measured = {}
     summary["switch_config"] = {"target": opts.target, "applied": applied}
     try:
         try:
@@ -185,7 +187,7 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
                       "summary.json's phase_retries says why each failed")
         prog.line("analysing")
         results = _finish(mod, plan, run_dir, summary,
-                          engine.fidelity(run_dir, plan, summary, measured))
+                          engine.fidelity(run_dir, plan, opts, measured))
         prog.line(_verdict_line(summary, results, tuple(mod.HEADLINE)))
         return summary
     finally:
@@ -200,7 +202,7 @@ def run(name: str, opts: RunOptions | None = None) -> dict[str, Any]:
 
 
 def _finish(mod: Experiment, plan: RunPlan, run_dir: Path,
-            summary: dict[str, Any], fid: dict[str, Any]) -> dict[str, Any]:
+            summary: dict[str, Any], fid: Verdict) -> dict[str, Any]:
     summary["fidelity"] = fid
     try:
         results = mod.analyze(run_dir)
@@ -211,7 +213,7 @@ def _finish(mod: Experiment, plan: RunPlan, run_dir: Path,
     summary.update(flatten_keys(results))
     # An experiment may add its own fidelity conditions (results["fidelity_ok"]).
     if not results.get("fidelity_ok", True):
-        fid.update(ok=False, verdict="not faithful")
+        fid.update({"ok": False, "verdict": "not faithful"})
         fid["failed"].append("experiment")
         fid["text"] = verdict_text(fid) + " (the experiment's own fidelity conditions failed)"
     summary["fidelity_ok"] = bool(fid["ok"])

@@ -12,7 +12,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from testbed.agent_launcher import AgentLauncher, LaunchedAgent, LauncherError
 from testbed.owned import this_process_record
@@ -21,13 +21,16 @@ from testbed.runner.errors import RunError
 from testbed.runner.priorities import SWITCH_FIRST, RtPriorities
 from testbed.runner.progress import _last_events, _tail
 
+if TYPE_CHECKING:
+    from mininet.node import Host
+
 AGENT_MODULE = "hosts.agent"
 
 
 @dataclass
 class _Agent:
     host: str
-    node: Any
+    node: Host
     spec_path: Path
     events_path: Path
     log_path: Path

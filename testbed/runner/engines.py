@@ -4,13 +4,15 @@ their ``--engine`` name."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from testbed.experiment import RunPlan
+from testbed.fidelity import Verdict
 from testbed.runner.errors import RunError
 from testbed.runner.mininet_engine import MininetEngine
 from testbed.runner.options import RunOptions
 from testbed.runner.progress import Progress
+from testbed.runner.records import AppliedCommand, Measured
 from testbed.runner.sim_engine import SimEngine
 
 
@@ -24,11 +26,11 @@ class Engine(Protocol):
         """Raise RunError if this machine or engine cannot run ``plan``."""
 
     def execute(self, plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Progress,
-                applied: list[dict[str, Any]], measured: dict[str, Any]) -> None:
+                applied: list[AppliedCommand], measured: Measured) -> None:
         """Run every phase, writing the run directory's timelines."""
 
-    def fidelity(self, run_dir: Path, plan: RunPlan, summary: dict[str, Any],
-                 measured: dict[str, Any]) -> dict[str, Any]:
+    def fidelity(self, run_dir: Path, plan: RunPlan, opts: RunOptions,
+                 measured: Measured) -> Verdict:
         """The run's fidelity verdict (testbed.fidelity's shape)."""
 
 

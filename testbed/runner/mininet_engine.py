@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from switches.targets import TargetUnavailable
 from testbed.agent_launcher import AgentLauncher
 from testbed.experiment import RunPlan, repo_path
-from testbed.fidelity import evaluate_fidelity
+from testbed.fidelity import Verdict, evaluate_fidelity
 from testbed.runner.agents import _Agent, _agent_env, _stop_agents
 from testbed.runner.environment import REPO_ROOT, check_environment, switch_target
 from testbed.runner.errors import RunError
@@ -21,8 +21,12 @@ from testbed.runner.phase import _run_phase
 from testbed.runner.phase_retries import run_phase_until_faithful
 from testbed.runner.priorities import _prioritise_switch, rt_priorities
 from testbed.runner.progress import Progress
+from testbed.runner.records import AppliedCommand, BaseRtt, Measured
 from testbed.runner.switch_commands import _apply_commands
 from testbed.runner.teardown import _force_teardown, _teardown_watchdog, _TeardownTimeout
+
+if TYPE_CHECKING:
+    from mininet.node import Host
 
 # Set to 0: start every agent as a new interpreter, not forked by its host's
 # launcher (hosts/agent_launcher.py), e.g. to compare the two.
@@ -43,18 +47,17 @@ class MininetEngine:
         check_environment(opts.target, opts.hosts)
 
     def execute(self, plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Progress,
-                applied: list[dict[str, Any]], measured: dict[str, Any]) -> None:
+                applied: list[AppliedCommand], measured: Measured) -> None:
         _bring_up_and_run(plan, run_dir, opts, prog, applied, measured)
 
-    def fidelity(self, run_dir: Path, plan: RunPlan, summary: dict[str, Any],
-                 measured: dict[str, Any]) -> dict[str, Any]:
-        return evaluate_fidelity(run_dir, plan, switch_target(summary.get("target", "soft")),
-                                 summary.get("hosts", "udp"))
+    def fidelity(self, run_dir: Path, plan: RunPlan, opts: RunOptions,
+                 measured: Measured) -> Verdict:
+        return evaluate_fidelity(run_dir, plan, switch_target(opts.target), opts.hosts)
 
 
 def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Progress,
-                      applied: list[dict[str, Any]] | None = None,
-                      measured: dict[str, Any] | None = None) -> None:
+                      applied: list[AppliedCommand] | None = None,
+                      measured: Measured | None = None) -> None:
     """Bring the network up, configure the switch, run the phases, tear down.
     ``applied`` collects every switch command and how it was applied."""
     from testbed.net import leaf_spine, running, star_router
@@ -172,7 +175,7 @@ def _bring_up_and_run(plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Prog
         prog.line("network down")
 
 
-def measure_base_rtt(a: Any, b: Any, count: int = 5) -> dict[str, Any]:
+def measure_base_rtt(a: Host, b: Host, count: int = 5) -> BaseRtt:
     """The smallest ping RTT from host ``a`` to host ``b`` (ms; None if no
     reply): propagation plus what the switch and the hosts add."""
     import re

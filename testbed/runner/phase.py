@@ -9,7 +9,7 @@ import dataclasses
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hosts.agent_spec import JobSpec, SpecError, agent_interpreter
 from switches.controller.api import ControllerError
@@ -29,6 +29,13 @@ from testbed.runner.priorities import rt_priorities
 from testbed.runner.progress import Progress
 from testbed.runner.switch_commands import _apply_commands
 from testbed.runner.switch_stats import SwitchPoller, _switch_stats, merge_switch_stats, poll_file
+
+if TYPE_CHECKING:
+    from mininet.net import Mininet
+
+    from switches.node import P4SwitchNode
+    from testbed.runner.records import AppliedCommand
+    from testbed.timeline import LateCommand, PhaseStats
 
 # How often a phase reads its processes' CPU time (testbed.cpu_usage): a few
 # file reads per process; the shares span the first to the last reading.
@@ -71,10 +78,10 @@ def _phase_jobs(phase: PhasePlan, pdir: Path, provider: str = "udp") -> dict[str
 _QDISC_COUNTERS = ("sent_bytes", "sent_pkts", "dropped", "overlimits")
 
 
-def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
-               switches: dict[str, Any], prog: Progress, opts: RunOptions,
-               agents_out: list[_Agent], applied: list[dict[str, Any]],
-               launchers: dict[str, AgentLauncher] | None = None) -> dict[str, Any]:
+def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Mininet,
+               switches: dict[str, P4SwitchNode], prog: Progress, opts: RunOptions,
+               agents_out: list[_Agent], applied: list[AppliedCommand],
+               launchers: dict[str, AgentLauncher] | None = None) -> PhaseStats:
     """Run ``phase`` on the network that is up; its statistics, also written
     to ``switch_stats.json``. ``agents_out`` holds its agents while they run
     (for whoever stops them on a failure)."""
@@ -150,7 +157,7 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
         deadline = t_start + phase_timeout_s + 10.0
         epic_pending = phase.epic_group is not None
         late_due = sorted(phase.late_commands)
-        late_done: list[dict[str, Any]] = []
+        late_done: list[LateCommand] = []
         while True:
             if late_due:
                 late_done += _apply_late(late_due, phase, plan, switches, agents, opts, applied, prog)
@@ -203,7 +210,7 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
         for poller in pollers:
             poller.stop()
     afters = {n: _switch_stats(one, target) for n, one in switches.items()}
-    host_qdiscs: dict[str, Any] = {}
+    host_qdiscs: dict[str, dict[str, int]] = {}
     if plan.topology.host_line_qdisc:
         from testbed.net import host_qdisc_stats
 
@@ -211,7 +218,7 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
             q1 = host_qdisc_stats(net.get(h))
             host_qdiscs[h] = {k: v - q0.get(k, 0) if k in _QDISC_COUNTERS else v
                               for k, v in q1.items()}
-    qmaxes: dict[str, Any] = {}
+    qmaxes: dict[str, dict[str, int]] = {}
     if reg:
         for n, one in switches.items():
             try:
@@ -219,9 +226,10 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
             except ControllerError as e:
                 raise RunError(f"phase {phase.name}: reading register {reg} of {n} "
                                f"failed: {e}") from e
+            assert isinstance(qmax, list)       # a whole register (no index)
             qmaxes[n] = {str(p): v for p, v in enumerate(qmax) if v}
     errors = [f"{n}: {p.error}" for n, p in zip(switches, pollers, strict=False) if p.error]
-    stats: dict[str, Any] = {
+    stats: PhaseStats = {
         "late_commands": late_done,
         "poller_samples": sum(p.samples for p in pollers),
         "poller_error": "; ".join(errors) or None,
@@ -234,15 +242,15 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
         stats["realtime_agents"] = {a.host: a.realtime or a.realtime_error for a in agents}
     if fabric:
         # pooled for the fidelity checks; every switch's own figures beside them
-        stats.update(before=merge_switch_stats(befores), after=merge_switch_stats(afters),
-                     qdepth_max=None,
-                     switches={n: {"before": befores[n], "after": afters[n],
-                                   "qdepth_max": qmaxes.get(n) if reg else None}
-                               for n in switches})
+        stats.update({"before": merge_switch_stats(befores),
+                      "after": merge_switch_stats(afters), "qdepth_max": None,
+                      "switches": {n: {"before": befores[n], "after": afters[n],
+                                       "qdepth_max": qmaxes.get(n) if reg else None}
+                                   for n in switches}})
     else:
         # None: the program has no watermark register (nothing measured)
-        stats.update(before=befores[sw.name], after=afters[sw.name],
-                     qdepth_max=qmaxes.get(sw.name) if reg else None)
+        stats.update({"before": befores[sw.name], "after": afters[sw.name],
+                      "qdepth_max": qmaxes.get(sw.name) if reg else None})
     (pdir / "switch_stats.json").write_text(json.dumps(stats, indent=1, sort_keys=True))
     prog.line(f"phase {phase.name}: done in {stats['wall_s']:.1f} s ("
               + ", ".join(f"{a.host} ok" for a in agents) + ")")
@@ -251,9 +259,9 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Any,
     return stats
 
 
-def _install_epic_tree(phase: PhasePlan, plan: RunPlan, jobs: dict[str, Any], pdir: Path,
-                       switches: dict[str, Any], opts: RunOptions,
-                       applied: list[dict[str, Any]], prog: Progress) -> bool:
+def _install_epic_tree(phase: PhasePlan, plan: RunPlan, jobs: dict[str, JobSpec], pdir: Path,
+                       switches: dict[str, P4SwitchNode], opts: RunOptions,
+                       applied: list[AppliedCommand], prog: Progress) -> bool:
     """Install a fabric phase's EPIC aggregation tree (``epic_group["tree"]``) on
     every switch of it once the ranks reported their QPNs; False while some
     have not."""
@@ -284,8 +292,8 @@ def _install_epic_tree(phase: PhasePlan, plan: RunPlan, jobs: dict[str, Any], pd
 
 
 def _apply_late(late: list[tuple[float, str]], phase: PhasePlan, plan: RunPlan,
-                switches: dict[str, Any], agents: list[_Agent], opts: RunOptions,
-                applied: list[dict[str, Any]], prog: Progress) -> list[dict[str, Any]]:
+                switches: dict[str, P4SwitchNode], agents: list[_Agent], opts: RunOptions,
+                applied: list[AppliedCommand], prog: Progress) -> list[LateCommand]:
     """Apply (and remove from ``late``) the late commands that are due: their
     time counts from the agents' start barrier, once every agent passed it."""
     for a in agents:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from testbed.experiment import PhasePlan, RunPlan
 from testbed.fidelity import evaluate_fidelity
 from testbed.runner.options import RunOptions
 from testbed.runner.progress import Progress
+from testbed.runner.records import PhaseRetry
 
 UNFAITHFUL_TRIES_DIR = "phases-unfaithful"
 
@@ -25,7 +25,7 @@ def phase_retriable(phase: PhasePlan) -> bool:
 
 def run_phase_until_faithful(phase: PhasePlan, plan: RunPlan, run_dir: Path, prog: Progress,
                              opts: RunOptions,
-                             run_once: Callable[[PhasePlan], Any]) -> list[dict[str, Any]]:
+                             run_once: Callable[[PhasePlan], object]) -> list[PhaseRetry]:
     """Run ``phase``; while its own fidelity verdict fails and
     ``opts.phase_retries`` allows, set that try aside (in
     ``phases-unfaithful/NAME.tryK``, never analysed) and run the phase again.
@@ -38,7 +38,7 @@ def run_phase_until_faithful(phase: PhasePlan, plan: RunPlan, run_dir: Path, pro
     is measured in its luckier tries; summary.json lists every retry, and the
     tries set aside keep their data."""
     run_once(phase)
-    out: list[dict[str, Any]] = []
+    out: list[PhaseRetry] = []
     if opts.phase_retries <= 0 or not phase_retriable(phase):
         return out
     one = dataclasses.replace(plan, phases=(phase,))

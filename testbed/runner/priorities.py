@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from switches.targets import Target
 from testbed.experiment import Topology
+
+if TYPE_CHECKING:
+    from switches.node import P4SwitchNode
 
 SWITCH_NICE = -10
 # SCHED_FIFO priorities with Topology.realtime, all above every normal
@@ -41,7 +44,7 @@ def rt_priorities(topo: Topology) -> RtPriorities:
     return AGENTS_FIRST if topo.realtime_agents_first else SWITCH_FIRST
 
 
-def _prioritise_switch(sw: Any, target: Target, realtime: bool = False,
+def _prioritise_switch(sw: P4SwitchNode, target: Target, realtime: bool = False,
                        priority: int = SWITCH_RT_PRIORITY) -> None:
     """Run the switch daemon of a ``prioritised`` target (the soft one) at
     nice SWITCH_NICE: it stands for hardware, so the host agents and whatever

@@ -7,17 +7,105 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from testbed.experiment import RunPlan
 
+if TYPE_CHECKING:   # (the PyPy child, Python 3.9, imports this module: typing's 3.11 names)
+    from typing import NotRequired, Required
 
-def _network_record(plan: RunPlan, measured: dict[str, Any]) -> dict[str, Any]:
+    from testbed.fidelity import Verdict
+
+
+class AppliedCommand(TypedDict, total=False):
+    """One control-plane line as it was applied (summary.json's
+    ``switch_config.applied``): where, the line, and how (``via``); a port
+    rate or a queue cap also with its figures (on BMv2 as an approximation,
+    ``note``)."""
+
+    where: str
+    line: Required[str]
+    via: str
+    bps: float
+    pps: float
+    port: int | None
+    priority: int
+    packet_bytes: int
+    note: str
+
+
+class PortRateRecord(TypedDict, total=False):
+    """How the plan's port rate was set (summary.json's ``switch_config.port_rate``)."""
+
+    via: str
+    bps: float
+    pps: float
+    port: int | None
+    packet_bytes: int
+    note: str
+    all: list[PortRateRecord]
+
+
+class BaseRtt(TypedDict):
+    """The smallest ping RTT between the first and the last host (Mininet engine)."""
+
+    between: str
+    pings: int
+    min_ms: float | None
+    avg_ms: float | None
+
+
+# An unfaithful try of a phase, set aside (``--phase-retries``): the phase,
+# the try's number (1: its first run), its verdict and where it was kept.
+PhaseRetry = TypedDict("PhaseRetry", {"phase": str, "try": int, "verdict": str, "kept": str})
+
+
+class SimPhase(TypedDict):
+    """What a simulated phase measured of the engine (testbed.sim.engine.PhaseResult)."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+    polls: int
+    events: int
+
+
+class SimRecord(TypedDict):
+    """What a simulated run measured of itself (summary.json's ``sim``); the
+    wall-clock figures are the runner's, added after the run."""
+
+    engine: str
+    seed: int
+    host_links: str
+    sim_s: float
+    events: int
+    packet_hops: int
+    host_line_bps: float
+    interpreter: str
+    phases: list[SimPhase]
+    wall_s: NotRequired[float]
+    packet_hops_per_s: NotRequired[int | None]
+    events_per_s: NotRequired[int | None]
+
+
+class Measured(TypedDict, total=False):
+    """What an engine measured beside the timelines, for the summary: the
+    base RTT (Mininet), the phases' unfaithful tries, the simulator's own
+    record and verdict."""
+
+    base_rtt: BaseRtt
+    phase_retries: list[PhaseRetry]
+    sim: SimRecord
+    sim_fidelity: Verdict
+
+
+def _network_record(plan: RunPlan, measured: Measured) -> dict[str, Any]:
     """The modelled network, its conversion, and the base RTT measured and
     modelled, both also in packet times (full frames at the path MTU)."""
     net = plan.topology.network
-    rtt = dict(measured.get("base_rtt") or {})
+    rtt: dict[str, Any] = dict(measured.get("base_rtt") or {})
     if net is None:
         return {"modelled": None, "base_rtt": rtt or None}
     rec = net.record(plan.path_mtu())
@@ -63,22 +151,39 @@ def flatten_keys(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _write_json(path: Path, obj: Any) -> None:
+def _write_json(path: Path, obj: Mapping[str, object]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=str))
     os.replace(tmp, path)
 
 
-def _port_rate_record(applied: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _port_rate_record(applied: list[AppliedCommand]) -> PortRateRecord | None:
     """How the plan's port rate was set (soft: set_port_rate_bps; BMv2:
     set_queue_rate in pps, an approximation), or None if it set none."""
     recs = [r for r in applied if r.get("line", "").startswith("set_port_rate_bps")]
     if not recs:
         return None
-    keep = ("via", "bps", "pps", "port", "packet_bytes", "note")
-    out = {k: recs[-1][k] for k in keep if k in recs[-1]}
+    out = _port_rate_of(recs[-1])
     if len(recs) > 1:
-        out["all"] = [{k: r[k] for k in keep if k in r} for r in recs]
+        out["all"] = [_port_rate_of(r) for r in recs]
+    return out
+
+
+def _port_rate_of(rec: AppliedCommand) -> PortRateRecord:
+    """A port-rate line's record without its line and where it was applied."""
+    out = PortRateRecord()
+    if "via" in rec:
+        out["via"] = rec["via"]
+    if "bps" in rec:
+        out["bps"] = rec["bps"]
+    if "pps" in rec:
+        out["pps"] = rec["pps"]
+    if "port" in rec:
+        out["port"] = rec["port"]
+    if "packet_bytes" in rec:
+        out["packet_bytes"] = rec["packet_bytes"]
+    if "note" in rec:
+        out["note"] = rec["note"]
     return out
 
 
@@ -90,5 +195,5 @@ def _verdict_line(summary: dict[str, Any], results: dict[str, Any],
     return f"results: {shown}; fidelity: {summary['fidelity']['text']}"
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: float | str | bool | None) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)

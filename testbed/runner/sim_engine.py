@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from testbed.experiment import RunPlan
 from testbed.runner.errors import RunError
 from testbed.runner.options import RunOptions
 from testbed.runner.progress import Progress
+from testbed.runner.records import AppliedCommand, Measured, SimRecord
+
+if TYPE_CHECKING:
+    from testbed.fidelity import Verdict
 
 
 class SimEngine:
@@ -32,7 +36,7 @@ class SimEngine:
             raise RunError(f"--engine sim: {e}") from e
 
     def execute(self, plan: RunPlan, run_dir: Path, opts: RunOptions, prog: Progress,
-                applied: list[dict[str, Any]], measured: dict[str, Any]) -> None:
+                applied: list[AppliedCommand], measured: Measured) -> None:
         from testbed.sim.driver import run_phases
         from testbed.sim.engine import SimUnsupported, host_line_bps
         from testbed.sim.network import compile_plan_program
@@ -53,7 +57,7 @@ class SimEngine:
                   f"{host_bps / 1e6:g} Mb/s, host links {opts.host_links}, seed {opts.seed}"
                   + (f", under PyPy ({exe})" if exe else ""))
         wall0 = time.monotonic()
-        rec: dict[str, Any] | None = None
+        rec: SimRecord | None = None
         try:
             if exe is None:  # in this process
                 out = run_phases(plan, run_dir, seed=opts.seed, host_links=opts.host_links,
@@ -73,16 +77,16 @@ class SimEngine:
         finally:
             if rec is not None:
                 wall = time.monotonic() - wall0
-                rec.update(wall_s=round(wall, 3),
-                           packet_hops_per_s=round(rec["packet_hops"] / wall) if wall > 0 else None,
-                           events_per_s=round(rec["events"] / wall) if wall > 0 else None)
+                rec.update({
+                    "wall_s": round(wall, 3),
+                    "packet_hops_per_s": round(rec["packet_hops"] / wall) if wall > 0 else None,
+                    "events_per_s": round(rec["events"] / wall) if wall > 0 else None})
                 measured["sim"] = rec
         assert rec is not None  # (a run without a record raised above)
         prog.line(f"simulated {rec['sim_s']:.6f} s in {rec['wall_s']:.1f} s of wall time: "
                   f"{rec['events']} events, {rec['packet_hops']} packet-hops "
                   f"({rec['packet_hops_per_s']} per wall second, {rec['interpreter']})")
 
-    def fidelity(self, run_dir: Path, plan: RunPlan, summary: dict[str, Any],
-                 measured: dict[str, Any]) -> dict[str, Any]:
-        fid: dict[str, Any] = measured["sim_fidelity"]
-        return fid
+    def fidelity(self, run_dir: Path, plan: RunPlan, opts: RunOptions,
+                 measured: Measured) -> Verdict:
+        return measured["sim_fidelity"]

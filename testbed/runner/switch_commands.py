@@ -6,13 +6,16 @@ other line through simple_switch_CLI."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from switches.controller.api import Controller, ControllerError
 from switches.controller.cli import CliController
 from switches.controller.p4runtime import P4RuntimeController
 from switches.targets import Target
 from testbed.runner.errors import RunError
+
+if TYPE_CHECKING:
+    from testbed.runner.records import AppliedCommand
 
 BMV2_RATE_NOTE = ("approximation: BMv2 limits each egress queue in packets per second; "
                   "pps = bit rate / (8 x packet_bytes), exact only for frames of packet_bytes")
@@ -52,7 +55,7 @@ BMV2_WEIGHTS_NOTE = ("approximation: BMv2 has strict priority only; the highest-
 
 
 def _priority_weights(ctl: Controller, words: list[str], target: Target, packet_bytes: int,
-                      port_rate_bps: float | None) -> dict[str, Any]:
+                      port_rate_bps: float | None) -> AppliedCommand:
     """``set_priority_weights PORT W0 W1 ...`` (or ``PORT strict``): DRR on a
     target that has the verb (the soft one); on BMv2 the closest setting, a
     packets/s cap on the queue with the largest weight at that weight's share
@@ -66,7 +69,7 @@ def _priority_weights(ctl: Controller, words: list[str], target: Target, packet_
         raise ControllerError("set_priority_weights: port and weights must be numbers") from None
     if weights is not None and (len(weights) < 2 or min(weights) < 1):
         raise ControllerError("set_priority_weights: one positive weight per priority queue")
-    rec: dict[str, Any] = {"line": " ".join(words)}
+    rec: AppliedCommand = {"line": " ".join(words)}
     if target.has_verb("set_priority_weights"):
         _cli_of(ctl).execute(rec["line"])
         rec["via"] = "cli"
@@ -81,12 +84,12 @@ def _priority_weights(ctl: Controller, words: list[str], target: Target, packet_
     bps = port_rate_bps * weights[top] / sum(weights)
     pps = bps_to_pps(bps, packet_bytes)
     ctl.set_queue_rate(pps, port, top)
-    rec.update(via="set_queue_rate", port=port, priority=top, bps=bps, pps=pps,
-               note=BMV2_WEIGHTS_NOTE)
+    rec.update({"via": "set_queue_rate", "port": port, "priority": top, "bps": bps, "pps": pps,
+                "note": BMV2_WEIGHTS_NOTE})
     return rec
 
 
-def _port_rate(applied: list[dict[str, Any]], port: int) -> float | None:
+def _port_rate(applied: list[AppliedCommand], port: int) -> float | None:
     """The last bit rate a plan line gave ``port`` (or every port)."""
     for rec in reversed(applied):
         if rec.get("line", "").split()[:1] == ["set_port_rate_bps"] and rec.get("port") in (
@@ -96,7 +99,7 @@ def _port_rate(applied: list[dict[str, Any]], port: int) -> float | None:
 
 
 def apply_switch_command(ctl: Controller, line: str, target: Target, packet_bytes: int,
-                         port_rate_bps: float | None = None) -> dict[str, Any]:
+                         port_rate_bps: float | None = None) -> AppliedCommand:
     """Apply one plan line (simple_switch_CLI syntax) through the switch's
     controller API (switches.controller); what was done, for summary.json.
 
@@ -112,7 +115,7 @@ def apply_switch_command(ctl: Controller, line: str, target: Target, packet_byte
     if not words:
         return {"line": line, "via": "none"}
     verb = words[0]
-    rec: dict[str, Any] = {"line": line}
+    rec: AppliedCommand = {"line": line}
     if verb in ("set_port_rate_bps", "set_queue_rate", "set_queue_depth"):
         if len(words) < 2:
             raise ControllerError(f"{verb}: needs a value")
@@ -126,15 +129,15 @@ def apply_switch_command(ctl: Controller, line: str, target: Target, packet_byte
                 raise ControllerError("set_port_rate_bps takes a rate and an optional port")
             if target.has_verb("set_port_rate_bps"):
                 ctl.set_port_rate_bps(value, port)
-                rec.update(via="set_port_rate_bps", bps=value, port=port)
+                rec.update({"via": "set_port_rate_bps", "bps": value, "port": port})
             else:
                 pps = bps_to_pps(value, packet_bytes)
                 ctl.set_queue_rate(pps, port)
-                rec.update(via="set_queue_rate", bps=value, pps=pps, port=port,
-                           packet_bytes=packet_bytes, note=BMV2_RATE_NOTE)
+                rec.update({"via": "set_queue_rate", "bps": value, "pps": pps, "port": port,
+                            "packet_bytes": packet_bytes, "note": BMV2_RATE_NOTE})
         else:
             getattr(ctl, verb)(value, port, prio)
-            rec.update(via=verb)
+            rec["via"] = verb
         return rec
     if verb == "set_priority_weights":
         return _priority_weights(ctl, words, target, packet_bytes, port_rate_bps)
@@ -159,7 +162,7 @@ def apply_switch_command(ctl: Controller, line: str, target: Target, packet_byte
 
 
 def _apply_commands(ctl: Controller, lines: tuple[str, ...] | list[str], target: Target,
-                    packet_bytes: int, where: str, applied: list[dict[str, Any]]) -> None:
+                    packet_bytes: int, where: str, applied: list[AppliedCommand]) -> None:
     for line in lines:
         if not line.strip() or line.lstrip().startswith("#"):
             continue

@@ -9,10 +9,14 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from switches.targets import Target
 from testbed.fidelity import arrivals_behind_clock, rx_out_of_order
+
+if TYPE_CHECKING:
+    from switches.node import P4SwitchNode
+    from testbed.timeline import SwitchCounters
 
 
 class SwitchPoller(threading.Thread):
@@ -53,15 +57,15 @@ class SwitchPoller(threading.Thread):
         self.join(timeout=5)
 
 
-def _switch_stats(sw: Any, target: Target) -> dict[str, Any]:
+def _switch_stats(sw: P4SwitchNode, target: Target) -> SwitchCounters:
     """The switch's statistics; a target that reports none (BMv2) gives {}."""
     if not target.reports_stats:
         return {}
-    result: dict[str, Any] = sw.stats()
+    result: SwitchCounters = sw.stats()
     return result
 
 
-def merge_switch_stats(per_switch: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def merge_switch_stats(per_switch: dict[str, SwitchCounters]) -> SwitchCounters:
     """The statistics of a fabric's switches as one switch's, for the fidelity
     checks: processing-lag samples pooled (count, weighted mean, maximum),
     kernel drops, frames received out of order and frames taken behind the
@@ -71,7 +75,7 @@ def merge_switch_stats(per_switch: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 for s in per_switch.values())
     if not any(per_switch.values()):
         return {}
-    merged: dict[str, Any] = {
+    merged: SwitchCounters = {
         "lag_us": {"samples": n, "mean": total / n if n else 0.0,
                    "max": max((s.get("lag_us", {}).get("max", 0)
                                for s in per_switch.values()), default=0)},

@@ -6,9 +6,13 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from ground.netlink import NetlinkError, delete_link
+
+if TYPE_CHECKING:
+    from mininet.net import Mininet
 
 
 class _TeardownTimeout(Exception):
@@ -19,7 +23,7 @@ class _TeardownTimeout(Exception):
 def _teardown_watchdog() -> Iterator[None]:
     """SIGALRM (armed when the run leaves the network's block) raises
     _TeardownTimeout, so a hung teardown cannot hang the run."""
-    def handler(_signum: int, _frame: Any) -> None:
+    def handler(_signum: int, _frame: FrameType | None) -> None:
         raise _TeardownTimeout()
 
     try:
@@ -34,7 +38,7 @@ def _teardown_watchdog() -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
 
 
-def _force_teardown(net: Any) -> list[str]:
+def _force_teardown(net: Mininet) -> list[str]:
     """Stop the switch daemons, kill the node shells, delete the run's veths."""
     done = []
     for node in [*net.switches, *net.hosts]:

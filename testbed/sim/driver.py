@@ -17,7 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from switches.soft.runtime.contract import ProgramModule
+    from testbed.experiment import RunPlan
+    from testbed.fidelity import Verdict
+    from testbed.runner.records import AppliedCommand, SimRecord
+    from testbed.sim.switch import SimSwitch
 
 FAULT = "the simulation failed"  # how an error that is the simulator's own fault begins
 
@@ -34,9 +41,9 @@ class SimOutcome:
     Ctrl-C. ``exception`` is what was raised, for a caller in the same
     process to raise again (it does not cross to the parent)."""
 
-    record: dict[str, Any] | None = None
-    fidelity: dict[str, Any] | None = None
-    applied: list[dict[str, Any]] = field(default_factory=list)
+    record: SimRecord | None = None
+    fidelity: Verdict | None = None
+    applied: list[AppliedCommand] = field(default_factory=list)
     error: str | None = None
     interrupted: bool = False
     exception: BaseException | None = field(default=None, repr=False, compare=False)
@@ -60,9 +67,9 @@ class SimOutcome:
             raise RunError(self.error)
 
 
-def run_phases(plan: Any, run_dir: Path, *, seed: int, host_links: str, packet_bytes: int,
-               load_program: Callable[[], Any], line: Callable[[str], None],
-               applied: list[dict[str, Any]] | None = None) -> SimOutcome:
+def run_phases(plan: RunPlan, run_dir: Path, *, seed: int, host_links: str, packet_bytes: int,
+               load_program: Callable[[], ProgramModule], line: Callable[[str], None],
+               applied: list[AppliedCommand] | None = None) -> SimOutcome:
     """Run every phase of ``plan`` (a RunPlan) into ``run_dir``; never raises.
 
     ``load_program()`` gives the plan's compiled P4 module; it is called
@@ -79,7 +86,7 @@ def run_phases(plan: Any, run_dir: Path, *, seed: int, host_links: str, packet_b
 
     out = SimOutcome(applied=[] if applied is None else applied)
 
-    def apply(sw: Any, lines: list[str], where: str) -> None:
+    def apply(sw: SimSwitch, lines: list[str], where: str) -> None:
         _apply_commands(sw.controller(), lines, SOFT, packet_bytes, where, out.applied)
 
     sim: SimRun | None = None

@@ -27,13 +27,21 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hosts.agent_spec import JobSpec, SpecError
 from testbed.experiment import PhasePlan, RunPlan
 from testbed.sim.host import MemoryDoneBarrier, SimHost
 from testbed.sim.loop import EventLoop, SimError
 from testbed.sim.network import SimNetwork, compile_plan_program
+from testbed.sim.switch import SimSwitch
+
+if TYPE_CHECKING:
+    from hosts.agent import Agent, EventLog
+    from switches.soft.runtime.contract import ProgramModule
+    from testbed.fidelity import Verdict
+    from testbed.runner.records import SimPhase, SimRecord
+    from testbed.timeline import LateCommand, PhaseStats
 
 __all__ = ["SimRun", "SimUnsupported", "check_plan", "sim_fidelity"]
 
@@ -70,6 +78,10 @@ class PhaseResult:
     polls: int
     events: int
 
+    def record(self) -> SimPhase:
+        return {"name": self.name, "start_ns": self.start_ns, "end_ns": self.end_ns,
+                "polls": self.polls, "events": self.events}
+
 
 class SimRun:
     """One run of ``plan`` in ``run_dir``. ``apply(switch, lines, where)``
@@ -81,9 +93,10 @@ class SimRun:
 
     def __init__(self, plan: RunPlan, run_dir: Path, *, seed: int = 1,
                  host_links: str = "wire",
-                 apply: Callable[[Any, list[str], str], None],
+                 apply: Callable[[SimSwitch, list[str], str], None],
                  line: Callable[[str], None] = lambda _m: None,
-                 wall: Callable[[], float] | None = None, program: Any = None) -> None:
+                 wall: Callable[[], float] | None = None,
+                 program: ProgramModule | None = None) -> None:
         check_plan(plan)
         self.plan = plan
         self.run_dir = run_dir
@@ -143,8 +156,8 @@ class SimRun:
             raise RunError(f"phase {phase.name}: {e}") from e
         befores = {n: sw.stats() for n, sw in net.switches.items()}
         start_ns, events0 = loop.now, loop.events
-        logs: dict[str, Any] = {}
-        agents: dict[str, Any] = {}
+        logs: dict[str, EventLog] = {}
+        agents: dict[str, Agent] = {}
         hosts: dict[str, SimHost] = {}
         errors: list[tuple[str, BaseException]] = []
         finished: list[str] = []
@@ -193,7 +206,7 @@ class SimRun:
         files = {n: open(pdir / poll_file(n, fab), "w") for n in net.switches}
         interval = max(1, int(plan.switch_poll_interval_s * 1e9))
 
-        def sample(_: Any) -> None:
+        def sample(_: object) -> None:
             if not active[0]:
                 return
             for n, sw in net.switches.items():
@@ -202,10 +215,10 @@ class SimRun:
             samples[0] += 1
             loop.at(loop.now + interval, sample)
         loop.at(loop.now, sample)
-        late_done: list[dict[str, Any]] = []
-        phase_fns: set[Any] = {sample}
+        late_done: list[LateCommand] = []
+        phase_fns: set[Callable[[object], None]] = {sample}
         for t_s, cmd in phase.late_commands:
-            def late(_: Any, t_s: float = t_s, cmd: str = cmd) -> None:
+            def late(_: object, t_s: float = t_s, cmd: str = cmd) -> None:
                 if not active[0]:
                     return
                 for n, sw in net.switches.items():
@@ -249,13 +262,13 @@ class SimRun:
             _close(agents, logs)
         end_ns = loop.now
         afters = {n: sw.stats() for n, sw in net.switches.items()}
-        qmaxes: dict[str, Any] = {}
+        qmaxes: dict[str, dict[str, int]] = {}
         if reg:
             for n, sw in net.switches.items():
                 vals = sw.controller().register_read(reg)
                 assert isinstance(vals, list)
                 qmaxes[n] = {str(p): v for p, v in enumerate(vals) if v}
-        stats: dict[str, Any] = {
+        stats: PhaseStats = {
             "late_commands": late_done, "poller_samples": samples[0], "poller_error": None,
             "wall_s": None, "engine": "sim", "sim_s": (end_ns - start_ns) / 1e9,
             "events": loop.events - events0,
@@ -263,14 +276,14 @@ class SimRun:
         if fab:
             from testbed.runner.switch_stats import merge_switch_stats
 
-            stats.update(before=merge_switch_stats(befores), after=merge_switch_stats(afters),
-                         qdepth_max=None,
-                         switches={n: {"before": befores[n], "after": afters[n],
-                                       "qdepth_max": qmaxes.get(n) if reg else None}
-                                   for n in net.switches})
+            stats.update({"before": merge_switch_stats(befores),
+                          "after": merge_switch_stats(afters), "qdepth_max": None,
+                          "switches": {n: {"before": befores[n], "after": afters[n],
+                                           "qdepth_max": qmaxes.get(n) if reg else None}
+                                       for n in net.switches}})
         else:
-            stats.update(before=befores["s1"], after=afters["s1"],
-                         qdepth_max=qmaxes.get("s1") if reg else None)
+            stats.update({"before": befores["s1"], "after": afters["s1"],
+                          "qdepth_max": qmaxes.get("s1") if reg else None})
         (pdir / "switch_stats.json").write_text(json.dumps(stats, indent=1, sort_keys=True))
         self.line(f"phase {phase.name}: done at {end_ns / 1e9:.6f} s simulated "
                   f"({(end_ns - start_ns) / 1e9:.6f} s in the phase, "
@@ -328,12 +341,12 @@ class SimRun:
                   + (f", {', '.join(by_switch)})" if fab else ")"))
 
     # -- what the run measured of itself ------------------------------------------
-    def record(self) -> dict[str, Any]:
+    def record(self) -> SimRecord:
         return {"engine": "sim", "seed": self.seed, "host_links": self.host_links,
                 "sim_s": self.loop.now / 1e9,
                 "events": self.loop.events, "packet_hops": self.net.packet_hops(),
                 "host_line_bps": self.host_bps, "interpreter": _interpreter(),
-                "phases": [dataclasses.asdict(p) for p in self.phases]}
+                "phases": [p.record() for p in self.phases]}
 
 
 def _sim_job(spec: JobSpec) -> JobSpec:
@@ -374,7 +387,7 @@ def _gather(offers: dict[str, list[Any]], phase: str) -> dict[tuple[str, str], l
     return out
 
 
-def _close(agents: dict[str, Any], logs: dict[str, Any]) -> None:
+def _close(agents: dict[str, Agent], logs: dict[str, EventLog]) -> None:
     for a in agents.values():
         try:
             a.close()
@@ -397,7 +410,7 @@ class _Progress:
 
     EVERY_S = 5.0
 
-    def __init__(self, run: SimRun, phase: str, agents: dict[str, Any]) -> None:
+    def __init__(self, run: SimRun, phase: str, agents: dict[str, Agent]) -> None:
         assert run.wall is not None
         self.run, self.phase, self.agents = run, phase, agents
         self.t0 = run.wall()
@@ -427,7 +440,7 @@ class _Progress:
                       f"work {done}/{total}{eta}")
 
 
-def sim_fidelity(run: SimRun) -> dict[str, Any]:
+def sim_fidelity(run: SimRun) -> Verdict:
     """What a simulated run checked of itself, in the shape of
     testbed.fidelity's verdict: every frame put on a link arrived (a frame a
     queue or the program dropped is counted there), the queues drained by the
@@ -450,7 +463,7 @@ def sim_fidelity(run: SimRun) -> dict[str, Any]:
         "clock_monotonic": _check(PASS, 0, 0, events=run.loop.events),
     }
     failed = [k for k, c in checks.items() if c["status"] == FAIL]
-    fid: dict[str, Any] = {"engine": "sim", "checks": checks, "failed": failed,
+    fid: Verdict = {"engine": "sim", "checks": checks, "failed": failed,
                            "not_measured": {}, "ok": not failed,
                            "verdict": "faithful" if not failed else "not faithful"}
     fid["text"] = verdict_text(fid)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from testbed.experiment import RunPlan, repo_path
 from testbed.net import HostAddr, host_addr, router_commands
@@ -20,6 +20,9 @@ from testbed.sim.host import SimNic
 from testbed.sim.link import TxLine
 from testbed.sim.loop import EventLoop
 from testbed.sim.switch import SimSwitch
+
+if TYPE_CHECKING:
+    from switches.soft.runtime.contract import ProgramModule
 
 __all__ = ["SimNetwork", "switch_seed", "HOST_LINKS"]
 
@@ -42,7 +45,7 @@ class SimNetwork:
 
     @classmethod
     def build(cls, plan: RunPlan, loop: EventLoop, host_bps: float, seed: int,
-              program_module: Any, host_links: str = "wire") -> SimNetwork:
+              program_module: ProgramModule, host_links: str = "wire") -> SimNetwork:
         """``host_links`` "wire": a host's frame reaches its switch when its
         last bit did (a NIC serialises it, the switch stores and forwards);
         "veth": when its first bit did, as over the Mininet engine's veths."""
@@ -103,7 +106,7 @@ class SimNetwork:
         return sum(s.sw.tm.total for s in self.switches.values())
 
 
-def compile_plan_program(plan: RunPlan) -> Any:
+def compile_plan_program(plan: RunPlan) -> ProgramModule:
     """The plan's P4 program, compiled by the soft target's compiler (cached)
     with the topology's preprocessor defines. Raises ValueError naming the
     program and the place if it does not compile (a syntax error, or an

@@ -13,7 +13,8 @@ egress (``SoftSwitch.release_port``) and leaves on the port's line
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from switches.controller.cli import CliController
 from switches.soft.control.verbs import ControlPlane
@@ -22,13 +23,17 @@ from switches.targets import SOFT
 from testbed.sim.link import TxLine
 from testbed.sim.loop import EventLoop, SimError
 
+if TYPE_CHECKING:
+    from switches.soft.runtime.contract import ProgramModule
+    from testbed.timeline import SwitchCounters, SwitchSample
+
 __all__ = ["SimSwitch"]
 
 _log = logging.getLogger("testbed.sim.switch")
 
 
 class SimSwitch:
-    def __init__(self, name: str, loop: EventLoop, program_module: Any, *,
+    def __init__(self, name: str, loop: EventLoop, program_module: ProgramModule, *,
                  priority_queues: int = 1, seed: int = 1, default_bps: float) -> None:
         self.name = name
         self.loop = loop
@@ -58,7 +63,7 @@ class SimSwitch:
         if not tm.default_port_bps and not (port in tm.ports and tm.ports[port].rate_bps):
             tm.set_port_rate_bps(int(line.rate_bps), port)
 
-    def receiver(self, port: int) -> Any:
+    def receiver(self, port: int) -> Callable[[bytes], None]:
         """What a link delivers to: frames arriving on ``port``."""
         def receive(frame: bytes) -> None:
             self.hops += 1
@@ -142,7 +147,7 @@ class SimSwitch:
         self._send(self.sw.release_port(port, t / 1000.0))
 
     # -- what the runner reads -------------------------------------------------
-    def sample(self) -> dict[str, Any]:
+    def sample(self) -> SwitchSample:
         """The daemon's ``switch_sample`` (queues, drops, bytes per port)."""
         sw = self.sw
         queues: dict[str, int] = {}
@@ -156,7 +161,7 @@ class SimSwitch:
                 "drops": dict(sw.drops), "kernel_drops": 0,
                 "lag_us": {"max": 0, "samples": 0, "mean": 0}}
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> SwitchCounters:
         """The daemon's ``switch_stats``: the pipeline's statistics; a simulated
         switch has no kernel, so no kernel drops and no processing lag."""
         return {"switch": self.sw.stats(),
