@@ -23,8 +23,9 @@ import json
 import os
 import select
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hosts.agent.collective import _Collective
 from hosts.agent.errors import AgentError
@@ -43,6 +44,17 @@ from hosts.roce.receive_lag import threshold_ns as receive_lag_threshold_ns
 from hosts.roce.verbs import QP, Context, wait_exactly
 from hosts.roce.warmup import jit_present, warm_up
 
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from hosts.roce.pfc import HostPause
+    from hosts.roce.receive_lag import ReceiveLag
+    from hosts.roce.shaping import HtbShaper
+
+    # What an agent drives: its flows, message pools and collective rank (an
+    # annotation only: PyPy 3.9, which runs flow agents, has no X | Y of classes).
+    Work: TypeAlias = _Flow | _MessagePool | _Collective
+
 
 def _earliest(a: int | None, b: int | None) -> int | None:
     """The earlier of two optional times."""
@@ -51,7 +63,7 @@ def _earliest(a: int | None, b: int | None) -> int | None:
     return a if b is None or a <= b else b
 
 
-def _log_flow_ends(works: list[Any]) -> None:
+def _log_flow_ends(works: Sequence[Work]) -> None:
     """Log the finished flows' flow_end events (each once)."""
     for w in works:
         fin = getattr(w, "finalize", None)
@@ -129,17 +141,17 @@ class Agent:
         # (a simulated run's specs name it relative to the run directory)
         self.rdv = rendezvous_dir or Path(spec.rendezvous_dir)
         self.shim: Any = None
-        self.shaper: Any = None      # udp hosts with a line qdisc: the QPs' HTB classes
+        self.shaper: HtbShaper | None = None      # udp hosts with a line qdisc: the QPs' HTB classes
         self._host_line = (HostLine(self.scale.line_rate_bps, now_ns())
                            if spec.transport.qdisc_ahead_packets else None)
-        self._pause: Any = None      # hosts.roce.pfc.HostPause, with transport.pfc
+        self._pause: HostPause | None = None      # with transport.pfc
         self.ctx: Any
         self.provider: Any
         self._device_base: dict[str, int] = {}
-        self.works: list[Any] = []
+        self.works: list[Work] = []
         self._done_barrier: DoneBarrier | None = None
         self._deadline = 0
-        self._rx_lag: Any = None
+        self._rx_lag: ReceiveLag | None = None
         self.wake_exact = True
         if provider is not None:      # a simulated host's NIC (testbed.sim)
             self.provider = provider
@@ -308,7 +320,7 @@ class Agent:
                      line_bps=line, ahead_bytes=int(DEFAULT_BURST_BYTES * t.qdisc_ahead_packets),
                      shaped=shaped, host_line=self._host_line, pause=self._host_pause())
 
-    def _host_pause(self) -> Any:
+    def _host_pause(self) -> HostPause | None:
         """The host's PFC state, shared by its senders (transport.pfc)."""
         if self._pause is None and self.spec.transport.pfc:
             from hosts.roce.pfc import HostPause, PauseError
@@ -327,7 +339,7 @@ class Agent:
             self.provider.watch(self._pause)
         return self._pause
 
-    def _host_shaper(self) -> Any:
+    def _host_shaper(self) -> HtbShaper:
         if self.shaper is None:
             from hosts.roce.shaping import HtbShaper
 

@@ -21,6 +21,8 @@ from hosts.agent.expectations import CollectiveExpectation
 from hosts.agent.rates import make_rate_controller
 from hosts.agent.work import AgentServices
 from hosts.agent_spec import CollectiveSpec
+from hosts.roce.dcqcn import Dcqcn
+from hosts.roce.rate import FixedRate
 
 if TYPE_CHECKING:
     from hosts.commlib.epic import EpicCommunicator
@@ -46,7 +48,7 @@ class _Collective:
         scale = agent.scale
         channel = iter(range(1 << 30))      # the factory is called once per channel, in order
 
-        def rate_controller() -> Any:
+        def rate_controller() -> Dcqcn | FixedRate:
             return make_rate_controller(agent.spec, scale, agent.log,
                                         f"rank{spec.rank}-ch{next(channel)}")
 

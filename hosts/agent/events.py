@@ -64,7 +64,7 @@ class EventLog:
         self._f.close()
 
 
-def _jsonable(x: Any) -> Any:
+def _jsonable(x: object) -> int | float | str:
     item = getattr(x, "item", None)      # numpy scalars (collectives)
     if callable(item):
         v = item()

@@ -28,7 +28,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from types import FrameType
 
 from hosts.agent.agent import Agent
 from hosts.agent.errors import AgentError
@@ -52,7 +52,7 @@ def die_with_parent() -> bool:
     return os.getppid() != 1
 
 
-def _on_sigterm(signum: int, _frame: Any) -> None:
+def _on_sigterm(signum: int, _frame: FrameType | None) -> None:
     raise AgentError(f"stopped by signal {signal.Signals(signum).name}")
 
 

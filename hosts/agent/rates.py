@@ -18,13 +18,13 @@ from hosts.agent.events import EventLog, now_ns
 from hosts.agent_spec import JobSpec
 from hosts.roce import Scale
 from hosts.roce.dcqcn import DEFAULT_PRESET, Dcqcn, DcqcnParams
-from hosts.roce.rate import FixedRate
+from hosts.roce.rate import FixedRate, RateController
 
 
 class LoggedRate:
     """A RateController that logs each CNP, then delegates."""
 
-    def __init__(self, inner: Any, log: EventLog, flow: str) -> None:
+    def __init__(self, inner: RateController, log: EventLog, flow: str) -> None:
         self.inner = inner
         self.log = log
         self.flow = flow
@@ -64,7 +64,7 @@ def _dcqcn(spec: JobSpec, scale: Scale) -> DcqcnParams:
 
 
 def make_rate_controller(spec: JobSpec, scale: Scale, log: EventLog | None = None,
-                         flow: str = "") -> Any:
+                         flow: str = "") -> Dcqcn | FixedRate:
     """DCQCN for the spec's scale (its cuts and increases go to ``log`` as
     ``dcqcn`` events of ``flow``), or a fixed rate at the scale's line rate."""
     if spec.transport.dcqcn is None:
