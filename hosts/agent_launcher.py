@@ -13,7 +13,7 @@ namespace, and forks a ready process per agent (a few milliseconds).
 Protocol, one JSON object per line:
 
 - runner -> launcher: ``{"argv": [...], "log": path}``: fork an agent that
-  runs ``hosts.agent.main(argv)`` with its stdout and stderr appended to
+  runs ``hosts.agent.process.main(argv)`` with its stdout and stderr appended to
   ``log``; the answer is ``{"pid": N}`` or ``{"error": text}``.
 - launcher -> runner, unasked: ``{"exit": pid, "rc": code}`` when an agent
   ends: its exit status, or minus the signal that killed it (as
@@ -22,7 +22,7 @@ Protocol, one JSON object per line:
 At the end of its input (the runner closed the pipe or died) or on SIGTERM,
 the launcher sends SIGTERM to its agents still running, SIGKILL to what is
 left after ``STOP_GRACE_S``, and exits. It dies with the runner
-(PR_SET_PDEATHSIG), and each agent with it (hosts.agent sets the same).
+(PR_SET_PDEATHSIG), and each agent with it (hosts.agent.process sets the same).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ import time
 import traceback
 from typing import Any, NoReturn
 
-import hosts.agent as agent
 import hosts.roce.udp_provider  # noqa: F401  (what every agent on these hosts loads)
+from hosts.agent import process as agent_process
 
 STOP_GRACE_S = 3.0
 # held back across a fork, so that the child never runs the launcher's handlers
@@ -81,7 +81,7 @@ def _run_agent(argv: list[str], log: str, keep_closed: list[int]) -> NoReturn:
         sys.stderr = io.TextIOWrapper(open(2, "wb", buffering=0, closefd=False),  # noqa: SIM115
                                       write_through=True)
         sys.argv = ["python -m hosts.agent", *argv]
-        rc = agent.main(argv)
+        rc = agent_process.main(argv)
     except SystemExit as e:
         rc = e.code if isinstance(e.code, int) else 1
     except BaseException:
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                                  description="Fork host agents on request (JSON lines on stdin).")
     ap.add_argument("--run", default="", help="the run this launcher serves (a label)")
     ap.parse_args(argv)
-    if not agent._die_with_parent():    # the agent's own: PDEATHSIG, exact timers
+    if not agent_process.die_with_parent():    # the agent's own: PDEATHSIG, exact timers
         return 3                     # the runner is already gone
     _preload_collectives()
     threads = len(os.listdir("/proc/self/task"))

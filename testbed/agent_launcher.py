@@ -140,7 +140,7 @@ class AgentLauncher:
                              + (f":\n{tail}" if tail else ""))
 
     def spawn(self, argv: list[str], log: Path) -> LaunchedAgent:
-        """Fork an agent running ``hosts.agent.main(argv)``, output to ``log``."""
+        """Fork an agent running ``hosts.agent.process.main(argv)``, output to ``log``."""
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write((json.dumps({"argv": argv, "log": str(log)}) + "\n").encode())

@@ -34,7 +34,7 @@ presets as the udp provider (hosts/roce/dcqcn.py):
   least ``CLASS_READ_MIN_NS`` (10 ms) after it. A QP at line rate runs no
   byte counter and costs no reads. A dump of a host's four classes takes
   5-10 ms in the guest VM under TCG (measured), hence the floor. With the
-  agent's poll interval (5 ms, ``hosts.agent.RXE_POLL_NS``) an event is seen
+  agent's poll interval (5 ms, ``hosts.agent.agent.RXE_POLL_NS``) an event is seen
   at most about 15 ms after the packet that crosses it, 7.5 kB at 4 Mb/s,
   1.5 us of modelled time at slowdown 10000 (roce-basics' quick profile),
   where a completed 64 KiB message is 69 kB and 14 us; its bytes are never

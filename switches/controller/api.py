@@ -49,18 +49,21 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Union
 
 MAX_PRIO = (1 << 31) - 1
 
+# The aliases are written with typing.Union: the simulator's PyPy (Python
+# 3.9) imports this module, and `X | Y` between classes needs 3.10.
 # A value in one of the forms the API takes (see the module docstring).
-Value = int | str | bytes | bytearray
+Value = Union[int, str, bytes, bytearray]  # noqa: UP007
 # A key's match as given: a value (exact, optional; lpm "v/len") or a pair (lpm
 # (v, prefix_len), ternary (v, mask), range (lo, hi)); None is a wildcard.
-MatchValue = Value | tuple[Value, Value]
-Match = Mapping[str, MatchValue | None]
+MatchValue = Union[Value, tuple[Value, Value]]  # noqa: UP007
+Match = Mapping[str, Union[MatchValue, None]]  # noqa: UP007
 Params = Mapping[str, Value]
 # A key's match as read back: an int, or an int pair (lpm, ternary, range).
-KeyMatch = int | tuple[int, int]
+KeyMatch = Union[int, tuple[int, int]]  # noqa: UP007
 
 
 class ControllerError(Exception):

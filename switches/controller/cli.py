@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NotRequired, TypedDict
+from typing import TypedDict
 
 from switches.controller.api import (
     MAX_PRIO,
@@ -40,14 +40,18 @@ class _CliTable:
         return any(k in ("ternary", "range", "optional") for _, k, _ in self.keys)
 
 
-class _DumpedEntry(TypedDict):
-    """One entry of a ``table_dump`` reply."""
-
+class _DumpedKeys(TypedDict):
     handle: int
     match: list[KeyMatch]
     priority: int | None
-    action: NotRequired[str]
-    args: NotRequired[list[int]]
+
+
+# total=False rather than NotRequired: the simulator's PyPy is Python 3.9
+class _DumpedEntry(_DumpedKeys, total=False):
+    """One entry of a ``table_dump`` reply (an entry may name no action yet)."""
+
+    action: str
+    args: list[int]
 
 
 class CliController(Controller):

@@ -121,7 +121,7 @@ def _network_record(plan: RunPlan, measured: Measured) -> dict[str, Any]:
 
 
 def _transport_record(plan: RunPlan) -> dict[str, Any]:
-    from hosts.agent import dcqcn_params
+    from hosts.agent.rates import dcqcn_params
     from hosts.roce import Scale
 
     seen: dict[str, dict[str, Any]] = {}

@@ -4,7 +4,7 @@ What the Mininet engine brings up as namespaces, veths, switch daemons and
 agent processes runs here as objects on one event loop (testbed.sim.loop):
 the same compiled P4 program on the same soft-switch runtime and traffic
 manager (testbed.sim.switch), the same RoCE stack, DCQCN and agents
-(hosts.agent.Agent, driven by testbed.sim.host), links with rate,
+(hosts.agent.agent.Agent, driven by testbed.sim.host), links with rate,
 serialization and delay (testbed.sim.link). Links and timers run at the
 plan's rates; every random choice comes from the run's seed and the plan's
 own seeds; nothing on the simulated path reads a wall clock, so the same
@@ -113,7 +113,7 @@ class SimRun:
 
     # -- the whole run -----------------------------------------------------------
     def run(self) -> None:
-        from hosts.agent import simulated_clock
+        from hosts.agent.events import simulated_clock
 
         plan, net = self.plan, self.net
         topo = plan.topology
@@ -129,7 +129,9 @@ class SimRun:
 
     # -- one phase ---------------------------------------------------------------
     def _run_phase(self, phase: PhasePlan) -> PhaseResult:
-        from hosts.agent import Agent, AgentError, EventLog
+        from hosts.agent.agent import Agent
+        from hosts.agent.errors import AgentError
+        from hosts.agent.events import EventLog
         from testbed.runner import RunError
         from testbed.runner.phase import _phase_jobs
         from testbed.runner.switch_stats import poll_file

@@ -5,7 +5,7 @@
   Ethernet/IPv4/UDP frames Linux would send (identification 0, DF, TTL 64, a
   valid header checksum, no UDP checksum) on the host's line at the NIC's rate;
   frames from the switch become IPv4 packets in its receive queue.
-- ``SimHost`` drives one hosts.agent.Agent: it polls the agent when the time
+- ``SimHost`` drives one hosts.agent.agent.Agent: it polls the agent when the time
   the agent asked for comes or a datagram arrives, as the agent's own loop
   does after each wait in a Mininet host.
 - ``MemoryDoneBarrier``: the phase's done barrier, shared in memory.
@@ -198,7 +198,7 @@ class SimPauseSocket:
 
 
 class MemoryDoneBarrier:
-    """The phase's done barrier (hosts.agent.DoneBarrier), one per agent."""
+    """The phase's done barrier (hosts.agent.agent.DoneBarrier), one per agent."""
 
     def __init__(self, shared: set[int], rank: int, size: int) -> None:
         self.shared, self.rank, self.size = shared, rank, size

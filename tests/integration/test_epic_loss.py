@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hosts.agent import collective_input
+from hosts.agent.expectations import collective_input
 from hosts.agent_spec import CollectiveSpec
 
 from .helpers import qp_counts, run_experiment, wire_counts_at_switch, xfail_unless_faithful

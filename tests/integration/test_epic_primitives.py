@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from experiments.epic_primitives import Params
-from hosts.agent import collective_input
+from hosts.agent.expectations import collective_input
 from hosts.agent_spec import CollectiveSpec
 
 from .helpers import run_experiment, xfail_unless_faithful

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hosts.agent import collective_input
+from hosts.agent.expectations import collective_input
 from hosts.agent_spec import CollectiveSpec
 
 from .helpers import run_experiment, xfail_unless_faithful

@@ -26,7 +26,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.packet import Raw
 from scapy.utils import RawPcapReader
 
-from hosts.agent import rxe_ack_timeout_ns
+from hosts.agent.agent import rxe_ack_timeout_ns
 from hosts.roce.scale import Scale
 
 from .helpers import qp_counts, run_on_rxe_hosts, wire_counts_at_switch

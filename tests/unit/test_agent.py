@@ -17,17 +17,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hosts.agent import (
-    FINAL_IMM,
-    FLOW_PATTERN_PERIOD,
-    PROFILE_ENV,
+from hosts.agent.expectations import (
     CollectiveExpectation,
     collective_bound,
     collective_expected,
     collective_input,
-    flow_pattern,
-    matches_pattern,
 )
+from hosts.agent.flow import FINAL_IMM
+from hosts.agent.patterns import FLOW_PATTERN_PERIOD, flow_pattern, matches_pattern
+from hosts.agent.process import PROFILE_ENV
 from hosts.agent_spec import (
     MAX_FLOW_BYTES,
     CollectiveSpec,
@@ -56,7 +54,8 @@ def _flow(role: str = "sender", **kw: Any) -> FlowSpec:
 
 
 def test_dcqcn_cuts_and_increases_go_to_the_timeline(tmp_path: Path) -> None:
-    from hosts.agent import EventLog, cnp_interval_ns, make_rate_controller
+    from hosts.agent.events import EventLog
+    from hosts.agent.rates import cnp_interval_ns, make_rate_controller
 
     scale = Scale(slowdown=1000.0, nic_rate_bps=40e9)
     spec = JobSpec(host="h1", ip="10.0.1.1", flows=(_flow(),),
@@ -167,7 +166,7 @@ def test_phantom_flows_are_refused_on_rxe_hosts_in_one_line() -> None:
 
 
 def test_a_phantom_flow_end_holds_untouched_memory() -> None:
-    from hosts.agent import flow_buffer, register_flow_buffer
+    from hosts.agent.patterns import flow_buffer, register_flow_buffer
     from hosts.roce.verbs import PD
 
     big = 1 << 30               # 1 GiB at each end, none of it allocated
@@ -755,7 +754,7 @@ def test_an_epic_rank_reports_the_group_qps_that_sent_on_either_provider() -> No
     host the device's counters over the phase come first."""
     from types import SimpleNamespace
 
-    from hosts.agent import _Collective
+    from hosts.agent.collective import _Collective
 
     emitted: list[tuple[str, dict[str, Any]]] = []
     log = SimpleNamespace(emit=lambda ev, **kw: emitted.append((ev, kw)))

@@ -77,13 +77,13 @@ def _under_pypy(code: str) -> list[str]:
 def test_flow_agent_imports_under_pypy() -> None:
     """The agent, the udp provider and the warm-up load on PyPy (Python 3.9,
     no numpy), and the flow pattern is the same there as here."""
-    from hosts.agent import flow_pattern
+    from hosts.agent.patterns import flow_pattern
 
     spec = FlowSpec("f", "sender", "10.0.0.3", 1000, 3, seed=7)
-    code = ("import hashlib, sys; import hosts.agent as a, hosts.roce.udp_provider, "
-            "hosts.roce.warmup; from hosts.agent_spec import FlowSpec; "
+    code = ("import hashlib, sys; import hosts.agent, hosts.roce.udp_provider, "
+            "hosts.roce.warmup; from hosts.agent_spec import FlowSpec; from hosts.agent.patterns import flow_pattern; "
             "s = FlowSpec('f', 'sender', '10.0.0.3', 1000, 3, seed=7); "
-            "print(hashlib.sha256(a.flow_pattern(s)).hexdigest(), 'numpy' in sys.modules)")
+            "print(hashlib.sha256(flow_pattern(s)).hexdigest(), 'numpy' in sys.modules)")
     digest, numpy_loaded = _under_pypy(code)
     import hashlib
 
