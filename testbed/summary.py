@@ -46,7 +46,7 @@ class Summary:
 
 
 # What ``analyze`` returns: a typed record, or (not yet typed) the JSON object itself.
-Results = Union[Summary, Mapping[str, Any]]
+Results = Union[Summary, Mapping[str, Any]]  # noqa: UP007 (run on Python 3.9 too)
 
 # Field metadata: the key is left out of the JSON object while the field is None
 # (a section of a phase that did not run, a record only some settings have).
