@@ -45,6 +45,7 @@ table (PAPER).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -303,7 +304,7 @@ class Results(Summary):
     bit_exact: bool | None
     schemes: dict[str, SchemeResult]
     workload: Workload
-    paper: dict[str, Any]
+    paper: Mapping[str, object]
 
 
 def iteration_model(p: Params,

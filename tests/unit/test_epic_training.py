@@ -12,8 +12,8 @@ import pytest
 
 from experiments import epic_allreduce, epic_training
 from experiments.epic_training import MODELS, PAPER, Params, iteration_model, plan
-from testbed.summary import to_json
 from testbed.experiment import has_profile, make_params
+from testbed.summary import to_json
 
 MiB = 1 << 20
 
