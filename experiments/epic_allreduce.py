@@ -43,9 +43,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from hosts.agent_spec import EPIC_WINDOW, CollectiveSpec, JobSpec, TransportSpec
 from hosts.commlib.epic import ELEMS, PACKET_BYTES, WINDOW
@@ -54,6 +55,7 @@ from testbed.claims import Claim
 from testbed.epic import window_defines
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.net import host_addr
+from testbed.summary import Summary
 from testbed.timeline import load_phase
 
 NAME = "epic-allreduce"
@@ -67,7 +69,21 @@ HEADLINE = ("ratio_large", "ratio_large_256", "ideal_ratio", "link_fraction", "b
 # The paper's values for this experiment's keys (Yuan et al., SIGCOMM 2026,
 # Table 9 and Fig. 13: 8 ranks, one Tofino switch, 100 Gb/s ports, AllReduce
 # algorithm throughput in Gb/s).
-PAPER: dict[str, Any] = {
+class Paper(TypedDict):
+    """The paper's values (Table 9, Fig. 13)."""
+
+    ranks: int
+    nic_gbps: float
+    message_bytes: list[int]
+    algbw_gbps: dict[str, dict[str, float]]     # size -> scheme -> Gb/s
+    ratio_large: float
+    ratio_large_256: float
+    ideal_ratio: float
+    link_fraction: float
+    ratio_small: float
+
+
+PAPER: Paper = {
     "ranks": 8,
     "nic_gbps": 100.0,
     "message_bytes": [4 * 1024, 1 << 30],       # Fig. 13's sizes: 4 KB .. 1 GB
@@ -306,14 +322,14 @@ SCHEME_MTU = {"epic": PACKET_BYTES, "ring": 1024, "ring256": 256}
 
 
 def sweep_plan(p: AllReduceSweep, schemes: tuple[str, ...], notes: str,
-               paper: dict[str, Any], info: dict[str, Any]) -> RunPlan:
+               paper: Mapping[str, object], info: dict[str, object]) -> RunPlan:
     """One phase per scheme of ``p.iterations`` AllReduces of each of
     ``p.sizes()`` on one EPIC switch (after the warm-up, if any); ``notes``
     describe each phase; the experiment's ``paper`` values and ``info`` join
     the plan's record."""
     sizes = p.sizes()
     counts = tuple(s // 4 for s in sizes)
-    scale: dict[str, Any] = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
+    scale: dict[str, float] = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
     if p.nic_latency_us:
         scale["nic_latency_us"] = p.nic_latency_us
     link_bps = p.link_mbps * 1e6
@@ -348,7 +364,7 @@ def sweep_plan(p: AllReduceSweep, schemes: tuple[str, ...], notes: str,
                          **info, "epic_window_pkts": p.window})
 
 
-def warmup_phase(ranks: int, kib: int, seed: int, scale: dict[str, Any],
+def warmup_phase(ranks: int, kib: int, seed: int, scale: dict[str, float],
                  timeout_s: float, payload: str = "real",
                  step_overhead_us: float = 0.0, window: int = WINDOW) -> PhasePlan:
     """One EPIC AllReduce of ``kib`` KiB on the warm-up groups (WARMUP_ENDPOINT)
@@ -411,7 +427,35 @@ class AllReduceSweep(Protocol):
     def sizes(self) -> list[int]: ...
 
 
-def scheme_results(run_dir: Path, scheme: str, p: AllReduceSweep) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SchemeResult:
+    """One scheme's phase of AllReduces: per size (``sizes``), the mean time
+    and the algorithm throughput."""
+
+    algbw: list[float]               # Mb/s
+    time_s: list[float]
+    bit_exact: bool | None           # None for phantom payloads (not checked)
+    collectives: int
+    retransmissions: int | None
+
+
+@dataclass(frozen=True)
+class Results(Summary):
+    sizes: list[int]
+    algbw: dict[str, list[float]]               # scheme -> per size, Mb/s
+    algbw_paper_gbps: dict[str, list[float]]    # the same at the paper's NIC rate
+    ratio_large: float | None
+    ratio_large_256: float | None
+    ideal_ratio: float
+    link_fraction: float
+    ratio_small: float | None
+    bit_exact: bool | None
+    schemes: dict[str, SchemeResult]
+    model: dict[str, float]          # ideal fractions of the link, and the ideal ratios
+    paper: Paper
+
+
+def scheme_results(run_dir: Path, scheme: str, p: AllReduceSweep) -> SchemeResult:
     """One phase's AllReduces (``p.iterations`` of each of ``p.sizes()``, in
     turn): per size the mean completion time (the slowest rank's, s of the
     run's clock) and algorithm throughput (Mb/s), the bit-exact verdict and
@@ -440,9 +484,8 @@ def scheme_results(run_dir: Path, scheme: str, p: AllReduceSweep) -> dict[str, A
         times.append(round(mean, 9))
         algbw.append(round(size * 8 / mean / 1e6, 5) if mean else 0.0)
     reports = data.all_events("pacer_report")
-    return {"algbw": algbw, "time_s": times, "bit_exact": bit_exact,
-            "collectives": len(durations),
-            "retransmissions": retransmissions(reports)}
+    return SchemeResult(algbw=algbw, time_s=times, bit_exact=bit_exact,
+                        collectives=len(durations), retransmissions=retransmissions(reports))
 
 
 def retransmissions(reports: list[dict[str, Any]]) -> int | None:
@@ -455,37 +498,37 @@ def retransmissions(reports: list[dict[str, Any]]) -> int | None:
     return sum(e["qp"]["retransmits"] for e in reports)
 
 
-def analyze(run_dir: Path) -> dict[str, Any]:
+def analyze(run_dir: Path) -> Results:
     saved = json.loads((Path(run_dir) / "plan.json").read_text())
     p = Params(**saved["params"])
     sizes = p.sizes()
     res = {s: scheme_results(Path(run_dir), s, p) for s in SCHEMES}
     link = p.link_mbps
-    algbw = {s: res[s]["algbw"] for s in SCHEMES}
+    algbw = {s: res[s].algbw for s in SCHEMES}
     scale = p.nic_gbps / p.link_mbps       # Mb/s here -> Gb/s at the paper's NIC (x slowdown)
 
     def ratio(a: float, b: float) -> float | None:
         return round(a / b, 4) if b else None
 
-    return {
-        "sizes": sizes,
-        "algbw": algbw,
-        "algbw_paper_gbps": {s: [round(v * scale, 3) for v in algbw[s]] for s in SCHEMES},
-        "ratio_large": ratio(algbw["epic"][-1], algbw["ring"][-1]),
-        "ratio_large_256": ratio(algbw["epic"][-1], algbw["ring256"][-1]),
-        "ideal_ratio": round(2 * (p.ranks - 1) / p.ranks, 4),
-        "link_fraction": round(algbw["epic"][-1] / link, 4),
-        "ratio_small": ratio(algbw["epic"][0], algbw["ring"][0]),
-        "bit_exact": None if p.payload == "phantom" else all(
-            res[s]["bit_exact"] for s in SCHEMES),
-        "schemes": res,
-        "model": {s: round(ideal_algbw_fraction(s, p.ranks), 4) for s in SCHEMES}
+    return Results(
+        sizes=sizes,
+        algbw=algbw,
+        algbw_paper_gbps={s: [round(v * scale, 3) for v in algbw[s]] for s in SCHEMES},
+        ratio_large=ratio(algbw["epic"][-1], algbw["ring"][-1]),
+        ratio_large_256=ratio(algbw["epic"][-1], algbw["ring256"][-1]),
+        ideal_ratio=round(2 * (p.ranks - 1) / p.ranks, 4),
+        link_fraction=round(algbw["epic"][-1] / link, 4),
+        ratio_small=ratio(algbw["epic"][0], algbw["ring"][0]),
+        bit_exact=None if p.payload == "phantom" else all(
+            res[s].bit_exact for s in SCHEMES),
+        schemes=res,
+        model={s: round(ideal_algbw_fraction(s, p.ranks), 4) for s in SCHEMES}
         | {"ratio_large": round(ideal_algbw_fraction("epic", p.ranks)
                                 / ideal_algbw_fraction("ring", p.ranks), 4),
            "ratio_large_256": round(ideal_algbw_fraction("epic", p.ranks)
                                     / ideal_algbw_fraction("ring256", p.ranks), 4)},
-        "paper": PAPER,
-    }
+        paper=PAPER,
+    )
 
 
 def plot(run_dir: Path) -> list[Path]:
@@ -497,15 +540,15 @@ def plot(run_dir: Path) -> list[Path]:
     labels = {"epic": "EPIC-II (in-network)", "ring": "host ring, MTU 1024",
               "ring256": "host ring, MTU 256"}
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.5))
-    algbw_panel(ax, r["sizes"], r["algbw"], r["model"], {s: labels[s] for s in SCHEMES},
+    algbw_panel(ax, r.sizes, r.algbw, r.model, {s: labels[s] for s in SCHEMES},
                 p.link_mbps, title=f"{p.ranks} ranks, links at {p.link_mbps:g} Mb/s "
                 "(dotted: ideal)")
     ax.legend()
     # measured at the largest size vs the paper at 1 GiB, both as a fraction of the link
     measured_beside_reference(
-        bx, [labels[s] for s in SCHEMES], [r["algbw"][s][-1] / p.link_mbps for s in SCHEMES],
+        bx, [labels[s] for s in SCHEMES], [r.algbw[s][-1] / p.link_mbps for s in SCHEMES],
         [PAPER["algbw_gbps"]["1GiB"][s] / PAPER["nic_gbps"] for s in SCHEMES],
-        measured_label=f"measured, {r['sizes'][-1] // 1024} KiB",
+        measured_label=f"measured, {r.sizes[-1] // 1024} KiB",
         reference_label="paper, 1 GiB (Tofino, 100 Gb/s)",
         title="large messages: measured vs paper")
     bx.set_xticks(range(len(SCHEMES)), [labels[s] for s in SCHEMES], fontsize=8)

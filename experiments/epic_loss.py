@@ -39,7 +39,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from experiments import epic_allreduce
 from experiments.epic_allreduce import (
@@ -57,6 +57,7 @@ from testbed.claims import Claim
 from testbed.epic import window_defines
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.net import host_addr
+from testbed.summary import Summary
 from testbed.timeline import load_phase
 
 NAME = "epic-loss"
@@ -77,7 +78,15 @@ def model_relative(loss: float, ranks: int, hops: int = 2) -> float:
 
 # The paper's values: its model at the testbed's shape (one switch, H = 2;
 # D = 8 ranks). The paper gives the model, no measurement under loss.
-PAPER: dict[str, Any] = {
+class Paper(TypedDict):
+    model: str
+    hops: int
+    ranks: int
+    relative_at_1pct: float
+    nic_gbps: float
+
+
+PAPER: Paper = {
     "model": "X = B r^(2(H-1)(D-1))",
     "hops": 2,
     "ranks": 8,
@@ -193,7 +202,7 @@ def phase_name(loss: float) -> str:
     return f"loss-{loss:g}"
 
 
-def endpoint(index: int, ranks: int) -> dict[str, Any]:
+def endpoint(index: int, ranks: int) -> dict[str, str | int]:
     """The switch groups of the index-th communicator of the run (2N+1 each)."""
     gid = index * group_count(ranks)
     return {"switch_ip": SWITCH_IP, "qpn": 0x100 + gid, "gid": gid, "mgid": 1 + 2 * gid,
@@ -207,7 +216,7 @@ def loss_commands(loss: float) -> tuple[str, ...]:
 
 
 def plan(p: Params) -> RunPlan:
-    scale: dict[str, Any] = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
+    scale: dict[str, float] = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
     if p.nic_latency_us:
         scale["nic_latency_us"] = p.nic_latency_us
     link_bps = p.link_mbps * 1e6
@@ -252,7 +261,36 @@ def plan(p: Params) -> RunPlan:
                          "epic_window_pkts": p.window})
 
 
-def _phase_results(run_dir: Path, loss: float, p: Params) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LossPhase:
+    """The AllReduces at one loss rate."""
+
+    time_s: float
+    algbw: float                 # Mb/s
+    bit_exact: bool | None       # None for phantom payloads (not checked)
+    retransmissions: int
+    timeouts: int
+    naks: int
+
+
+@dataclass(frozen=True)
+class Results(Summary):
+    """Per loss rate (``losses``, in order) its throughput, relative to the lossless one."""
+
+    losses: list[float]
+    algbw: list[float]
+    relative: list[float | None]
+    model: list[float]
+    relative_at_1pct: float | None
+    bit_exact: bool | None
+    bit_exact_per_loss: list[bool | None]
+    retransmissions: list[int]
+    timeouts: list[int]
+    phases: dict[str, LossPhase]
+    paper: Paper
+
+
+def _phase_results(run_dir: Path, loss: float, p: Params) -> LossPhase:
     data = load_phase(run_dir, phase_name(loss))
     checks = data.all_events("collective_check")
     by_iter: dict[int, set[str | None]] = {}
@@ -268,36 +306,36 @@ def _phase_results(run_dir: Path, loss: float, p: Params) -> dict[str, Any]:
         durations[e["seq"]] = max(durations.get(e["seq"], 0.0), d)
     mean = sum(durations.values()) / len(durations) if durations else 0.0
     reports = data.all_events("pacer_report")
-    return {"time_s": round(mean, 9),
-            "algbw": round(p.size_kib * 8192 / mean / 1e6, 5) if mean else 0.0,
-            "bit_exact": bit_exact,
-            "retransmissions": sum(e["qp"]["retransmits"] for e in reports),
-            "timeouts": sum(e["qp"]["rto"] for e in reports),
-            "naks": sum(e["qp"]["naks_rcvd"] for e in reports)}
+    return LossPhase(time_s=round(mean, 9),
+                     algbw=round(p.size_kib * 8192 / mean / 1e6, 5) if mean else 0.0,
+                     bit_exact=bit_exact,
+                     retransmissions=sum(e["qp"]["retransmits"] for e in reports),
+                     timeouts=sum(e["qp"]["rto"] for e in reports),
+                     naks=sum(e["qp"]["naks_rcvd"] for e in reports))
 
 
-def analyze(run_dir: Path) -> dict[str, Any]:
+def analyze(run_dir: Path) -> Results:
     saved = json.loads((Path(run_dir) / "plan.json").read_text())
     p = Params(**saved["params"])
     losses = p.loss_list()
     res = [_phase_results(Path(run_dir), v, p) for v in losses]
-    base = next((r["algbw"] for v, r in zip(losses, res, strict=True) if v == 0), None)
-    relative = [round(r["algbw"] / base, 4) if base else None for r in res]
+    base = next((r.algbw for v, r in zip(losses, res, strict=True) if v == 0), None)
+    relative = [round(r.algbw / base, 4) if base else None for r in res]
     at_1pct = next((x for v, x in zip(losses, relative, strict=True)
                     if math.isclose(v, 0.01)), None)
-    return {
-        "losses": losses,
-        "algbw": [r["algbw"] for r in res],
-        "relative": relative,
-        "model": [round(model_relative(v, p.ranks), 4) for v in losses],
-        "relative_at_1pct": at_1pct,
-        "bit_exact": None if p.payload == "phantom" else all(r["bit_exact"] for r in res),
-        "bit_exact_per_loss": [r["bit_exact"] for r in res],
-        "retransmissions": [r["retransmissions"] for r in res],
-        "timeouts": [r["timeouts"] for r in res],
-        "phases": {phase_name(v): r for v, r in zip(losses, res, strict=True)},
-        "paper": PAPER,
-    }
+    return Results(
+        losses=losses,
+        algbw=[r.algbw for r in res],
+        relative=relative,
+        model=[round(model_relative(v, p.ranks), 4) for v in losses],
+        relative_at_1pct=at_1pct,
+        bit_exact=None if p.payload == "phantom" else all(r.bit_exact for r in res),
+        bit_exact_per_loss=[r.bit_exact for r in res],
+        retransmissions=[r.retransmissions for r in res],
+        timeouts=[r.timeouts for r in res],
+        phases={phase_name(v): r for v, r in zip(losses, res, strict=True)},
+        paper=PAPER,
+    )
 
 
 def plot(run_dir: Path) -> list[Path]:
@@ -306,11 +344,11 @@ def plot(run_dir: Path) -> list[Path]:
     plt, params, out = run_plots(run_dir)
     p = Params(**params)
     r = analyze(run_dir)
-    pct = [v * 100 for v in r["losses"]]
+    pct = [v * 100 for v in r.losses]
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
-    ax.plot(pct, [x if x is not None else float("nan") for x in r["relative"]], marker="o",
+    ax.plot(pct, [x if x is not None else float("nan") for x in r.relative], marker="o",
             label="measured (epic.p4, go-back-N hosts)")
-    ax.plot(pct, r["model"], marker="s", linestyle="--",
+    ax.plot(pct, r.model, marker="s", linestyle="--",
             label=f"paper's model r^(2(H-1)(D-1)), H=2, D={p.ranks}")
     ax.set_yscale("log")
     ax.set_xlabel("loss per hop (%)")
@@ -318,11 +356,11 @@ def plot(run_dir: Path) -> list[Path]:
     ax.set_title(f"{p.ranks} ranks, AllReduce of {p.size_kib} KiB, links at {p.link_mbps:g} Mb/s")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    bx.bar([str(v) for v in pct], r["timeouts"], label="retransmission timeouts")
+    bx.bar([str(v) for v in pct], r.timeouts, label="retransmission timeouts")
     bx.set_xlabel("loss per hop (%)")
     bx.set_ylabel("timeouts (all ranks)")
     bx.set_title({True: "bit-exact at every loss", None: "phantom payloads: not checked"}
-                 .get(r["bit_exact"], "NOT bit-exact"))
+                 .get(r.bit_exact, "NOT bit-exact"))
     bx.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     path = out / "loss.png"

@@ -47,6 +47,7 @@ with its header overheads, ``paper`` the paper's values (PAPER below).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,7 @@ from testbed.claims import Claim
 from testbed.epic import window_defines
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, ScaledDown, Topology, param
 from testbed.net import host_addr
+from testbed.summary import Summary
 from testbed.timeline import load_phase
 
 NAME = "epic-primitives"
@@ -236,7 +238,7 @@ def ideal_fraction(primitive: str, scheme: str, ranks: int) -> float:
 
 
 def plan(p: Params) -> RunPlan:
-    scale: dict[str, Any] = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
+    scale: dict[str, float] = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
     if p.nic_latency_us:
         scale["nic_latency_us"] = p.nic_latency_us
     link_bps = p.link_mbps * 1e6
@@ -282,7 +284,37 @@ def _timeout(p: Params, scheme: str, link_bps: float) -> float:
     return 3 * ideal + 60 + 5 * (len(PRIMITIVES) + p.barriers) * p.iterations
 
 
-def _phase_results(run_dir: Path, scheme: str, p: Params) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SchemeResult:
+    """One scheme's phase: per primitive the mean time and throughput, the Barriers."""
+
+    algbw: dict[str, float]          # primitive -> Mb/s
+    time_s: dict[str, float]
+    bit_exact: bool
+    collectives: int
+    barrier_ms: list[float]
+    retransmissions: int | None
+
+
+@dataclass(frozen=True)
+class Results(Summary):
+    size: int
+    algbw: dict[str, dict[str, float]]             # primitive -> scheme -> Mb/s
+    algbw_paper_gbps: dict[str, dict[str, float]]
+    link_fraction: dict[str, dict[str, float]]
+    ratio_reduce: float | None                     # EPIC-II / ring, per primitive
+    ratio_broadcast: float | None
+    ratio_reduce_scatter: float | None
+    ratio_all_gather: float | None
+    barrier_ms: dict[str, float | None]
+    barrier_ratio: float | None                    # ring / EPIC-II latency
+    bit_exact: bool
+    schemes: dict[str, SchemeResult]
+    model: dict[str, object]         # primitive -> scheme -> ideal fraction; the ideal ratios
+    paper: Mapping[str, object]
+
+
+def _phase_results(run_dir: Path, scheme: str, p: Params) -> SchemeResult:
     data = load_phase(run_dir, scheme)
     seq = [op for op, _ in p.sequence() for _ in range(p.iterations)]
     checks = data.all_events("collective_check")
@@ -307,13 +339,13 @@ def _phase_results(run_dir: Path, scheme: str, p: Params) -> dict[str, Any]:
     lat = [(max(ends[i]) - max(starts[i])) / 1e6 for i, o in enumerate(seq)
            if o == "barrier" and len(ends.get(i, ())) == p.ranks]
     reports = data.all_events("pacer_report")
-    return {"algbw": algbw, "time_s": times, "bit_exact": bit_exact,
-            "collectives": sum(1 for i in ends if len(ends[i]) == p.ranks),
-            "barrier_ms": [round(v, 4) for v in lat],
-            "retransmissions": epic_allreduce.retransmissions(reports)}
+    return SchemeResult(algbw=algbw, time_s=times, bit_exact=bit_exact,
+                        collectives=sum(1 for i in ends if len(ends[i]) == p.ranks),
+                        barrier_ms=[round(v, 4) for v in lat],
+                        retransmissions=epic_allreduce.retransmissions(reports))
 
 
-def analyze(run_dir: Path) -> dict[str, Any]:
+def analyze(run_dir: Path) -> Results:
     saved = json.loads((Path(run_dir) / "plan.json").read_text())
     p = Params(**saved["params"])
     res = {s: _phase_results(Path(run_dir), s, p) for s in SCHEMES}
@@ -325,30 +357,31 @@ def analyze(run_dir: Path) -> dict[str, Any]:
     def mean(v: list[float]) -> float | None:
         return round(sum(v) / len(v), 4) if v else None
 
-    algbw = {op: {s: res[s]["algbw"][op] for s in SCHEMES} for op in PRIMITIVES}
-    barrier = {s: mean(res[s]["barrier_ms"]) for s in SCHEMES}
+    algbw = {op: {s: res[s].algbw[op] for s in SCHEMES} for op in PRIMITIVES}
+    barrier = {s: mean(res[s].barrier_ms) for s in SCHEMES}
     model = {op: {s: round(ideal_fraction(op, s, p.ranks), 4) for s in SCHEMES}
              for op in PRIMITIVES}
-    out: dict[str, Any] = {
-        "size": p.size_kib * 1024,
-        "algbw": algbw,
-        "algbw_paper_gbps": {op: {s: round(v * scale, 3) for s, v in d.items()}
-                             for op, d in algbw.items()},
-        "link_fraction": {op: {s: round(v / p.link_mbps, 4) for s, v in d.items()}
+    ratios = {op: ratio(algbw[op]["epic"], algbw[op]["ring"]) for op in PRIMITIVES}
+    model_ratios = {f"ratio_{op}": round(model[op]["epic"] / model[op]["ring"], 4)
+                    for op in PRIMITIVES}
+    return Results(
+        size=p.size_kib * 1024,
+        algbw=algbw,
+        algbw_paper_gbps={op: {s: round(v * scale, 3) for s, v in d.items()}
                           for op, d in algbw.items()},
-    }
-    for op in PRIMITIVES:
-        out[f"ratio_{op}"] = ratio(algbw[op]["epic"], algbw[op]["ring"])
-    out |= {
-        "barrier_ms": barrier,
-        "barrier_ratio": ratio(barrier["ring"], barrier["epic"]),
-        "bit_exact": all(res[s]["bit_exact"] for s in SCHEMES),
-        "schemes": res,
-        "model": model | {f"ratio_{op}": round(model[op]["epic"] / model[op]["ring"], 4)
-                          for op in PRIMITIVES},
-        "paper": PAPER,
-    }
-    return out
+        link_fraction={op: {s: round(v / p.link_mbps, 4) for s, v in d.items()}
+                       for op, d in algbw.items()},
+        ratio_reduce=ratios["reduce"],
+        ratio_broadcast=ratios["broadcast"],
+        ratio_reduce_scatter=ratios["reduce_scatter"],
+        ratio_all_gather=ratios["all_gather"],
+        barrier_ms=barrier,
+        barrier_ratio=ratio(barrier["ring"], barrier["epic"]),
+        bit_exact=all(res[s].bit_exact for s in SCHEMES),
+        schemes=res,
+        model={**model, **model_ratios},
+        paper=PAPER,
+    )
 
 
 def plot(run_dir: Path) -> list[Path]:
@@ -361,11 +394,13 @@ def plot(run_dir: Path) -> list[Path]:
              "all_gather": "AllGather"}
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [3, 2]})
     xs = range(len(PRIMITIVES))
+    model = {op: {s: round(ideal_fraction(op, s, p.ranks), 4) for s in SCHEMES}
+             for op in PRIMITIVES}
     for k, (s, label) in enumerate((("epic", "EPIC-II"), ("ring", "host, MTU 1024"))):
-        vals = [r["link_fraction"][op][s] for op in PRIMITIVES]
+        vals = [r.link_fraction[op][s] for op in PRIMITIVES]
         bars = ax.bar([x + (k - 0.5) * 0.38 for x in xs], vals, 0.38, label=label)
         for x, op in zip(xs, PRIMITIVES, strict=True):
-            ax.hlines(r["model"][op][s], x + (k - 1) * 0.38, x + k * 0.38,
+            ax.hlines(model[op][s], x + (k - 1) * 0.38, x + k * 0.38,
                       color=bars.patches[0].get_facecolor(), linestyle=":", linewidth=1.2)
     ax.set_xticks(list(xs), [names[op] for op in PRIMITIVES])
     ax.set_ylabel("algorithm throughput / link rate")
@@ -375,7 +410,8 @@ def plot(run_dir: Path) -> list[Path]:
     ax.legend(fontsize=8, loc="lower left")
     keys = [f"ratio_{op}" for op in PRIMITIVES] + ["barrier_ratio"]
     labels = [names[op] for op in PRIMITIVES] + ["Barrier\n(host/EPIC\nlatency)"]
-    meas = [r[k] or 0.0 for k in keys]
+    meas = [v or 0.0 for v in (r.ratio_reduce, r.ratio_broadcast, r.ratio_reduce_scatter,
+                               r.ratio_all_gather, r.barrier_ratio)]
     paper = [PAPER[k] for k in keys]
     measured_beside_reference(bx, labels, meas, paper, measured_label="measured",
                               reference_label="paper (1 GB, Tofino)",

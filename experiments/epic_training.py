@@ -45,7 +45,8 @@ table (PAPER).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ from experiments.epic_allreduce import (
     DATA_PATH,
     DEFAULT_WINDOW_LOG2,
     HOST_LATENCY,
+    SchemeResult,
     bdp_window_log2,
     check_epic_ranks,
     scheme_results,
@@ -61,6 +63,7 @@ from experiments.epic_allreduce import (
 )
 from testbed.claims import Claim
 from testbed.experiment import RunPlan, param
+from testbed.summary import OMIT_IF_NONE, Summary
 
 NAME = "epic-training"
 HOST_PROVIDERS = epic_allreduce.HOST_PROVIDERS
@@ -122,8 +125,8 @@ REFERENCE = PAPER
 #   2022's count (s b h (10 + 24/t + 5 a s / (h t)) bytes per layer, no
 #   recomputation): 1.7-2.2 GB per sequence, 9-13 sequences beside the
 #   weights and optimizer state.
-WORKLOAD: dict[str, Any] = {"activation_bytes": 2, "grad_bytes": 4, "bucket_kib": 25 * 1024,
-                            "micro_batch": 8}
+WORKLOAD: dict[str, int] = {"activation_bytes": 2, "grad_bytes": 4, "bucket_kib": 25 * 1024,
+                           "micro_batch": 8}
 
 _PLOTS = ("iteration_time.png",)
 CLAIMS = (
@@ -258,61 +261,118 @@ def plan(p: Params) -> RunPlan:
                       paper=PAPER, info={"workload": WORKLOAD})
 
 
-def iteration_model(p: Params, collective_s: dict[str, dict[int, float]]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ParallelIteration:
+    """One parallelism's iteration of a model: its AllReduces, per scheme."""
+
+    allreduces: float
+    message_bytes: int
+    comm_s: dict[str, float]
+    iteration_s: dict[str, float]
+    speedup: float               # ring / EPIC-II
+
+
+@dataclass(frozen=True)
+class ModelIteration:
+    """A model's iteration; only ``compute_s`` (None) where the run's DP
+    communication alone outlasts the paper's iteration."""
+
+    compute_s: float | None
+    tp: ParallelIteration | None = field(default=None, metadata=OMIT_IF_NONE)
+    dp: ParallelIteration | None = field(default=None, metadata=OMIT_IF_NONE)
+
+
+@dataclass(frozen=True)
+class Workload:
+    seq_len: int
+    global_batch: int
+    micro_batch: int
+    activation_bytes: int
+    grad_bytes: int
+    bucket_bytes: int
+
+
+@dataclass(frozen=True)
+class Results(Summary):
+    sizes: list[int]
+    collective_s: dict[str, list[float]]      # scheme -> per size, the paper NIC's time
+    epic_over_ring: list[float | None]
+    models: dict[str, ModelIteration]
+    tp_speedup: dict[str, float]
+    dp_gain: dict[str, float]
+    tp_speedup_max: float | None
+    bit_exact: bool | None
+    schemes: dict[str, SchemeResult]
+    workload: Workload
+    paper: Mapping[str, object]
+
+
+def iteration_model(p: Params,
+                    collective_s: dict[str, dict[int, float]]) -> dict[str, ModelIteration]:
     """Per model, the iteration composed from the AllReduce times (s, the
     paper NIC's time, per scheme and size): communication per parallelism and
     scheme, the computation delay, iteration times and speed-ups."""
-    out: dict[str, Any] = {}
+    out: dict[str, ModelIteration] = {}
     for m in p.model_list:
         size = p.tp_message_bytes(m)
         tp_comm = {s: p.tp_messages(m) * collective_s[s][size] for s in SCHEMES}
         dp_comm = {s: p.dp_buckets(m) * collective_s[s][p.bucket_bytes] for s in SCHEMES}
         compute = PAPER["iteration_s"][m]["dp"]["epic"] - dp_comm["epic"]
         if compute <= 0:        # the run's DP communication alone outlasts the paper's
-            out[m] = {"compute_s": None}
+            out[m] = ModelIteration(None)
             continue
-        entry: dict[str, Any] = {"compute_s": round(compute, 6)}
-        for par, comm, n, nbytes in (("tp", tp_comm, p.tp_messages(m), size),
-                                     ("dp", dp_comm, p.dp_buckets(m), p.bucket_bytes)):
-            it = {s: compute + comm[s] for s in SCHEMES}
-            entry[par] = {"allreduces": round(n, 3), "message_bytes": nbytes,
-                          "comm_s": {s: round(comm[s], 6) for s in SCHEMES},
-                          "iteration_s": {s: round(it[s], 6) for s in SCHEMES},
-                          "speedup": round(it["ring"] / it["epic"], 5)}
-        out[m] = entry
+        out[m] = ModelIteration(round(compute, 6),
+                                tp=_iteration(compute, tp_comm, p.tp_messages(m), size),
+                                dp=_iteration(compute, dp_comm, p.dp_buckets(m), p.bucket_bytes))
     return out
 
 
-def analyze(run_dir: Path) -> dict[str, Any]:
+def _iteration(compute: float, comm: dict[str, float], n: float,
+               nbytes: int) -> ParallelIteration:
+    it = {s: compute + comm[s] for s in SCHEMES}
+    return ParallelIteration(allreduces=round(n, 3), message_bytes=nbytes,
+                             comm_s={s: round(comm[s], 6) for s in SCHEMES},
+                             iteration_s={s: round(it[s], 6) for s in SCHEMES},
+                             speedup=round(it["ring"] / it["epic"], 5))
+
+
+def analyze(run_dir: Path) -> Results:
     saved = json.loads((Path(run_dir) / "plan.json").read_text())
     p = Params(**saved["params"])
     sizes = p.sizes()
     res = {s: scheme_results(Path(run_dir), s, p) for s in SCHEMES}
     # the paper NIC's time: the run's clock divided by the slowdown
-    collective_s = {s: {size: t / p.slowdown for size, t in zip(sizes, res[s]["time_s"], strict=True)}
+    collective_s = {s: {size: t / p.slowdown for size, t in zip(sizes, res[s].time_s, strict=True)}
                     for s in SCHEMES}
     measured = all(t > 0 for s in SCHEMES for t in collective_s[s].values())
     models = iteration_model(p, collective_s) if measured else {}
-    done = {m: v for m, v in models.items() if v.get("compute_s") is not None}
-    tp = {m: v["tp"]["speedup"] for m, v in done.items()}
-    return {
-        "sizes": sizes,
-        "collective_s": {s: [round(collective_s[s][size], 9) for size in sizes]
-                         for s in SCHEMES},
-        "epic_over_ring": [round(collective_s["ring"][size] / collective_s["epic"][size], 4)
-                           if measured else None for size in sizes],
-        "models": models,
-        "tp_speedup": tp,
-        "dp_gain": {m: round(v["dp"]["speedup"] - 1, 5) for m, v in done.items()},
-        "tp_speedup_max": max(tp.values()) if tp else None,
-        "bit_exact": None if p.payload == "phantom" else all(
-            res[s]["bit_exact"] for s in SCHEMES),
-        "schemes": res,
-        "workload": {"seq_len": p.seq_len, "global_batch": p.global_batch,
-                     "micro_batch": p.micro_batch, "activation_bytes": p.activation_bytes,
-                     "grad_bytes": p.grad_bytes, "bucket_bytes": p.bucket_bytes},
-        "paper": PAPER,
-    }
+    done = {m: (v.tp, v.dp) for m, v in models.items() if v.tp is not None and v.dp is not None}
+    tp = {m: t.speedup for m, (t, _d) in done.items()}
+    return Results(
+        sizes=sizes,
+        collective_s={s: [round(collective_s[s][size], 9) for size in sizes]
+                      for s in SCHEMES},
+        epic_over_ring=[round(collective_s["ring"][size] / collective_s["epic"][size], 4)
+                        if measured else None for size in sizes],
+        models=models,
+        tp_speedup=tp,
+        dp_gain={m: round(d.speedup - 1, 5) for m, (_t, d) in done.items()},
+        tp_speedup_max=max(tp.values()) if tp else None,
+        bit_exact=None if p.payload == "phantom" else all(
+            res[s].bit_exact for s in SCHEMES),
+        schemes=res,
+        workload=Workload(seq_len=p.seq_len, global_batch=p.global_batch,
+                          micro_batch=p.micro_batch, activation_bytes=p.activation_bytes,
+                          grad_bytes=p.grad_bytes, bucket_bytes=p.bucket_bytes),
+        paper=PAPER,
+    )
+
+
+def _parallel(v: ModelIteration, par: str) -> ParallelIteration:
+    it = v.tp if par == "tp" else v.dp
+    if it is None:
+        raise ValueError(f"no {par} iteration")
+    return it
 
 
 def plot(run_dir: Path) -> list[Path]:
@@ -320,26 +380,27 @@ def plot(run_dir: Path) -> list[Path]:
 
     plt, _params, out = run_plots(run_dir)
     r = analyze(run_dir)
-    done = [m for m, v in r["models"].items() if v.get("compute_s") is not None]
+    done = {m: v for m, v in r.models.items() if v.tp is not None and v.dp is not None}
     fig, axes = plt.subplots(1, len(PARALLELISMS), figsize=(12, 4.5))
     colours = {"epic": "tab:blue", "ring": "tab:orange"}
     for ax, par in zip(axes, PARALLELISMS, strict=True):
         for i, m in enumerate(done):
-            v = r["models"][m]
+            v = done[m]
+            it = _parallel(v, par)
             for j, s in enumerate(SCHEMES):
                 x = i + (j - 0.5) * 0.38
-                ax.bar(x, v["compute_s"], 0.18, color=colours[s], alpha=0.35,
+                ax.bar(x, v.compute_s, 0.18, color=colours[s], alpha=0.35,
                        label="compute (delay)" if i == j == 0 else None)
-                ax.bar(x, v[par]["comm_s"][s], 0.18, bottom=v["compute_s"], color=colours[s],
+                ax.bar(x, it.comm_s[s], 0.18, bottom=v.compute_s, color=colours[s],
                        label=f"{s}: communication" if i == 0 else None)
                 ax.bar(x + 0.19, PAPER["iteration_s"][m][par][s], 0.18, color=colours[s],
                        hatch="//", fill=False, edgecolor=colours[s],
                        label=f"{s}: the paper's iteration" if i == 0 else None)
         ax.set_xticks(range(len(done)), [MODELS[m].title for m in done])
         ax.set_ylabel("iteration time (s)")
-        speedups = ", ".join(f"{MODELS[m].title} {r['models'][m][par]['speedup']:.3f}x"
+        speedups = ", ".join(f"{MODELS[m].title} {_parallel(done[m], par).speedup:.3f}x"
                              for m in done)
-        ax.set_title(f"{par.upper()} = {r['paper']['ranks']}: ring / EPIC-II {speedups}",
+        ax.set_title(f"{par.upper()} = {r.paper['ranks']}: ring / EPIC-II {speedups}",
                      fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
     axes[0].legend(fontsize=7)

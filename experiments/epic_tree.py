@@ -53,7 +53,8 @@ largest size), ``ratio_large_256`` (EPIC / ring256), ``ideal_ratio``
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,7 @@ from testbed.claims import Claim
 from testbed.epic import window_defines
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.net import LeafSpine, host_addr
+from testbed.summary import Summary, json_key
 from testbed.timeline import load_phase
 
 NAME = "epic-tree"
@@ -125,8 +127,8 @@ CLAIMS = (
 ROOT_IP = "10.255.0.1"
 
 
-def tree(leaves: int) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {"spine1": {"ip": ROOT_IP, "parent": None}}
+def tree(leaves: int) -> dict[str, dict[str, str | None]]:
+    out: dict[str, dict[str, str | None]] = {"spine1": {"ip": ROOT_IP, "parent": None}}
     for li in range(1, leaves + 1):
         out[f"leaf{li}"] = {"ip": f"10.255.0.{10 + li}", "parent": "spine1"}
     return out
@@ -257,17 +259,17 @@ class Params:
                          ecmp=False)
 
 
-def _group(name: str, p: Params) -> dict[str, Any]:
+def _group(name: str, p: Params) -> dict[str, object]:
     return {**ENDPOINTS[name], "switch_ip": ROOT_IP, "tree": tree(p.leaves)}
 
 
-def _rank_endpoint(name: str, p: Params, rank: int) -> dict[str, Any]:
+def _rank_endpoint(name: str, p: Params, rank: int) -> dict[str, object]:
     """Rank ``rank``'s endpoint: its leaf's IP, the group's QPN and gid."""
     leaf = f"leaf{p.fabric().leaf_of(rank + 1)}"
     return {**ENDPOINTS[name], "switch_ip": tree(p.leaves)[leaf]["ip"]}
 
 
-def _epic_phase(name: str, p: Params, scale: dict[str, Any], *, ops: tuple[str, ...],
+def _epic_phase(name: str, p: Params, scale: dict[str, float], *, ops: tuple[str, ...],
                 counts: tuple[int, ...], dtype: str, iterations: int, timeout_s: float,
                 warmup: bool = False, notes: str = "") -> PhasePlan:
     t = TransportSpec(scale=scale, path_mtu=PACKET_BYTES)
@@ -286,7 +288,7 @@ def _epic_phase(name: str, p: Params, scale: dict[str, Any], *, ops: tuple[str, 
 
 
 def plan(p: Params) -> RunPlan:
-    scale: dict[str, Any] = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
+    scale: dict[str, float] = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
     if p.nic_latency_us:
         scale["nic_latency_us"] = p.nic_latency_us
     link_bps = p.link_mbps * 1e6
@@ -344,7 +346,58 @@ def _timeout(p: Params, scheme: str, sizes: list[int]) -> float:
     return 3 * ideal + 60 + 5 * (len(sizes) + p.barriers) * p.iterations
 
 
-def _phase(run_dir: Path, name: str, p: Params, seq: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _PhaseTimes:
+    ok: bool                     # every rank checked every collective, in order
+    identical: bool              # and the ranks' results are the same
+    time_s: dict[int, float]     # the slowest rank's time of each collective (s)
+    barrier_ms: list[float]      # a Barrier's, from the last rank entering to the last leaving
+    retransmissions: int | None
+
+
+@dataclass(frozen=True)
+class SchemeResult:
+    algbw: list[float]           # per size, Mb/s
+    time_s: list[float]
+    bit_exact: bool | None       # None for phantom payloads (not checked)
+    barrier_ms: list[float]
+    collectives: int
+    retransmissions: int | None
+
+
+@dataclass(frozen=True)
+class FloatResult:
+    """The float AllReduces: within the quantisation bound, identical on every rank."""
+
+    size: int
+    within_bound: bool
+    identical: bool
+    algbw: list[float]
+
+
+@dataclass(frozen=True)
+class Results(Summary):
+    sizes: list[int]
+    ranks: int
+    algbw: dict[str, list[float]]
+    algbw_paper_gbps: dict[str, list[float]]
+    ratio_large: float | None
+    ratio_large_256: float | None
+    ideal_ratio: float
+    link_fraction: float
+    model_fraction: float
+    barrier_ms: dict[str, float | None]
+    barrier_ratio: float | None
+    bit_exact: bool | None
+    float_within_bound: bool | None
+    float_identical: bool | None
+    float_: FloatResult | None = field(metadata=json_key("float", omit_if_none=True))
+    schemes: dict[str, SchemeResult]
+    model: dict[str, float]
+    paper: Mapping[str, object]
+
+
+def _phase(run_dir: Path, name: str, p: Params, seq: list[str]) -> _PhaseTimes:
     """Checks, per-collective times and retransmissions of one phase whose
     collectives are ``seq`` (one entry per collective, in order)."""
     data = load_phase(run_dir, name)
@@ -359,43 +412,40 @@ def _phase(run_dir: Path, name: str, p: Params, seq: list[str]) -> dict[str, Any
         starts.setdefault(e["seq"], []).append(e["t_start_ns"])
         ends.setdefault(e["seq"], []).append(e["t_ns"])
     reports = data.all_events("pacer_report")
-    return {
-        "ok": (len(checks) == p.ranks * len(seq) and all(e["ok"] for e in checks)
-               and all(e["op"] == seq[e["iteration"]] for e in checks)),
-        "identical": all(len(v) == 1 for v in same.values()) and bool(checks),
-        # the slowest rank's time of each collective (s), and a Barrier's from the
-        # last rank entering to the last leaving (ms)
-        "time_s": {i: max(e - s for s, e in zip(starts[i], ends[i], strict=True)) / 1e9
-                   for i in ends if len(ends[i]) == p.ranks},
-        "barrier_ms": [(max(ends[i]) - max(starts[i])) / 1e6 for i, op in enumerate(seq)
-                       if op == "barrier" and len(ends.get(i, ())) == p.ranks],
-        "retransmissions": retransmissions(reports),
-    }
+    return _PhaseTimes(
+        ok=(len(checks) == p.ranks * len(seq) and all(e["ok"] for e in checks)
+            and all(e["op"] == seq[e["iteration"]] for e in checks)),
+        identical=all(len(v) == 1 for v in same.values()) and bool(checks),
+        time_s={i: max(e - s for s, e in zip(starts[i], ends[i], strict=True)) / 1e9
+                for i in ends if len(ends[i]) == p.ranks},
+        barrier_ms=[(max(ends[i]) - max(starts[i])) / 1e6 for i, op in enumerate(seq)
+                    if op == "barrier" and len(ends.get(i, ())) == p.ranks],
+        retransmissions=retransmissions(reports),
+    )
 
 
-def _scheme_results(run_dir: Path, scheme: str, p: Params) -> dict[str, Any]:
+def _scheme_results(run_dir: Path, scheme: str, p: Params) -> SchemeResult:
     seq = [op for op, _ in p.sequence() for _ in range(p.iterations)]
     ph = _phase(run_dir, scheme, p, seq)
     algbw, times = [], []
     for k, size in enumerate(p.sizes()):
-        ds = [ph["time_s"][i] for i in range(k * p.iterations, (k + 1) * p.iterations)
-              if i in ph["time_s"]]
+        ds = [ph.time_s[i] for i in range(k * p.iterations, (k + 1) * p.iterations)
+              if i in ph.time_s]
         mean = sum(ds) / len(ds) if ds else 0.0
         times.append(round(mean, 9))
         algbw.append(round(size * 8 / mean / 1e6, 5) if mean else 0.0)
-    lat = ph["barrier_ms"]
     # phantom payloads are not checked: no verdict either way
-    bit_exact = None if p.payload == "phantom" else ph["ok"] and ph["identical"]
-    return {"algbw": algbw, "time_s": times, "bit_exact": bit_exact,
-            "barrier_ms": [round(v, 4) for v in lat],
-            "collectives": len(ph["time_s"]), "retransmissions": ph["retransmissions"]}
+    bit_exact = None if p.payload == "phantom" else ph.ok and ph.identical
+    return SchemeResult(algbw=algbw, time_s=times, bit_exact=bit_exact,
+                        barrier_ms=[round(v, 4) for v in ph.barrier_ms],
+                        collectives=len(ph.time_s), retransmissions=ph.retransmissions)
 
 
-def analyze(run_dir: Path) -> dict[str, Any]:
+def analyze(run_dir: Path) -> Results:
     saved = json.loads((Path(run_dir) / "plan.json").read_text())
     p = Params(**saved["params"])
     res = {s: _scheme_results(Path(run_dir), s, p) for s in SCHEMES}
-    algbw = {s: res[s]["algbw"] for s in SCHEMES}
+    algbw = {s: res[s].algbw for s in SCHEMES}
     scale = p.nic_gbps / p.link_mbps       # Mb/s here -> Gb/s at the paper's NIC
 
     def ratio(a: float | None, b: float | None) -> float | None:
@@ -404,38 +454,37 @@ def analyze(run_dir: Path) -> dict[str, Any]:
     def mean(v: list[float]) -> float | None:
         return round(sum(v) / len(v), 4) if v else None
 
-    out: dict[str, Any] = {}
+    fl = None
     if p.float_kib:
-        fl = _phase(Path(run_dir), "epic_float", p, ["all_reduce"] * p.iterations)
-        out["float"] = {"size": p.float_kib * 1024, "within_bound": fl["ok"],
-                        "identical": fl["identical"],
-                        "algbw": [round(p.float_kib * 8192 / t / 1e6, 5)
-                                  for t in fl["time_s"].values() if t]}
+        ph = _phase(Path(run_dir), "epic_float", p, ["all_reduce"] * p.iterations)
+        fl = FloatResult(size=p.float_kib * 1024, within_bound=ph.ok, identical=ph.identical,
+                         algbw=[round(p.float_kib * 8192 / t / 1e6, 5)
+                                for t in ph.time_s.values() if t])
     epic_ideal = ideal_algbw_fraction("epic", p.ranks)
-    barrier = {s: mean(res[s]["barrier_ms"]) for s in SCHEMES}
-    return {
-        "sizes": p.sizes(),
-        "ranks": p.ranks,
-        "algbw": algbw,
-        "algbw_paper_gbps": {s: [round(v * scale, 3) for v in algbw[s]] for s in SCHEMES},
-        "ratio_large": ratio(algbw["epic"][-1], algbw["ring"][-1]),
-        "ratio_large_256": ratio(algbw["epic"][-1], algbw["ring256"][-1]),
-        "ideal_ratio": round(2 * (p.ranks - 1) / p.ranks, 4),
-        "link_fraction": round(algbw["epic"][-1] / p.link_mbps, 4),
-        "model_fraction": round(algbw["epic"][-1] / (p.link_mbps * epic_ideal), 4),
-        "barrier_ms": barrier,
-        "barrier_ratio": ratio(barrier["ring"], barrier["epic"]),
-        "bit_exact": None if p.payload == "phantom" else all(
-            res[s]["bit_exact"] for s in SCHEMES),
-        "float_within_bound": out["float"]["within_bound"] if p.float_kib else None,
-        "float_identical": out["float"]["identical"] if p.float_kib else None,
-        **out,
-        "schemes": res,
-        "model": {s: round(ideal_algbw_fraction(s, p.ranks), 4) for s in SCHEMES}
+    barrier = {s: mean(res[s].barrier_ms) for s in SCHEMES}
+    return Results(
+        sizes=p.sizes(),
+        ranks=p.ranks,
+        algbw=algbw,
+        algbw_paper_gbps={s: [round(v * scale, 3) for v in algbw[s]] for s in SCHEMES},
+        ratio_large=ratio(algbw["epic"][-1], algbw["ring"][-1]),
+        ratio_large_256=ratio(algbw["epic"][-1], algbw["ring256"][-1]),
+        ideal_ratio=round(2 * (p.ranks - 1) / p.ranks, 4),
+        link_fraction=round(algbw["epic"][-1] / p.link_mbps, 4),
+        model_fraction=round(algbw["epic"][-1] / (p.link_mbps * epic_ideal), 4),
+        barrier_ms=barrier,
+        barrier_ratio=ratio(barrier["ring"], barrier["epic"]),
+        bit_exact=None if p.payload == "phantom" else all(
+            res[s].bit_exact for s in SCHEMES),
+        float_within_bound=fl.within_bound if fl else None,
+        float_identical=fl.identical if fl else None,
+        float_=fl,
+        schemes=res,
+        model={s: round(ideal_algbw_fraction(s, p.ranks), 4) for s in SCHEMES}
         | {"ratio_large": round(epic_ideal / ideal_algbw_fraction("ring", p.ranks), 4),
            "ratio_large_256": round(epic_ideal / ideal_algbw_fraction("ring256", p.ranks), 4)},
-        "paper": PAPER,
-    }
+        paper=PAPER,
+    )
 
 
 def plot(run_dir: Path) -> list[Path]:
@@ -447,16 +496,16 @@ def plot(run_dir: Path) -> list[Path]:
     labels = {"epic": "EPIC-II over Tree-3-2", "ring": "host ring, MTU 1024",
               "ring256": "host ring, MTU 256"}
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.5))
-    algbw_panel(ax, r["sizes"], r["algbw"], r["model"], {s: labels[s] for s in SCHEMES},
+    algbw_panel(ax, r.sizes, r.algbw, r.model, {s: labels[s] for s in SCHEMES},
                 p.link_mbps, title=f"{p.ranks} ranks on {p.leaves} leaf switches under one "
                 f"root, links at {p.link_mbps:g} Mb/s (dotted: ideal)", title_size=9)
     ax.legend(fontsize=8)
-    keys = ("model_fraction", "ratio_large", "ratio_large_256")
+    keys = (r.model_fraction, r.ratio_large, r.ratio_large_256)
     names = ("EPIC / pipelined\nideal (S/B)", "EPIC / ring\nMTU 1024", "EPIC / ring\nMTU 256")
     measured_beside_reference(
-        bx, names, [r[k] or 0.0 for k in keys],
-        [1.0, r["model"]["ratio_large"], r["model"]["ratio_large_256"]],
-        measured_label=f"measured, {r['sizes'][-1] // 1024} KiB",
+        bx, names, [k or 0.0 for k in keys],
+        [1.0, r.model["ratio_large"], r.model["ratio_large_256"]],
+        measured_label=f"measured, {r.sizes[-1] // 1024} KiB",
         reference_label="model (paper's S/B; 2(N-1)/N with this testbed's headers)",
         title="large messages: measured against the model")
     bx.axhline(1.0, color="grey", linewidth=0.8)

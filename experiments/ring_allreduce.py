@@ -23,11 +23,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.net import host_addr
+from testbed.summary import Summary
 from testbed.timeline import load_phase
 
 NAME = "ring-allreduce"
@@ -92,7 +92,26 @@ def plan(p: Params) -> RunPlan:
                    info={"link_bps": p.link_mbps * 1e6})
 
 
-def analyze(run_dir: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class AllReduceResult:
+    bit_exact: bool | None      # None for phantom payloads (not checked)
+    ranks: int
+    iterations: int
+    checks: int
+    mean_s: float
+    algbw_mbps: float
+    busbw_mbps: float
+    steps: int
+    cnps: int
+    retransmissions: int | None  # None where the hosts count none per QP (rxe hosts)
+
+
+@dataclass(frozen=True)
+class Results(Summary):
+    allreduce: AllReduceResult
+
+
+def analyze(run_dir: Path) -> Results:
     p = Params(**json.loads((Path(run_dir) / "plan.json").read_text())["params"])
     data = load_phase(run_dir, "allreduce")
     checks = data.all_events("collective_check")
@@ -112,20 +131,19 @@ def analyze(run_dir: Path) -> dict[str, Any]:
     algbw = nbytes * 8 / mean_s / 1e6 if mean_s else 0.0
     steps = data.all_events("step_end")
     reports = data.all_events("pacer_report")
-    return {"allreduce": {
-        "bit_exact": bit_exact,
-        "ranks": p.ranks,
-        "iterations": len(by_iter),
-        "checks": len(checks),
-        "mean_s": round(mean_s, 4),
-        "algbw_mbps": round(algbw, 4),
-        "busbw_mbps": round(algbw * 2 * (p.ranks - 1) / p.ranks, 4),
-        "steps": len(steps),
-        "cnps": sum(e["qp"]["cnps_rcvd"] for e in reports),
-        # None where the hosts count no retransmissions per QP (rxe hosts)
-        "retransmissions": (sum(e["qp"]["retransmits"] for e in reports)
-                            if all("retransmits" in e["qp"] for e in reports) else None),
-    }}
+    return Results(AllReduceResult(
+        bit_exact=bit_exact,
+        ranks=p.ranks,
+        iterations=len(by_iter),
+        checks=len(checks),
+        mean_s=round(mean_s, 4),
+        algbw_mbps=round(algbw, 4),
+        busbw_mbps=round(algbw * 2 * (p.ranks - 1) / p.ranks, 4),
+        steps=len(steps),
+        cnps=sum(e["qp"]["cnps_rcvd"] for e in reports),
+        retransmissions=(sum(e["qp"]["retransmits"] for e in reports)
+                         if all("retransmits" in e["qp"] for e in reports) else None),
+    ))
 
 
 def plot(run_dir: Path) -> list[Path]:

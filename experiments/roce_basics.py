@@ -63,8 +63,8 @@ hosts`` runs); results have a section per phase that ran.
 Each flow is ``msgs`` RDMA WRITE_WITH_IMM messages of ``msg_bytes`` with at
 most ``window`` outstanding; the receiver checks the bytes.
 
-Results (summary.json; nested dicts, and the same scalars under flat dotted
-keys such as ``"single.goodput_fraction"``):
+Results (``Results``; in summary.json nested objects, and the same scalars
+under flat dotted keys such as ``"single.goodput_fraction"``):
 - ``single.goodput_fraction``: payload delivered / (duration x bottleneck rate
   x payload efficiency), where duration runs from the sender's first post to
   the receiver's last completion and the efficiency is payload bytes per
@@ -87,9 +87,8 @@ keys such as ``"single.goodput_fraction"``):
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from hosts.agent_spec import (
     INTERPRETERS,
@@ -102,6 +101,7 @@ from hosts.roce.dcqcn import preset_name
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.modelled import ModelledNetwork, Pfc, Red, packets
 from testbed.net import host_addr
+from testbed.summary import OMIT_IF_NONE, Summary
 from testbed.timeline import (
     PhaseData,
     counter_points,
@@ -342,9 +342,91 @@ def _last_completion_ns(data: PhaseData, flow: str) -> int:
     return int(max(e["t_ns"] for e in comps))
 
 
-def _queue(data: PhaseData, port: int) -> dict[str, Any]:
-    """Queue figures of ``port``; None where the target measured nothing (BMv2
-    has no queue samples or drop counters, a program may lack the register)."""
+@dataclass(frozen=True)
+class QueueFigures:
+    """A port's queue: None where the target measured nothing (BMv2 has no
+    queue samples or drop counters, a program may lack the register)."""
+
+    max_queue_pkts: int | None
+    max_queue_sampled_pkts: int | None
+    max_enq_qdepth_pkts: int | None
+    queue_drops: int | None
+
+
+@dataclass(frozen=True)
+class FlowResult:
+    """One flow: what it delivered, how fast, and what congestion it saw."""
+
+    payload_bytes: int
+    duration_s: float
+    goodput_mbps: float
+    goodput_fraction: float
+    cnps: int
+    ce_marked_pkts: int
+    retransmissions: int
+    bytes_ok: bool
+
+
+@dataclass(frozen=True)
+class SingleResult(FlowResult):
+    """Phase ``single``: the flow and the bottleneck's queue."""
+
+    max_queue_pkts: int | None
+    max_queue_sampled_pkts: int | None
+    max_enq_qdepth_pkts: int | None
+    queue_drops: int | None
+
+
+@dataclass(frozen=True)
+class PfcRecord:
+    xoff_sent: int
+    xon_sent: int
+    hosts: dict[str, dict[str, float]]
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """Phase ``pair``: fairness over the second half, the queue, the two flows' sums."""
+
+    jain_index: float
+    window_s: list[float]
+    rates_mbps: list[float]
+    utilization: float
+    queue_limit_pkts: int
+    max_queue_pkts: int | None
+    max_queue_sampled_pkts: int | None
+    max_enq_qdepth_pkts: int | None
+    queue_drops: int | None
+    cnps: int
+    ce_marked_pkts: int
+    retransmissions: int
+    bytes_ok: bool
+    bounded_queue: bool | None
+    pfc: PfcRecord | None = field(default=None, metadata=OMIT_IF_NONE)   # with PFC only
+
+
+@dataclass(frozen=True)
+class LossResult(FlowResult):
+    """Phase ``loss``: the flow and how it recovered."""
+
+    naks: int
+    timeouts: int
+    loss_per_10k: int
+    data_packets_sent: int
+    switch_drops: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Results(Summary):
+    """A section per phase that ran."""
+
+    single: SingleResult | None = field(default=None, metadata=OMIT_IF_NONE)
+    pair: PairResult | None = field(default=None, metadata=OMIT_IF_NONE)
+    loss: LossResult | None = field(default=None, metadata=OMIT_IF_NONE)
+
+
+def _queue(data: PhaseData, port: int) -> QueueFigures:
+    """Queue figures of ``port``."""
     samples = [s["queues"][str(port)] for s in data.switch if str(port) in s.get("queues", {})]
     sampled = max(samples) if samples else None
     reg = data.stats.get("qdepth_max")
@@ -358,45 +440,42 @@ def _queue(data: PhaseData, port: int) -> dict[str, Any]:
     elif data.stats.get("after", {}).get("switch") is not None:
         drops = 0  # counters were read; the port's queue never existed
     known = [v for v in (sampled, wm) if v is not None]
-    return {"max_queue_pkts": max(known) if known else None, "max_queue_sampled_pkts": sampled,
-            "max_enq_qdepth_pkts": wm, "queue_drops": drops}
+    return QueueFigures(max(known) if known else None, sampled, wm, drops)
 
 
-def _flow_result(data: PhaseData, p: Params, flow: str) -> dict[str, Any]:
+def _flow_result(data: PhaseData, p: Params, flow: str) -> FlowResult:
     start = int(data.flow_start(flow, "sender")["t_ns"])
     end = _last_completion_ns(data, flow)
     rx = data.flow_end(flow, "receiver")
     tx = data.flow_end(flow, "sender")
     dur = (end - start) / 1e9
-    return {
-        "payload_bytes": rx["bytes"],
-        "duration_s": round(dur, 4),
-        "goodput_mbps": round(rx["bytes"] * 8 / dur / 1e6, 4),
-        "goodput_fraction": round(goodput_fraction(rx["bytes"], dur, p.bottleneck_bps,
-                                                   p.msg_bytes, p.path_mtu), 4),
-        "cnps": tx.get("cnps_rcvd", 0),
-        "ce_marked_pkts": rx["qp"]["ce_pkts"],
-        "retransmissions": tx["qp"]["retransmits"],
-        "bytes_ok": bool(rx.get("bytes_ok")) and rx["sha256"] == tx["sha256"],
-    }
+    return FlowResult(
+        payload_bytes=rx["bytes"],
+        duration_s=round(dur, 4),
+        goodput_mbps=round(rx["bytes"] * 8 / dur / 1e6, 4),
+        goodput_fraction=round(goodput_fraction(rx["bytes"], dur, p.bottleneck_bps,
+                                                p.msg_bytes, p.path_mtu), 4),
+        cnps=tx.get("cnps_rcvd", 0),
+        ce_marked_pkts=rx["qp"]["ce_pkts"],
+        retransmissions=tx["qp"]["retransmits"],
+        bytes_ok=bool(rx.get("bytes_ok")) and rx["sha256"] == tx["sha256"],
+    )
 
 
-def analyze(run_dir: Path) -> dict[str, Any]:
+def analyze(run_dir: Path) -> Results:
     p = _params(run_dir)
-    out: dict[str, Any] = {}
+    single = None
     if "single" in p.phase_names:
-        single = load_phase(run_dir, "single")
-        s = _flow_result(single, p, "single")
-        s.update(_queue(single, BOTTLENECK_PORT))
-        out["single"] = s
-    if "pair" in p.phase_names:
-        out["pair"] = _pair_result(run_dir, p)
-    if "loss" in p.phase_names:
-        out["loss"] = _loss_result(run_dir, p)
-    return out
+        data = load_phase(run_dir, "single")
+        single = SingleResult(**dataclasses.asdict(_flow_result(data, p, "single")),
+                              **dataclasses.asdict(_queue(data, BOTTLENECK_PORT)))
+    return Results(
+        single=single,
+        pair=_pair_result(run_dir, p) if "pair" in p.phase_names else None,
+        loss=_loss_result(run_dir, p) if "loss" in p.phase_names else None)
 
 
-def _pair_result(run_dir: Path, p: Params) -> dict[str, Any]:
+def _pair_result(run_dir: Path, p: Params) -> PairResult:
     eff = payload_efficiency(p.msg_bytes, p.path_mtu)
     pair = load_phase(run_dir, "pair")
     flows = ["pair-a", "pair-b"]
@@ -409,38 +488,39 @@ def _pair_result(run_dir: Path, p: Params) -> dict[str, Any]:
     for f in flows:
         pts = counter_points(pair.flow_events(f, "rx"), "rx_bytes")
         rates.append(window_rate(pts, mid / 1e9, t_b / 1e9) * 8)
-    pr: dict[str, Any] = {
-        "jain_index": round(jain_index(rates), 4),
-        "window_s": [round((mid - pair.start_ns()) / 1e9, 3), round((t_b - pair.start_ns()) / 1e9, 3)],
-        "rates_mbps": [round(r / 1e6, 4) for r in rates],
-        "utilization": round(sum(rates) / (p.bottleneck_bps * eff), 4),
-        "queue_limit_pkts": p.queue_depth,
-    }
-    pr.update(_queue(pair, BOTTLENECK_PORT))
-    per = {f: _flow_result(pair, p, f) for f in flows}
-    pr["cnps"] = sum(v["cnps"] for v in per.values())
-    pr["ce_marked_pkts"] = sum(v["ce_marked_pkts"] for v in per.values())
-    pr["retransmissions"] = sum(v["retransmissions"] for v in per.values())
-    pr["bytes_ok"] = all(v["bytes_ok"] for v in per.values())
-    pr["bounded_queue"] = (None if pr["max_queue_pkts"] is None or pr["queue_drops"] is None
-                           else pr["max_queue_pkts"] < p.queue_depth and pr["queue_drops"] == 0)
+    q = _queue(pair, BOTTLENECK_PORT)
+    per = [_flow_result(pair, p, f) for f in flows]
+    pfc = None
     if p.pfc_xoff_pkts:
         losses = phase_losses(pair)
-        pr["pfc"] = {"xoff_sent": losses["pfc_xoff"], "xon_sent": losses["pfc_xon"],
-                     "hosts": losses["pfc_hosts"]}
-    return pr
+        pfc = PfcRecord(losses["pfc_xoff"], losses["pfc_xon"], losses["pfc_hosts"])
+    return PairResult(
+        jain_index=round(jain_index(rates), 4),
+        window_s=[round((mid - pair.start_ns()) / 1e9, 3), round((t_b - pair.start_ns()) / 1e9, 3)],
+        rates_mbps=[round(r / 1e6, 4) for r in rates],
+        utilization=round(sum(rates) / (p.bottleneck_bps * eff), 4),
+        queue_limit_pkts=p.queue_depth,
+        max_queue_pkts=q.max_queue_pkts, max_queue_sampled_pkts=q.max_queue_sampled_pkts,
+        max_enq_qdepth_pkts=q.max_enq_qdepth_pkts, queue_drops=q.queue_drops,
+        cnps=sum(v.cnps for v in per),
+        ce_marked_pkts=sum(v.ce_marked_pkts for v in per),
+        retransmissions=sum(v.retransmissions for v in per),
+        bytes_ok=all(v.bytes_ok for v in per),
+        bounded_queue=(None if q.max_queue_pkts is None or q.queue_drops is None
+                       else q.max_queue_pkts < p.queue_depth and q.queue_drops == 0),
+        pfc=pfc)
 
 
-def _loss_result(run_dir: Path, p: Params) -> dict[str, Any]:
+def _loss_result(run_dir: Path, p: Params) -> LossResult:
     loss = load_phase(run_dir, "loss")
-    lr = _flow_result(loss, p, "loss")
     tx = loss.flow_end("loss", "sender")["qp"]
-    lr.update({"naks": tx["naks_rcvd"], "timeouts": tx["rto"],
-               "loss_per_10k": p.loss_per_10k, "data_packets_sent": tx["tx_pkts"]})
     b = loss.stats.get("before", {}).get("switch", {}).get("drops", {})
     a = loss.stats.get("after", {}).get("switch", {}).get("drops", {})
-    lr["switch_drops"] = {k: v - b.get(k, 0) for k, v in a.items() if v - b.get(k, 0)}
-    return lr
+    return LossResult(
+        **dataclasses.asdict(_flow_result(loss, p, "loss")),
+        naks=tx["naks_rcvd"], timeouts=tx["rto"], loss_per_10k=p.loss_per_10k,
+        data_packets_sent=tx["tx_pkts"],
+        switch_drops={k: v - b.get(k, 0) for k, v in a.items() if v - b.get(k, 0)})
 
 
 def plot(run_dir: Path) -> list[Path]:

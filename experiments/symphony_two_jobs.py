@@ -39,7 +39,7 @@ and ``bit_exact``. ``paper`` (REFERENCE) holds what the paper shows.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,7 @@ from testbed.experiment import (
 )
 from testbed.modelled import full_frame_bytes
 from testbed.net import host_addr
+from testbed.summary import OMIT_IF_NONE, Summary
 from testbed.symphony import (
     config_command,
     job_commands,
@@ -288,16 +289,40 @@ def throughput(data: PhaseData, t0_ns: int, bin_s: float) -> list[list[float]]:
             for b in range(min(bins), max(bins) + 1)]
 
 
-def _stats(xs: list[float]) -> dict[str, Any]:
-    return {"mean": round(statistics.mean(xs), 4),
-            "sd": round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0,
-            "runs": [round(x, 4) for x in xs]}
+@dataclass(frozen=True)
+class Stats:
+    """A figure over the seeds: mean, sample sd (0 for one seed), each seed's."""
+
+    mean: float
+    sd: float
+    runs: list[float]
 
 
-def analyze(run_dir: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Results(Summary):
+    ranks_per_job: int
+    final_step_span: dict[str, dict[str, Stats]]     # scheme -> job -> s
+    job_time: dict[str, dict[str, Stats]]
+    span_change: dict[str, float | None]             # job -> Symphony against the baseline
+    job_time_change: dict[str, float]
+    job_wire_s: float
+    delay_b_s: float
+    throughput_bin_s: float
+    throughput: dict[str, dict[str, list[list[float]]]]   # seed 0: [s, Mb/s] per bin
+    paper: dict[str, object]
+    bit_exact: bool | None = field(default=None, metadata=OMIT_IF_NONE)  # real payloads only
+
+
+def _stats(xs: list[float]) -> Stats:
+    return Stats(mean=round(statistics.mean(xs), 4),
+                 sd=round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0,
+                 runs=[round(x, 4) for x in xs])
+
+
+def analyze(run_dir: Path) -> Results:
     p = _params(run_dir)
-    span: dict[str, dict[str, Any]] = {}
-    jtime: dict[str, dict[str, Any]] = {}
+    span: dict[str, dict[str, Stats]] = {}
+    jtime: dict[str, dict[str, Stats]] = {}
     thr: dict[str, dict[str, list[list[float]]]] = {}
     bit_exact = True
     bin_s = max(0.1, p.step_wire_s / 2)
@@ -324,23 +349,22 @@ def analyze(run_dir: Path) -> dict[str, Any]:
                     thr.setdefault(scheme, {})[job] = throughput(jd, min(starts), bin_s)
         span[scheme] = {j: _stats(spans[j]) for j in JOBS}
         jtime[scheme] = {j: _stats(times[j]) for j in JOBS}
-    out: dict[str, Any] = {
-        "ranks_per_job": p.ranks,
-        "final_step_span": span,
-        "job_time": jtime,
-        "span_change": {j: round(span["symphony"][j]["mean"] / span["baseline"][j]["mean"] - 1, 4)
-                        if span["baseline"][j]["mean"] else None for j in JOBS},
-        "job_time_change": {j: round(jtime["symphony"][j]["mean"]
-                                     / jtime["baseline"][j]["mean"] - 1, 4) for j in JOBS},
-        "job_wire_s": round(p.job_wire_s, 4),
-        "delay_b_s": round(p.delay_b_s, 4),
-        "throughput_bin_s": bin_s,
-        "throughput": thr,
-        "paper": dict(REFERENCE),
-    }
-    if p.payload == "real":         # phantom payloads carry nothing to check
-        out["bit_exact"] = bit_exact
-    return out
+    return Results(
+        ranks_per_job=p.ranks,
+        final_step_span=span,
+        job_time=jtime,
+        span_change={j: round(span["symphony"][j].mean / span["baseline"][j].mean - 1, 4)
+                     if span["baseline"][j].mean else None for j in JOBS},
+        job_time_change={j: round(jtime["symphony"][j].mean
+                                  / jtime["baseline"][j].mean - 1, 4) for j in JOBS},
+        job_wire_s=round(p.job_wire_s, 4),
+        delay_b_s=round(p.delay_b_s, 4),
+        throughput_bin_s=bin_s,
+        throughput=thr,
+        paper=dict(REFERENCE),
+        # phantom payloads carry nothing to check
+        bit_exact=bit_exact if p.payload == "real" else None,
+    )
 
 
 def plot(run_dir: Path) -> list[Path]:
@@ -353,7 +377,7 @@ def plot(run_dir: Path) -> list[Path]:
     for ax, scheme in zip(axes, SCHEMES, strict=True):
         total: dict[float, float] = {}
         for job in JOBS:
-            pts = res["throughput"][scheme][job]
+            pts = res.throughput[scheme][job]
             ax.step([t for t, _r in pts], [r for _t, r in pts], where="post", label=f"job {job}")
             for t, r in pts:
                 total[t] = total.get(t, 0.0) + r
@@ -364,7 +388,7 @@ def plot(run_dir: Path) -> list[Path]:
         ax.set_title(f"{scheme}")
         ax.legend(fontsize=8)
     axes[-1].set_xlabel("s since the first step (testbed clock)")
-    fig.suptitle(f"{NAME}: step data delivered per {res['throughput_bin_s']:g} s, seed 0 "
+    fig.suptitle(f"{NAME}: step data delivered per {res.throughput_bin_s:g} s, seed 0 "
                  "(Fig. 7a)")
     fig.tight_layout()
     path = out_dir / "throughput.png"
@@ -375,7 +399,7 @@ def plot(run_dir: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(6, 4))
     for scheme in SCHEMES:
         for job in JOBS:
-            xs = sorted(res["final_step_span"][scheme][job]["runs"])
+            xs = sorted(res.final_step_span[scheme][job].runs)
             ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post",
                     label=f"{scheme}, job {job}")
     ax.set_xlabel("span of the final step (s, testbed clock)")

@@ -22,8 +22,10 @@ in a registry that an installed package declares under the entry-point group
   ``summary.json`` and the report;
 - ``plan(params) -> RunPlan``: the topology, the switch configuration and the
   phases, each phase a set of job specs (hosts.agent_spec.JobSpec) by host;
-- ``analyze(run_dir) -> dict``: results from the saved timelines (merged into
-  ``summary.json``);
+- ``analyze(run_dir) -> Summary``: results from the saved timelines, a frozen
+  dataclass of typed fields (testbed.summary: the ``HEADLINE`` keys and the
+  other results, nested records for phases and schemes) that the runner turns
+  into ``summary.json``'s keys in field order (testbed.summary.results_json);
 - ``plot(run_dir) -> list[Path]``: PNG figures from the saved timelines;
 - ``HOST_PROVIDERS``: the hosts it runs on ("udp", "rxe");
 - ``HEADLINE``: the dotted result keys the run's last line shows;
@@ -52,6 +54,7 @@ from hosts.agent_spec import JobSpec
 from testbed.claims import Claim
 from testbed.modelled import ModelledNetwork, NetworkError
 from testbed.net import LeafSpine
+from testbed.summary import Results
 
 __all__ = [
     "Topology",
@@ -405,7 +408,7 @@ class Experiment(Protocol):
     @property
     def REFERENCE(self) -> Mapping[str, Any]: ...  # the paper's values the claims take
     def plan(self, params: Any, /) -> RunPlan: ...
-    def analyze(self, run_dir: Path, /) -> dict[str, Any]: ...
+    def analyze(self, run_dir: Path, /) -> Results: ...
     def plot(self, run_dir: Path, /) -> list[Path]: ...
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -238,7 +238,7 @@ def collective_timeline(data: PhaseData, out: Path, *, title: str) -> Path:
     return out
 
 
-def algbw_panel(ax: Any, sizes_bytes: Sequence[int], algbw: dict[str, Sequence[float]],
+def algbw_panel(ax: Any, sizes_bytes: Sequence[int], algbw: Mapping[str, Sequence[float]],
                 ideal_fraction: dict[str, float], labels: dict[str, str], link_mbps: float,
                 *, title: str, title_size: float | None = None) -> None:
     """Algorithm throughput against message size, one line per scheme, each

@@ -120,12 +120,13 @@ def reanalysed(run: RunRecord, experiments: dict[str, Experiment]) -> RunRecord:
     conditions, if the new analysis finds them failed, make it not faithful).
     If the analysis fails, the recorded results are used and the note says so."""
     from testbed.runner import flatten_keys
+    from testbed.summary import results_json
 
     mod = experiments.get(run.experiment)
     if mod is None or not run.finished:
         return run
     try:
-        results = mod.analyze(run.path)
+        results = results_json(mod.analyze(run.path))
     except Exception as e:  # an old run the current analysis cannot read
         return RunRecord(run.path, run.summary, run.label,
                          f"re-analysis failed ({type(e).__name__}: {e}): recorded results used")

@@ -117,6 +117,7 @@ from testbed.runner.records import (
     flatten_keys,
 )
 from testbed.runner.switch_commands import apply_switch_command, bps_to_pps
+from testbed.summary import results_json
 
 # What the rest of the project uses of the runner; the other names live in
 # their modules (see above).
@@ -205,7 +206,7 @@ def _finish(mod: Experiment, plan: RunPlan, run_dir: Path,
             summary: dict[str, Any], fid: Verdict) -> dict[str, Any]:
     summary["fidelity"] = fid
     try:
-        results = mod.analyze(run_dir)
+        results = results_json(mod.analyze(run_dir))
     except Exception as e:
         summary["error"] = f"analysis failed: {type(e).__name__}: {e}"
         raise RunError(summary["error"]) from e

@@ -10,6 +10,7 @@ import pytest
 
 from experiments import epic_loss as ex
 from hosts.commlib.epic import group_count
+from testbed.summary import results_json
 
 
 def test_every_loss_is_a_phase_with_its_own_groups_and_both_loss_tables() -> None:
@@ -56,7 +57,7 @@ def test_analysis_of_a_recorded_run(tmp_path: Path) -> None:
                    {"event": "pacer_report", "t_ns": 2, "qp": {"retransmits": 2 * rtos,
                                                                 "rto": rtos, "naks_rcvd": 1}}]
             (d / f"h{h}.events.jsonl").write_text("\n".join(map(json.dumps, evs)) + "\n")
-    s = ex.analyze(tmp_path)
+    s = results_json(ex.analyze(tmp_path))
     assert s["relative"] == pytest.approx([1.0, 0.25], abs=1e-3)
     assert s["relative_at_1pct"] == pytest.approx(0.25, abs=1e-3)
     assert s["bit_exact"] is True and s["timeouts"] == [0, 6]

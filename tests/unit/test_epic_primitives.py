@@ -10,6 +10,7 @@ import pytest
 
 from experiments import epic_primitives as ex
 from testbed.claims import lookup
+from testbed.summary import results_json
 
 
 def test_plan_runs_the_same_sequence_through_the_switch_and_the_host_ring() -> None:
@@ -75,7 +76,7 @@ def test_analysis_of_a_recorded_run(tmp_path: Path) -> None:
     _write_phase(tmp_path, p, "ring", {"reduce": msg, "broadcast": 2 * msg,
                                        "reduce_scatter": msg / 2, "all_gather": msg,
                                        "barrier": 0.040})
-    s = ex.analyze(tmp_path)
+    s = results_json(ex.analyze(tmp_path))
     assert s["bit_exact"] is True
     assert s["link_fraction"]["reduce"]["epic"] == pytest.approx(1.0, rel=1e-3)
     assert s["ratio_broadcast"] == pytest.approx(2.0, rel=1e-3)

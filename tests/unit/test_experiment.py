@@ -23,6 +23,7 @@ from testbed.experiment import (
     params_to_dict,
     plan_to_dict,
 )
+from testbed.summary import results_json
 from testbed.timeline import (
     goodput_fraction,
     jain_index,
@@ -249,7 +250,7 @@ def test_roce_basics_analysis(tmp_path: Path) -> None:
     p = roce_basics.Params.quick()
     write_roce_basics_run(tmp_path, p, single_goodput=0.97,
                           pair_rates_mbps=((2.0, 2.0), (2.4, 1.2)), pair_queue_max=22)
-    r = roce_basics.analyze(tmp_path)
+    r = results_json(roce_basics.analyze(tmp_path))
     assert r["single"]["goodput_fraction"] == pytest.approx(0.97, abs=2e-3)
     assert r["single"]["bytes_ok"] is True
     # Jain over the second half only: rates 2.4 and 1.2 there (equal before).
@@ -264,7 +265,7 @@ def test_roce_basics_analysis(tmp_path: Path) -> None:
 def test_roce_basics_analysis_catches_corrupt_data(tmp_path: Path) -> None:
     p = roce_basics.Params.quick()
     write_roce_basics_run(tmp_path, p, loss_sha_mismatch=True)
-    assert roce_basics.analyze(tmp_path)["loss"]["bytes_ok"] is False
+    assert results_json(roce_basics.analyze(tmp_path))["loss"]["bytes_ok"] is False
 
 
 def test_roce_basics_plots_are_pngs(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from testbed.runner import (
     flatten_keys,
     replot,
 )
+from testbed.summary import results_json
 
 
 def _fidelity(tmp_path: Path, target: str = "soft", params: dict | None = None,
@@ -193,7 +194,7 @@ def test_bmv2_switch_checks_are_not_measured_not_passed(tmp_path: Path) -> None:
     # the host checks and the watermark register still decide
     assert f["verdict"] == "faithful"
     assert "not measured: switch_lag_mean_us" in f["text"]
-    r = roce_basics.analyze(tmp_path)
+    r = results_json(roce_basics.analyze(tmp_path))
     assert r["pair"]["queue_drops"] is None and r["pair"]["max_queue_sampled_pkts"] is None
     assert r["pair"]["max_queue_pkts"] == 10  # from the P4 register
 
