@@ -303,6 +303,11 @@ class Communicator:
         self.connected = False
         self._active: CollectiveOp | None = None
 
+    @property
+    def rings(self) -> tuple[tuple[str, Communicator], ...]:
+        """Itself, unnamed (a 2D ring has two, named: hosts.commlib.hierarchical)."""
+        return (("", self),)
+
     # ---- set-up ----
     def local_info(self) -> RankInfo:
         """What peers need to connect to this rank (JSON-able)."""
