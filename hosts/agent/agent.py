@@ -25,7 +25,7 @@ import select
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from hosts.agent.collective import _Collective
 from hosts.agent.errors import AgentError
@@ -47,6 +47,9 @@ from hosts.roce.warmup import jit_present, warm_up
 if TYPE_CHECKING:
     from typing import TypeAlias
 
+    from hosts.agent.exchange import ConnectionInfo
+    from hosts.agent.flow import FlowEndInfo
+    from hosts.agent.message_pool import PoolEndInfo
     from hosts.roce.pfc import HostPause
     from hosts.roce.receive_lag import ReceiveLag
     from hosts.roce.shaping import HtbShaper
@@ -355,7 +358,7 @@ class Agent:
         until every agent is done, waiting on the provider in between."""
         spec = self.spec
         offers = self.prepare()
-        gathered: dict[tuple[str, str], list[Any]] = {}
+        gathered: dict[tuple[str, str], list[ConnectionInfo]] = {}
         # Same order on every agent: pairwise exchanges cannot wait on each other.
         for o in offers:
             if o.group == "epic":
@@ -412,15 +415,20 @@ class Agent:
             offers.append(coll.offer())
         return offers
 
-    def connect(self, gathered: dict[tuple[str, str], list[Any]]) -> None:
+    def connect(self, gathered: dict[tuple[str, str], list[ConnectionInfo]]) -> None:
         """Connect every QP from the exchanges' results ((group, tag) -> every
         party's info, in rank order), then what must happen before the start."""
         spec = self.spec
         for w in self.works:
             if isinstance(w, _Collective):
                 w.connect(gathered[w.exchange])
+                continue
+            # a flow's exchange has its two ends' info (their shape checked in connect)
+            peer = gathered[("flows", w.name)][1 if w.sender else 0]
+            if isinstance(w, _MessagePool):
+                w.connect(cast("PoolEndInfo", peer))
             else:
-                w.connect(gathered[("flows", w.name)][1 if w.sender else 0])
+                w.connect(cast("FlowEndInfo", peer))
         if self.shim is not None:
             self._register_rxe_qps()
         self.log.emit("setup_done", flows=[w.name for w in self.works

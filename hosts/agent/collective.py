@@ -13,7 +13,7 @@ Events:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from hosts.agent.errors import AgentError
 from hosts.agent.exchange import Offer
@@ -25,7 +25,16 @@ from hosts.roce.dcqcn import Dcqcn
 from hosts.roce.rate import FixedRate
 
 if TYPE_CHECKING:
-    from hosts.commlib.epic import EpicCommunicator
+    import numpy as np
+
+    from hosts.agent.exchange import ConnectionInfo
+    from hosts.commlib.communicator import CollectiveOp, Communicator, RankInfo
+    from hosts.commlib.epic import EpicCollective, EpicCommunicator
+    from hosts.commlib.hierarchical import (
+        HierarchicalCommunicator,
+        HierarchicalOp,
+        HierarchicalRankInfo,
+    )
 
 
 # A rank makes its collectives' inputs and expected results before the start
@@ -52,7 +61,7 @@ class _Collective:
             return make_rate_controller(agent.spec, scale, agent.log,
                                         f"rank{spec.rank}-ch{next(channel)}")
 
-        self.comm: Any
+        self.comm: Communicator | HierarchicalCommunicator | EpicCommunicator
         if spec.scheme == "epic":
             # connected once the controller installed its group (connect)
             self.comm = self._epic_comm(n * itemsize)
@@ -69,7 +78,7 @@ class _Collective:
                 phantom=spec.payload == "phantom",
                 step_overhead_ns=scale.latency_ns(spec.step_overhead_us))
         self.iteration = 0
-        self.op: Any = None
+        self.op: CollectiveOp | HierarchicalOp | EpicCollective | None = None
         self.done = False
         self.ok = True
         # Every collective's input and expected result, made now, before the
@@ -93,7 +102,7 @@ class _Collective:
     def exchange(self) -> tuple[str, str]:
         """The (group, tag) of the rank's exchange of connection data."""
         if self.spec.scheme == "epic":
-            return "epic", f"gid{self.comm.endpoint.gid}"
+            return "epic", f"gid{cast('EpicCommunicator', self.comm).endpoint.gid}"
         return "collective", f"commlib-job{self.spec.job_id}"
 
     def offer(self) -> Offer:
@@ -102,11 +111,17 @@ class _Collective:
         from every rank's (testbed.epic.install_from_rendezvous)."""
         return Offer(*self.exchange, self.spec.rank, self.spec.size, self.comm.local_info())
 
-    def connect(self, infos: list[Any]) -> None:
-        if self.spec.scheme == "epic":
-            self.comm.connect()     # the switch's group is installed: nothing to learn
+    def connect(self, infos: list[ConnectionInfo]) -> None:
+        from hosts.commlib.epic import EpicCommunicator
+        from hosts.commlib.hierarchical import HierarchicalCommunicator
+
+        comm = self.comm
+        if isinstance(comm, EpicCommunicator):
+            comm.connect()     # the switch's group is installed: nothing to learn
+        elif isinstance(comm, HierarchicalCommunicator):
+            comm.connect(cast("list[HierarchicalRankInfo]", infos))
         else:
-            self.comm.connect(infos)
+            comm.connect(cast("list[RankInfo]", infos))
 
     def _expected(self, iteration: int) -> CollectiveExpectation:
         return self._ready.pop(iteration, None) or CollectiveExpectation.make(self.spec, iteration)
@@ -144,9 +159,11 @@ class _Collective:
             # phantom: the size and type of the input, without its memory
             import numpy as np
 
-            x: Any = np.broadcast_to(np.zeros(1, dtype=spec.dtype), (count,))
+            x: np.ndarray = np.broadcast_to(np.zeros(1, dtype=spec.dtype), (count,))
         else:
-            x, self._current.x = self._current.x, None     # the communicator's now
+            given, self._current.x = self._current.x, None     # the communicator's now
+            assert given is not None        # made with the expectation, handed over once
+            x = given
         if op in ("reduce", "broadcast"):
             start_rooted = {"reduce": self.comm.start_reduce,
                             "broadcast": self.comm.start_broadcast}[op]
@@ -214,7 +231,7 @@ class _Collective:
             self.agent.log.emit("device_counters", counters=self.agent.rxe_device_counters())
         if self.spec.scheme == "epic":
             # one report per group QP that sent (AllReduce: the first alone)
-            for i, qp in enumerate(self.comm.qps):
+            for i, qp in enumerate(cast("EpicCommunicator", self.comm).qps):
                 # the udp provider counts a QP's packets, rxe's only its work requests
                 if i and not qp.stats.get("tx_pkts", qp.stats.get("send_wrs", 0)):
                     continue
@@ -226,8 +243,8 @@ class _Collective:
                                     dcqcn=state() if callable(state) else None)
             return
         # a 2D ring reports each dimension's QPs under its name
-        rings = getattr(self.comm, "rings", (("", self.comm),))
-        for dim, ring in rings:
+        ring_comm = cast("Communicator | HierarchicalCommunicator", self.comm)
+        for dim, ring in ring_comm.rings:
             rank = f"rank{self.spec.rank}" + (f"-{dim}" if dim else "")
             for c, lanes in enumerate(ring.right):
                 for lane, qp in enumerate(lanes):

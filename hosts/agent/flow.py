@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import mmap
 import zlib
-from typing import Any
+from typing import Any, TypedDict
 
 from hosts.agent.errors import AgentError
 from hosts.agent.events import EventLog
@@ -58,6 +58,20 @@ FINAL_IMM = 1 << 31
 # often a sender with stop_after looks.
 FINISHED_DIR = "finished"
 STOP_CHECK_NS = 20_000_000
+
+
+class FlowEndInfo(TypedDict):
+    """What a flow's other end needs to connect to this one (JSON): its QP,
+    first PSN and buffer, and what it must agree with."""
+
+    ip: str
+    port: int
+    qpn: int
+    psn: int
+    addr: int
+    rkey: int
+    total_bytes: int
+    role: str
 
 
 class _FlowEnd:
@@ -133,7 +147,9 @@ class _Flow:
         self.psn = zlib.crc32(f"{spec.flow}/{spec.role}/{spec.seed}".encode()) & 0xFFFFFF
         if self.sender and spec.first_psn is not None:
             self.psn = spec.first_psn
-        self.peer: dict[str, Any] = {}
+        # the peer's buffer (connect)
+        self.peer_addr = 0
+        self.peer_rkey = 0
         self.posted = 0
         self.completed = 0
         self.done = False
@@ -151,18 +167,18 @@ class _Flow:
         if self.sender:
             _set_qp_dscp(self.qp, spec.dscp, self.name)
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> FlowEndInfo:
         return {"ip": self.agent.spec.ip, "port": ROCE_UDP_PORT, "qpn": self.qp.qp_num,
                 "psn": self.psn, "addr": self.mr.addr, "rkey": self.mr.rkey,
                 "total_bytes": self.spec.total_bytes, "role": self.spec.role}
 
-    def connect(self, peer: dict[str, Any]) -> None:
+    def connect(self, peer: FlowEndInfo) -> None:
         if int(peer["total_bytes"]) != self.spec.total_bytes or peer["role"] == self.spec.role:
             raise AgentError(f"flow {self.name}: the peer's spec does not match "
                              f"(peer {peer['role']} of {peer['total_bytes']} bytes)")
         if peer["ip"] != self.spec.peer_ip:
             raise AgentError(f"flow {self.name}: peer is {peer['ip']}, spec says {self.spec.peer_ip}")
-        self.peer = peer
+        self.peer_addr, self.peer_rkey = int(peer["addr"]), int(peer["rkey"])
         qp = self.qp
         qp.modify(state=QPState.INIT)
         qp.modify(state=QPState.RTR, dest_ip=peer["ip"], dest_qp_num=int(peer["qpn"]),
@@ -245,8 +261,8 @@ class _Flow:
             self.qp.post_send(SendWR(
                 wr_id=i, opcode=WROpcode.RDMA_WRITE_WITH_IMM,
                 sge=self.mr.sge(i * s.msg_bytes, s.msg_bytes),
-                remote_addr=int(self.peer["addr"]) + i * s.msg_bytes,
-                rkey=int(self.peer["rkey"]), imm_data=i | (FINAL_IMM if final else 0)))
+                remote_addr=self.peer_addr + i * s.msg_bytes,
+                rkey=self.peer_rkey, imm_data=i | (FINAL_IMM if final else 0)))
             self.posted += 1
             if s.rate_bps is not None:
                 self.next_post_ns = self.t_start + int(self.posted * s.msg_bytes * 8e9 / s.rate_bps)

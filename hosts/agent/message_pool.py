@@ -5,7 +5,7 @@ logs is in the class's docstring."""
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from typing import Any, TypedDict
 
 from hosts.agent.errors import AgentError
 from hosts.agent.flow import _FlowEnd, _set_qp_dscp
@@ -20,6 +20,21 @@ from hosts.roce.verbs import CQ, MR, QP, QPState, RecvWR, SendWR, WCOpcode, WCSt
 # How often a connection pool (FlowSpec.arrivals_s) looks for retransmissions
 # and CNPs sent, to log them.
 POOL_COUNTERS_NS = 5_000_000
+
+
+class PoolEndInfo(TypedDict):
+    """What a message pool's other end needs to connect to this one (JSON):
+    its QPs (one per connection) and their first PSNs, its buffer, and what
+    it must agree with."""
+
+    ip: str
+    port: int
+    qpns: list[int]
+    psns: list[int]
+    addr: int
+    rkey: int
+    total_bytes: int
+    role: str
 
 
 class _MessagePool:
@@ -78,7 +93,9 @@ class _MessagePool:
         self.delivered = 0
         self.psns = [zlib.crc32(f"{spec.flow}/{spec.role}/{spec.seed}/{k}".encode()) & 0xFFFFFF
                      for k in range(spec.qps)]
-        self.peer: dict[str, Any] = {}
+        # the peer's buffer (connect)
+        self.peer_addr = 0
+        self.peer_rkey = 0
         self.completed = 0
         self.end_count = spec.count
         self.done = False
@@ -95,13 +112,13 @@ class _MessagePool:
         self._next_counters_ns = 0
         self._seen = {"cnps_sent": 0, "retransmits": 0, "rto": 0, "naks_rcvd": 0}
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> PoolEndInfo:
         return {"ip": self.agent.spec.ip, "port": ROCE_UDP_PORT,
                 "qpns": [qp.qp_num for qp in self.qps], "psns": self.psns,
                 "addr": self.mr.addr, "rkey": self.mr.rkey,
                 "total_bytes": self.spec.total_bytes, "role": self.spec.role}
 
-    def connect(self, peer: dict[str, Any]) -> None:
+    def connect(self, peer: PoolEndInfo) -> None:
         if (int(peer["total_bytes"]) != self.spec.total_bytes or peer["role"] == self.spec.role
                 or len(peer.get("qpns", ())) != len(self.qps)):
             raise AgentError(f"flow {self.name}: the peer's spec does not match (peer "
@@ -109,7 +126,7 @@ class _MessagePool:
                              f"{len(peer.get('qpns', ()))} connections)")
         if peer["ip"] != self.spec.peer_ip:
             raise AgentError(f"flow {self.name}: peer is {peer['ip']}, spec says {self.spec.peer_ip}")
-        self.peer = peer
+        self.peer_addr, self.peer_rkey = int(peer["addr"]), int(peer["rkey"])
         mtu = self.agent.spec.transport.path_mtu
         for k, qp in enumerate(self.qps):
             qp.modify(state=QPState.INIT)
@@ -155,8 +172,8 @@ class _MessagePool:
             self.qps[k].post_send(SendWR(
                 wr_id=i, opcode=WROpcode.RDMA_WRITE_WITH_IMM,
                 sge=self.mr.sge(self.offsets[i], s.message_bytes(i)),
-                remote_addr=int(self.peer["addr"]) + self.offsets[i],
-                rkey=int(self.peer["rkey"]), imm_data=i))
+                remote_addr=self.peer_addr + self.offsets[i],
+                rkey=self.peer_rkey, imm_data=i))
             self.busy[k] = i
             self.next_msg += 1
 

@@ -17,7 +17,7 @@ from typing import Any
 from hosts.agent.events import EventLog, now_ns
 from hosts.agent_spec import JobSpec
 from hosts.roce import Scale
-from hosts.roce.dcqcn import DEFAULT_PRESET, Dcqcn, DcqcnParams
+from hosts.roce.dcqcn import DEFAULT_PRESET, Dcqcn, DcqcnEvent, DcqcnParams
 from hosts.roce.rate import FixedRate, RateController
 
 
@@ -71,7 +71,7 @@ def make_rate_controller(spec: JobSpec, scale: Scale, log: EventLog | None = Non
         return FixedRate(scale.line_rate_bps)
     trace = None
     if log is not None:
-        def trace(ev: dict[str, Any]) -> None:
+        def trace(ev: DcqcnEvent) -> None:
             log.emit("dcqcn", flow=flow, **ev)
     return Dcqcn(_dcqcn(spec, scale), now_ns(), on_event=trace)
 

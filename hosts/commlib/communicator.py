@@ -69,11 +69,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
 from hosts.commlib.reduce import ReduceOp, check_dtype, reduce_into
+from hosts.commlib.rendezvous import Rendezvous
 from hosts.commlib.schedule import (
     Collective,
     channel_chunks,
@@ -83,22 +84,97 @@ from hosts.commlib.schedule import (
     split,
 )
 from hosts.roce.constants import JOB_ID_MAX, PSN_MASK, ROCE_UDP_PORT, TAG_STEP_MASK, tag_sport
+from hosts.roce.rate import Pacer, RateController
 from hosts.roce.verbs import (
     QP,
     Access,
     Context,
+    QPAttrs,
     QPState,
     RecvWR,
     SendWR,
     WCOpcode,
     WCStatus,
     WROpcode,
-    lazy_zeros,
+    payload_buffer,
 )
 
-__all__ = ["Communicator", "CollectiveOp", "CommError", "EventSink"]
+if TYPE_CHECKING:
+    from typing import Unpack
+
+__all__ = ["Communicator", "CollectiveOp", "CommError", "EventSink", "RankInfo",
+           "ChannelInfo", "Region", "RingOptions", "JobRingOptions", "CommOptions"]
 
 EventSink = Callable[[dict[str, Any]], None]
+
+
+class Region(TypedDict):
+    """A registered buffer a peer writes to."""
+
+    addr: int
+    rkey: int
+
+
+class ChannelInfo(TypedDict):
+    """One channel's QPs (lane 0's QPN and the QPNs of every lane) and initial PSNs."""
+
+    right_qpn: int
+    right_psn: int
+    left_qpn: int
+    left_psn: int
+    right_lanes: list[int]
+    left_lanes: list[int]
+
+
+class RankInfo(TypedDict):
+    """What peers need to connect to a rank (``Communicator.local_info``, JSON)."""
+
+    rank: int
+    ip: str
+    port: int
+    work: Region
+    staging: Region
+    max_bytes: int
+    channels: list[ChannelInfo]
+
+
+class _Peer(TypedDict):
+    """The far end of one lane's QP."""
+
+    ip: str
+    port: int
+    qpn: int
+    rq_psn: int
+    sq_psn: int
+
+
+class RingOptions(TypedDict, total=False):
+    """``Communicator``'s keyword options that both dimensions of a 2D ring
+    (hosts.commlib.hierarchical) take as given."""
+
+    channels: int
+    rate_controller_factory: Callable[[], RateController] | None
+    pacer_factory: Callable[[], Pacer | None] | None
+    path_mtu: int | None
+    psn_base: int
+    timeout_s: float
+    step_psn_origin: bool
+    phantom: bool
+    step_overhead_ns: int
+
+
+class JobRingOptions(RingOptions, total=False):
+    """The keyword options of a job's ring, 1D or 2D (``make_ring``)."""
+
+    max_bytes: int
+    event_sink: EventSink | None
+    step_base: int
+
+
+class CommOptions(JobRingOptions, total=False):
+    """All of ``Communicator``'s keyword options (as ``Communicator.init`` passes them on)."""
+
+    wire_step: Callable[[int], int] | None
 
 _RECV_DEPTH = 64  # receive WQEs kept posted per left QP (one per incoming step)
 
@@ -128,8 +204,8 @@ class Communicator:
         channels: int = 1,
         max_bytes: int = 1 << 20,
         event_sink: EventSink | None = None,
-        rate_controller_factory: Callable[[], Any] | None = None,
-        pacer_factory: Callable[[], Any] | None = None,
+        rate_controller_factory: Callable[[], RateController] | None = None,
+        pacer_factory: Callable[[], Pacer | None] | None = None,
         path_mtu: int | None = None,
         psn_base: int = 0,
         step_base: int = 0,
@@ -175,7 +251,7 @@ class Communicator:
         self.step_overhead_ns = step_overhead_ns
         # Two halves, used by alternate collectives: a neighbour that already
         # finished collective k may write k+1's data while we still finish k.
-        buffer: Callable[[int], Any] = lazy_zeros if phantom else bytearray
+        buffer = payload_buffer(phantom)
         self.work = buffer(2 * max(1, max_bytes))
         self.staging = buffer(2 * max(1, max_bytes))
         self.work_mr = self.pd.reg_mr(self.work, access)
@@ -190,20 +266,20 @@ class Communicator:
         self.right: list[list[QP]] = []
         self.left: list[list[QP]] = []
         self._psn: list[tuple[int, int]] = []
+        sport = tag_sport(self.wire_step(step_base))
         for c in range(channels):
-            kw: dict[str, Any] = {"sport": tag_sport(self.wire_step(step_base)),
-                                  "job_id": job_id}
             self.right.append([
                 self.pd.create_qp(
                     self.cq,
                     self.cq,
                     rate_controller=rate_controller_factory() if rate_controller_factory else None,
                     pacer=pacer_factory() if pacer_factory else None,
-                    **kw,
+                    sport=sport,
+                    job_id=job_id,
                 )
                 for _ in range(self.lanes)
             ])
-            self.left.append([self.pd.create_qp(self.cq, self.cq, **kw)
+            self.left.append([self.pd.create_qp(self.cq, self.cq, sport=sport, job_id=job_id)
                               for _ in range(self.lanes)])
             base = 0 if step_psn_origin else (psn_base + 2 * c) & PSN_MASK
             self._psn.append((base, 0 if step_psn_origin else (base + 1) & PSN_MASK))
@@ -211,7 +287,7 @@ class Communicator:
                            for lane, qp in enumerate(qps)}
         self._right_lane = {qp.qp_num: (c, lane) for c, qps in enumerate(self.right)
                             for lane, qp in enumerate(qps)}
-        self._peers: dict[tuple[int, int, str], dict[str, Any]] = {}
+        self._peers: dict[tuple[int, int, str], _Peer] = {}
         # (seq16, channel, step) -> completion time, filled by _poll.
         self._arrived: dict[tuple[int, int, int], int] = {}
         self._sent: dict[tuple[int, int, int], int] = {}
@@ -227,8 +303,13 @@ class Communicator:
         self.connected = False
         self._active: CollectiveOp | None = None
 
+    @property
+    def rings(self) -> tuple[tuple[str, Communicator], ...]:
+        """Itself, unnamed (a 2D ring has two, named: hosts.commlib.hierarchical)."""
+        return (("", self),)
+
     # ---- set-up ----
-    def local_info(self) -> dict[str, Any]:
+    def local_info(self) -> RankInfo:
         """What peers need to connect to this rank (JSON-able)."""
         return {
             "rank": self.rank,
@@ -250,7 +331,7 @@ class Communicator:
             ],
         }
 
-    def connect(self, infos: list[dict[str, Any]]) -> None:
+    def connect(self, infos: list[RankInfo]) -> None:
         """Bring every QP to RTS given all ranks' `local_info()`, in rank order."""
         n, r = self.size, self.rank
         if len(infos) != n or any(int(i["rank"]) != k for k, i in enumerate(infos)):
@@ -293,7 +374,7 @@ class Communicator:
         if qp.state is not QPState.RESET:
             qp.modify(state=QPState.RESET)
         qp.modify(state=QPState.INIT)
-        attrs: dict[str, Any] = {
+        attrs: QPAttrs = {
             "state": QPState.RTR,
             "dest_ip": peer["ip"],
             "dest_qp_num": peer["qpn"],
@@ -315,7 +396,8 @@ class Communicator:
 
     @classmethod
     def init(
-        cls, ctx: Context, rank: int, size: int, job_id: int, rendezvous: Any, **kw: Any
+        cls, ctx: Context, rank: int, size: int, job_id: int, rendezvous: Rendezvous,
+        **kw: Unpack[CommOptions],
     ) -> Communicator:
         """Create, exchange connection data through `rendezvous`, connect."""
         comm = cls(ctx, rank, size, job_id, **kw)

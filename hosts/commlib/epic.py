@@ -53,7 +53,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -61,22 +61,25 @@ from hosts.commlib.communicator import CommError, EventSink
 from hosts.commlib.reduce import ReduceOp
 from hosts.commlib.schedule import split
 from hosts.roce.constants import PSN_MASK, QPN_MASK, ROCE_UDP_PORT
+from hosts.roce.rate import Pacer, RateController
 from hosts.roce.verbs import (
+    QP,
     Access,
     Context,
+    QPAttrs,
     QPState,
     RecvWR,
     SendWR,
     WCOpcode,
     WCStatus,
     WROpcode,
-    lazy_zeros,
+    payload_buffer,
 )
 
 __all__ = [
     "ELEMS", "PACKET_BYTES", "WINDOW", "MAX_WINDOW", "MAX_GROUPS", "MAX_RANKS",
     "FIXED_POINT_NUMERATOR", "check_window",
-    "ANNOUNCE_BYTES", "EpicOp", "EpicKind", "EpicEndpoint", "EpicCommunicator", "EpicCollective",
+    "ANNOUNCE_BYTES", "EpicRankInfo", "EpicOp", "EpicKind", "EpicEndpoint", "EpicCommunicator", "EpicCollective",
     "group_count", "group_index", "group_kind",
     "announce_imm", "parse_announce_imm", "fixed_point_factor", "fixed_point_bound",
     "ladder_values", "ladder_sum",
@@ -102,6 +105,16 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 LADDER_TOP = 60
 LADDER_STEP = 2
 LADDER_CAP = 2**26
+
+
+class EpicRankInfo(TypedDict):
+    """What the controller needs to add a rank to its groups
+    (``EpicCommunicator.local_info``, JSON): its QPN on every group."""
+
+    rank: int
+    ip: str
+    qpn: int
+    qpns: list[int]
 
 
 class EpicOp(IntEnum):
@@ -244,8 +257,8 @@ class EpicCommunicator:
         *,
         max_bytes: int = 1 << 20,
         event_sink: EventSink | None = None,
-        rate_controller_factory: Callable[[], Any] | None = None,
-        pacer_factory: Callable[[], Any] | None = None,
+        rate_controller_factory: Callable[[], RateController] | None = None,
+        pacer_factory: Callable[[], Pacer | None] | None = None,
         window: int = WINDOW,
         chunk_pkts: int | None = None,
         timeout_s: float = 60.0,
@@ -300,7 +313,7 @@ class EpicCommunicator:
         self.pd = ctx.alloc_pd()
         self.cq = ctx.create_cq()
         nbytes = ANNOUNCE_BYTES + 4 * self._cap_words
-        buffer: Callable[[int], Any] = lazy_zeros if phantom else bytearray
+        buffer = payload_buffer(phantom)
         self._send = buffer(nbytes)
         # the receive buffer: one region for the round in progress, then room
         # for the rounds an AllGather posts its receives for in advance
@@ -322,7 +335,7 @@ class EpicCommunicator:
         self._active: EpicCollective | None = None
 
     # ---- set-up ----
-    def local_info(self) -> dict[str, Any]:
+    def local_info(self) -> EpicRankInfo:
         """What the controller needs to add this rank to the group (JSON-able)."""
         return {"rank": self.rank, "ip": self.ctx.local_ip, "qpn": self.qp.qp_num,
                 "qpns": [q.qp_num for q in self.qps]}
@@ -335,7 +348,7 @@ class EpicCommunicator:
             qp.modify(state=QPState.INIT)
             qp.modify(state=QPState.RTR, dest_ip=ep.switch_ip, dest_qp_num=ep.qpn,
                       dest_port=ep.port, rq_psn=ep.start_psn, path_mtu=PACKET_BYTES)
-            rts: dict[str, Any] = {"state": QPState.RTS, "sq_psn": ep.start_psn}
+            rts: QPAttrs = {"state": QPState.RTS, "sq_psn": ep.start_psn}
             if self.qp_timeout_ns is not None:
                 rts["timeout_ns"] = self.qp_timeout_ns
             qp.modify(**rts)
@@ -613,7 +626,7 @@ class EpicCollective:
         self._imm = announce_imm(op, root, self._group)
         self._post_sends()
 
-    def _post_recvs(self, qp: Any, base: int, words: int) -> None:
+    def _post_recvs(self, qp: QP, base: int, words: int) -> None:
         """Post the receives of one round of ``words`` on ``qp`` at ``base``."""
         chunks = _message_chunks(words, self.comm.chunk_pkts)
         self._recv_by_qp[qp.qp_num] = 0

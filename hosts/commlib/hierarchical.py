@@ -37,17 +37,37 @@ The buffer is padded with zeros to a multiple of ``local`` elements (at most
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 import numpy as np
 
-from hosts.commlib.communicator import CollectiveOp, CommError, Communicator, EventSink
+from hosts.commlib.communicator import (
+    CollectiveOp,
+    CommError,
+    Communicator,
+    EventSink,
+    JobRingOptions,
+    RankInfo,
+    RingOptions,
+)
 from hosts.commlib.reduce import ReduceOp
 from hosts.roce.verbs import Context
 
-__all__ = ["HierarchicalCommunicator", "HierarchicalOp", "check_dims"]
+if TYPE_CHECKING:
+    from typing import Unpack
 
-GROUP, CROSS = "group", "cross"
+__all__ = ["HierarchicalCommunicator", "HierarchicalOp", "HierarchicalRankInfo", "check_dims"]
+
+GROUP: Final = "group"
+CROSS: Final = "cross"
+
+
+class HierarchicalRankInfo(TypedDict):
+    """A rank's connection data for both dimensions (JSON)."""
+
+    rank: int
+    group: RankInfo
+    cross: RankInfo
 
 
 def check_dims(size: int, dims: tuple[int, ...]) -> tuple[int, int]:
@@ -71,7 +91,7 @@ class HierarchicalCommunicator:
     def __init__(self, ctx: Context, rank: int, size: int, job_id: int,
                  dims: tuple[int, ...], *, max_bytes: int = 1 << 20,
                  event_sink: EventSink | None = None, step_base: int = 0,
-                 **kw: Any) -> None:
+                 **kw: Unpack[RingOptions]) -> None:
         if not 0 <= rank < size:
             raise ValueError(f"rank {rank} out of range for size {size}")
         self.local, self.groups = check_dims(size, dims)
@@ -115,11 +135,11 @@ class HierarchicalCommunicator:
         return self.step_base + q * self.steps_per_all_reduce + self._rs + i
 
     # ---- set-up ----
-    def local_info(self) -> dict[str, Any]:
+    def local_info(self) -> HierarchicalRankInfo:
         return {"rank": self.rank, GROUP: self.group.local_info(),
                 CROSS: self.cross.local_info()}
 
-    def connect(self, infos: list[dict[str, Any]]) -> None:
+    def connect(self, infos: list[HierarchicalRankInfo]) -> None:
         """Connect both dimensions given every rank's ``local_info()``, in rank order."""
         if len(infos) != self.size or any(int(i["rank"]) != k for k, i in enumerate(infos)):
             raise CommError("connect needs every rank's info, in rank order")
@@ -273,7 +293,7 @@ class HierarchicalOp:
 
 
 def make_ring(ctx: Context, rank: int, size: int, job_id: int, dims: tuple[int, ...],
-              **kw: Any) -> Communicator | HierarchicalCommunicator:
+              **kw: Unpack[JobRingOptions]) -> Communicator | HierarchicalCommunicator:
     """A 1D ring (``dims`` empty) or a 2D ring of ``dims``."""
     if dims:
         return HierarchicalCommunicator(ctx, rank, size, job_id, dims, **kw)

@@ -8,6 +8,9 @@ gets everyone's, in rank order.
   where hosts share the file system); rank i writes `<tag>.<i>.json` atomically
   and polls for the others.
 - `LocalRendezvous`: for ranks living in one process (threads).
+
+Every rank contributes an object of the same shape (e.g. a Communicator's
+`RankInfo`), so `allgather` gives a list of that type.
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ import struct
 import threading
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 __all__ = ["Rendezvous", "TcpRendezvous", "FileRendezvous", "LocalRendezvous", "RendezvousError"]
+
+
+_T = TypeVar("_T")
 
 
 class RendezvousError(RuntimeError):
@@ -29,12 +35,13 @@ class RendezvousError(RuntimeError):
 
 
 class Rendezvous(Protocol):
-    def allgather(self, obj: Any, tag: str = "init") -> list[Any]:
+    def allgather(self, obj: _T, tag: str = "init") -> list[_T]:
         """Everyone's `obj`, indexed by rank (blocking)."""
         ...
 
 
-def _send_msg(sock: socket.socket, obj: Any) -> None:
+def _send_msg(sock: socket.socket, obj: object) -> None:
+    """``obj``: anything ``json.dumps`` takes."""
     data = json.dumps(obj).encode()
     sock.sendall(struct.pack("!I", len(data)) + data)
 
@@ -49,9 +56,10 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def _recv_msg(sock: socket.socket) -> Any:
+def _recv_msg(sock: socket.socket) -> bytes:
+    """One message's JSON text."""
     (n,) = struct.unpack("!I", _recv_exact(sock, 4))
-    return json.loads(_recv_exact(sock, n))
+    return _recv_exact(sock, n)
 
 
 class TcpRendezvous:
@@ -70,15 +78,15 @@ class TcpRendezvous:
             self._listener = ls
             self.port = ls.getsockname()[1]  # port 0 -> the one the kernel chose
 
-    def allgather(self, obj: Any, tag: str = "init") -> list[Any]:
+    def allgather(self, obj: _T, tag: str = "init") -> list[_T]:
         deadline = time.monotonic() + self.timeout
         if self.rank == 0:
             return self._serve(obj, tag, deadline)
         return self._join(obj, tag, deadline)
 
-    def _serve(self, obj: Any, tag: str, deadline: float) -> list[Any]:
+    def _serve(self, obj: _T, tag: str, deadline: float) -> list[_T]:
         assert self._listener is not None
-        got: dict[int, Any] = {0: obj}
+        got: dict[int, _T] = {0: obj}
         conns: list[socket.socket] = []
         try:
             while len(got) < self.size:
@@ -91,7 +99,7 @@ class TcpRendezvous:
                 except TimeoutError as e:
                     raise RendezvousError(f"rendezvous {tag!r}: only {sorted(got)} arrived") from e
                 c.settimeout(max(0.1, deadline - time.monotonic()))
-                msg = _recv_msg(c)
+                msg = json.loads(_recv_msg(c))
                 if msg.get("tag") != tag:
                     c.close()
                     raise RendezvousError(f"rendezvous tag mismatch: {msg.get('tag')!r} != {tag!r}")
@@ -105,7 +113,7 @@ class TcpRendezvous:
             for c in conns:
                 c.close()
 
-    def _join(self, obj: Any, tag: str, deadline: float) -> list[Any]:
+    def _join(self, obj: _T, tag: str, deadline: float) -> list[_T]:
         while True:
             try:
                 s = socket.create_connection((self.host, self.port), timeout=1.0)
@@ -117,7 +125,7 @@ class TcpRendezvous:
         try:
             s.settimeout(max(0.1, deadline - time.monotonic()))
             _send_msg(s, {"tag": tag, "rank": self.rank, "obj": obj})
-            return list(_recv_msg(s))
+            return list(json.loads(_recv_msg(s)))
         finally:
             s.close()
 
@@ -142,25 +150,25 @@ class FileRendezvous:
         self.rank, self.size, self.timeout, self.poll_s = rank, size, timeout, poll_s
         self.dir.mkdir(parents=True, exist_ok=True)
 
-    def allgather(self, obj: Any, tag: str = "init") -> list[Any]:
+    def allgather(self, obj: _T, tag: str = "init") -> list[_T]:
         mine = self.dir / f"{tag}.{self.rank}.json"
         tmp = self.dir / f".{tag}.{self.rank}.json.tmp"
         tmp.write_text(json.dumps(obj))
         os.replace(tmp, mine)  # atomic: readers never see a partial file
         deadline = time.monotonic() + self.timeout
-        out: list[Any] = [None] * self.size
+        got: dict[int, _T] = {}
         missing = set(range(self.size))
         while missing:
             for r in sorted(missing):
                 p = self.dir / f"{tag}.{r}.json"
                 if p.exists():
-                    out[r] = json.loads(p.read_text())
+                    got[r] = json.loads(p.read_text())
                     missing.discard(r)
             if missing:
                 if time.monotonic() > deadline:
                     raise RendezvousError(f"rendezvous {tag!r}: ranks {sorted(missing)} missing")
                 time.sleep(self.poll_s)
-        return out
+        return [got[r] for r in range(self.size)]
 
 
 class LocalRendezvous:
@@ -169,24 +177,27 @@ class LocalRendezvous:
     def __init__(self, size: int) -> None:
         self.size = size
         self._cv = threading.Condition()
-        self._rounds: dict[str, dict[int, Any]] = {}
+        # tag -> rank -> its object as JSON text: each rank decodes its own
+        # copy (the same data model as the other kinds)
+        self._rounds: dict[str, dict[int, str]] = {}
 
     def view(self, rank: int) -> _LocalView:
         return _LocalView(self, rank)
 
-    def _allgather(self, rank: int, obj: Any, tag: str, timeout: float) -> list[Any]:
+    def _allgather(self, rank: int, obj: _T, tag: str, timeout: float) -> list[_T]:
         with self._cv:
             rnd = self._rounds.setdefault(tag, {})
-            rnd[rank] = json.loads(json.dumps(obj))  # same data model as the other kinds
+            rnd[rank] = json.dumps(obj)
             self._cv.notify_all()
             if not self._cv.wait_for(lambda: len(rnd) == self.size, timeout):
                 raise RendezvousError(f"rendezvous {tag!r}: only {sorted(rnd)} arrived")
-            return [rnd[r] for r in range(self.size)]
+            texts = [rnd[r] for r in range(self.size)]
+        return [json.loads(t) for t in texts]
 
 
 class _LocalView:
     def __init__(self, hub: LocalRendezvous, rank: int) -> None:
         self.hub, self.rank = hub, rank
 
-    def allgather(self, obj: Any, tag: str = "init", timeout: float = 30.0) -> list[Any]:
+    def allgather(self, obj: _T, tag: str = "init", timeout: float = 30.0) -> list[_T]:
         return self.hub._allgather(self.rank, obj, tag, timeout)

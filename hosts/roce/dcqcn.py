@@ -74,7 +74,9 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Union
+
+from hosts.roce.scale import Scale
 
 __all__ = [
     "DcqcnParams",
@@ -162,7 +164,32 @@ def preset_name(name: str) -> str:
     return name
 
 
-def _preset_values(preset: str, overrides: Mapping[str, Any]) -> dict[str, float]:
+# A reaction point's cut or increase, for timelines: its kind, time and rates.
+DcqcnEvent = dict[str, Union[float, str]]  # noqa: UP007 (runs on Python 3.9)
+
+
+class _Derived(TypedDict):
+    """A preset's values as DcqcnParams' fields (before scaling)."""
+
+    g: float
+    initial_alpha: float
+    alpha_update_period_s: float
+    rate_increase_period_s: float
+    byte_counter_bytes: int
+    fast_recovery_stages: int
+    rai_bps: float
+    rhai_bps: float
+    min_rate_bps: float
+    rate_reduce_monitor_period_s: float
+    cnp_interval_s: float
+    decrease_gain: float
+    min_decrease_factor: float
+    alpha_rule: Literal["per_cnp", "per_period"]
+    clamp: Literal["always", "after_timer_increase", "never"]
+    hyper_increase: Literal["linear", "constant"]
+
+
+def _preset_values(preset: str, overrides: Mapping[str, float]) -> dict[str, float]:
     base = PRESETS[preset]
     unknown = sorted(set(overrides) - set(base))
     if unknown:
@@ -171,7 +198,7 @@ def _preset_values(preset: str, overrides: Mapping[str, Any]) -> dict[str, float
     return {**base, **{k: float(v) for k, v in overrides.items()}}
 
 
-def _zhu2015_fields(v: Mapping[str, float]) -> dict[str, Any]:
+def _zhu2015_fields(v: Mapping[str, float]) -> _Derived:
     return {
         "g": v["g"], "initial_alpha": v["initial_alpha"],
         "alpha_update_period_s": v["K_us"] * 1e-6,
@@ -187,7 +214,8 @@ def _zhu2015_fields(v: Mapping[str, float]) -> dict[str, Any]:
     }
 
 
-def _connectx_fields(v: Mapping[str, float]) -> dict[str, Any]:
+def _connectx_fields(v: Mapping[str, float]) -> _Derived:
+    clamp: Literal["always", "after_timer_increase", "never"]
     if v["clamp_tgt_rate"]:
         clamp = "always"
     elif v["clamp_tgt_rate_after_time_inc"]:
@@ -211,7 +239,7 @@ def _connectx_fields(v: Mapping[str, float]) -> dict[str, Any]:
     }
 
 
-def _hpcc_fields(v: Mapping[str, float]) -> dict[str, Any]:
+def _hpcc_fields(v: Mapping[str, float]) -> _Derived:
     return {
         "g": v["EWMA_GAIN"], "initial_alpha": 1.0,
         "alpha_update_period_s": v["ALPHA_RESUME_INTERVAL"] * 1e-6,
@@ -230,15 +258,17 @@ def _hpcc_fields(v: Mapping[str, float]) -> dict[str, Any]:
 
 
 _FIELDS_OF = {"zhu2015": _zhu2015_fields, "connectx": _connectx_fields, "hpcc": _hpcc_fields}
-_TIME_FIELDS = ("alpha_update_period_s", "rate_increase_period_s",
-                "rate_reduce_monitor_period_s", "cnp_interval_s")
-_RATE_FIELDS = ("rai_bps", "rhai_bps", "min_rate_bps")
+_TIME_FIELDS: tuple[Literal["alpha_update_period_s", "rate_increase_period_s",
+                            "rate_reduce_monitor_period_s", "cnp_interval_s"], ...] = (
+    "alpha_update_period_s", "rate_increase_period_s", "rate_reduce_monitor_period_s",
+    "cnp_interval_s")
+_RATE_FIELDS: tuple[Literal["rai_bps", "rhai_bps", "min_rate_bps"], ...] = (
+    "rai_bps", "rhai_bps", "min_rate_bps")
 
 
-def _scale_factor(scale: Any) -> float:
+def _scale_factor(scale: float | Scale) -> float:
     """A plain number, or the transport's Scale (its slowdown)."""
-    v = getattr(scale, "slowdown", scale)
-    return float(v)
+    return float(scale.slowdown if isinstance(scale, Scale) else scale)
 
 
 @dataclass(frozen=True)
@@ -293,8 +323,8 @@ class DcqcnParams:
                 raise ValueError(f"DCQCN ({self.preset}): {msg}")
 
     @classmethod
-    def scaled(cls, line_rate_bps: float, scale: Any = 1.0, preset: str = DEFAULT_PRESET,
-               **overrides: Any) -> DcqcnParams:
+    def scaled(cls, line_rate_bps: float, scale: float | Scale = 1.0,
+               preset: str = DEFAULT_PRESET, **overrides: float) -> DcqcnParams:
         """Parameters for a testbed link of ``line_rate_bps`` emulating a link
         ``scale`` times faster. ``overrides`` replace preset values and use the
         preset's own names and units (e.g. ``rpg_ai_rate=10`` for connectx,
@@ -307,15 +337,15 @@ class DcqcnParams:
         f = _FIELDS_OF[name](values)
         for k in _TIME_FIELDS:
             f[k] *= s
-        for k in _RATE_FIELDS:
-            f[k] /= s
+        for r in _RATE_FIELDS:
+            f[r] /= s
         f["min_rate_bps"] = min(f["min_rate_bps"], line_rate_bps)
         return cls(line_rate_bps=line_rate_bps, scale=s, preset=name,
                    preset_values=tuple(values.items()), **f)
 
     @classmethod
-    def for_scale(cls, scale: Any, preset: str = DEFAULT_PRESET,
-                  **overrides: Any) -> DcqcnParams:
+    def for_scale(cls, scale: Scale, preset: str = DEFAULT_PRESET,
+                  **overrides: float) -> DcqcnParams:
         """Parameters for the transport's ``Scale`` (its line rate and slowdown)."""
         return cls.scaled(scale.line_rate_bps, scale, preset, **overrides)
 
@@ -362,7 +392,7 @@ class Dcqcn:
     """DCQCN reaction point for one flow (one QP); a transport RateController."""
 
     def __init__(self, params: DcqcnParams, now_ns: int = 0,
-                 on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_event: Callable[[DcqcnEvent], None] | None = None) -> None:
         self.params = params
         self.on_event = on_event
         self.rc = float(params.line_rate_bps)   # current rate
@@ -533,7 +563,7 @@ class Dcqcn:
                            "source": source, "timer_stage": self.timer_stage,
                            "byte_stage": self.byte_stage})
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, float]:
         """Snapshot for timelines."""
         return {
             "rc_bps": self.rc,

@@ -98,7 +98,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hosts.roce.constants import ECN_ECT0, PATH_MTUS, PSN_MASK, ROCE_UDP_PORT
 from hosts.roce.scale import Scale
@@ -107,6 +107,7 @@ from hosts.roce.verbs import (
     Access,
     MRBase,
     QPAttr,
+    QPAttrs,
     QPState,
     RecvWR,
     SendWR,
@@ -116,6 +117,9 @@ from hosts.roce.verbs import (
     WROpcode,
     modify_request,
 )
+
+if TYPE_CHECKING:
+    from typing import Unpack
 
 SYSFS_INFINIBAND = "/sys/class/infiniband"
 NO_RXE_HINT = ("modprobe rdma_rxe; rdma link add rxe0 type rxe netdev {netdev}; "
@@ -634,6 +638,11 @@ class RxeCQ:
         return self.poll(num_entries)
 
 
+# the attributes an rxe QP keeps as modify gives them
+_KEPT_AS_GIVEN = frozenset(("dest_ip", "dest_qp_num", "path_mtu", "timeout_ns", "retry_cnt",
+                            "rnr_retry", "job_id", "max_inflight"))
+
+
 class RxeQP:
     """An RC QP on the rxe device; see the module docstring for tags and ports."""
 
@@ -771,7 +780,7 @@ class RxeQP:
             time.sleep(50e-6)
 
     # -- state -------------------------------------------------------------------
-    def modify(self, attr: QPAttr | None = None, **kw) -> None:
+    def modify(self, attr: QPAttr | None = None, **kw: Unpack[QPAttrs]) -> None:
         """As verbs.QP.modify. Before RTR anything may change; on an RTR/RTS QP only
         ``sport`` (see ``retag``), ``job_id`` and ``max_inflight`` (recorded)."""
         cur = self.state
@@ -792,10 +801,9 @@ class RxeQP:
         bad = sorted(fixed & vals.keys())
         if bad:
             raise VerbsError(f"rxe cannot change {', '.join(bad)} in state {cur.name}")
-        for k in ("dest_ip", "dest_qp_num", "path_mtu", "timeout_ns", "retry_cnt", "rnr_retry",
-                  "job_id", "max_inflight"):
-            if k in vals:
-                setattr(self, k, vals[k])
+        for k, v in vals.items():
+            if k in _KEPT_AS_GIVEN:
+                setattr(self, k, v)
         if "rq_psn" in vals:
             self._rq_psn = vals["rq_psn"]
         if "sq_psn" in vals:

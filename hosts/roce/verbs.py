@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import IntEnum, IntFlag
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from ground.wire import icrc as _icrc
 from ground.wire.ipv4 import IPV4
@@ -61,6 +61,9 @@ from hosts.roce.dcqcn import DcqcnParams
 from hosts.roce.provider import MAX_WAKE_LEAD_NS, Provider
 from hosts.roce.rate import FixedRate, GapPacer, Pacer, RateController
 from hosts.roce.scale import Scale
+
+if TYPE_CHECKING:
+    from typing import Unpack
 
 _icrc_pack = _icrc.ICRC.packer("icrc")
 _icrc_after = _icrc.icrc_after
@@ -196,6 +199,24 @@ class QPAttr:
     max_inflight: int | None = None
 
 
+class QPAttrs(TypedDict, total=False):
+    """``QPAttr``'s fields as ``QP.modify``'s keywords (and what a modify sets)."""
+
+    state: QPState
+    dest_ip: str
+    dest_qp_num: int
+    dest_port: int
+    rq_psn: int
+    sq_psn: int
+    path_mtu: int
+    timeout_ns: int
+    retry_cnt: int
+    rnr_retry: int
+    sport: int
+    job_id: int
+    max_inflight: int
+
+
 class VerbsError(ValueError):
     """An invalid verbs call (bad state, bad work request, ...)."""
 
@@ -205,8 +226,8 @@ _QP_TRANSITIONS = ((QPState.RESET, QPState.INIT), (QPState.INIT, QPState.INIT),
                    (QPState.RTS, QPState.RTS))
 
 
-def modify_request(cur: QPState, attr: QPAttr | None, kw: dict[str, Any]
-                   ) -> tuple[dict[str, Any], QPState | None]:
+def modify_request(cur: QPState, attr: QPAttr | None, kw: QPAttrs
+                   ) -> tuple[QPAttrs, QPState | None]:
     """The fields a ``modify(attr, **kw)`` call sets (non-None, state popped) and the new
     state, checked against the QP state machine (RESET and ERR are always reachable).
     Shared by every provider's QP.modify."""
@@ -214,14 +235,19 @@ def modify_request(cur: QPState, attr: QPAttr | None, kw: dict[str, Any]
         attr = QPAttr(**kw)
     elif kw:
         raise VerbsError("give either a QPAttr or keywords")
-    vals = {f.name: getattr(attr, f.name) for f in fields(attr)
-            if getattr(attr, f.name) is not None}
+    vals = cast("QPAttrs", {f.name: getattr(attr, f.name) for f in fields(attr)
+                            if getattr(attr, f.name) is not None})
     new = vals.pop("state", None)
     if new is not None:
         new = QPState(new)
         if new not in (QPState.RESET, QPState.ERR) and (cur, new) not in _QP_TRANSITIONS:
             raise VerbsError(f"invalid QP transition {cur.name} -> {new.name}")
     return vals, new
+
+
+# the attributes a QP keeps as modify gives them
+_KEPT_AS_GIVEN = frozenset(("dest_ip", "dest_qp_num", "dest_port", "path_mtu", "timeout_ns",
+                            "retry_cnt", "rnr_retry", "sport", "job_id", "max_inflight"))
 
 
 def lazy_zeros(n: int) -> mmap.mmap:
@@ -231,6 +257,12 @@ def lazy_zeros(n: int) -> mmap.mmap:
     kernel's zero page)."""
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0)
     return mmap.mmap(-1, n, flags=flags)
+
+
+def payload_buffer(phantom: bool) -> Callable[[int], bytearray | mmap.mmap]:
+    """What makes a buffer of ``n`` bytes: zeroed bytes, or for phantom
+    payloads (nothing kept, nothing read) ``lazy_zeros``."""
+    return lazy_zeros if phantom else bytearray
 
 
 class MRBase:
@@ -498,7 +530,7 @@ class QP:
         """Posted send WRs not yet completed."""
         return len(self._sq)
 
-    def modify(self, attr: QPAttr | None = None, **kw) -> None:
+    def modify(self, attr: QPAttr | None = None, **kw: Unpack[QPAttrs]) -> None:
         """Apply the non-None fields of ``attr`` / the keywords (QPAttr field names)."""
         self._touched = True
         self.engine._dirty = True
@@ -512,16 +544,15 @@ class QP:
             raise VerbsError("job_id must fit 8 bits")
         if "sport" in vals and not 0 < vals["sport"] <= 0xFFFF:
             raise VerbsError("sport must be a UDP port")
-        for k in ("retry_cnt", "rnr_retry"):
-            if k in vals and not 0 <= vals[k] <= RETRY_FOREVER:
+        for k, n in (("retry_cnt", vals.get("retry_cnt")), ("rnr_retry", vals.get("rnr_retry"))):
+            if n is not None and not 0 <= n <= RETRY_FOREVER:
                 raise VerbsError(f"{k} must be 0..{RETRY_FOREVER} ({RETRY_FOREVER} = forever)")
         if "sport" in vals and vals["sport"] != self.sport:
             self.ctx.provider.open_port(vals["sport"])
             self.ctx.provider.close_port(self.sport)
-        for k in ("dest_ip", "dest_qp_num", "dest_port", "path_mtu", "timeout_ns",
-                  "retry_cnt", "rnr_retry", "sport", "job_id", "max_inflight"):
-            if k in vals:
-                setattr(self, k, vals[k])
+        for k, v in vals.items():
+            if k in _KEPT_AS_GIVEN:
+                setattr(self, k, v)
         if "dest_ip" in vals:
             self._dest_ip_b = socket.inet_aton(self.dest_ip)
         self._pseudo_tx.clear()
