@@ -300,6 +300,7 @@ class SimRun:
         same rank files (testbed.epic)."""
         from testbed.epic import (
             communicator_nodes,
+            epic_group_spec,
             install_from_rendezvous,
             install_tree_from_rendezvous,
             tree_nodes,
@@ -307,8 +308,8 @@ class SimRun:
         from testbed.runner import RunError
 
         plan, net = self.plan, self.net
-        group = phase.epic_group
-        assert group is not None
+        assert phase.epic_group is not None
+        group = epic_group_spec(phase.epic_group)
         infos = [v for (g, _t), v in gathered.items() if g == "epic"]
         if len(infos) != 1:
             raise RunError(f"phase {phase.name}: {len(infos)} EPIC communicators; "
@@ -328,7 +329,8 @@ class SimRun:
                 prior: dict[str, int] = {}
                 for q in earlier:
                     assert q.epic_group is not None
-                    for n, k in tree_nodes(q.epic_group, fab, len(q.jobs)).items():
+                    for n, k in tree_nodes(epic_group_spec(q.epic_group), fab,
+                                           len(q.jobs)).items():
                         prior[n] = prior.get(n, 0) + k
                 by_switch = install_tree_from_rendezvous(group, jobs, d, fab, node_base=prior)
         except ValueError as e:
