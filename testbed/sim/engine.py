@@ -38,6 +38,7 @@ from testbed.sim.switch import SimSwitch
 
 if TYPE_CHECKING:
     from hosts.agent import Agent, EventLog
+    from hosts.agent.exchange import Offer
     from switches.soft.runtime.contract import ProgramModule
     from testbed.fidelity import Verdict
     from testbed.runner.records import SimPhase, SimRecord
@@ -367,7 +368,7 @@ def _sim_job(spec: JobSpec) -> JobSpec:
         t, qdisc_ahead_packets=0, scale=scale))
 
 
-def _gather(offers: dict[str, list[Any]], phase: str) -> dict[tuple[str, str], list[Any]]:
+def _gather(offers: dict[str, list[Offer]], phase: str) -> dict[tuple[str, str], list[Any]]:
     from testbed.runner import RunError
 
     groups: dict[tuple[str, str], dict[int, Any]] = {}
