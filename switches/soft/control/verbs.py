@@ -655,17 +655,18 @@ class ControlPlane:
         self.sw.pre.node_update(h, ports)
         return f"Updating node {h} with port map {_port_map(ports)} and lag map "
 
+    def _group_and_node(self, args: list[str], verb: str) -> tuple[int, int]:
+        """``verb <group id> <node handle>``'s two numbers."""
+        self._nargs(args, 2, f"{verb} <group id> <node handle>")
+        return _parse_int(args[0], "multicast group id"), _parse_int(args[1], "node handle")
+
     def do_mc_node_associate(self, args: list[str]) -> str:
-        self._nargs(args, 2, "mc_node_associate <group id> <node handle>")
-        mgid = _parse_int(args[0], "multicast group id")
-        h = _parse_int(args[1], "node handle")
+        mgid, h = self._group_and_node(args, "mc_node_associate")
         self.sw.pre.node_associate(mgid, h)
         return f"Associating node {h} to multicast group {mgid}"
 
     def do_mc_node_dissociate(self, args: list[str]) -> str:
-        self._nargs(args, 2, "mc_node_dissociate <group id> <node handle>")
-        mgid = _parse_int(args[0], "multicast group id")
-        h = _parse_int(args[1], "node handle")
+        mgid, h = self._group_and_node(args, "mc_node_dissociate")
         self.sw.pre.node_dissociate(mgid, h)
         return f"Dissociating node {h} from multicast group {mgid}"
 
