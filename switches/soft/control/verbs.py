@@ -751,25 +751,25 @@ class ControlPlane:
     def do_set_queue_rate(self, args: list[str]) -> str:
         return self._queue_setting(args, "set_queue_rate", "rate_pps", self.sw.tm.set_rate)
 
-    def do_set_port_rate_bps(self, args: list[str]) -> str:
-        usage = "set_port_rate_bps <bps> [<egress_port>]  (soft-target extension)"
+    def _port_setting(self, args: list[str], verb: str, what: str,
+                      setter: Callable[[int, int | None], None]) -> str:
+        """``verb <what> [<egress_port>]``: ``setter(value, port)``, every
+        port without one."""
+        usage = f"{verb} <{what}> [<egress_port>]  (soft-target extension)"
         self._minargs(args, 1, usage)
         if len(args) > 2:
             raise CommandError(f"Too many args (usage: {usage})")
-        bps = _parse_nonneg(args[0], "bps")
+        value = _parse_nonneg(args[0], what)
         port = _parse_nonneg(args[1], "egress_port") if len(args) > 1 else None
-        self.sw.tm.set_port_rate_bps(bps, port)
+        setter(value, port)
         return ""
 
+    def do_set_port_rate_bps(self, args: list[str]) -> str:
+        return self._port_setting(args, "set_port_rate_bps", "bps", self.sw.tm.set_port_rate_bps)
+
     def do_set_port_delay_us(self, args: list[str]) -> str:
-        usage = "set_port_delay_us <microseconds> [<egress_port>]  (soft-target extension)"
-        self._minargs(args, 1, usage)
-        if len(args) > 2:
-            raise CommandError(f"Too many args (usage: {usage})")
-        us = _parse_nonneg(args[0], "microseconds")
-        port = _parse_nonneg(args[1], "egress_port") if len(args) > 1 else None
-        self.sw.tm.set_port_delay_us(us, port)
-        return ""
+        return self._port_setting(args, "set_port_delay_us", "microseconds",
+                                  self.sw.tm.set_port_delay_us)
 
     def do_set_pfc(self, args: list[str]) -> str:
         usage = "set_pfc <xoff_pkts> <xon_pkts> | set_pfc off  (soft-target extension)"
