@@ -24,13 +24,43 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ground.netlink import link_names
 from testbed.net import P4_DIR, running, star_router
 
 DEFAULT_PROGRAM = P4_DIR / "l3_router.p4"
 SUMMARY_KEYS = ("backend", "pps", "mbps", "cpu_s_per_mpkt")
+
+
+class _RunFigures(TypedDict):
+    backend: str
+    program: str            # the P4 program's file name
+    seconds: float          # of measured transfer asked for
+    tool: str               # "iperf3" or "python"
+    elapsed_s: float
+    packets: int            # frames the switch received
+    pps: int
+    mbps: float             # goodput the receiver measured
+    mbps_through_switch: float
+    switch_cpu_s: float
+    cpu_s_per_mpkt: float | None
+    kernel_drops: int       # frames lost at the switch's sockets
+    lag_us_max: float
+    lag_us_mean: float
+
+
+class ForwardingRun(_RunFigures, total=False):
+    """One run's figures (:func:`forwarding_run`)."""
+    retransmits: int | None  # iperf3's count, when iperf3 sent
+
+
+class ForwardingSummary(TypedDict):
+    """Median figures of one backend's runs, under the keys of SUMMARY_KEYS."""
+    backend: str
+    pps: float | None
+    mbps: float | None
+    cpu_s_per_mpkt: float | None
 
 PY_SINK = r"""
 import socket, sys, time
@@ -81,7 +111,7 @@ def _wait_for_names(names: Sequence[str], timeout: float) -> None:
 
 def forwarding_run(seconds: float = 5.0, program: str | Path = DEFAULT_PROGRAM,
                    tool: str | None = None, backend: str = "python",
-                   warmup: float = 1.0) -> dict[str, Any]:
+                   warmup: float = 1.0) -> ForwardingRun:
     """One run: bring the network up, send traffic for ``warmup`` seconds
     (not measured), transfer for ``seconds``, tear the network down."""
     tool = tool or default_tool()
@@ -89,8 +119,7 @@ def forwarding_run(seconds: float = 5.0, program: str | Path = DEFAULT_PROGRAM,
     _wait_for_names(["s1-eth1", "s1-eth2", "h1-eth0", "h2-eth0"], timeout=600)
     log_dir = tempfile.mkdtemp(prefix="bench-softswitch-")
     net, sw, (h1, h2), (_a1, a2) = star_router(2, program, log_dir=log_dir, backend=backend)
-    result: dict[str, Any] = {"backend": backend, "program": program.name, "seconds": seconds,
-                              "tool": tool}
+    retransmits: int | None = None
     with running(net):
         ping = h1.cmd(f"ping -c 1 -W 2 {a2.ip}")
         if " 0% packet loss" not in ping:
@@ -113,7 +142,7 @@ def forwarding_run(seconds: float = 5.0, program: str | Path = DEFAULT_PROGRAM,
             server.wait(timeout=10)
             rep = json.loads(out[out.index("{"):])
             goodput = rep["end"]["sum_received"]["bits_per_second"] / 1e6
-            result["retransmits"] = rep["end"]["sum_sent"].get("retransmits")
+            retransmits = rep["end"]["sum_sent"].get("retransmits")
         else:
             server = h2.popen([sys.executable, "-c", PY_SINK], text=True)
             server.stdout.readline()
@@ -126,7 +155,8 @@ def forwarding_run(seconds: float = 5.0, program: str | Path = DEFAULT_PROGRAM,
     f0, b0, c0 = _totals(before)
     f1, b1, c1 = _totals(after)
     frames, nbytes, cpu = f1 - f0, b1 - b0, c1 - c0
-    result.update({
+    result: ForwardingRun = {
+        "backend": backend, "program": program.name, "seconds": seconds, "tool": tool,
         "elapsed_s": round(elapsed, 3),
         "packets": frames,
         "pps": round(frames / elapsed),
@@ -139,13 +169,15 @@ def forwarding_run(seconds: float = 5.0, program: str | Path = DEFAULT_PROGRAM,
         "kernel_drops": after["kernel_drops"] - before["kernel_drops"],
         "lag_us_max": after["lag_us"]["max"],
         "lag_us_mean": after["lag_us"]["mean"],
-    })
+    }
+    if tool == "iperf3":
+        result["retransmits"] = retransmits
     # the switch's log is kept only when the run failed (an exception above)
     shutil.rmtree(log_dir, ignore_errors=True)
     return result
 
 
-def _median(values: list[Any]) -> Any:
+def _median(values: Sequence[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     if not vals:
         return None
@@ -155,7 +187,7 @@ def _median(values: list[Any]) -> Any:
     return round(m, 2)
 
 
-def summarize(backend: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(backend: str, runs: Sequence[ForwardingRun]) -> ForwardingSummary:
     """Median figures of ``runs`` under the keys of SUMMARY_KEYS."""
     return {"backend": backend,
             "pps": _median([r["pps"] for r in runs]),
@@ -165,12 +197,12 @@ def summarize(backend: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def forwarding(backends: Sequence[str] = ("python",), seconds: float = 5.0, runs: int = 3,
                program: str | Path = DEFAULT_PROGRAM, tool: str | None = None,
-               warmup: float = 1.0, on_run: Callable[[dict[str, Any]], None] | None = None,
-               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+               warmup: float = 1.0, on_run: Callable[[ForwardingRun], None] | None = None,
+               ) -> tuple[list[ForwardingSummary], list[ForwardingRun]]:
     """``runs`` runs per backend, interleaved (so a burst of load elsewhere
     does not hit one backend only): (summary per backend, every run)."""
-    all_runs: list[dict[str, Any]] = []
-    by_backend: dict[str, list[dict[str, Any]]] = {b: [] for b in backends}
+    all_runs: list[ForwardingRun] = []
+    by_backend: dict[str, list[ForwardingRun]] = {b: [] for b in backends}
     for _ in range(runs):
         for b in backends:
             r = forwarding_run(seconds, program, tool, b, warmup)
@@ -181,14 +213,14 @@ def forwarding(backends: Sequence[str] = ("python",), seconds: float = 5.0, runs
     return [summarize(b, by_backend[b]) for b in backends], all_runs
 
 
-def format_run(r: dict[str, Any]) -> str:
+def format_run(r: ForwardingRun) -> str:
     return (f"  run {r['backend']:>6}: {r['mbps']:8.2f} Mb/s goodput, {r['pps']:6d} pkt/s, "
             f"{r['cpu_s_per_mpkt']} CPU s/Mpkt, {r['mbps_through_switch']:.1f} Mb/s through "
             f"switch, drops {r['kernel_drops']}, lag mean/max {r['lag_us_mean']}/"
             f"{r['lag_us_max']} us")
 
 
-def format_summary(summary: list[dict[str, Any]]) -> str:
+def format_summary(summary: Sequence[ForwardingSummary]) -> str:
     lines = [f"{'backend':>8} {'Mb/s':>9} {'pkt/s':>8} {'CPU s/Mpkt':>11}"]
     for s in summary:
         lines.append(f"{s['backend']:>8} {s['mbps']:>9} {s['pps']:>8} {s['cpu_s_per_mpkt']:>11}")

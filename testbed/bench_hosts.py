@@ -35,12 +35,15 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 __all__ = ["search_max_rate", "judge", "Trial", "hosts_bench", "machine_info", "format_report",
            "KINDS", "MIN_LONE_GOODPUT", "QDISC_AHEAD_PACKETS", "WARMUP_PACKETS", "warmup_msgs"]
 
 KINDS = {"lone_qp": "single", "pair": "pair"}
+# the report's key of each kind's highest faithful rate
+_RATE_KEYS: dict[str, Literal["lone_qp_mbps", "pair_mbps"]] = {
+    "lone_qp": "lone_qp_mbps", "pair": "pair_mbps"}
 MIN_LONE_GOODPUT = 0.95
 MSG_BYTES = 65536
 PATH_MTU = 1024
@@ -134,7 +137,8 @@ class Trial:
     run_dir: str
     load_before: float
     seconds: float
-    figures: dict[str, Any] = field(default_factory=dict)
+    # the run's figures of _FIGURES (its summary's flat keys)
+    figures: dict[str, float | bool | None] = field(default_factory=dict)
 
 
 def _messages(rate_mbps: float, seconds: float) -> int:
@@ -207,7 +211,55 @@ def format_trial(t: Trial) -> str:
             + (f" [{figs}]" if figs else ""))
 
 
-def machine_info() -> dict[str, Any]:
+class _MachineKeys(TypedDict):
+    host: str
+    cpus: int | None
+    cpu_model: str | None
+    kernel: str
+    python: str
+
+
+class MachineInfo(_MachineKeys, total=False):
+    """The machine a benchmark ran on. The records that name the commit at
+    their top take ``commit`` and ``dirty`` out; the load averages are
+    now's (``load_avg_start``) and, in a report, its end's."""
+    commit: str | None
+    dirty: bool | None
+    load_avg_start: list[float] | None
+    load_avg_end: list[float] | None
+
+
+class BenchSettings(TypedDict):
+    start_mbps: float
+    floor_mbps: float
+    ceiling_mbps: float
+    resolution: float
+    seconds: float
+    interpreter: str
+    qdisc_ahead_packets: float
+    switch_backend: str
+    rx_holdoff_us: float
+    warmup_msgs_per_sender: int
+    msg_bytes: int
+    path_mtu: int
+
+
+class _ReportKeys(TypedDict):
+    machine: MachineInfo
+    out_dir: str
+    settings: BenchSettings
+
+
+class HostsBenchReport(_ReportKeys, total=False):
+    """:func:`hosts_bench`'s report (JSON-able): the highest faithful rate of
+    each kind searched, every trial (:class:`Trial` as a dict), the wall time."""
+    lone_qp_mbps: float | None
+    pair_mbps: float | None
+    trials: list[dict[str, Any]]
+    elapsed_s: float
+
+
+def machine_info() -> MachineInfo:
     model = None
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -230,25 +282,26 @@ def hosts_bench(kinds: tuple[str, ...] = ("lone_qp", "pair"), *, start_mbps: flo
                 resolution: float = 0.1, seconds: float = 3.0, interpreter: str = "python",
                 qdisc_ahead: float = QDISC_AHEAD_PACKETS, switch_backend: str = "python",
                 warmup_packets: int | None = None, rx_holdoff_us: float = 0.0,
-                out_dir: Path | None = None, echo: Callable[[str], None] | None = None) -> dict[str, Any]:
+                out_dir: Path | None = None, echo: Callable[[str], None] | None = None
+                ) -> HostsBenchReport:
     """Search each kind's highest faithful rate; the report (JSON-able)."""
     for k in kinds:
         if k not in KINDS:
             raise ValueError(f"unknown trial kind {k!r} (choose from {', '.join(KINDS)})")
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="bench-hosts-"))
     out.mkdir(parents=True, exist_ok=True)
-    report: dict[str, Any] = {"machine": machine_info(), "out_dir": str(out),
-                              "settings": {"start_mbps": start_mbps, "floor_mbps": floor_mbps,
-                                           "ceiling_mbps": ceiling_mbps,
-                                           "resolution": resolution, "seconds": seconds,
-                                           "interpreter": interpreter,
-                                           "qdisc_ahead_packets": qdisc_ahead,
-                                           "switch_backend": switch_backend,
-                                           "rx_holdoff_us": rx_holdoff_us,
-                                           "warmup_msgs_per_sender": warmup_msgs(
-                                               switch_backend, interpreter, warmup_packets),
-                                           "msg_bytes": MSG_BYTES,
-                                           "path_mtu": PATH_MTU}}
+    report: HostsBenchReport = {"machine": machine_info(), "out_dir": str(out),
+                                "settings": {"start_mbps": start_mbps, "floor_mbps": floor_mbps,
+                                             "ceiling_mbps": ceiling_mbps,
+                                             "resolution": resolution, "seconds": seconds,
+                                             "interpreter": interpreter,
+                                             "qdisc_ahead_packets": qdisc_ahead,
+                                             "switch_backend": switch_backend,
+                                             "rx_holdoff_us": rx_holdoff_us,
+                                             "warmup_msgs_per_sender": warmup_msgs(
+                                                 switch_backend, interpreter, warmup_packets),
+                                             "msg_bytes": MSG_BYTES,
+                                             "path_mtu": PATH_MTU}}
     trials: list[Trial] = []
     t0 = time.monotonic()
     for kind in kinds:
@@ -262,22 +315,22 @@ def hosts_bench(kinds: tuple[str, ...] = ("lone_qp", "pair"), *, start_mbps: flo
 
         best, _ = search_max_rate(faithful, start=start_mbps, floor=floor_mbps,
                                   ceiling=ceiling_mbps, resolution=resolution)
-        report[f"{kind}_mbps"] = None if best is None else round(best, 2)
+        report[_RATE_KEYS[kind]] = None if best is None else round(best, 2)
     report["trials"] = [asdict(t) for t in trials]
     report["elapsed_s"] = round(time.monotonic() - t0, 1)
     report["machine"]["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
     return report
 
 
-def format_report(rep: dict[str, Any]) -> str:
+def format_report(rep: HostsBenchReport) -> str:
     m = rep["machine"]
+    start, end = m.get("load_avg_start"), m.get("load_avg_end")
     lines = [f"machine: {m['host']}, {m['cpus']} CPUs ({m['cpu_model']}), kernel {m['kernel']}, "
              f"commit {str(m['commit'])[:12]}{' (dirty)' if m['dirty'] else ''}, load "
-             f"{m['load_avg_start'][0]} -> {m['load_avg_end'][0]}"]
-    for kind in KINDS:
-        key = f"{kind}_mbps"
+             f"{start[0] if start else None} -> {end[0] if end else None}"]
+    for kind, key in _RATE_KEYS.items():
         if key in rep:
             v = rep[key]
             lines.append(f"{kind:>8}: {'none faithful' if v is None else f'{v:g} Mb/s'}")
-    lines.append(f"runs: {rep['out_dir']} ({rep['elapsed_s']} s)")
+    lines.append(f"runs: {rep['out_dir']} ({rep.get('elapsed_s')} s)")
     return "\n".join(lines)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from testbed.runner.options import RunOptions
 
 from switches.targets import TARGETS
-from testbed.doctor import doctor_report
+from testbed.doctor import ProviderDetail, TargetDetail, doctor_report
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -146,8 +146,8 @@ def switch_cli_cmd(port: int, host: str, keep_going: bool, quiet: bool,
 # experiments: list, run, plot
 
 
-def _shown(value: Any) -> str:
-    """A parameter's value as ``-p NAME=VALUE`` takes it."""
+def _shown(value: object) -> str:
+    """A parameter's value (of any type) as ``-p NAME=VALUE`` takes it."""
     if value is None:
         return "none"
     if value == "":
@@ -767,14 +767,17 @@ def doctor_cmd(as_json: bool) -> None:
     def yn(v: bool) -> str:
         return "yes" if v else "no"
 
-    def why(detail: dict[str, Any], own: str = "") -> str:
+    def why(detail: TargetDetail, own: str) -> str:
         if detail["available"]:
-            extra = detail.get("versions") or {}
-            if detail.get("devices"):
-                return f"  ({detail['devices']})"
             # a version under the target's own name is no tool's (the soft
             # target's "built in", already in its row's label)
-            return "".join(f"\n{'':<4}{k}: {v}" for k, v in extra.items() if k != own)
+            return "".join(f"\n{'':<4}{k}: {v}" for k, v in detail["versions"].items()
+                           if k != own)
+        return f"  ({detail['reason']})"
+
+    def why_not(detail: ProviderDetail) -> str:
+        if detail["available"]:
+            return f"  ({detail['devices']})" if detail["devices"] else ""
         return f"  ({detail['reason']})"
 
     td, pd = r["targets_detail"], r["providers_detail"]
@@ -783,7 +786,7 @@ def doctor_cmd(as_json: bool) -> None:
         for name, t in TARGETS.items()
     ] + [
         ("provider udp (userspace RoCEv2)", r["providers"]["udp"], ""),
-        ("provider rxe (rdma_rxe + pyverbs)", r["providers"]["rxe"], why(pd["rxe"])),
+        ("provider rxe (rdma_rxe + pyverbs)", r["providers"]["rxe"], why_not(pd["rxe"])),
         ("rxe hosts in Mininet (initial namespace)", r["rxe_hosts"],
          f"  ({r['rxe_hosts_reason']})" if r["rxe_hosts_reason"] else ""),
         ("engine mininet (real time: root + Mininet)", r["engines"]["mininet"], ""),

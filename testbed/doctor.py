@@ -7,9 +7,40 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Any
+from typing import TypedDict
 
-__all__ = ["doctor_report"]
+__all__ = ["doctor_report", "DoctorReport", "TargetDetail", "ProviderDetail"]
+
+
+class TargetDetail(TypedDict):
+    available: bool
+    reason: str                 # what is missing, when not available
+    versions: dict[str, str]    # tool -> version or path
+
+
+class ProviderDetail(TypedDict):
+    available: bool
+    reason: str
+    devices: str                # rxe's devices, comma-separated
+
+
+class DoctorReport(TypedDict):
+    """:func:`doctor_report` (``testbed doctor --json``)."""
+    targets: dict[str, bool]
+    targets_detail: dict[str, TargetDetail]
+    providers: dict[str, bool]
+    providers_detail: dict[str, ProviderDetail]
+    rxe_hosts: bool             # Mininet hosts with rdma_rxe devices (testbed.rxe_host)
+    rxe_hosts_reason: str
+    mininet: bool
+    root: bool
+    can_run_network: bool
+    engines: dict[str, bool]    # testbed run --engine
+    ns3: bool
+    p4runtime: bool
+    p4runtime_shell: bool
+    tools: dict[str, bool]
+    python: str
 
 
 def _importable(*modules: str) -> bool:
@@ -23,7 +54,7 @@ def _importable(*modules: str) -> bool:
     return True
 
 
-def doctor_report() -> dict[str, Any]:
+def doctor_report() -> DoctorReport:
     """What this machine offers to the testbed (targets, host providers, tools).
 
     ``targets``/``providers`` map names to booleans; ``*_detail`` add the

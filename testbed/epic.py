@@ -22,7 +22,7 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ground.wire.ethernet import ETH_HLEN, ETHERNET, ETHERTYPE_IPV4, mac_bytes
 from ground.wire.ipv4 import IPV4, IPV4_HLEN, with_checksum
@@ -37,6 +37,8 @@ from hosts.commlib.epic import (
 )
 
 if TYPE_CHECKING:
+    from hosts.agent_spec import JobSpec
+    from hosts.roce.sim import SimWire
     from testbed.net import LeafSpine
 
 P4_DIR = Path(__file__).resolve().parents[1] / "switches" / "p4"
@@ -294,11 +296,47 @@ class AggregationTree:
         return out
 
 
-def fabric_tree(group: dict[str, Any], fabric: LeafSpine) -> AggregationTree:
+class TreeSwitchSpec(TypedDict, total=False):
+    ip: str                 # the switch's endpoint IP
+    parent: str | None      # the next switch up; None at the root
+
+
+class EpicGroupSpec(TypedDict, total=False):
+    """A phase's EPIC group (``PhasePlan.epic_group``) as the functions here
+    read it; :func:`epic_group_spec` reads one from the phase's dict."""
+    switch_ip: str          # the group's endpoint (one switch)
+    qpn: int                # the first group's QPN and gid
+    gid: int
+    start_psn: int          # default 0
+    mgid: int               # the first multicast group; default 1
+    tree: dict[str, TreeSwitchSpec]   # on a fabric: switch name -> its place in the tree
+    ranks: int              # how many ranks the tree spans (default: every host)
+
+
+def epic_group_spec(group: Mapping[str, Any]) -> EpicGroupSpec:
+    """The fields of a phase's ``epic_group`` (its experiment's dict) the
+    functions here use, as their types (the tree as given: fabric_tree
+    checks it)."""
+    spec: EpicGroupSpec = {}
+    if "switch_ip" in group:
+        spec["switch_ip"] = str(group["switch_ip"])
+    for key in ("qpn", "gid", "start_psn", "mgid", "ranks"):
+        if key in group:
+            spec[key] = int(group[key])
+    if "tree" in group:
+        spec["tree"] = group["tree"]
+    return spec
+
+
+def fabric_tree(group: Mapping[str, Any], fabric: LeafSpine) -> AggregationTree:
     """The aggregation tree a phase's ``epic_group["tree"]`` describes on a
     leaf-spine fabric: ``{switch name: {"ip": ..., "parent": name or None}}``
     over the fabric's switches; host i's rank hangs on its leaf (ranks are
     numbered as the hosts, rank r = host r + 1)."""
+    return _fabric_tree(epic_group_spec(group), fabric)
+
+
+def _fabric_tree(group: EpicGroupSpec, fabric: LeafSpine) -> AggregationTree:
     desc = group.get("tree")
     if not isinstance(desc, dict) or not desc:
         raise ValueError("epic_group['tree'] must map switch names to {'ip', 'parent'}")
@@ -317,7 +355,7 @@ def fabric_tree(group: dict[str, Any], fabric: LeafSpine) -> AggregationTree:
                              "linked in a leaf-spine (a leaf's parent is a spine or vice versa)")
         switches.append(TreeSwitch(name, str(d["ip"]), None if parent is None else str(parent)))
     ranks = tuple(f"leaf{fabric.leaf_of(h)}" for h in range(1, fabric.n_hosts + 1))
-    return AggregationTree(tuple(switches), ranks[:int(group.get("ranks", len(ranks)))])
+    return AggregationTree(tuple(switches), ranks[:group.get("ranks", len(ranks))])
 
 
 def fabric_link(fabric: LeafSpine) -> Callable[[str, str], SwitchPort]:
@@ -330,7 +368,7 @@ def fabric_link(fabric: LeafSpine) -> Callable[[str, str], SwitchPort]:
     return link
 
 
-def install_tree_from_rendezvous(group: dict[str, Any], jobs: dict[str, Any], directory: Path,
+def install_tree_from_rendezvous(group: EpicGroupSpec, jobs: dict[str, JobSpec], directory: Path,
                                  fabric: LeafSpine, node_base: dict[str, int] | None = None
                                  ) -> dict[str, list[str]] | None:
     """Switch name -> the lines that install a phase's tree AllReduce group on
@@ -338,9 +376,10 @@ def install_tree_from_rendezvous(group: dict[str, Any], jobs: dict[str, Any], di
     written ``rank<r>.json`` into ``directory``; None while some are missing.
     Rank r must run on host r + 1 and address its leaf's endpoint IP.
     ``node_base``: multicast nodes earlier groups created, per switch."""
-    tree = fabric_tree(group | {"ranks": len(jobs)}, fabric)
+    tree = _fabric_tree({**group, "ranks": len(jobs)}, fabric)
     by = tree.by_name()
-    ranks = {spec.collective.rank: h for h, spec in jobs.items() if spec.collective}
+    colls = {h: spec.collective for h, spec in jobs.items() if spec.collective}
+    ranks = {c.rank: h for h, c in colls.items()}
     if sorted(ranks) != list(range(len(tree.rank_switch))):
         raise ValueError(f"the tree phase's ranks must be 0..{len(tree.rank_switch) - 1}")
     infos = {}
@@ -348,7 +387,7 @@ def install_tree_from_rendezvous(group: dict[str, Any], jobs: dict[str, Any], di
         if h != f"h{r + 1}":
             raise ValueError(f"rank {r} runs on {h}; in a tree phase rank r runs on h{r + 1}")
         want = by[tree.rank_switch[r]].ip
-        got = (jobs[h].collective.epic or {}).get("switch_ip")
+        got = (colls[h].epic or {}).get("switch_ip")
         if got != want:
             raise ValueError(f"rank {r} addresses {got}; its switch {tree.rank_switch[r]}'s "
                              f"endpoint is {want}")
@@ -363,18 +402,17 @@ def install_tree_from_rendezvous(group: dict[str, Any], jobs: dict[str, Any], di
         if infos[r].get("ip") != a.ip:
             raise ValueError(f"rank {r} reports IP {infos[r].get('ip')}, host {a.name} is {a.ip}")
         members.append(EpicMember(r, a.ip, int(infos[r]["qpn"]), a.port, a.mac, a.gateway_mac))
-    ep = EpicEndpoint(tree.root.ip, int(group["qpn"]), int(group["gid"]),
-                      int(group.get("start_psn", 0)))
-    groups = tree.groups(ep, members, fabric_link(fabric), mgid=int(group.get("mgid", 1)))
+    ep = EpicEndpoint(tree.root.ip, group["qpn"], group["gid"], group.get("start_psn", 0))
+    groups = tree.groups(ep, members, fabric_link(fabric), mgid=group.get("mgid", 1))
     base = node_base or {}
     return {name: [*(f"register_reset MyIngress.{r}" for r in GROUP_REGISTERS),
                    *g.switch_commands(base.get(name, 0))]
             for name, g in groups.items()}
 
 
-def tree_nodes(group: dict[str, Any], fabric: LeafSpine, ranks: int) -> dict[str, int]:
+def tree_nodes(group: EpicGroupSpec, fabric: LeafSpine, ranks: int) -> dict[str, int]:
     """Multicast nodes a tree group creates, per switch (one per child)."""
-    tree = fabric_tree(group | {"ranks": ranks}, fabric)
+    tree = _fabric_tree({**group, "ranks": ranks}, fabric)
     return {s.name: len(tree.children(s.name)) for s in tree.switches}
 
 
@@ -382,7 +420,7 @@ def tree_nodes(group: dict[str, Any], fabric: LeafSpine, ranks: int) -> dict[str
 GROUP_REGISTERS = ("slot_psn", "slot_bitmap", "slot_count", "acks.acked")
 
 
-def install_from_rendezvous(group: dict[str, Any], jobs: dict[str, Any],
+def install_from_rendezvous(group: EpicGroupSpec, jobs: dict[str, JobSpec],
                             directory: Path, node_base: int = 0) -> list[str] | None:
     """The switch lines for a phase's EPIC communicator (its 2N+1 groups) once
     every rank has written ``rank<r>.json`` (its ``EpicCommunicator.local_info()``)
@@ -407,10 +445,9 @@ def install_from_rendezvous(group: dict[str, Any], jobs: dict[str, Any],
         if infos[r]["ip"] != a.ip:
             raise ValueError(f"rank {r} reports IP {infos[r]['ip']}, host {h} is {a.ip}")
         members.append(EpicMember(r, a.ip, int(infos[r]["qpn"]), a.port, a.mac, a.gateway_mac))
-    ep = EpicEndpoint(str(group["switch_ip"]), int(group["qpn"]), int(group["gid"]),
-                      int(group.get("start_psn", 0)))
+    ep = EpicEndpoint(group["switch_ip"], group["qpn"], group["gid"], group.get("start_psn", 0))
     groups = communicator_groups(ep, members, [infos[r]["qpns"] for r in sorted(ranks)],
-                                 mgid_base=int(group.get("mgid", 1)))
+                                 mgid_base=group.get("mgid", 1))
     return [*(f"register_reset MyIngress.{r}" for r in GROUP_REGISTERS),
             *install_commands(groups, node_base)]
 
@@ -421,12 +458,14 @@ def communicator_nodes(size: int) -> int:
     return size + size * (size + 1) + size * size
 
 
-def communicator_span(group: dict[str, Any], size: int) -> dict[str, range]:
-    """The gids, QPNs and multicast groups one communicator's groups occupy."""
+def communicator_span(group: Mapping[str, Any], size: int) -> dict[str, range]:
+    """The gids, QPNs and multicast groups one communicator's groups occupy
+    (``group``: a phase's ``epic_group``)."""
+    spec = epic_group_spec(group)
     k = group_count(size)
-    mgid = int(group.get("mgid", 1))
-    return {"gid": range(int(group["gid"]), int(group["gid"]) + k),
-            "qpn": range(int(group["qpn"]), int(group["qpn"]) + k),
+    mgid = spec.get("mgid", 1)
+    return {"gid": range(spec["gid"], spec["gid"] + k),
+            "qpn": range(spec["qpn"], spec["qpn"] + k),
             "mgid": range(mgid, mgid + 2 * k)}
 
 
@@ -480,7 +519,7 @@ class SimSwitch:
     port (``host_mac``), the port's MAC likewise (``port_mac``). ``defines``
     are the program's preprocessor defines (e.g. ``{"EPIC_WINDOW_LOG2": "7"}``)."""
 
-    def __init__(self, wire: Any, addresses: Sequence[str], hosts: dict[str, int], *,
+    def __init__(self, wire: SimWire, addresses: Sequence[str], hosts: dict[str, int], *,
                  program: str | os.PathLike[str] = EPIC_P4, seed: int = 1,
                  defines: Mapping[str, str] | None = None) -> None:
         from switches.soft.compiler import compile_program
@@ -533,6 +572,7 @@ class SimSwitch:
 
 
 __all__ = ["EPIC_P4", "GROUP_REGISTERS", "WINDOW_DEFINE", "AggregationTree", "EpicGroup",
+           "EpicGroupSpec", "TreeSwitchSpec", "epic_group_spec",
            "EpicMember", "EpicParent", "SimSwitch", "SwitchPort", "TreeSwitch",
            "communicator_groups", "communicator_nodes", "communicator_span", "fabric_link",
            "fabric_tree", "install_commands", "install_tree_from_rendezvous", "program_window",

@@ -268,7 +268,7 @@ def star_router(
     if link_delay_us < 0:
         raise ValueError("link_delay_us must be >= 0")
     cmds = (router_commands(addrs) if install_routes else []) + list(extra_commands)
-    link_opts: dict[str, Any] = {}
+    link_opts: dict[str, type[Link] | str] = {}    # addLink's: TCLink and its delay
     if link_delay_us and target.has_verb("set_port_delay_us"):
         cmds.append(f"set_port_delay_us {round(2 * link_delay_us)}")
     elif link_delay_us:

@@ -25,12 +25,19 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ground.netlink import NetlinkError, delete_link
 
 if TYPE_CHECKING:
     from mininet.net import Mininet
+
+
+class OwnedProcess(TypedDict):
+    """A process a record lists: when it started (process_start_time: to tell
+    it from a later process with its pid) and what it is."""
+    start: int
+    what: str
 
 __all__ = ["STATE_DIR_ENV", "state_dir", "Record", "this_process_record", "record_network",
            "forget_network", "Cleanup", "remove_recorded", "live_entries", "record_files", "process_start_time"]
@@ -76,7 +83,7 @@ class Record:
     path: Path
     owner: int
     owner_start: int | None
-    processes: dict[int, dict[str, Any]] = field(default_factory=dict)  # pid -> {start, what}
+    processes: dict[int, OwnedProcess] = field(default_factory=dict)  # by pid
     interfaces: dict[str, int] = field(default_factory=dict)            # name -> ifindex
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -219,7 +226,7 @@ def remove_recorded(paths: Iterable[Path] | None = None, *, include_live_owners:
     ``include_live_owners``. Only an object whose pid and start time (or name
     and ifindex) still match its record is touched."""
     out = Cleanup()
-    todo: list[tuple[Record, int, dict[str, Any]]] = []
+    todo: list[tuple[Record, int, OwnedProcess]] = []
     recs: list[Record] = []
     for path in (record_files() if paths is None else list(paths)):
         try:

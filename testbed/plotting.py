@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import matplotlib
 
@@ -26,6 +26,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from testbed.timeline import PhaseData, counter_points, load_phase, rate_series  # noqa: E402
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["flow_timeline", "dcqcn_panel", "collective_timeline", "run_plots", "typed_run_plots",
            "phase_timelines"]
@@ -77,24 +80,12 @@ def flow_timeline(data: PhaseData, out: Path, *, title: str, port: int | None,
             ax_c.step(cnps, range(1, len(cnps) + 1), where="post", color=c,
                       label=f"{flow} CNPs received")
             ax_c.plot(cnps, [0] * len(cnps), "|", color=c, markersize=10)
-        rtx = data.flow_events(flow, "retransmit")
-        if rtx:
-            n = 0
-            pts = []
-            for e in rtx:
-                n += e["packets"]
-                pts.append(((e["t_ns"] - t0) / 1e9, n))
-            ax_c.step([t for t, _ in pts], [v for _, v in pts], where="post", color=c,
-                      linestyle="-.", label=f"{flow} packets retransmitted")
-        tx = data.flow_events(flow, "cnp_tx")
-        if tx:
-            n = 0
-            pts = []
-            for e in tx:
-                n += e["count"]
-                pts.append(((e["t_ns"] - t0) / 1e9, n))
-            ax_c.step([t for t, _ in pts], [v for _, v in pts], where="post", color=c,
-                      linestyle=":", label=f"{flow} CNPs sent (receiver)")
+        for kind, key, style, what in (("retransmit", "packets", "-.", "packets retransmitted"),
+                                       ("cnp_tx", "count", ":", "CNPs sent (receiver)")):
+            pts = _running_total(data.flow_events(flow, kind), key, t0)
+            if pts:
+                ax_c.step([t for t, _ in pts], [v for _, v in pts], where="post", color=c,
+                          linestyle=style, label=f"{flow} {what}")
     if line_rate_bps:
         ax_r.axhline(line_rate_bps / 1e6, color="grey", linewidth=0.8, linestyle=":",
                      label="bottleneck")
@@ -174,7 +165,18 @@ _DCQCN_MARKERS = {"cut": ("v", "cut"), "fast_recovery": (".", "fast recovery"),
                   "additive": ("^", "additive increase"), "hyper": ("*", "hyper increase")}
 
 
-def dcqcn_panel(ax: Any, data: PhaseData, t0: int, colors: Sequence[str]) -> None:
+def _running_total(events: Iterable[dict[str, Any]], key: str, t0: int
+                   ) -> list[tuple[float, int]]:
+    """(seconds since t0, the sum of ``key`` over the events so far), per event."""
+    n = 0
+    pts = []
+    for e in events:
+        n += e[key]
+        pts.append(((e["t_ns"] - t0) / 1e9, n))
+    return pts
+
+
+def dcqcn_panel(ax: Axes, data: PhaseData, t0: int, colors: Sequence[str]) -> None:
     """Per sending QP: Rc (solid) and Rt (dotted) in Mb/s after every DCQCN event,
     one marker per event (cut, or increase by stage), alpha on a right axis."""
     ax_a = ax.twinx()
@@ -212,7 +214,8 @@ def dcqcn_panel(ax: Any, data: PhaseData, t0: int, colors: Sequence[str]) -> Non
 def collective_timeline(data: PhaseData, out: Path, *, title: str) -> Path:
     """Ring steps per rank: a bar from step start to step end."""
     t0 = data.start_ns()
-    starts: dict[tuple[Any, ...], float] = {}
+    # a step by (rank, seq, channel, step) -> its start (s)
+    starts: dict[tuple[int | None, int | None, int | None, int | None], float] = {}
     fig, ax = plt.subplots(figsize=(9, 4))
     colors = {"RS": "tab:blue", "AG": "tab:green"}
     ranks = set()
@@ -238,7 +241,7 @@ def collective_timeline(data: PhaseData, out: Path, *, title: str) -> Path:
     return out
 
 
-def algbw_panel(ax: Any, sizes_bytes: Sequence[int], algbw: Mapping[str, Sequence[float]],
+def algbw_panel(ax: Axes, sizes_bytes: Sequence[int], algbw: Mapping[str, Sequence[float]],
                 ideal_fraction: dict[str, float], labels: dict[str, str], link_mbps: float,
                 *, title: str, title_size: float | None = None) -> None:
     """Algorithm throughput against message size, one line per scheme, each
@@ -251,11 +254,14 @@ def algbw_panel(ax: Any, sizes_bytes: Sequence[int], algbw: Mapping[str, Sequenc
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size (KiB)")
     ax.set_ylabel("algorithm throughput (Mb/s)")
-    ax.set_title(title, **({} if title_size is None else {"fontsize": title_size}))
+    if title_size is None:
+        ax.set_title(title)
+    else:
+        ax.set_title(title, fontsize=title_size)
     ax.grid(True, alpha=0.3)
 
 
-def measured_beside_reference(ax: Any, names: Sequence[str], measured: Sequence[float],
+def measured_beside_reference(ax: Axes, names: Sequence[str], measured: Sequence[float],
                               reference: Sequence[float], *, measured_label: str,
                               reference_label: str, title: str) -> None:
     """Paired bars: each measured figure beside its reference (the paper's

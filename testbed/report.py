@@ -102,7 +102,8 @@ class RunRecord:
         return rev + (" (dirty)" if v.get("git_dirty") else "")
 
     @property
-    def overrides(self) -> dict[str, Any]:
+    def overrides(self) -> dict[str, str]:
+        """The run's ``-p NAME=VALUE`` (its summary's, as RunOptions.overrides)."""
         return dict(self.summary.get("overrides") or {})
 
     def plot_files(self) -> list[Path]:
@@ -268,7 +269,8 @@ def _plots_for(claims: list[Claim], run: RunRecord) -> list[Path]:
     return out
 
 
-def _shown(v: Any) -> str:
+def _shown(v: object) -> str:
+    """A parameter's value (of any type) as the report shows it."""
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
@@ -424,7 +426,8 @@ td.fig{white-space:nowrap}
 """
 
 
-def _e(x: Any) -> str:
+def _e(x: object) -> str:
+    """Any value as HTML text."""
     return html.escape(str(x))
 
 

@@ -120,7 +120,7 @@ class RxeHost(Host):
             raise RxeHostError(f"rxe host {name}: needs gateway=(ip, mac) of its switch port")
         self.gateway_ip, self.gateway_mac = gateway
         self.rxe_device: str | None = None
-        self._rules: list[dict[str, Any]] = []
+        self._rules: list[dict[str, int | str]] = []    # ip rule's arguments
         self._uses_rp_filter = False
         super().__init__(name, inNamespace=False, **params)
 

@@ -47,10 +47,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, TypedDict
 
 from testbed.experiment import ExperimentError
 from testbed.runner import RunError, RunOptions, RunTerminated, run
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
+
+    from distributed import Client, Future
+
+    from testbed.bench_hosts import MachineInfo
 
 __all__ = ["SuiteRun", "SuiteProgress", "SuiteError", "RunSpec", "plan_runs", "execute",
            "run_suite", "connect", "format_table", "write_record", "RETRIES"]
@@ -263,7 +271,7 @@ def _again(spec: RunSpec, attempt: int, error: str, duration_s: float,
 
 def run_suite(names: list[str], root: Path, opts: RunOptions, *, repeat: int = 1,
               progress: SuiteProgress | None = None, runner: Runner = run, jobs: int = 1,
-              client: Any = None) -> list[SuiteRun]:
+              client: Client | None = None) -> list[SuiteRun]:
     """Run every experiment of ``names`` ``repeat`` times into ``root``: in
     this process one after the other, ``jobs`` at a time in processes of
     their own, or on the Dask cluster of ``client``. Returns the records in
@@ -335,21 +343,21 @@ def _stopping(stop: Callable[[], None]) -> Iterator[None]:
 class _Slot:
     spec: RunSpec
     attempt: int
-    proc: Any           # multiprocessing's Process
-    conn: Any           # the end of its pipe that this process reads
+    proc: BaseProcess
+    conn: Connection    # the end of its pipe that this process reads
     t0: float
 
 
 def _in_processes(specs: list[RunSpec], jobs: int, runner: Runner,
                   prog: SuiteProgress) -> list[SuiteRun]:
     import multiprocessing
-    from multiprocessing.connection import wait
+    from multiprocessing.connection import Connection, wait
 
     # fork: the run starts at once with what this process has imported,
     # and so does a runner a caller (a test) passes in
     ctx = multiprocessing.get_context("fork")
     todo: deque[tuple[RunSpec, int]] = deque((s, 1) for s in specs)
-    running: dict[Any, _Slot] = {}
+    running: dict[Connection, _Slot] = {}
     out: dict[int, SuiteRun] = {}
     with _stopping(lambda: _stop([s.proc for s in running.values()])):
         while todo or running:
@@ -365,25 +373,25 @@ def _in_processes(specs: list[RunSpec], jobs: int, runner: Runner,
                 running[recv] = _Slot(spec, attempt, proc, recv, time.monotonic())
                 if attempt == 1:
                     prog.start(spec.index, spec.label)
-            ready = wait(list(running), timeout=1.0)
+            ready = [c for c in wait(list(running), timeout=1.0) if isinstance(c, Connection)]
             if not ready:
                 prog.waiting(len(out))
             for ready_conn in ready:
                 slot = running[ready_conn]
                 kind: str
-                payload: Any
+                payload: str | SuiteRun     # ("done", its record), else a line or why
                 try:
                     kind, payload = slot.conn.recv()
                 except EOFError:                       # it died before it reported
                     slot.proc.join()
                     kind, payload = "lost", _exit_text(slot.proc.exitcode)
                 if kind == "line":
-                    prog.line(payload, slot.spec.index)
+                    prog.line(str(payload), slot.spec.index)
                     continue
                 del running[ready_conn]
                 slot.conn.close()
                 slot.proc.join()
-                if kind == "done":
+                if isinstance(payload, SuiteRun):      # kind "done"
                     r: SuiteRun | None = replace(payload, attempts=slot.attempt)
                 else:
                     r = _again(slot.spec, slot.attempt, payload, time.monotonic() - slot.t0,
@@ -406,7 +414,7 @@ def _exit_text(code: int | None) -> str:
     return f"its process exited (status {code}) without a result"
 
 
-def _child(spec: RunSpec, runner: Runner, conn: Any, parent: int) -> None:
+def _child(spec: RunSpec, runner: Runner, conn: Connection, parent: int) -> None:
     """A forked process's one run; it reports on ``conn``: its lines, then
     ("done", record) or ("raised", what)."""
     # A process group of its own: a Ctrl-C on the terminal reaches the suite's
@@ -417,7 +425,7 @@ def _child(spec: RunSpec, runner: Runner, conn: Any, parent: int) -> None:
     try:
         r = execute(replace(spec, opts=replace(spec.opts,
                                                echo=lambda s: conn.send(("line", s)))), runner)
-        msg: tuple[str, Any] = ("done", r)
+        msg: tuple[str, SuiteRun | str] = ("done", r)
     except BaseException as e:
         msg = ("raised", _describe(e))
     try:
@@ -440,17 +448,17 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _stop(procs: list[Any]) -> None:
+def _stop(procs: list[BaseProcess]) -> None:
     """Interrupt every run still going (SIGINT, as Ctrl-C: the run records
     it and stops its own children), then wait for them; kill the process
     group of one that outlasts STOP_GRACE_S."""
     for p in procs:
-        if p.is_alive():
+        if p.is_alive() and p.pid is not None:     # (a started process has its pid)
             os.kill(p.pid, signal.SIGINT)
     deadline = time.monotonic() + STOP_GRACE_S
     for p in procs:
         p.join(max(0.0, deadline - time.monotonic()))
-        if p.is_alive():
+        if p.is_alive() and p.pid is not None:
             os.killpg(p.pid, signal.SIGKILL)
             p.join()
 
@@ -459,7 +467,7 @@ def _stop(procs: list[Any]) -> None:
 # on a Dask distributed cluster
 
 
-def connect(address: str, timeout_s: float | None = None) -> Any:
+def connect(address: str, timeout_s: float | None = None) -> Client:
     """A ``distributed.Client`` of the scheduler at ``address``; SuiteError
     (one line) if the package is missing or no scheduler answers there
     within ``timeout_s`` (default CONNECT_TIMEOUT_S)."""
@@ -486,13 +494,13 @@ def _quiet(_line: str) -> None:
     """A run's echo on a worker: its lines are in its progress.log."""
 
 
-def _on_dask(specs: list[RunSpec], client: Any, runner: Runner,
+def _on_dask(specs: list[RunSpec], client: Client, runner: Runner,
              prog: SuiteProgress) -> list[SuiteRun]:
     from distributed import as_completed
 
-    submitted: dict[Any, tuple[RunSpec, int, float]] = {}
+    submitted: dict[Future[SuiteRun], tuple[RunSpec, int, float]] = {}
 
-    def submit(spec: RunSpec, attempt: int) -> Any:
+    def submit(spec: RunSpec, attempt: int) -> Future[SuiteRun]:
         portable = replace(spec, opts=replace(spec.opts, echo=_quiet))
         f = client.submit(execute, portable, runner, pure=False,
                           key=f"testbed-run-{spec.run_dir.name}-{attempt}-{uuid.uuid4().hex[:8]}")
@@ -541,8 +549,30 @@ def format_table(runs: list[SuiteRun], total_s: float) -> str:
     return "\n".join(lines)
 
 
+class SuiteRunRecord(TypedDict):
+    """One run of ``suite.json``."""
+    experiment: str
+    run_dir: str
+    ok: bool
+    seconds: float
+    fidelity_ok: bool | None
+    verdict: str
+    error: str
+    attempts: int
+
+
+class SuiteRecord(TypedDict):
+    """``suite.json`` (:func:`write_record`)."""
+    command: str
+    commit: str | None
+    dirty: bool | None
+    machine: MachineInfo
+    total_s: float
+    results: list[SuiteRunRecord]
+
+
 def write_record(path: Path, runs: list[SuiteRun], total_s: float, command: str,
-                 load_start: tuple[float, ...] | None = None) -> dict[str, Any]:
+                 load_start: tuple[float, ...] | None = None) -> SuiteRecord:
     """``suite.json``: the command, the commit and machine (with the load
     average at the start, if given, and at the end), each run's time,
     verdict and attempts, and the total wall time (results/reference/run-all-quick.json
@@ -551,7 +581,7 @@ def write_record(path: Path, runs: list[SuiteRun], total_s: float, command: str,
 
     m = machine_info()
     m.pop("load_avg_start", None)   # machine_info's is now, i.e. the end
-    rec: dict[str, Any] = {
+    rec: SuiteRecord = {
         "command": command,
         "commit": m.pop("commit"), "dirty": m.pop("dirty"),
         "machine": m | {"load_avg_start": [round(x, 2) for x in load_start] if load_start

@@ -25,13 +25,16 @@ import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from testbed.runner import RunError, RunOptions, flatten_keys, run
 
-__all__ = ["FIGURES", "Comparison", "validate", "compare", "markdown"]
+__all__ = ["FIGURES", "Comparison", "RunRecord", "validate", "compare", "markdown"]
 
 EXACT, SPREAD = "exact", "spread"
+
+# one run's value of a figure: a bit-exactness flag or a number
+FigureValue = bool | float
 
 # experiment -> (result key, how the engines must agree)
 FIGURES: dict[str, tuple[tuple[str, float | str], ...]] = {
@@ -56,25 +59,41 @@ class Comparison:
     experiment: str
     key: str
     rule: float | str
-    mininet: list[Any]
-    sim: list[Any]
+    mininet: list[FigureValue]
+    sim: list[FigureValue]
     verdict: str            # "agrees", "differs", "not measured"
     difference: float | None = None   # (sim mean - Mininet mean) / |Mininet mean|
     why: str = ""
 
 
+class _RunKeys(TypedDict):
+    experiment: str
+    engine: str         # "mininet" or "sim"
+    run: int            # 1, 2, ... per engine
+    dir: str
+
+
+class RunRecord(_RunKeys, total=False):
+    """One run of a validation, as validation.json lists it."""
+    ok: bool            # it produced a summary
+    error: str          # why not
+    faithful: bool
+    verdict: str | None  # the run's fidelity verdict
+    wall_s: float | None
+
+
 @dataclass
 class Validation:
     comparisons: list[Comparison] = field(default_factory=list)
-    runs: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[RunRecord] = field(default_factory=list)
 
 
-def _mean(xs: list[Any]) -> float:
+def _mean(xs: list[FigureValue]) -> float:
     return statistics.fmean(float(x) for x in xs)
 
 
-def compare(experiment: str, key: str, rule: float | str, mininet: list[Any],
-            sim: list[Any]) -> Comparison:
+def compare(experiment: str, key: str, rule: float | str, mininet: list[FigureValue],
+            sim: list[FigureValue]) -> Comparison:
     """Judge one figure from the faithful runs' values."""
     c = Comparison(experiment, key, rule, mininet, sim, "not measured")
     if not mininet or not sim:
@@ -127,15 +146,15 @@ def validate(names: list[str], out: Path, *, mininet_runs: int = 1, sim_seeds: i
     val = Validation()
     base = RunOptions(quick=quick, echo=lambda _s: None, host_links=host_links)
     for name in names:
-        values: dict[str, dict[str, list[Any]]] = {"mininet": {}, "sim": {}}
+        values: dict[str, dict[str, list[FigureValue]]] = {"mininet": {}, "sim": {}}
         tries = ([("mininet", k, replace(base, engine="mininet")) for k in range(mininet_runs)]
                  + [("sim", k, replace(base, engine="sim", seed=k + 1))
                     for k in range(sim_seeds)])
         for engine, k, opts in tries:
             run_dir = out / "runs" / f"{name}-{engine}-{k + 1}"
             echo(f"{name}: {engine} run {k + 1}")
-            rec: dict[str, Any] = {"experiment": name, "engine": engine, "run": k + 1,
-                                   "dir": str(run_dir)}
+            rec: RunRecord = {"experiment": name, "engine": engine, "run": k + 1,
+                              "dir": str(run_dir)}
             if engine == "mininet" and reuse_mininet is not None:
                 rec["dir"] = str(reuse_mininet / "runs" / f"{name}-mininet-{k + 1}")
             try:
@@ -144,13 +163,14 @@ def validate(names: list[str], out: Path, *, mininet_runs: int = 1, sim_seeds: i
                 else:
                     summary = runner(name, replace(opts, out=run_dir))
             except RunError as e:
-                rec.update(ok=False, error=str(e))
+                rec["ok"], rec["error"] = False, str(e)
                 val.runs.append(rec)
                 echo(f"{name}: {engine} run {k + 1} failed: {e}")
                 continue
             faithful = bool(summary.get("fidelity_ok"))
-            rec.update(ok=True, faithful=faithful, verdict=summary.get("fidelity_verdict"),
-                       wall_s=summary.get("duration_s"))
+            rec["ok"], rec["faithful"] = True, faithful
+            rec["verdict"] = summary.get("fidelity_verdict")
+            rec["wall_s"] = summary.get("duration_s")
             val.runs.append(rec)
             if not faithful:
                 echo(f"{name}: {engine} run {k + 1} not faithful: left out")
@@ -174,7 +194,7 @@ def validate(names: list[str], out: Path, *, mininet_runs: int = 1, sim_seeds: i
     return val
 
 
-def _fmt(xs: list[Any]) -> str:
+def _fmt(xs: list[FigureValue]) -> str:
     if not xs:
         return "-"
     if all(isinstance(x, bool) for x in xs):

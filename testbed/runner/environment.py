@@ -38,7 +38,8 @@ def check_environment(target: str, hosts: str, *, need_network: bool = True) -> 
     if hosts not in ("udp", "rxe"):
         raise RunError(f"unknown host provider {hosts!r} (udp or rxe)")
     if not rep["targets"][tgt.name]:
-        why = rep.get("targets_detail", {}).get(tgt.name, {}).get("reason", "")
+        detail = rep["targets_detail"].get(tgt.name)
+        why = detail["reason"] if detail else ""
         raise RunError(f"target {tgt.name} is not installed here: "
                        + (why or "simple_switch_grpc and p4c not found")
                        + "; see `testbed doctor`, or use --target soft")

@@ -165,12 +165,16 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Mininet,
                 epic_pending = not _install_epic_tree(phase, plan, jobs, pdir, switches, opts,
                                                       applied, prog)
             elif epic_pending:
-                from testbed.epic import communicator_nodes, install_from_rendezvous
+                from testbed.epic import (
+                    communicator_nodes,
+                    epic_group_spec,
+                    install_from_rendezvous,
+                )
 
                 prior = sum(communicator_nodes(len(q.jobs))
                             for q in plan.phases[:plan.phases.index(phase)]
                             if q.epic_group is not None)
-                lines = install_from_rendezvous(phase.epic_group or {}, jobs,
+                lines = install_from_rendezvous(epic_group_spec(phase.epic_group or {}), jobs,
                                                 pdir / "rendezvous" / "epic",
                                                 node_base=prior)
                 if lines is not None:
@@ -265,18 +269,18 @@ def _install_epic_tree(phase: PhasePlan, plan: RunPlan, jobs: dict[str, JobSpec]
     """Install a fabric phase's EPIC aggregation tree (``epic_group["tree"]``) on
     every switch of it once the ranks reported their QPNs; False while some
     have not."""
-    from testbed.epic import install_tree_from_rendezvous, tree_nodes
+    from testbed.epic import epic_group_spec, install_tree_from_rendezvous, tree_nodes
 
     fab = plan.topology.fabric
     assert fab is not None and phase.epic_group is not None
     prior: dict[str, int] = {}
     for q in plan.phases[:plan.phases.index(phase)]:
         if q.epic_group is not None:
-            for n, k in tree_nodes(q.epic_group, fab, len(q.jobs)).items():
+            for n, k in tree_nodes(epic_group_spec(q.epic_group), fab, len(q.jobs)).items():
                 prior[n] = prior.get(n, 0) + k
     try:
-        lines = install_tree_from_rendezvous(phase.epic_group, jobs, pdir / "rendezvous" / "epic",
-                                             fab, node_base=prior)
+        lines = install_tree_from_rendezvous(epic_group_spec(phase.epic_group), jobs,
+                                             pdir / "rendezvous" / "epic", fab, node_base=prior)
     except ValueError as e:
         raise RunError(f"phase {phase.name}: EPIC tree: {e}") from e
     if lines is None:

@@ -21,7 +21,6 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from hosts.agent_spec import CollectiveSpec, JobSpec, TransportSpec
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology
@@ -103,12 +102,13 @@ def measure(ranks: int, link_gbps: float = 10.0, chunk_kib: int = 64,
     from switches.targets import SOFT
     from testbed.runner.switch_commands import _apply_commands
     from testbed.sim.engine import SimRun, _interpreter
+    from testbed.sim.switch import SimSwitch
     from testbed.timeline import load_phase
 
     plan = ring_plan(ranks, link_gbps, chunk_kib, payload=payload)
     program = load_generated(program_path) if program_path else None
     with tempfile.TemporaryDirectory(prefix="p4tb-bench-sim-") as d:
-        def apply(sw: Any, lines: list[str], where: str) -> None:
+        def apply(sw: SimSwitch, lines: list[str], where: str) -> None:
             _apply_commands(sw.controller(), lines, SOFT,
                             plan.topology.packet_bytes, where, [])
 

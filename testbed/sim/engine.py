@@ -38,6 +38,7 @@ from testbed.sim.switch import SimSwitch
 
 if TYPE_CHECKING:
     from hosts.agent import Agent, EventLog
+    from hosts.agent.exchange import Offer
     from switches.soft.runtime.contract import ProgramModule
     from testbed.fidelity import Verdict
     from testbed.runner.records import SimPhase, SimRecord
@@ -300,6 +301,7 @@ class SimRun:
         same rank files (testbed.epic)."""
         from testbed.epic import (
             communicator_nodes,
+            epic_group_spec,
             install_from_rendezvous,
             install_tree_from_rendezvous,
             tree_nodes,
@@ -307,8 +309,8 @@ class SimRun:
         from testbed.runner import RunError
 
         plan, net = self.plan, self.net
-        group = phase.epic_group
-        assert group is not None
+        assert phase.epic_group is not None
+        group = epic_group_spec(phase.epic_group)
         infos = [v for (g, _t), v in gathered.items() if g == "epic"]
         if len(infos) != 1:
             raise RunError(f"phase {phase.name}: {len(infos)} EPIC communicators; "
@@ -328,7 +330,8 @@ class SimRun:
                 prior: dict[str, int] = {}
                 for q in earlier:
                     assert q.epic_group is not None
-                    for n, k in tree_nodes(q.epic_group, fab, len(q.jobs)).items():
+                    for n, k in tree_nodes(epic_group_spec(q.epic_group), fab,
+                                           len(q.jobs)).items():
                         prior[n] = prior.get(n, 0) + k
                 by_switch = install_tree_from_rendezvous(group, jobs, d, fab, node_base=prior)
         except ValueError as e:
@@ -365,7 +368,7 @@ def _sim_job(spec: JobSpec) -> JobSpec:
         t, qdisc_ahead_packets=0, scale=scale))
 
 
-def _gather(offers: dict[str, list[Any]], phase: str) -> dict[tuple[str, str], list[Any]]:
+def _gather(offers: dict[str, list[Offer]], phase: str) -> dict[tuple[str, str], list[Any]]:
     from testbed.runner import RunError
 
     groups: dict[tuple[str, str], dict[int, Any]] = {}

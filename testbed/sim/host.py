@@ -16,7 +16,7 @@ from __future__ import annotations
 import socket
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ground.wire.ethernet import (
     ETH_HLEN,
@@ -31,6 +31,9 @@ from ground.wire.udp import UDP, UDP_HLEN
 from hosts.roce.constants import ECN_ECT0, ECN_MASK, ROCE_UDP_PORT
 from testbed.sim.link import TxLine
 from testbed.sim.loop import EventLoop, SimError
+
+if TYPE_CHECKING:
+    from hosts.agent import Agent
 
 __all__ = ["SimNic", "SimHost", "SimPauseSocket", "MemoryDoneBarrier"]
 
@@ -179,7 +182,8 @@ class SimPauseSocket:
     def __init__(self) -> None:
         self.frames: deque[bytes] = deque()
 
-    def recvmsg(self, _bufsize: int, _ancbufsize: int = 0) -> tuple[bytes, list[Any], int, None]:
+    def recvmsg(self, _bufsize: int, _ancbufsize: int = 0
+                ) -> tuple[bytes, list[tuple[int, int, bytes]], int, None]:
         if not self.frames:
             raise BlockingIOError
         return self.frames.popleft(), [], 0, None
@@ -187,7 +191,7 @@ class SimPauseSocket:
     def setblocking(self, _flag: bool) -> None:
         pass
 
-    def setsockopt(self, *_args: Any) -> None:
+    def setsockopt(self, *_args: int | bytes) -> None:
         raise OSError("no receive timestamps: the frame's time is the simulated clock's")
 
     def fileno(self) -> int:
@@ -219,7 +223,7 @@ class SimHost:
     ``passthrough`` types (the runner's SIGTERM, say) are not the agent's
     failure: they end the run."""
 
-    def __init__(self, name: str, loop: EventLoop, nic: SimNic, agent: Any,
+    def __init__(self, name: str, loop: EventLoop, nic: SimNic, agent: Agent,
                  on_finished: Callable[[SimHost], None],
                  on_error: Callable[[SimHost, BaseException], None],
                  passthrough: tuple[type[BaseException], ...] = ()) -> None:
@@ -239,7 +243,7 @@ class SimHost:
 
     def begin(self, t0: int, barrier: MemoryDoneBarrier) -> None:
         """Schedule the agent's start at ``t0``."""
-        def start(_: Any) -> None:
+        def start(_: None) -> None:
             try:
                 self.agent.begin(t0, barrier)
             except self.passthrough:

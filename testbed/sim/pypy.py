@@ -34,9 +34,12 @@ import tempfile
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from testbed.sim.driver import FAULT, SimOutcome
+
+if TYPE_CHECKING:
+    from testbed.experiment import RunPlan
 
 INTERPRETERS = ("auto", "pypy", "cpython")
 PYPY_ENV = "TESTBED_SIM_PYPY"  # a PyPy executable with numpy, instead of .venv-pypy
@@ -94,7 +97,7 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_in_child(exe: str, plan: Any, run_dir: Path, *, seed: int, host_links: str,
+def run_in_child(exe: str, plan: RunPlan, run_dir: Path, *, seed: int, host_links: str,
                  packet_bytes: int, program_path: str,
                  line: Callable[[str], None]) -> SimOutcome:
     """Run every phase of ``plan`` under ``exe``; progress goes to ``line``.

@@ -95,25 +95,28 @@ class TableGen(ParserGen):
         lpw = d.properties.get("largest_priority_wins")
         if lpw is not None:
             ti.largest_priority_wins = bool(self.const(lpw))
-        ctr = d.properties.get("counters")
+        ctr = self._direct_instance(d, "counters")
         if ctr is not None:
-            cd = getattr(ctr, "decl", None)
-            if isinstance(cd, ir.InstantiationDecl):
-                cname = self.inst_name(cd)
-                kind = self.enum_member(cd.args[0].value)
-                self.info.counters[cname] = CounterInfo(cname, 0, kind, direct_table=name)
-                ti.direct_counter = cname
-        mtr = d.properties.get("meters")
+            cname, kind = ctr
+            self.info.counters[cname] = CounterInfo(cname, 0, kind, direct_table=name)
+            ti.direct_counter = cname
+        mtr = self._direct_instance(d, "meters")
         if mtr is not None:
-            md = getattr(mtr, "decl", None)
-            if isinstance(md, ir.InstantiationDecl):
-                mname = self.inst_name(md)
-                kind = self.enum_member(md.args[0].value)
-                self.info.meters[mname] = MeterInfo(mname, 0, kind, direct_table=name)
-                ti.direct_meter = mname
-                self.direct_meter_table[mname] = name
+            mname, kind = mtr
+            self.info.meters[mname] = MeterInfo(mname, 0, kind, direct_table=name)
+            ti.direct_meter = mname
+            self.direct_meter_table[mname] = name
         self.info.tables[name] = ti
         return ti
+
+    def _direct_instance(self, d: ir.TableDecl, prop: str) -> tuple[str, str] | None:
+        """The direct counter or meter (``prop``: "counters" or "meters") of
+        table ``d``, as (its control-plane name, its kind); None if it has none."""
+        value = d.properties.get(prop)
+        decl = getattr(value, "decl", None) if value is not None else None
+        if not isinstance(decl, ir.InstantiationDecl):
+            return None
+        return self.inst_name(decl), self.enum_member(decl.args[0].value)
 
     def _data_args(self, ad: ir.ActionDecl, args: list[ir.Argument], loc: Location) -> list[int]:
         dl = [p for p in ad.params if not p.direction]

@@ -430,19 +430,27 @@ def _wanted_profiles(pipe: Pipeline, profile_id: int) -> list[ProfileMeta]:
     return [pipe.profile(profile_id)]
 
 
+def _wanted_handles(pipe: Pipeline, sw: SoftSwitch, profile_id: int, wanted: int,
+                    groups: bool) -> Iterator[tuple[ProfileMeta, ActionProfile, int, int]]:
+    """(profile, its runtime profile, P4Runtime id, runtime handle) of the
+    members (or ``groups``) a read names, by id; ``wanted`` 0: all of them."""
+    for ap in _wanted_profiles(pipe, profile_id):
+        prof = sw.action_profiles[ap.name]
+        for pid, h in sorted((ap.groups if groups else ap.members).items()):
+            if not wanted or pid == wanted:
+                yield ap, prof, pid, h
+
+
 def read_action_profile_members(pipe: Pipeline, sw: SoftSwitch, want: pb.ActionProfileMember
                                 ) -> Iterator[pb.Entity]:
-    for ap in _wanted_profiles(pipe, want.action_profile_id):
-        prof = sw.action_profiles[ap.name]
-        for mid, h in sorted(ap.members.items()):
-            if want.member_id and mid != want.member_id:
-                continue
-            m = prof.members.get(h)
-            if m is None:
-                continue
-            out = pb.ActionProfileMember(action_profile_id=ap.id, member_id=mid)
-            _set_action(pipe, out, m.action, m.args)
-            yield pb.Entity(action_profile_member=out)
+    for ap, prof, mid, h in _wanted_handles(pipe, sw, want.action_profile_id, want.member_id,
+                                            groups=False):
+        m = prof.members.get(h)
+        if m is None:
+            continue
+        out = pb.ActionProfileMember(action_profile_id=ap.id, member_id=mid)
+        _set_action(pipe, out, m.action, m.args)
+        yield pb.Entity(action_profile_member=out)
 
 
 def _set_group_members(ap: ProfileMeta, prof: ActionProfile, gh: int,
@@ -501,20 +509,17 @@ def write_action_profile_group(pipe: Pipeline, sw: SoftSwitch, utype: int,
 
 def read_action_profile_groups(pipe: Pipeline, sw: SoftSwitch, want: pb.ActionProfileGroup
                                ) -> Iterator[pb.Entity]:
-    for ap in _wanted_profiles(pipe, want.action_profile_id):
-        prof = sw.action_profiles[ap.name]
-        for gid, gh in sorted(ap.groups.items()):
-            if want.group_id and gid != want.group_id:
-                continue
-            members = prof.groups.get(gh)
-            if members is None:
-                continue
-            out = pb.ActionProfileGroup(action_profile_id=ap.id, group_id=gid)
-            for h in members:
-                mid = ap.member_id(h)
-                if mid is not None:
-                    out.members.add(member_id=mid, weight=1)
-            yield pb.Entity(action_profile_group=out)
+    for ap, prof, gid, gh in _wanted_handles(pipe, sw, want.action_profile_id, want.group_id,
+                                             groups=True):
+        members = prof.groups.get(gh)
+        if members is None:
+            continue
+        out = pb.ActionProfileGroup(action_profile_id=ap.id, group_id=gid)
+        for h in members:
+            mid = ap.member_id(h)
+            if mid is not None:
+                out.members.add(member_id=mid, weight=1)
+        yield pb.Entity(action_profile_group=out)
 
 
 def _indirect_ref(pipe: Pipeline, tm: TableMeta, ap: ProfileMeta, prof: ActionProfile,

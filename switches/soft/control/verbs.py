@@ -655,17 +655,18 @@ class ControlPlane:
         self.sw.pre.node_update(h, ports)
         return f"Updating node {h} with port map {_port_map(ports)} and lag map "
 
+    def _group_and_node(self, args: list[str], verb: str) -> tuple[int, int]:
+        """``verb <group id> <node handle>``'s two numbers."""
+        self._nargs(args, 2, f"{verb} <group id> <node handle>")
+        return _parse_int(args[0], "multicast group id"), _parse_int(args[1], "node handle")
+
     def do_mc_node_associate(self, args: list[str]) -> str:
-        self._nargs(args, 2, "mc_node_associate <group id> <node handle>")
-        mgid = _parse_int(args[0], "multicast group id")
-        h = _parse_int(args[1], "node handle")
+        mgid, h = self._group_and_node(args, "mc_node_associate")
         self.sw.pre.node_associate(mgid, h)
         return f"Associating node {h} to multicast group {mgid}"
 
     def do_mc_node_dissociate(self, args: list[str]) -> str:
-        self._nargs(args, 2, "mc_node_dissociate <group id> <node handle>")
-        mgid = _parse_int(args[0], "multicast group id")
-        h = _parse_int(args[1], "node handle")
+        mgid, h = self._group_and_node(args, "mc_node_dissociate")
         self.sw.pre.node_dissociate(mgid, h)
         return f"Dissociating node {h} from multicast group {mgid}"
 
@@ -750,25 +751,25 @@ class ControlPlane:
     def do_set_queue_rate(self, args: list[str]) -> str:
         return self._queue_setting(args, "set_queue_rate", "rate_pps", self.sw.tm.set_rate)
 
-    def do_set_port_rate_bps(self, args: list[str]) -> str:
-        usage = "set_port_rate_bps <bps> [<egress_port>]  (soft-target extension)"
+    def _port_setting(self, args: list[str], verb: str, what: str,
+                      setter: Callable[[int, int | None], None]) -> str:
+        """``verb <what> [<egress_port>]``: ``setter(value, port)``, every
+        port without one."""
+        usage = f"{verb} <{what}> [<egress_port>]  (soft-target extension)"
         self._minargs(args, 1, usage)
         if len(args) > 2:
             raise CommandError(f"Too many args (usage: {usage})")
-        bps = _parse_nonneg(args[0], "bps")
+        value = _parse_nonneg(args[0], what)
         port = _parse_nonneg(args[1], "egress_port") if len(args) > 1 else None
-        self.sw.tm.set_port_rate_bps(bps, port)
+        setter(value, port)
         return ""
 
+    def do_set_port_rate_bps(self, args: list[str]) -> str:
+        return self._port_setting(args, "set_port_rate_bps", "bps", self.sw.tm.set_port_rate_bps)
+
     def do_set_port_delay_us(self, args: list[str]) -> str:
-        usage = "set_port_delay_us <microseconds> [<egress_port>]  (soft-target extension)"
-        self._minargs(args, 1, usage)
-        if len(args) > 2:
-            raise CommandError(f"Too many args (usage: {usage})")
-        us = _parse_nonneg(args[0], "microseconds")
-        port = _parse_nonneg(args[1], "egress_port") if len(args) > 1 else None
-        self.sw.tm.set_port_delay_us(us, port)
-        return ""
+        return self._port_setting(args, "set_port_delay_us", "microseconds",
+                                  self.sw.tm.set_port_delay_us)
 
     def do_set_pfc(self, args: list[str]) -> str:
         usage = "set_pfc <xoff_pkts> <xon_pkts> | set_pfc off  (soft-target extension)"
