@@ -46,7 +46,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from hosts.agent_spec import EPIC_WINDOW, CollectiveSpec, JobSpec, TransportSpec
 from hosts.commlib.epic import ELEMS, PACKET_BYTES, WINDOW
@@ -207,31 +207,117 @@ def bdp_window_log2(link_gbps: float, nic_latency_us: float, depth: int = 2) -> 
     return max(1, math.ceil(math.log2(2 * bdp_pkts)))
 
 
+class PaperHosts(TypedDict):
+    """A paper profile's host model: HOST_LATENCY's NIC and host library, and
+    the window sized to the paper's links (bdp_window_log2)."""
+
+    nic_latency_us: float
+    step_overhead_us: float
+    window_log2: int
+
+
+def paper_hosts(nic_gbps: float, depth: int = 2) -> PaperHosts:
+    """The EPIC experiments' paper profiles' ``nic_latency_us``,
+    ``step_overhead_us`` and ``window_log2`` (``cls(..., **paper_hosts(...))``):
+    HOST_LATENCY, and a window for links of ``nic_gbps`` through a tree of
+    ``depth`` (bdp_window_log2)."""
+    return PaperHosts(nic_latency_us=HOST_LATENCY["nic_latency_us"],
+                      step_overhead_us=HOST_LATENCY["step_overhead_us"],
+                      window_log2=bdp_window_log2(nic_gbps, HOST_LATENCY["nic_latency_us"],
+                                                  depth=depth))
+
+
+# The parameters every EPIC experiment declares, one declaration each: each
+# experiment's Params calls these where it lists the parameter (a shared
+# dataclass base would put its fields first and so reorder each experiment's
+# `testbed run NAME --help`). The arguments are the parts of a meaning that
+# differ from one experiment to another.
+def link_mbps_param() -> float:
+    return param(0.5, "rate of every switch port and host NIC", "Mb/s")
+
+
+def nic_gbps_param(default: float = 100.0) -> float:
+    return param(default, "the paper's NIC: slowdown = nic_gbps / link_mbps", "Gb/s")
+
+
+def backend_param(switches: str = "switch's") -> str:
+    return param(DATA_PATH, f"the soft {switches} data path: python or pypy")
+
+
+def seed_param() -> int:
+    return param(1, "seed of the ranks' input data")
+
+
+def payload_param(phantom: str = "the same packets and timing without the data") -> str:
+    return param("real", f"real (every result checked bit for bit) or phantom ({phantom})")
+
+
+def nic_latency_param() -> float:
+    return param(0.0, "the NIC's per-message latency: a posted send leaves no sooner (in the "
+                      "paper NIC's time, x slowdown)", "us")
+
+
+def step_overhead_param(per: str = "step (ring step, EPIC round) before it posts the step's "
+                                   "send") -> float:
+    return param(0.0, f"the host library's time per {per} (in the paper NIC's time, "
+                      "x slowdown)", "us")
+
+
+def window_log2_param(detail: str, switches: str = "the EPIC switch's") -> int:
+    """``detail``: what follows "packets per rank in flight" in the meaning."""
+    return param(DEFAULT_WINDOW_LOG2, f"{switches} window: 2**window_log2 packets per rank "
+                                      f"in flight{detail}", "log2 packets")
+
+
+class EpicRates:
+    """An EPIC experiment's Params' ``slowdown`` and ``window``, from its
+    ``nic_gbps``, ``link_mbps`` and ``window_log2``. A plain class, not a
+    dataclass: it adds no field, so each experiment keeps its parameters'
+    order."""
+
+    if TYPE_CHECKING:
+        nic_gbps: float
+        link_mbps: float
+        nic_latency_us: float
+        window_log2: int
+
+    @property
+    def slowdown(self) -> float:
+        return self.nic_gbps * 1e9 / (self.link_mbps * 1e6)
+
+    @property
+    def window(self) -> int:
+        """The EPIC switch's window W in packets per rank."""
+        return 1 << self.window_log2
+
+    def transport_scale(self) -> dict[str, float]:
+        """The ranks' transport scale (TransportSpec.scale): the slowdown, the
+        paper's NIC rate and its per-message latency, if any."""
+        scale = {"slowdown": self.slowdown, "nic_rate_bps": self.nic_gbps * 1e9}
+        if self.nic_latency_us:
+            scale["nic_latency_us"] = self.nic_latency_us
+        return scale
+
+
 @dataclass(frozen=True)
-class Params:
+class Params(EpicRates):
     ranks: int = param(8, "hosts in the AllReduce, one rank each", "ranks")
     min_kib: int = param(4, "smallest message of the size sweep (sizes x4 up to max_kib)",
                          "KiB")
     max_kib: int = param(1024, "largest message of the size sweep", "KiB")
     iterations: int = param(2, "AllReduces per message size and scheme", "collectives")
-    link_mbps: float = param(0.5, "rate of every switch port and host NIC", "Mb/s")
+    link_mbps: float = link_mbps_param()
     warmup_kib: int = param(256, "one EPIC AllReduce of this size before measuring (0: none)",
                             "KiB")
-    nic_gbps: float = param(100.0, "the paper's NIC: slowdown = nic_gbps / link_mbps", "Gb/s")
-    backend: str = param(DATA_PATH, "the soft switch's data path: python or pypy")
-    seed: int = param(1, "seed of the ranks' input data")
-    payload: str = param("real", "real (every result checked bit for bit) or phantom (the "
-                                 "same packets and timing without the data, for sizes whose "
-                                 "buffers would not fit in memory)")
-    nic_latency_us: float = param(0.0, "the NIC's per-message latency: a posted send leaves no "
-                                       "sooner (in the paper NIC's time, x slowdown)", "us")
-    step_overhead_us: float = param(0.0, "the host library's time per step (ring step, EPIC "
-                                         "round) before it posts the step's send (in the "
-                                         "paper NIC's time, x slowdown)", "us")
-    window_log2: int = param(DEFAULT_WINDOW_LOG2, "the EPIC switch's window: 2**window_log2 "
-                                                  "packets per rank in flight (epic.p4's "
-                                                  "EPIC_WINDOW_LOG2, 2W slots per group; the "
-                                                  "ranks keep to it)", "log2 packets")
+    nic_gbps: float = nic_gbps_param()
+    backend: str = backend_param()
+    seed: int = seed_param()
+    payload: str = payload_param("the same packets and timing without the data, for sizes "
+                                 "whose buffers would not fit in memory")
+    nic_latency_us: float = nic_latency_param()
+    step_overhead_us: float = step_overhead_param()
+    window_log2: int = window_log2_param(" (epic.p4's EPIC_WINDOW_LOG2, 2W slots per group; "
+                                         "the ranks keep to it)")
 
     @classmethod
     def quick(cls) -> Params:
@@ -255,11 +341,7 @@ class Params:
         lo, hi = PAPER["message_bytes"]
         return cls(ranks=PAPER["ranks"], link_mbps=PAPER["nic_gbps"] * 1000.0,
                    nic_gbps=PAPER["nic_gbps"], min_kib=lo // 1024, max_kib=hi // 1024,
-                   iterations=1, payload="phantom",
-                   nic_latency_us=HOST_LATENCY["nic_latency_us"],
-                   step_overhead_us=HOST_LATENCY["step_overhead_us"],
-                   window_log2=bdp_window_log2(PAPER["nic_gbps"],
-                                               HOST_LATENCY["nic_latency_us"]))
+                   iterations=1, payload="phantom", **paper_hosts(PAPER["nic_gbps"]))
 
     def __post_init__(self) -> None:
         if not 2 <= self.ranks <= MAX_RANKS:
@@ -282,15 +364,6 @@ class Params:
             k *= 4
         out.append(self.max_kib * 1024)
         return out
-
-    @property
-    def slowdown(self) -> float:
-        return self.nic_gbps * 1e9 / (self.link_mbps * 1e6)
-
-    @property
-    def window(self) -> int:
-        """The EPIC switch's window W in packets per rank."""
-        return 1 << self.window_log2
 
 
 def frame_bytes(payload: int) -> int:
@@ -329,9 +402,7 @@ def sweep_plan(p: AllReduceSweep, schemes: tuple[str, ...], notes: str,
     the plan's record."""
     sizes = p.sizes()
     counts = tuple(s // 4 for s in sizes)
-    scale: dict[str, float] = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
-    if p.nic_latency_us:
-        scale["nic_latency_us"] = p.nic_latency_us
+    scale = p.transport_scale()
     link_bps = p.link_mbps * 1e6
     phases = []
     if p.warmup_kib:
@@ -424,6 +495,7 @@ class AllReduceSweep(Protocol):
     def slowdown(self) -> float: ...
     @property
     def window(self) -> int: ...
+    def transport_scale(self) -> dict[str, float]: ...
     def sizes(self) -> list[int]: ...
 
 

@@ -43,9 +43,6 @@ from typing import TypedDict
 
 from experiments import epic_allreduce
 from experiments.epic_allreduce import (
-    DEFAULT_WINDOW_LOG2,
-    HOST_LATENCY,
-    bdp_window_log2,
     check_epic_ranks,
     frame_bytes,
     ideal_algbw_fraction,
@@ -108,31 +105,25 @@ CLAIMS = (
 
 
 @dataclass(frozen=True)
-class Params:
+class Params(epic_allreduce.EpicRates):
     ranks: int = param(8, "hosts in the AllReduce, one rank each", "ranks")
     size_kib: int = param(256, "message of each AllReduce", "KiB")
     iterations: int = param(2, "AllReduces per loss rate", "collectives")
     losses: str = param("0,0.001,0.002,0.005,0.01", "loss rates, one phase each: the "
                         "probability a packet is dropped on each of its two hops, "
                         "comma-separated, in steps of 0.0001")
-    link_mbps: float = param(0.5, "rate of every switch port and host NIC", "Mb/s")
+    link_mbps: float = epic_allreduce.link_mbps_param()
     warmup_kib: int = param(64, "one lossless EPIC AllReduce of this size before measuring "
                                 "(0: none)", "KiB")
-    nic_gbps: float = param(100.0, "the paper's NIC: slowdown = nic_gbps / link_mbps", "Gb/s")
-    backend: str = param(epic_allreduce.DATA_PATH, "the soft switch's data path: python or "
-                                                   "pypy")
-    seed: int = param(1, "seed of the ranks' input data")
-    payload: str = param("real", "real (every result checked bit for bit) or phantom (the "
-                                 "same packets and timing without the data)")
-    nic_latency_us: float = param(0.0, "the NIC's per-message latency: a posted send leaves no "
-                                       "sooner (in the paper NIC's time, x slowdown)", "us")
-    step_overhead_us: float = param(0.0, "the host library's time per EPIC round before it "
-                                         "posts the round's first send (in the paper NIC's "
-                                         "time, x slowdown)", "us")
-    window_log2: int = param(DEFAULT_WINDOW_LOG2, "the EPIC switch's window: 2**window_log2 "
-                                                  "packets per rank in flight (epic.p4's "
-                                                  "EPIC_WINDOW_LOG2; the ranks keep to it)",
-                             "log2 packets")
+    nic_gbps: float = epic_allreduce.nic_gbps_param()
+    backend: str = epic_allreduce.backend_param()
+    seed: int = epic_allreduce.seed_param()
+    payload: str = epic_allreduce.payload_param()
+    nic_latency_us: float = epic_allreduce.nic_latency_param()
+    step_overhead_us: float = epic_allreduce.step_overhead_param(
+        "EPIC round before it posts the round's first send")
+    window_log2: int = epic_allreduce.window_log2_param(
+        " (epic.p4's EPIC_WINDOW_LOG2; the ranks keep to it)")
 
     @classmethod
     def paper(cls) -> Params:
@@ -147,11 +138,7 @@ class Params:
         return cls(ranks=PAPER["ranks"], link_mbps=PAPER["nic_gbps"] * 1000.0,
                    nic_gbps=PAPER["nic_gbps"], size_kib=PAPER_SIZE_KIB,
                    iterations=PAPER_ITERATIONS,
-                   nic_latency_us=HOST_LATENCY["nic_latency_us"],
-                   step_overhead_us=HOST_LATENCY["step_overhead_us"],
-                   window_log2=bdp_window_log2(PAPER["nic_gbps"],
-                                               HOST_LATENCY["nic_latency_us"],
-                                               depth=PAPER["hops"]))
+                   **epic_allreduce.paper_hosts(PAPER["nic_gbps"], depth=PAPER["hops"]))
 
     @classmethod
     def quick(cls) -> Params:
@@ -188,15 +175,6 @@ class Params:
     def loss_list(self) -> list[float]:
         return [float(v) for v in self.losses.split(",") if v.strip()]
 
-    @property
-    def slowdown(self) -> float:
-        return self.nic_gbps * 1e9 / (self.link_mbps * 1e6)
-
-    @property
-    def window(self) -> int:
-        """The EPIC switch's window W in packets per rank."""
-        return 1 << self.window_log2
-
 
 def phase_name(loss: float) -> str:
     return f"loss-{loss:g}"
@@ -216,9 +194,7 @@ def loss_commands(loss: float) -> tuple[str, ...]:
 
 
 def plan(p: Params) -> RunPlan:
-    scale: dict[str, float] = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
-    if p.nic_latency_us:
-        scale["nic_latency_us"] = p.nic_latency_us
+    scale = p.transport_scale()
     link_bps = p.link_mbps * 1e6
     t = TransportSpec(scale=scale, path_mtu=PACKET_BYTES)
     # the timeout the ranks run with (the virtual-time engine has no timer floor;

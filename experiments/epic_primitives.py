@@ -54,11 +54,8 @@ from typing import Any
 
 from experiments import epic_allreduce
 from experiments.epic_allreduce import (
-    DEFAULT_WINDOW_LOG2,
     ENDPOINT,
-    HOST_LATENCY,
     MAX_RANKS,
-    bdp_window_log2,
     check_window_log2,
     frame_bytes,
     warmup_phase,
@@ -137,29 +134,24 @@ CLAIMS = (
 
 
 @dataclass(frozen=True)
-class Params:
+class Params(epic_allreduce.EpicRates):
     ranks: int = param(8, "hosts in the communicator, one rank each", "ranks")
     size_kib: int = param(1024, "each primitive's message (the whole buffer; int32 split "
                                 "evenly over the ranks)", "KiB")
     iterations: int = param(2, "runs of each primitive in a row, per scheme", "collectives")
     barriers: int = param(10, "Barriers per scheme, after the other primitives", "barriers")
     root: int = param(0, "the rank Reduce reduces to and Broadcast sends from", "rank")
-    link_mbps: float = param(0.5, "rate of every switch port and host NIC", "Mb/s")
+    link_mbps: float = epic_allreduce.link_mbps_param()
     warmup_kib: int = param(256, "one EPIC AllReduce of this size before measuring (0: none)",
                             "KiB")
-    nic_gbps: float = param(100.0, "the paper's NIC: slowdown = nic_gbps / link_mbps", "Gb/s")
-    backend: str = param(epic_allreduce.DATA_PATH, "the soft switch's data path: python or "
-                                                   "pypy")
-    seed: int = param(1, "seed of the ranks' input data")
-    nic_latency_us: float = param(0.0, "the NIC's per-message latency: a posted send leaves no "
-                                       "sooner (in the paper NIC's time, x slowdown)", "us")
-    step_overhead_us: float = param(0.0, "the host library's time per step (ring or chain "
-                                         "step, EPIC round) before it posts the step's send "
-                                         "(in the paper NIC's time, x slowdown)", "us")
-    window_log2: int = param(DEFAULT_WINDOW_LOG2, "the EPIC switch's window: 2**window_log2 "
-                                                  "packets per rank in flight (epic.p4's "
-                                                  "EPIC_WINDOW_LOG2, every group's; the ranks "
-                                                  "keep to it)", "log2 packets")
+    nic_gbps: float = epic_allreduce.nic_gbps_param()
+    backend: str = epic_allreduce.backend_param()
+    seed: int = epic_allreduce.seed_param()
+    nic_latency_us: float = epic_allreduce.nic_latency_param()
+    step_overhead_us: float = epic_allreduce.step_overhead_param(
+        "step (ring or chain step, EPIC round) before it posts the step's send")
+    window_log2: int = epic_allreduce.window_log2_param(
+        " (epic.p4's EPIC_WINDOW_LOG2, every group's; the ranks keep to it)")
 
     @classmethod
     def quick(cls) -> Params:
@@ -178,10 +170,7 @@ class Params:
         children's, aggregated, to the root)."""
         return cls(ranks=PAPER["ranks"], link_mbps=PAPER["nic_gbps"] * 1000.0,
                    nic_gbps=PAPER["nic_gbps"], size_kib=PAPER_SIZE_KIB, iterations=1,
-                   nic_latency_us=HOST_LATENCY["nic_latency_us"],
-                   step_overhead_us=HOST_LATENCY["step_overhead_us"],
-                   window_log2=bdp_window_log2(PAPER["nic_gbps"],
-                                               HOST_LATENCY["nic_latency_us"]))
+                   **epic_allreduce.paper_hosts(PAPER["nic_gbps"]))
 
     @classmethod
     def scaled_down_from(cls) -> dict[str, ScaledDown]:
@@ -204,15 +193,6 @@ class Params:
         if self.nic_latency_us < 0 or self.step_overhead_us < 0:
             raise ValueError("nic_latency_us and step_overhead_us must be >= 0")
         check_window_log2(self.window_log2)
-
-    @property
-    def slowdown(self) -> float:
-        return self.nic_gbps * 1e9 / (self.link_mbps * 1e6)
-
-    @property
-    def window(self) -> int:
-        """The EPIC switch's window W in packets per rank."""
-        return 1 << self.window_log2
 
     def sequence(self) -> tuple[tuple[str, int], ...]:
         """(op, int32 per rank) of the collectives each phase runs, once each;
@@ -238,9 +218,7 @@ def ideal_fraction(primitive: str, scheme: str, ranks: int) -> float:
 
 
 def plan(p: Params) -> RunPlan:
-    scale: dict[str, float] = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
-    if p.nic_latency_us:
-        scale["nic_latency_us"] = p.nic_latency_us
+    scale = p.transport_scale()
     link_bps = p.link_mbps * 1e6
     seq = p.sequence()
     phases = []

@@ -52,11 +52,7 @@ from typing import Any
 
 from experiments import epic_allreduce
 from experiments.epic_allreduce import (
-    DATA_PATH,
-    DEFAULT_WINDOW_LOG2,
-    HOST_LATENCY,
     SchemeResult,
-    bdp_window_log2,
     check_epic_ranks,
     scheme_results,
     sweep_plan,
@@ -146,7 +142,7 @@ CLAIMS = (
 
 
 @dataclass(frozen=True)
-class Params:
+class Params(epic_allreduce.EpicRates):
     models: str = param(",".join(MODELS), "the models trained, comma-separated (of "
                         + ", ".join(MODELS) + ")")
     seq_len: int = param(4, "tokens per sequence (the paper: 2048; smaller here, so that "
@@ -162,21 +158,18 @@ class Params:
                                 "DDP's 25 MB)", "KiB")
     iterations: int = param(2, "AllReduces per message size and scheme", "collectives")
     ranks: int = param(PAPER["ranks"], "hosts, one rank each: the TP and DP degree", "ranks")
-    link_mbps: float = param(0.5, "rate of every switch port and host NIC", "Mb/s")
-    nic_gbps: float = param(PAPER["nic_gbps"], "the paper's NIC: slowdown = nic_gbps / "
-                            "link_mbps", "Gb/s")
+    link_mbps: float = epic_allreduce.link_mbps_param()
+    nic_gbps: float = epic_allreduce.nic_gbps_param(PAPER["nic_gbps"])
     warmup_kib: int = param(64, "one EPIC AllReduce of this size before measuring (0: none)",
                             "KiB")
-    backend: str = param(DATA_PATH, "the soft switch's data path: python or pypy")
-    seed: int = param(1, "seed of the ranks' input data")
-    payload: str = param("real", "real (every result checked bit for bit) or phantom (the "
-                                 "same packets and timing without the data)")
+    backend: str = epic_allreduce.backend_param()
+    seed: int = epic_allreduce.seed_param()
+    payload: str = epic_allreduce.payload_param()
     nic_latency_us: float = param(0.0, "the NIC's per-message latency (paper NIC's time)",
                                   "us")
     step_overhead_us: float = param(0.0, "the host library's time per ring step or EPIC "
                                          "round (paper NIC's time)", "us")
-    window_log2: int = param(DEFAULT_WINDOW_LOG2, "the EPIC switch's window: 2**window_log2 "
-                                                  "packets per rank in flight", "log2 packets")
+    window_log2: int = epic_allreduce.window_log2_param("")
 
     @classmethod
     def quick(cls) -> Params:
@@ -194,10 +187,7 @@ class Params:
         return cls(seq_len=PAPER["seq_len"], bucket_kib=WORKLOAD["bucket_kib"],
                    link_mbps=PAPER["nic_gbps"] * 1000.0, nic_gbps=PAPER["nic_gbps"],
                    warmup_kib=256, payload="phantom",
-                   nic_latency_us=HOST_LATENCY["nic_latency_us"],
-                   step_overhead_us=HOST_LATENCY["step_overhead_us"],
-                   window_log2=bdp_window_log2(PAPER["nic_gbps"],
-                                               HOST_LATENCY["nic_latency_us"]))
+                   **epic_allreduce.paper_hosts(PAPER["nic_gbps"]))
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.model_list if m not in MODELS]
@@ -243,14 +233,6 @@ class Params:
     def sizes(self) -> list[int]:
         """The distinct AllReduce sizes (bytes) the models' iterations need."""
         return sorted({self.tp_message_bytes(m) for m in self.model_list} | {self.bucket_bytes})
-
-    @property
-    def slowdown(self) -> float:
-        return self.nic_gbps * 1e9 / (self.link_mbps * 1e6)
-
-    @property
-    def window(self) -> int:
-        return 1 << self.window_log2
 
 
 def plan(p: Params) -> RunPlan:

@@ -60,9 +60,6 @@ from typing import Any
 
 from experiments import epic_allreduce
 from experiments.epic_allreduce import (
-    DEFAULT_WINDOW_LOG2,
-    HOST_LATENCY,
-    bdp_window_log2,
     check_epic_ranks,
     frame_bytes,
     ideal_algbw_fraction,
@@ -145,7 +142,7 @@ MAX_RANKS = 15                     # 2N+1 groups inside each 32-gid block
 
 
 @dataclass(frozen=True)
-class Params:
+class Params(epic_allreduce.EpicRates):
     leaves: int = param(2, "child switches of the root switch (Tree-3-2: 2)", "switches")
     hosts_per_leaf: int = param(2, "ranks on each child switch (Tree-3-2: 2)", "ranks")
     min_kib: int = param(4, "smallest int32 AllReduce of the size sweep (sizes x4 up to "
@@ -156,29 +153,23 @@ class Params:
     float_kib: int = param(256, "the float32 AllReduce of the epic_float phase (0: no float "
                                 "phase)", "KiB")
     barriers: int = param(5, "Barriers per scheme, after the AllReduces", "barriers")
-    link_mbps: float = param(0.5, "rate of every switch port and host NIC", "Mb/s")
+    link_mbps: float = epic_allreduce.link_mbps_param()
     # With backend=pypy the three switch daemons keep compiling traces for
     # about 20 s of EPIC traffic (stalls of 100-140 ms), so that backend needs
     # 1024 here (21 s at 0.5 Mb/s) to keep them out of the measured phases;
     # the CPython data path (the default) has no such stalls.
     warmup_kib: int = param(64, "one EPIC AllReduce of this size before measuring (0: none)",
                             "KiB")
-    nic_gbps: float = param(100.0, "the paper's NIC: slowdown = nic_gbps / link_mbps", "Gb/s")
-    backend: str = param(epic_allreduce.DATA_PATH, "the soft switches' data path: python or "
-                                                   "pypy")
-    seed: int = param(1, "seed of the ranks' input data")
-    payload: str = param("real", "real (every result checked bit for bit) or phantom (the "
-                                 "integer phases' packets and timing without the data; the "
-                                 "float phase stays real)")
-    nic_latency_us: float = param(0.0, "the NIC's per-message latency: a posted send leaves no "
-                                       "sooner (in the paper NIC's time, x slowdown)", "us")
-    step_overhead_us: float = param(0.0, "the host library's time per step (ring step, EPIC "
-                                         "round) before it posts the step's send (in the "
-                                         "paper NIC's time, x slowdown)", "us")
-    window_log2: int = param(DEFAULT_WINDOW_LOG2, "every EPIC switch's window: 2**window_log2 "
-                                                  "packets per rank in flight (epic.p4's "
-                                                  "EPIC_WINDOW_LOG2 on all three switches; "
-                                                  "the ranks keep to it)", "log2 packets")
+    nic_gbps: float = epic_allreduce.nic_gbps_param()
+    backend: str = epic_allreduce.backend_param("switches'")
+    seed: int = epic_allreduce.seed_param()
+    payload: str = epic_allreduce.payload_param(
+        "the integer phases' packets and timing without the data; the float phase stays real")
+    nic_latency_us: float = epic_allreduce.nic_latency_param()
+    step_overhead_us: float = epic_allreduce.step_overhead_param()
+    window_log2: int = epic_allreduce.window_log2_param(
+        " (epic.p4's EPIC_WINDOW_LOG2 on all three switches; the ranks keep to it)",
+        switches="every EPIC switch's")
 
     @classmethod
     def quick(cls) -> Params:
@@ -206,11 +197,7 @@ class Params:
         return cls(leaves=2, hosts_per_leaf=2, link_mbps=PAPER["nic_gbps"] * 1000.0,
                    nic_gbps=PAPER["nic_gbps"], min_kib=lo // 1024, max_kib=hi // 1024,
                    iterations=1, payload="phantom",
-                   nic_latency_us=HOST_LATENCY["nic_latency_us"],
-                   step_overhead_us=HOST_LATENCY["step_overhead_us"],
-                   window_log2=bdp_window_log2(PAPER["nic_gbps"],
-                                               HOST_LATENCY["nic_latency_us"],
-                                               depth=PAPER["depth_H"]))
+                   **epic_allreduce.paper_hosts(PAPER["nic_gbps"], depth=PAPER["depth_H"]))
 
     def __post_init__(self) -> None:
         if not 1 <= self.leaves <= 8 or self.hosts_per_leaf < 1:
@@ -225,11 +212,6 @@ class Params:
             raise ValueError("link_mbps, nic_gbps and iterations must be positive")
         check_epic_ranks(self.payload, self.nic_latency_us, self.step_overhead_us,
                          self.window_log2)
-
-    @property
-    def window(self) -> int:
-        """Every EPIC switch's window W in packets per rank."""
-        return 1 << self.window_log2
 
     @property
     def ranks(self) -> int:
@@ -249,10 +231,6 @@ class Params:
         ``iterations`` times in a row (CollectiveSpec), then the Barriers."""
         return (tuple(("all_reduce", s // 4) for s in self.sizes())
                 + (("barrier", 1),) * self.barriers)
-
-    @property
-    def slowdown(self) -> float:
-        return self.nic_gbps * 1e9 / (self.link_mbps * 1e6)
 
     def fabric(self) -> LeafSpine:
         return LeafSpine(leaves=self.leaves, spines=1, hosts_per_leaf=self.hosts_per_leaf,
@@ -288,9 +266,7 @@ def _epic_phase(name: str, p: Params, scale: dict[str, float], *, ops: tuple[str
 
 
 def plan(p: Params) -> RunPlan:
-    scale: dict[str, float] = {"slowdown": p.slowdown, "nic_rate_bps": p.nic_gbps * 1e9}
-    if p.nic_latency_us:
-        scale["nic_latency_us"] = p.nic_latency_us
+    scale = p.transport_scale()
     link_bps = p.link_mbps * 1e6
     seq = p.sequence()
     ops, counts = tuple(op for op, _ in seq), tuple(c for _, c in seq)
