@@ -53,10 +53,10 @@ baseline) and ``paper`` (REFERENCE) beside them.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from experiments._symphony_net import PROGRAM, QDEPTH_REGISTER, SymphonyNetwork, load_params
 from hosts.agent_spec import FlowSpec, JobSpec, TransportSpec, message_wire_bytes
@@ -64,6 +64,7 @@ from hosts.roce.dcqcn import CONNECTX
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
 from testbed.net import host_addr
+from testbed.summary import Summary
 from testbed.symphony import (
     config_command,
     job_commands,
@@ -220,14 +221,13 @@ def _jobs(p: Params, job_id: int, delays: dict[str, float], seed: int) -> dict[s
     per_host: dict[int, list[FlowSpec]] = {}
     for flow, delay in delays.items():
         step = p.step_a if flow == "a" else p.step_a + 1
-        common: dict[str, Any] = {"flow": flow, "msg_bytes": p.flow_bytes, "count": 1,
-                                  "window": 1, "seed": 100 * seed + HOSTS[flow],
-                                  "job_id": job_id, "step": step}
-        per_host.setdefault(HOSTS[flow], []).append(FlowSpec(
-            role="sender", peer_ip=host_addr(RECEIVER).ip, start_delay_s=delay, first_psn=0,
-            **common))
-        per_host.setdefault(RECEIVER, []).append(FlowSpec(
-            role="receiver", peer_ip=host_addr(HOSTS[flow]).ip, **common))
+        receiver = FlowSpec(flow=flow, role="receiver", peer_ip=host_addr(HOSTS[flow]).ip,
+                            msg_bytes=p.flow_bytes, count=1, window=1,
+                            seed=100 * seed + HOSTS[flow], job_id=job_id, step=step)
+        per_host.setdefault(HOSTS[flow], []).append(dataclasses.replace(
+            receiver, role="sender", peer_ip=host_addr(RECEIVER).ip, start_delay_s=delay,
+            first_psn=0))
+        per_host.setdefault(RECEIVER, []).append(receiver)
     t = _transport(p)
     worst = max(delays.values()) + len(delays) * p.standalone_s
     return {f"h{i}": JobSpec(host=f"h{i}", ip=host_addr(i).ip, transport=t, flows=tuple(fl),
@@ -301,68 +301,158 @@ def flow_times(data: PhaseData, flow: str) -> tuple[float, float]:
     return start, end
 
 
-def pair_result(data: PhaseData) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PairResult:
+    """One phase of the two flows: their FCTs and overlap (s), and per flow
+    (by name) the CE-marked packets its receiver saw and the CNPs its sender
+    got; ``bytes_ok``: both flows arrived whole."""
+
+    fct_a: float
+    fct_b: float
+    overlap: float
+    ce: dict[str, int]
+    cnps: dict[str, int]
+    bytes_ok: bool
+
+
+def pair_result(data: PhaseData) -> PairResult:
     (sa, ea), (sb, eb) = flow_times(data, "a"), flow_times(data, "b")
-    out: dict[str, Any] = {"fct_a": ea - sa, "fct_b": eb - sb,
-                           "overlap": max(0.0, min(ea, eb) - max(sa, sb))}
+    ce: dict[str, int] = {}
+    cnps: dict[str, int] = {}
+    bytes_ok = True
     for f in ("a", "b"):
         rx = data.flow_end(f, "receiver")
         tx = data.flow_end(f, "sender")
-        out[f"ce_{f}"] = rx["qp"]["ce_pkts"]
-        out[f"cnps_{f}"] = tx.get("cnps_rcvd", 0)
-        out[f"bytes_ok_{f}"] = bool(rx.get("bytes_ok")) and rx["sha256"] == tx["sha256"]
-    return out
+        ce[f] = rx["qp"]["ce_pkts"]
+        cnps[f] = tx.get("cnps_rcvd", 0)
+        bytes_ok = bytes_ok and bool(rx.get("bytes_ok")) and rx["sha256"] == tx["sha256"]
+    return PairResult(fct_a=ea - sa, fct_b=eb - sb, overlap=max(0.0, min(ea, eb) - max(sa, sb)),
+                      ce=ce, cnps=cnps, bytes_ok=bytes_ok)
 
 
-def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in ("fct_a", "fct_b", "overlap"):
-        xs = [r[key] for r in rows]
-        out[key] = round(statistics.mean(xs), 4)
-        out[f"{key}_sd"] = round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0
-        out[f"{key}_runs"] = [round(x, 4) for x in xs]
-    for key in ("ce_a", "ce_b", "cnps_a", "cnps_b"):
-        out[key] = round(statistics.mean(r[key] for r in rows), 1)
-    out["bytes_ok"] = all(r["bytes_ok_a"] and r["bytes_ok_b"] for r in rows)
-    return out
+@dataclass(frozen=True)
+class SchemeStats:
+    """One scheme at one offset over the seeds: each figure's mean, sample sd
+    (0 for one seed) and per-seed values, the mean CE marks and CNPs per
+    flow, and whether every flow arrived whole."""
+
+    fct_a: float
+    fct_a_sd: float
+    fct_a_runs: list[float]
+    fct_b: float
+    fct_b_sd: float
+    fct_b_runs: list[float]
+    overlap: float
+    overlap_sd: float
+    overlap_runs: list[float]
+    ce_a: float
+    ce_b: float
+    cnps_a: float
+    cnps_b: float
+    bytes_ok: bool
+
+
+def _figure(xs: list[float]) -> tuple[float, float, list[float]]:
+    """(mean, sample sd or 0 for one value, each value), rounded to 4 places."""
+    return (round(statistics.mean(xs), 4),
+            round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0,
+            [round(x, 4) for x in xs])
+
+
+def _stats(rows: list[PairResult]) -> SchemeStats:
+    fct_a, fct_a_sd, fct_a_runs = _figure([r.fct_a for r in rows])
+    fct_b, fct_b_sd, fct_b_runs = _figure([r.fct_b for r in rows])
+    overlap, overlap_sd, overlap_runs = _figure([r.overlap for r in rows])
+
+    def mean_count(counts: list[int]) -> float:
+        return round(statistics.mean(counts), 1)
+
+    return SchemeStats(
+        fct_a=fct_a, fct_a_sd=fct_a_sd, fct_a_runs=fct_a_runs,
+        fct_b=fct_b, fct_b_sd=fct_b_sd, fct_b_runs=fct_b_runs,
+        overlap=overlap, overlap_sd=overlap_sd, overlap_runs=overlap_runs,
+        ce_a=mean_count([r.ce["a"] for r in rows]), ce_b=mean_count([r.ce["b"] for r in rows]),
+        cnps_a=mean_count([r.cnps["a"] for r in rows]),
+        cnps_b=mean_count([r.cnps["b"] for r in rows]),
+        bytes_ok=all(r.bytes_ok for r in rows))
 
 
 def _change(new: float, old: float) -> float | None:
     return None if old == 0 else round((new - old) / old, 4)
 
 
-def analyze(run_dir: Path) -> dict[str, Any]:
+def _seed_changes(new: list[float], old: list[float]) -> list[float | None]:
+    """Seed i of Symphony against seed i of the baseline."""
+    return [_change(x, y) for x, y in zip(new, old, strict=True)]
+
+
+@dataclass(frozen=True)
+class OffsetResult:
+    """Both schemes at one of A's start offsets (a fraction of B's standalone
+    FCT, and in s of the testbed's clock)."""
+
+    offset_fraction: float
+    offset_s: float
+    baseline: SchemeStats
+    symphony: SchemeStats
+
+
+@dataclass(frozen=True)
+class KeyOffset:
+    """Both schemes at the key offset, the one the changes compare."""
+
+    offset_fraction: float
+    baseline: SchemeStats
+    symphony: SchemeStats
+
+
+@dataclass(frozen=True)
+class Results(Summary):
+    standalone_fct_s: float
+    standalone_fct_model_s: float
+    offsets: list[OffsetResult]
+    key: KeyOffset
+    fct_a_change: float | None          # Symphony against the baseline at the key offset
+    fct_b_change: float | None
+    overlap_change: float | None
+    fct_a_change_seeds: list[float | None]     # the same per seed
+    fct_b_change_seeds: list[float | None]
+    overlap_change_seeds: list[float | None]
+    dcqcn_periods_in_overlap: float
+    symphony_windows_in_overlap: float
+    paper: dict[str, float]
+
+
+def analyze(run_dir: Path) -> Results:
     p = _params(run_dir)
     alone = load_phase(run_dir, "alone")
     sb, eb = flow_times(alone, "b")
     standalone = eb - sb
     offsets = []
     for i, off in enumerate(p.offset_list):
-        row: dict[str, Any] = {"offset_fraction": off, "offset_s": round(off * p.standalone_s, 4)}
-        for scheme in SCHEMES:
-            runs = [pair_result(load_phase(run_dir, phase_name(scheme, i, s)))
-                    for s in range(p.seeds)]
-            row[scheme] = _stats(runs)
-        offsets.append(row)
-    key = next(r for r in offsets if abs(r["offset_fraction"] - p.key_offset) < 1e-9)
-    b, s = key["baseline"], key["symphony"]
-    out: dict[str, Any] = {
-        "standalone_fct_s": round(standalone, 4),
-        "standalone_fct_model_s": round(p.standalone_s, 4),
-        "offsets": offsets,
-        "key": {"offset_fraction": p.key_offset, "baseline": b, "symphony": s},
-        "fct_a_change": _change(s["fct_a"], b["fct_a"]),
-        "fct_b_change": _change(s["fct_b"], b["fct_b"]),
-        "overlap_change": _change(s["overlap"], b["overlap"]),
-        # the same per seed (seed i of Symphony against seed i of the baseline)
-        **{f"{k}_change_seeds": [_change(x, y) for x, y in zip(s[f"{k}_runs"], b[f"{k}_runs"],
-                                                                strict=True)]
-           for k in ("fct_a", "fct_b", "overlap")},
-        "dcqcn_periods_in_overlap": round(b["overlap"] / p.dcqcn_period_s, 1),
-        "symphony_windows_in_overlap": round(b["overlap"] / (p.t_win_us * 1e-6 * p.slowdown), 1),
-        "paper": dict(REFERENCE),
-    }
-    return out
+        stats = {scheme: _stats([pair_result(load_phase(run_dir, phase_name(scheme, i, s)))
+                                 for s in range(p.seeds)])
+                 for scheme in SCHEMES}
+        offsets.append(OffsetResult(offset_fraction=off,
+                                    offset_s=round(off * p.standalone_s, 4),
+                                    baseline=stats["baseline"], symphony=stats["symphony"]))
+    key = next(r for r in offsets if abs(r.offset_fraction - p.key_offset) < 1e-9)
+    b, s = key.baseline, key.symphony
+    return Results(
+        standalone_fct_s=round(standalone, 4),
+        standalone_fct_model_s=round(p.standalone_s, 4),
+        offsets=offsets,
+        key=KeyOffset(offset_fraction=p.key_offset, baseline=b, symphony=s),
+        fct_a_change=_change(s.fct_a, b.fct_a),
+        fct_b_change=_change(s.fct_b, b.fct_b),
+        overlap_change=_change(s.overlap, b.overlap),
+        fct_a_change_seeds=_seed_changes(s.fct_a_runs, b.fct_a_runs),
+        fct_b_change_seeds=_seed_changes(s.fct_b_runs, b.fct_b_runs),
+        overlap_change_seeds=_seed_changes(s.overlap_runs, b.overlap_runs),
+        dcqcn_periods_in_overlap=round(b.overlap / p.dcqcn_period_s, 1),
+        symphony_windows_in_overlap=round(b.overlap / (p.t_win_us * 1e-6 * p.slowdown), 1),
+        paper=dict(REFERENCE),
+    )
 
 
 def plot(run_dir: Path) -> list[Path]:
@@ -409,11 +499,12 @@ def plot(run_dir: Path) -> list[Path]:
     outs.append(out)
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
-    xs = [r["offset_fraction"] for r in res["offsets"]]
+    xs = [r.offset_fraction for r in res.offsets]
     for ax, key in zip(axes, ("fct_a", "fct_b", "overlap"), strict=True):
         for scheme in SCHEMES:
-            ys = [r[scheme][key] / res["standalone_fct_s"] for r in res["offsets"]]
-            es = [r[scheme][f"{key}_sd"] / res["standalone_fct_s"] for r in res["offsets"]]
+            rows = [getattr(r, scheme) for r in res.offsets]
+            ys = [getattr(st, key) / res.standalone_fct_s for st in rows]
+            es = [getattr(st, f"{key}_sd") / res.standalone_fct_s for st in rows]
             ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=scheme)
         ax.set_xlabel("A's start offset / S")
         ax.set_ylabel(f"{key} / S")

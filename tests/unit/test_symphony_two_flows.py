@@ -124,16 +124,16 @@ def _write_two_offset_run(tmp_path: Path) -> None:
 def test_analysis_of_fcts_overlap_and_changes(tmp_path: Path) -> None:
     _write_two_offset_run(tmp_path)
     res = exp.analyze(tmp_path)
-    assert res["standalone_fct_s"] == 2.0
-    key = res["key"]
-    assert key["baseline"]["fct_a"] == 3.0 and key["baseline"]["fct_b"] == 3.0
-    assert key["baseline"]["overlap"] == 2.0      # A from 1 s, B ends at 3 s
-    assert key["symphony"]["fct_a"] == 2.5 and key["symphony"]["overlap"] == 2.5
-    assert res["fct_a_change"] == pytest.approx(-1 / 6, abs=1e-4)
-    assert res["fct_b_change"] == pytest.approx(0.2, abs=1e-4)
-    assert res["overlap_change"] == pytest.approx(0.25, abs=1e-4)
-    assert res["offsets"][0]["symphony"]["ce_b"] == 9
-    assert res["paper"]["fct_a_change"] == pytest.approx(-0.1245, abs=1e-3)
+    assert res.standalone_fct_s == 2.0
+    key = res.key
+    assert key.baseline.fct_a == 3.0 and key.baseline.fct_b == 3.0
+    assert key.baseline.overlap == 2.0      # A from 1 s, B ends at 3 s
+    assert key.symphony.fct_a == 2.5 and key.symphony.overlap == 2.5
+    assert res.fct_a_change == pytest.approx(-1 / 6, abs=1e-4)
+    assert res.fct_b_change == pytest.approx(0.2, abs=1e-4)
+    assert res.overlap_change == pytest.approx(0.25, abs=1e-4)
+    assert res.offsets[0].symphony.ce_b == 9
+    assert res.paper["fct_a_change"] == pytest.approx(-0.1245, abs=1e-3)
 
 
 def test_plots_are_pngs(tmp_path: Path) -> None:
