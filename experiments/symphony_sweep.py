@@ -36,9 +36,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from experiments import symphony_ring as ring
 from experiments._symphony_net import (
@@ -61,6 +61,7 @@ from testbed.experiment import (
     param,
 )
 from testbed.modelled import full_frame_bytes
+from testbed.summary import OMIT_IF_NONE, Summary
 from testbed.symphony import (
     config_command,
     job_commands,
@@ -78,17 +79,24 @@ HEADLINE = ("normalized_cct_min", "best_value")
 
 # Fig. 8 (128 nodes; 2D rings for k and the chunk size): the paper's curves
 # are not given as numbers in the text, only these.
-REFERENCE: dict[str, Any] = {
-    "k.sweet_spot": [1e-3, 1e-2],         # normalized CCT lowest and flat here
-    "chunk.best_change": -0.20,           # "up to ~20%" at >= 512 kB
-    "imbalance": "Symphony's relative gain grows from 1.1x to 1.7x",
-}
+Reference = TypedDict("Reference", {
+    "k.sweet_spot": list[float],
+    "chunk.best_change": float,
+    "imbalance": str,
+    "best_log10_k": float,
+})
+_SWEET_SPOT = [1e-3, 1e-2]                # k: normalized CCT lowest and flat here
 # Fig. 8b as a claim: the k with the lowest normalized CCT lies in the sweet
 # spot, in decades: its centre, within half its width. The k sweep (the
 # default axis, and the quick profile's) measures it; the paper's other panels
 # give a trend (8a) and a bound (8c), which the plots show beside the runs.
-_SWEET = [math.log10(k) for k in REFERENCE["k.sweet_spot"]]
-REFERENCE["best_log10_k"] = sum(_SWEET) / 2
+_SWEET = [math.log10(k) for k in _SWEET_SPOT]
+REFERENCE: Reference = {
+    "k.sweet_spot": _SWEET_SPOT,
+    "chunk.best_change": -0.20,           # "up to ~20%" at >= 512 kB
+    "imbalance": "Symphony's relative gain grows from 1.1x to 1.7x",
+    "best_log10_k": sum(_SWEET) / 2,
+}
 # The paper profile: §4.6 runs Fig. 8 on a 128-node cluster (Table 1's 2D
 # rings: 32 x 4 there, 8 x 4 at its default 32 nodes). Cut for the wall time:
 # 32 nodes, 512 KiB chunks (Fig. 8c: the gains are most pronounced from 512 kB
@@ -247,16 +255,52 @@ def _params(run_dir: Path) -> Params:
     return load_params(Params, run_dir)
 
 
-def analyze(run_dir: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SchemeCcts:
+    """One scheme's collectives at a point, over the seeds: the median CCT and
+    each collective's (s)."""
+
+    median: float
+    runs: list[float]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One value of the swept axis: the ring's ideal CCT, each scheme's CCTs,
+    Symphony's median against the baseline's, and each seed's against its
+    own baseline (the spread of the point)."""
+
+    value: float
+    theoretical_cct: float
+    baseline: SchemeCcts
+    symphony: SchemeCcts
+    normalized_cct: float
+    normalized_cct_by_seed: list[float]
+
+
+@dataclass(frozen=True)
+class Results(Summary):
+    sweep: str
+    values: list[float]
+    points: list[Point]
+    normalized_cct: list[float]          # per point
+    normalized_cct_min: float
+    best_value: float
+    paper: Reference
+    bit_exact: bool | None = field(default=None, metadata=OMIT_IF_NONE)  # real payloads only
+    best_log10_k: float | None = field(default=None, metadata=OMIT_IF_NONE)  # the k sweep
+
+
+def analyze(run_dir: Path) -> Results:
     p = _params(run_dir)
     points = []
     bit_exact = True
     for i, v in enumerate(p.value_list):
         pt = p.point(v)
-        row: dict[str, Any] = {"value": v, "theoretical_cct": round(pt.theoretical_cct_s, 4)}
+        ccts: dict[str, SchemeCcts] = {}
         by_seed: dict[str, list[float]] = {}
         for scheme in ("baseline", "symphony"):
-            ccts: list[float] = []
+            times_all: list[float] = []
             for seed in range(p.seeds):
                 idx = 0 if scheme == "baseline" and p.sweep == "k" else i
                 data = load_phase(run_dir, phase_name(scheme, idx, seed))
@@ -267,31 +311,29 @@ def analyze(run_dir: Path) -> dict[str, Any]:
                 if len(times) != pt.iterations:
                     raise ValueError(f"phase {data.name}: {len(times)} of {pt.iterations} "
                                      "collectives completed")
-                ccts += times
+                times_all += times
                 by_seed.setdefault(scheme, []).append(statistics.median(times))
-            row[scheme] = {"median": round(statistics.median(ccts), 4),
-                           "runs": [round(x, 4) for x in ccts]}
-        row["normalized_cct"] = round(row["symphony"]["median"] / row["baseline"]["median"], 4)
-        # each seed's Symphony against its own baseline: the spread of a point
-        row["normalized_cct_by_seed"] = [round(sy / b, 4) for sy, b in
-                                         zip(by_seed["symphony"], by_seed["baseline"],
-                                             strict=True)]
-        points.append(row)
-    best = min(points, key=lambda r: r["normalized_cct"])["value"]
-    out = {
-        "sweep": p.sweep,
-        "values": p.value_list,
-        "points": points,
-        "normalized_cct": [r["normalized_cct"] for r in points],
-        "normalized_cct_min": min(r["normalized_cct"] for r in points),
-        "best_value": best,
-        "paper": dict(REFERENCE),
-    }
-    if p.payload == "real":         # phantom payloads carry nothing to check
-        out["bit_exact"] = bit_exact
-    if p.sweep == "k":
-        out["best_log10_k"] = round(math.log10(best), 4)
-    return out
+            ccts[scheme] = SchemeCcts(median=round(statistics.median(times_all), 4),
+                                      runs=[round(x, 4) for x in times_all])
+        points.append(Point(
+            value=v, theoretical_cct=round(pt.theoretical_cct_s, 4),
+            baseline=ccts["baseline"], symphony=ccts["symphony"],
+            normalized_cct=round(ccts["symphony"].median / ccts["baseline"].median, 4),
+            normalized_cct_by_seed=[round(sy / b, 4) for sy, b in
+                                    zip(by_seed["symphony"], by_seed["baseline"], strict=True)]))
+    best = min(points, key=lambda r: r.normalized_cct).value
+    return Results(
+        sweep=p.sweep,
+        values=p.value_list,
+        points=points,
+        normalized_cct=[r.normalized_cct for r in points],
+        normalized_cct_min=min(r.normalized_cct for r in points),
+        best_value=best,
+        paper=REFERENCE.copy(),
+        # phantom payloads carry nothing to check
+        bit_exact=bit_exact if p.payload == "real" else None,
+        best_log10_k=round(math.log10(best), 4) if p.sweep == "k" else None,
+    )
 
 
 def plot(run_dir: Path) -> list[Path]:
@@ -300,11 +342,11 @@ def plot(run_dir: Path) -> list[Path]:
     plt, p, out_dir = typed_run_plots(run_dir, _params)
     res = analyze(run_dir)
     fig, ax = plt.subplots(figsize=(6, 4))
-    xs = res["values"]
-    ax.plot(xs, res["normalized_cct"], marker="o", label="Symphony / baseline (median CCT)")
+    xs = res.values
+    ax.plot(xs, res.normalized_cct, marker="o", label="Symphony / baseline (median CCT)")
     if p.seeds > 1:
-        seeds = [(x, y) for x, pt in zip(xs, res["points"], strict=True)
-                 for y in pt["normalized_cct_by_seed"]]
+        seeds = [(x, y) for x, pt in zip(xs, res.points, strict=True)
+                 for y in pt.normalized_cct_by_seed]
         ax.scatter([x for x, _ in seeds], [y for _, y in seeds], s=14, color="gray",
                    zorder=3, label="one seed (its own baseline)")
     ax.axhline(1.0, linestyle=":", color="gray")

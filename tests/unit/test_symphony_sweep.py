@@ -70,7 +70,7 @@ def test_plot_of_a_made_up_k_sweep(tmp_path: Path) -> None:
                                      iterations=pt.iterations, channels=pt.channels,
                                      step_s=step_s)
     res = exp.analyze(tmp_path)
-    by_seed = [pt["normalized_cct_by_seed"] for pt in res["points"]]
+    by_seed = [pt.normalized_cct_by_seed for pt in res.points]
     assert by_seed[0] == pytest.approx([0.9, 0.8], abs=0.02)
     assert by_seed[1] == pytest.approx([0.95, 0.85], abs=0.02)
     assert_plots(exp.plot(tmp_path), tmp_path, ["normalized_cct.png"])
