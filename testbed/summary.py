@@ -82,9 +82,9 @@ class Spread:
     n: int | None = None
     seeds: list[float] | None = None
 
-    def flat_json(self, key: str) -> dict[str, Any]:
+    def flat_json(self, key: str) -> dict[str, object]:
         """The keys this figure writes in field ``key``'s place."""
-        out: dict[str, Any] = {key: self.mean}
+        out: dict[str, object] = {key: self.mean}
         for suffix in ("sd", "min", "max", "n", "seeds"):
             v = getattr(self, suffix)
             if v is not None:
