@@ -1,22 +1,24 @@
 """What the ReFlex experiments share: the paper's network (§5) scaled to the
 testbed, the switch configuration, the flexible flows' transport, and the
-timeline readers."""
+timeline readers, the figures over seeds."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, TypeVar
 
 from hosts.agent_spec import INTERPRETERS, PAYLOADS, FlowSpec, JobSpec, TransportSpec
 from hosts.reflex.schemes import DSCP_LOW, PRIO_LOW
 from testbed.experiment import Topology, param
 from testbed.modelled import ModelledNetwork, packets
 from testbed.net import host_addr
+from testbed.summary import Spread
 from testbed.timeline import PhaseData, counter_points, payload_efficiency
 
 PROGRAM = "switches/p4/reflex.p4"
@@ -34,11 +36,19 @@ QDEPTH_REGISTER = "MyEgress.qdepth_max"
 # docs/experiments/analysis/reflex-cases.md).
 QUICK_LINK_MBPS = 60.0
 
+
+
+class PaperNetwork(TypedDict):
+    link_gbps: float
+    t_int_ms: float
+    cycle: tuple[int, int, int]
+
+
 # The paper's network (§5, its default setup), in its units: what the paper
 # profiles run (paper_network() converts it). The queues' 466 packets, the
 # RED hard threshold of 65 and the 90/10 DRR weights are ReflexNetwork's and
 # the reflex scheme's defaults already.
-PAPER_NETWORK: dict[str, Any] = {
+PAPER_NETWORK: PaperNetwork = {
     "link_gbps": 10.0,          # "10 Gbit/s links"
     "t_int_ms": 5.0,            # "T_int = 5 ms"
     "cycle": (1, 1, 3),         # D_warmup : D_measure : D_exploit
@@ -50,16 +60,28 @@ PAPER_NETWORK: dict[str, Any] = {
 PAPER_SAMPLE_INTERVAL_US = 100
 
 
-def paper_network() -> dict[str, Any]:
+class NetworkFields(TypedDict):
+    """The ReflexNetwork fields a paper profile sets (paper_network)."""
+
+    link_mbps: float
+    nic_gbps: float
+    t_int_us: float
+    warmup: int
+    measure: int
+    exploit: int
+    sample_interval_us: int
+
+
+def paper_network(sample_interval_us: int = PAPER_SAMPLE_INTERVAL_US) -> NetworkFields:
     """ReflexNetwork's fields at the paper's own scale: every switch port and
     host NIC at its 10 Gb/s (slowdown 1), its T_int and probing cycle, and
-    samples every PAPER_SAMPLE_INTERVAL_US. For ``Params.paper()``."""
+    samples every ``sample_interval_us``. For ``Params.paper()``."""
     warmup, measure, exploit = PAPER_NETWORK["cycle"]
     return {"link_mbps": PAPER_NETWORK["link_gbps"] * 1000.0,
             "nic_gbps": PAPER_NETWORK["link_gbps"],
             "t_int_us": PAPER_NETWORK["t_int_ms"] * 1000.0,
             "warmup": warmup, "measure": measure, "exploit": exploit,
-            "sample_interval_us": PAPER_SAMPLE_INTERVAL_US}
+            "sample_interval_us": sample_interval_us}
 
 
 def paper_cycles(gbit: float) -> float:
@@ -246,10 +268,46 @@ def host_jobs(p: ReflexNetwork, per_host: dict[int, list[FlowSpec]],
             for i, fl in sorted(per_host.items())}
 
 
-def flexible_spec(p: ReflexNetwork, alpha: float, r: float = 1.0) -> dict[str, Any]:
+def flexible_spec(p: ReflexNetwork, alpha: float, r: float = 1.0) -> dict[str, float]:
     """``FlowSpec.flexible`` for the paper's cycle on the testbed's clock."""
     return {"alpha": alpha, "r": r, "t_int_us": p.t_int_us * p.slowdown, "warmup": p.warmup,
             "measure": p.measure, "exploit": p.exploit, "low_dscp": DSCP_LOW}
+
+
+class FlowCommon(TypedDict):
+    """What both ends of a flow are given (FlowSpec's fields)."""
+
+    flow: str
+    msg_bytes: int
+    count: int
+    seed: int
+
+
+class FlowShared(FlowCommon, total=False):
+    window: int
+    qps: int
+    arrivals_s: tuple[float, ...]
+    msg_sizes: tuple[int, ...]
+
+
+class SenderOnly(TypedDict, total=False):
+    """What only a flow's sender is given (FlowSpec's fields)."""
+
+    start_delay_s: float
+    dscp: int
+    flexible: dict[str, float]
+    stop_after: str
+
+
+def add_flow(per_host: dict[int, list[FlowSpec]], sender: int, receiver: int,
+             common: FlowShared, extra: SenderOnly | None = None) -> None:
+    """A flow from host index ``sender`` to ``receiver``: its sender's spec
+    (with ``extra``) on the one, its receiver's on the other, each appended
+    to that host's flows."""
+    per_host.setdefault(sender, []).append(FlowSpec(
+        role="sender", peer_ip=host_addr(receiver).ip, **common, **(extra or {})))
+    per_host.setdefault(receiver, []).append(FlowSpec(
+        role="receiver", peer_ip=host_addr(sender).ip, **common))
 
 
 def network(p: ReflexNetwork) -> ModelledNetwork:
@@ -312,20 +370,33 @@ def _rounded(x: float) -> float:
     return round(x, 4) if abs(x) >= 1 else float(f"{x:.4g}")
 
 
-def seed_spread(runs: list[dict[str, Any]], keys: Iterable[str]) -> dict[str, Any]:
-    """Per key, the runs' mean with its sample standard deviation (0 for one
-    run), min, max, count (``_n``) and the values themselves (``_seeds``, what
-    the report's claims judge); a run that could not measure a key is left
-    out of that key's figures, and a key no run measured is None."""
-    out: dict[str, Any] = {}
-    for key in keys:
-        xs = [r[key] for r in runs if r.get(key) is not None]
-        if not xs:
-            out[key] = None
-            continue
-        out[key] = _rounded(statistics.fmean(xs))
-        out[f"{key}_sd"] = _rounded(statistics.stdev(xs)) if len(xs) > 1 else 0.0
-        out[f"{key}_min"], out[f"{key}_max"] = min(xs), max(xs)
-        out[f"{key}_n"] = len(xs)
-        out[f"{key}_seeds"] = xs
-    return out
+def seed_spread(values: Iterable[float | None]) -> Spread:
+    """The runs' values of one figure: their mean with its sample standard
+    deviation (0 for one run), min, max, count (``_n``) and the values
+    themselves (``_seeds``, what the report's claims judge); a run that could
+    not measure it (None) is left out, and a figure no run measured is
+    ``Spread(None)``."""
+    xs = [x for x in values if x is not None]
+    if not xs:
+        return Spread(None)
+    return Spread(_rounded(statistics.fmean(xs)),
+                  sd=_rounded(statistics.stdev(xs)) if len(xs) > 1 else 0.0,
+                  min=min(xs), max=max(xs), n=len(xs), seeds=xs)
+
+
+N = TypeVar("N", bound=ReflexNetwork)
+
+
+def saved_params(cls: type[N], run_dir: Path, *, seeds: int | None = None) -> N:
+    """The run's parameters (plan.json ``params``) as ``cls``, those it does
+    not know left out; ``seeds`` what a run saved before its experiment had
+    seeds ran (each phase once)."""
+    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
+    known = {f.name for f in dataclasses.fields(cls)}
+    older = {} if seeds is None else {"seeds": seeds}
+    return cls(**(older | {k: v for k, v in d.items() if k in known}))
+
+
+def seed_range(first_seed: int, seeds: int) -> list[int]:
+    """Seeds first_seed .. first_seed + seeds - 1."""
+    return list(range(first_seed, first_seed + seeds))

@@ -62,19 +62,21 @@ cycles (a partial cycle would weigh high or low priority unevenly).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from experiments._reflex_net import (
     BOTTLENECK_PORT,
     PAPER_NETWORK,
     QUICK_LINK_MBPS,
+    FlowShared,
     ReflexNetwork,
+    SenderOnly,
+    add_flow,
     delivered,
     first_rx_s,
     flexible_spec,
@@ -84,13 +86,15 @@ from experiments._reflex_net import (
     paper_cycles,
     paper_network,
     phase_timelines,
+    saved_params,
+    seed_range,
     topology,
 )
 from hosts.agent_spec import FlowSpec, JobSpec
 from hosts.reflex.schemes import DSCP_HIGH, DSCP_LOW, SCHEMES
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, ScaledDown, param
-from testbed.net import host_addr
+from testbed.summary import OMIT_IF_NONE, Spread, Summary, results_json
 from testbed.timeline import PhaseData, load_phase, value_at
 
 NAME = "reflex-cases"
@@ -117,8 +121,16 @@ REFERENCE: dict[str, float] = {
 }
 ACCEPT_REL = 0.10   # ReFlex's two fractions must be within 10% of the paper's
 
+
+class PaperCases(TypedDict):
+    alpha: float
+    long_gbit: float
+    short_gbit: float
+    later_start_s: float
+
+
 # The paper's two cases (§5), in its units: Params.paper() converts them.
-PAPER_CASES: dict[str, float] = {
+PAPER_CASES: PaperCases = {
     "alpha": 0.9,
     "long_gbit": 40.0,          # the flow that starts at T = 0
     "short_gbit": 2.0,          # the flow that starts later
@@ -251,7 +263,7 @@ class Params(ReflexNetwork):
 
     @property
     def seed_list(self) -> list[int]:
-        return list(range(self.first_seed, self.first_seed + self.seeds))
+        return seed_range(self.first_seed, self.seeds)
 
     @property
     def scheme_list(self) -> list[str]:
@@ -336,7 +348,7 @@ def _case(p: Params, scheme: str, case: int) -> tuple[dict[str, JobSpec], float]
     per_host: dict[int, list[FlowSpec]] = {}
     for k, flow in enumerate(("flex", "regular")):
         snd = hosts[flow]
-        extra: dict[str, Any] = {"start_delay_s": delay[flow]}
+        extra: SenderOnly = {"start_delay_s": delay[flow]}
         if flow == first:
             # Nothing is measured once the later flow has finished.
             extra["stop_after"] = later
@@ -344,12 +356,9 @@ def _case(p: Params, scheme: str, case: int) -> tuple[dict[str, JobSpec], float]
             extra["dscp"] = DSCP_LOW if s.flexible == "low" else DSCP_HIGH
             if s.flexible == "reflex":
                 extra["flexible"] = flexible_spec(p, p.alpha)
-        common: dict[str, Any] = {"flow": flow, "msg_bytes": p.msg_bytes, "count": counts[flow],
-                  "window": p.window, "seed": 100 + 10 * case + k}
-        per_host.setdefault(snd, []).append(FlowSpec(role="sender", peer_ip=host_addr(3).ip,
-                                                     **common, **extra))
-        per_host.setdefault(3, []).append(FlowSpec(role="receiver", peer_ip=host_addr(snd).ip,
-                                                   **common))
+        common: FlowShared = {"flow": flow, "msg_bytes": p.msg_bytes, "count": counts[flow],
+                              "window": p.window, "seed": 100 + 10 * case + k}
+        add_flow(per_host, snd, 3, common, extra)
     # Worst case: the later flow starved until the first one ends, both at line rate.
     expected = (head + (counts["flex"] + counts["regular"]) * p.msg_bytes * 8
                 / p.payload_bps / p.t_int_s) * p.t_int_s
@@ -389,14 +398,54 @@ def plan(p: Params) -> RunPlan:
 
 
 def _params(run_dir: Path) -> Params:
-    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
-    known = {f.name for f in dataclasses.fields(Params)}
     # Runs saved before seeds existed ran each phase once.
-    return Params(**({"seeds": 1} | {k: v for k, v in d.items() if k in known}))
+    return saved_params(Params, run_dir, seeds=1)
+
+
+@dataclass(frozen=True)
+class CaseRun:
+    """One run of a case: the measured flow's rate (case 1 the regular flow's,
+    case 2 the flexible flow's; the other key is left out) and the other
+    flow's while both were active, as fractions of the link's payload
+    capacity, over ``window_s`` (seconds since the phase's start)."""
+
+    regular_rate_fraction: float | None = field(metadata=OMIT_IF_NONE)
+    flexible_rate_fraction: float | None = field(metadata=OMIT_IF_NONE)
+    other_rate_fraction: float
+    window_s: list[float]
+    whole_cycles: int
+    flexible_low_s: float | None = field(metadata=OMIT_IF_NONE)   # a ReFlex flow's only
+    cnps: int
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """The runs of a case: per figure the mean, with (over several runs)
+    sample sd, min and max, and always the list (``_seeds``); the windows as
+    they are for one run, listed for several, and the runs for several."""
+
+    regular_rate_fraction: Spread | None = field(metadata=OMIT_IF_NONE)
+    flexible_rate_fraction: Spread | None = field(metadata=OMIT_IF_NONE)
+    other_rate_fraction: Spread
+    window_s: list[float] | list[list[float]]
+    whole_cycles: Spread
+    flexible_low_s: Spread | None = field(metadata=OMIT_IF_NONE)
+    cnps: Spread
+    runs: list[CaseRun] | None = field(default=None, metadata=OMIT_IF_NONE)
+
+
+@dataclass(frozen=True)
+class Results(Summary):
+    schemes: dict[str, dict[str, CaseResult]]    # scheme -> case1, case2
+    # ReFlex's cases again, where the claims read them (when reflex runs)
+    case1: CaseResult | None = field(metadata=OMIT_IF_NONE)
+    case2: CaseResult | None = field(metadata=OMIT_IF_NONE)
+    paper: dict[str, float]
+    within_10pct_of_paper: bool | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 def case_result(data: PhaseData, p: Params, case: int, whole_cycles: bool,
-                later_start_s: float = 0.0) -> dict[str, Any]:
+                later_start_s: float = 0.0) -> CaseRun:
     """The measured flow's rate while both were active, as a fraction of the
     link's payload capacity: from the later flow's first delivered byte to
     the end of either. A later flow that delivered nothing until the first
@@ -428,61 +477,73 @@ def case_result(data: PhaseData, p: Params, case: int, whole_cycles: bool,
     other = "flex" if measured == "regular" else "regular"
     orate = (value_at(pts[other], b) - value_at(pts[other], a)) * 8 / (b - a)
     t0 = data.start_ns() / 1e9
-    key = "regular_rate_fraction" if case == 1 else "flexible_rate_fraction"
-    out: dict[str, Any] = {
-        key: round(rate / p.payload_bps, 4),
-        "other_rate_fraction": round(orate / p.payload_bps, 4),
-        "window_s": [round(a - t0, 3), round(b - t0, 3)],
-        "whole_cycles": cycles,
-    }
-    end = data.flow_end("flex", "sender")
-    if end.get("flexible"):
-        out["flexible_low_s"] = round(end["flexible"]["low_s"], 3)
-    out["cnps"] = sum(data.flow_end(f, "sender").get("cnps_rcvd", 0) for f in ("flex", "regular"))
-    return out
+    fraction = round(rate / p.payload_bps, 4)
+    flex = data.flow_end("flex", "sender").get("flexible")
+    return CaseRun(
+        regular_rate_fraction=fraction if case == 1 else None,
+        flexible_rate_fraction=None if case == 1 else fraction,
+        other_rate_fraction=round(orate / p.payload_bps, 4),
+        window_s=[round(a - t0, 3), round(b - t0, 3)],
+        whole_cycles=cycles,
+        flexible_low_s=round(flex["low_s"], 3) if flex else None,
+        cnps=sum(data.flow_end(f, "sender").get("cnps_rcvd", 0) for f in ("flex", "regular")))
 
 
-def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The runs of one case: per numeric key the mean, with (over several runs)
-    sample sd, min and max, and always the list (``_seeds``); other keys as
+def _spread(vals: list[float], several: bool) -> Spread:
+    """One figure of a case's runs: the mean, with sd, min and max over
+    ``several`` runs, and the list."""
+    if not several:
+        return Spread(round(statistics.fmean(vals), 4), seeds=vals)
+    return Spread(round(statistics.fmean(vals), 4),
+                  sd=round(statistics.stdev(vals), 4) if len(vals) > 1 else 0.0,
+                  min=min(vals), max=max(vals), seeds=vals)
+
+
+def _spread_of(vals: list[float | None], several: bool) -> Spread | None:
+    """:func:`_spread` of a figure the first run has (None if it has not)
+    over the runs that have it."""
+    if vals[0] is None:
+        return None
+    return _spread([v for v in vals if v is not None], several)
+
+
+def aggregate(runs: list[CaseRun]) -> CaseResult:
+    """The runs of one case: per figure the mean, with (over several runs)
+    sample sd, min and max, and always the list (``_seeds``); the windows as
     they are for one run, listed for several."""
-    out: dict[str, Any] = {}
-    for key in runs[0]:
-        vals = [r[key] for r in runs if key in r]
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
-            out[key] = round(statistics.fmean(vals), 4)
-            if len(runs) > 1:
-                out[f"{key}_sd"] = round(statistics.stdev(vals), 4) if len(vals) > 1 else 0.0
-                out[f"{key}_min"], out[f"{key}_max"] = min(vals), max(vals)
-            out[f"{key}_seeds"] = vals
-        else:
-            out[key] = vals[0] if len(runs) == 1 else vals
-    if len(runs) > 1:
-        out["runs"] = runs
-    return out
+    several = len(runs) > 1
+    return CaseResult(
+        regular_rate_fraction=_spread_of([r.regular_rate_fraction for r in runs], several),
+        flexible_rate_fraction=_spread_of([r.flexible_rate_fraction for r in runs], several),
+        other_rate_fraction=_spread([r.other_rate_fraction for r in runs], several),
+        window_s=[r.window_s for r in runs] if several else runs[0].window_s,
+        whole_cycles=_spread([r.whole_cycles for r in runs], several),
+        flexible_low_s=_spread_of([r.flexible_low_s for r in runs], several),
+        cnps=_spread([r.cnps for r in runs], several),
+        runs=runs if several else None)
 
 
-def analyze(run_dir: Path) -> dict[str, Any]:
+def analyze(run_dir: Path) -> Results:
     p = _params(run_dir)
-    out: dict[str, Any] = {"schemes": {}}
+    schemes: dict[str, dict[str, CaseResult]] = {}
     for scheme in p.scheme_list:
-        res = {}
-        for case in (1, 2):
-            res[f"case{case}"] = aggregate([
-                case_result(load_phase(run_dir, phase_name(scheme, case, seed)), p, case,
-                            whole_cycles=scheme == "reflex",
-                            later_start_s=_later_start_s(p, scheme, case))
-                for seed in p.seed_list])
-        out["schemes"][scheme] = res
-        if scheme == "reflex":
-            out["case1"], out["case2"] = res["case1"], res["case2"]
-    out["paper"] = dict(REFERENCE)
-    if "reflex" in p.scheme_list:
-        got = {"case1.regular_rate_fraction": out["case1"]["regular_rate_fraction"],
-               "case2.flexible_rate_fraction": out["case2"]["flexible_rate_fraction"]}
-        out["within_10pct_of_paper"] = all(
-            abs(v - REFERENCE[k]) <= ACCEPT_REL * REFERENCE[k] for k, v in got.items())
-    return out
+        schemes[scheme] = {f"case{case}": aggregate([
+            case_result(load_phase(run_dir, phase_name(scheme, case, seed)), p, case,
+                        whole_cycles=scheme == "reflex",
+                        later_start_s=_later_start_s(p, scheme, case))
+            for seed in p.seed_list]) for case in (1, 2)}
+    reflex = schemes.get("reflex")
+    within = None
+    if reflex is not None:
+        got = {"case1.regular_rate_fraction": reflex["case1"].regular_rate_fraction,
+               "case2.flexible_rate_fraction": reflex["case2"].flexible_rate_fraction}
+        within = all(v is not None and v.mean is not None
+                     and abs(v.mean - REFERENCE[k]) <= ACCEPT_REL * REFERENCE[k]
+                     for k, v in got.items())
+    return Results(schemes=schemes,
+                   case1=reflex["case1"] if reflex else None,
+                   case2=reflex["case2"] if reflex else None,
+                   paper=dict(REFERENCE), within_10pct_of_paper=within)
 
 
 def plot(run_dir: Path) -> list[Path]:
@@ -494,9 +555,9 @@ def plot(run_dir: Path) -> list[Path]:
                       f"{SCHEMES[scheme].description} ({p.rate_label})")
                      for scheme in p.scheme_list for case in (1, 2) for seed in p.seed_list))
     summary = Path(run_dir) / "summary.json"
-    res = json.loads(summary.read_text()) if summary.exists() else analyze(run_dir)
+    res = json.loads(summary.read_text()) if summary.exists() else {}
     if "schemes" not in res:
-        res = analyze(run_dir)
+        res = results_json(analyze(run_dir))
     names = [s for s in p.scheme_list if s in res["schemes"]]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, case, key in ((axes[0], 1, "regular_rate_fraction"),

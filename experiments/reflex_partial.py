@@ -34,22 +34,25 @@ values (REFERENCE).
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from experiments._reflex_net import (
     BOTTLENECK_PORT,
     QUICK_LINK_MBPS,
+    FlowShared,
     ReflexNetwork,
+    SenderOnly,
+    add_flow,
     flexible_spec,
     host_jobs,
     messages,
     paper_cycles,
     paper_network,
     phase_timelines,
+    saved_params,
+    seed_range,
     seed_spread,
     topology,
 )
@@ -57,7 +60,7 @@ from hosts.agent_spec import FlowSpec
 from hosts.reflex.schemes import SCHEMES
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, param
-from testbed.net import host_addr
+from testbed.summary import INLINE, Spread, Summary
 from testbed.timeline import PhaseData, load_phase
 
 NAME = "reflex-partial"
@@ -73,8 +76,15 @@ REFERENCE: dict[str, float] = {
     "r100.delivered_fraction": 1.0,
 }
 
+
+class PaperPartial(TypedDict):
+    flow_gbit: float
+    alpha: float
+    r_values: list[float]
+
+
 # The paper's Fig. 6 setup (§6.3), in its units: Params.paper() converts it.
-PAPER_PARTIAL: dict[str, Any] = {
+PAPER_PARTIAL: PaperPartial = {
     "flow_gbit": 8.0,           # each flow, the flexible and the regular one
     "alpha": 1.0,
     # "We vary the reliability factor r from 0 to 1": the text gives no step;
@@ -152,7 +162,7 @@ class Params(ReflexNetwork):
 
     @property
     def seed_list(self) -> list[int]:
-        return list(range(self.first_seed, self.first_seed + self.seeds))
+        return seed_range(self.first_seed, self.seeds)
 
     @property
     def r_list(self) -> list[float]:
@@ -177,14 +187,11 @@ def plan(p: Params) -> RunPlan:
         flows = {"flex": 1, "regular": 2}
         per_host: dict[int, list[FlowSpec]] = {}
         for k, (flow, snd) in enumerate(flows.items()):
-            common: dict[str, Any] = {"flow": flow, "msg_bytes": p.msg_bytes, "count": count,
-                                      "window": p.window, "seed": 300 + 10 * seed + k}
-            extra: dict[str, Any] = (
+            common: FlowShared = {"flow": flow, "msg_bytes": p.msg_bytes, "count": count,
+                                  "window": p.window, "seed": 300 + 10 * seed + k}
+            extra: SenderOnly = (
                 {"flexible": flexible_spec(p, p.alpha, r)} if flow == "flex" else {})
-            per_host.setdefault(snd, []).append(FlowSpec(
-                role="sender", peer_ip=host_addr(3).ip, **common, **extra))
-            per_host.setdefault(3, []).append(FlowSpec(
-                role="receiver", peer_ip=host_addr(snd).ip, **common))
+            add_flow(per_host, snd, 3, common, extra)
         timeout = 3 * 2 * line_s + 60
         phases.append(PhasePlan(phase_name(r, seed), host_jobs(p, per_host, timeout),
                                 commands=(SCHEMES["reflex"].switch_line(BOTTLENECK_PORT),),
@@ -199,57 +206,98 @@ def plan(p: Params) -> RunPlan:
 
 
 def _params(run_dir: Path) -> Params:
-    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
-    known = {f.name for f in dataclasses.fields(Params)}
     # Runs saved before seeds existed ran each r once.
-    return Params(**({"seeds": 1} | {k: v for k, v in d.items() if k in known}))
+    return saved_params(Params, run_dir, seeds=1)
 
 
-def phase_result(data: PhaseData, r: float, size: int, line_s: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PartialRun:
+    """One run of one r: FCTs from the common start, what was delivered."""
+
+    r: float
+    flexible_fct_s: float
+    flexible_fct_norm: float
+    regular_fct_s: float
+    regular_fct_norm: float
+    delivered_fraction: float
+    low_s: float | None
+    skipped_bytes: int | None
+    bytes_ok: bool | None          # None: a phantom payload, not checked
+
+
+@dataclass(frozen=True)
+class PartialResult:
+    """The runs of one r: each figure's mean over them, with its spread."""
+
+    r: float
+    bytes_ok: bool | None
+    delivered_fraction: Spread
+    flexible_fct_s: Spread
+    flexible_fct_norm: Spread
+    regular_fct_s: Spread
+    regular_fct_norm: Spread
+    low_s: Spread
+    skipped_bytes: Spread
+    runs: list[PartialRun]
+
+
+@dataclass(frozen=True)
+class Results(Summary):
+    points: dict[str, PartialResult] = field(metadata=INLINE)    # r_key(r) -> its runs
+    flow_bytes: int
+    paper: dict[str, float]
+
+
+def phase_result(data: PhaseData, r: float, size: int, line_s: float) -> PartialRun:
     """One run of one r: FCTs from the common start, what was delivered."""
     t0 = data.start_ns()
-    res: dict[str, Any] = {"r": r}
-    for flow, name in (("flex", "flexible"), ("regular", "regular")):
+    fct: dict[str, float] = {}
+    for flow in ("flex", "regular"):
         comps = data.flow_events(flow, "completion", role="receiver")
         if not comps:
             raise ValueError(f"phase {data.name}: flow {flow} delivered nothing")
-        fct = (max(int(e["t_ns"]) for e in comps) - t0) / 1e9
-        res[f"{name}_fct_s"] = round(fct, 3)
-        res[f"{name}_fct_norm"] = round(fct / line_s, 4)
+        fct[flow] = (max(int(e["t_ns"]) for e in comps) - t0) / 1e9
     rx = data.flow_end("flex", "receiver")
-    res["delivered_fraction"] = round(rx["bytes"] / size, 4)
     flex = data.flow_end("flex", "sender").get("flexible") or {}
-    res["low_s"] = flex.get("low_s")
-    res["skipped_bytes"] = None if "b_r" not in flex else round((1 - r) * size - flex["b_r"])
-    # a phantom payload is not checked: no verdict either way
-    res["bytes_ok"] = None if rx.get("payload") == "phantom" else bool(rx.get("bytes_ok"))
-    return res
+    return PartialRun(
+        r=r,
+        flexible_fct_s=round(fct["flex"], 3),
+        flexible_fct_norm=round(fct["flex"] / line_s, 4),
+        regular_fct_s=round(fct["regular"], 3),
+        regular_fct_norm=round(fct["regular"] / line_s, 4),
+        delivered_fraction=round(rx["bytes"] / size, 4),
+        low_s=flex.get("low_s"),
+        skipped_bytes=None if "b_r" not in flex else round((1 - r) * size - flex["b_r"]),
+        # a phantom payload is not checked: no verdict either way
+        bytes_ok=None if rx.get("payload") == "phantom" else bool(rx.get("bytes_ok")))
 
 
-_MEANS = ("delivered_fraction", "flexible_fct_s", "flexible_fct_norm", "regular_fct_s",
-          "regular_fct_norm", "low_s", "skipped_bytes")
+def aggregate(r: float, runs: list[PartialRun]) -> PartialResult:
+    """Per figure the mean over the runs, with sample sd, min, max and the list."""
+    checked = [x.bytes_ok for x in runs if x.bytes_ok is not None]
+    return PartialResult(
+        r=r, bytes_ok=all(checked) if checked else None,
+        delivered_fraction=seed_spread(x.delivered_fraction for x in runs),
+        flexible_fct_s=seed_spread(x.flexible_fct_s for x in runs),
+        flexible_fct_norm=seed_spread(x.flexible_fct_norm for x in runs),
+        regular_fct_s=seed_spread(x.regular_fct_s for x in runs),
+        regular_fct_norm=seed_spread(x.regular_fct_norm for x in runs),
+        low_s=seed_spread(x.low_s for x in runs),
+        skipped_bytes=seed_spread(x.skipped_bytes for x in runs),
+        runs=runs)
 
 
-def aggregate(r: float, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per key the mean over the runs, with sample sd, min, max and the list."""
-    checked = [x["bytes_ok"] for x in runs if x["bytes_ok"] is not None]
-    return ({"r": r, "bytes_ok": all(checked) if checked else None}
-            | seed_spread(runs, _MEANS) | {"runs": runs})
-
-
-def analyze(run_dir: Path) -> dict[str, Any]:
+def analyze(run_dir: Path) -> Results:
     p = _params(run_dir)
     count = messages(p, p.flow_cycles * p.cycle_intervals)
     size = count * p.msg_bytes
     line_s = size * 8 / p.payload_bps
-    out: dict[str, Any] = {}
+    points: dict[str, PartialResult] = {}
     for r in p.r_list:
         runs = [phase_result(load_phase(run_dir, phase_name(r, s)), r, size, line_s)
                 for s in p.seed_list]
-        out[r_key(r)] = aggregate(r, runs)
-    out["flow_bytes"] = size
-    out["paper"] = dict(REFERENCE)
-    return out
+        points[r_key(r)] = aggregate(r, runs)
+    return Results(points=points, flow_bytes=size, paper=dict(REFERENCE))
 
 
 def plot(run_dir: Path) -> list[Path]:
@@ -260,16 +308,19 @@ def plot(run_dir: Path) -> list[Path]:
         p, run_dir, ((phase_name(r, seed), f"{NAME} - r = {r:g}, alpha = {p.alpha:g}, "
                                            f"seed {seed} ({p.rate_label})")
                      for r in p.r_list for seed in p.seed_list))
-    res = analyze(run_dir)
+    points = analyze(run_dir).points
     rs = p.r_list
     fig, (ax_d, ax_f) = plt.subplots(1, 2, figsize=(11, 4))
 
-    def bars(key: str) -> list[list[float]]:
-        rows = [res[r_key(r)] for r in rs]
-        return [[x[key] - x[f"{key}_min"] for x in rows], [x[f"{key}_max"] - x[key] for x in rows]]
+    def figure(key: str) -> tuple[list[float], list[list[float]]]:
+        """A figure's means per r and its min-max bars."""
+        xs: list[Spread] = [getattr(points[r_key(r)], key) for r in rs]
+        return ([float(x.mean or 0) for x in xs],
+                [[float((x.mean or 0) - (x.min or 0)) for x in xs],
+                 [float((x.max or 0) - (x.mean or 0)) for x in xs]])
 
-    ax_d.errorbar(rs, [res[r_key(r)]["delivered_fraction"] for r in rs],
-                  yerr=bars("delivered_fraction"), fmt="o-", capsize=3, label="measured")
+    ys, err = figure("delivered_fraction")
+    ax_d.errorbar(rs, ys, yerr=err, fmt="o-", capsize=3, label="measured")
     ax_d.plot([0, 1], [REFERENCE["r000.delivered_fraction"], REFERENCE["r100.delivered_fraction"]],
               "s", label="paper")
     ax_d.plot([0, 1], [0, 1], ":", color="grey", label="r (the bound)")
@@ -277,8 +328,8 @@ def plot(run_dir: Path) -> list[Path]:
     ax_d.set_ylabel("delivered fraction")
     ax_d.legend()
     for name in ("flexible", "regular"):
-        ax_f.errorbar(rs, [res[r_key(r)][f"{name}_fct_norm"] for r in rs],
-                      yerr=bars(f"{name}_fct_norm"), fmt="o-", capsize=3, label=name)
+        ys, err = figure(f"{name}_fct_norm")
+        ax_f.errorbar(rs, ys, yerr=err, fmt="o-", capsize=3, label=name)
     ax_f.plot([0], [REFERENCE["r000.regular_fct_norm"]], "s", label="paper: regular at r = 0")
     ax_f.set_xlabel("reliability factor r")
     ax_f.set_ylabel("FCT / time at line rate")

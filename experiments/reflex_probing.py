@@ -63,25 +63,27 @@ profile's.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import random
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from experiments._reflex_net import (
     BOTTLENECK_PORT,
     QUICK_LINK_MBPS,
+    FlowShared,
     ReflexNetwork,
+    SenderOnly,
+    add_flow,
     delivered,
     flexible_spec,
     host_jobs,
     messages,
     paper_network,
     phase_timelines,
+    saved_params,
+    seed_range,
     seed_spread,
     topology,
 )
@@ -89,7 +91,7 @@ from hosts.agent_spec import FlowSpec
 from hosts.reflex.schemes import SCHEMES
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, param
-from testbed.net import host_addr
+from testbed.summary import INLINE, Spread, Summary
 from testbed.timeline import PhaseData, load_phase, value_at
 
 NAME = "reflex-probing"
@@ -125,7 +127,7 @@ LOW_SHARE = 0.1    # the low queue's DRR share (90/10)
 
 # The paper's §6.4 setup beyond its network (_reflex_net.PAPER_NETWORK), in
 # its units: Params.paper() converts it.
-PAPER_PROBING: dict[str, Any] = {
+PAPER_PROBING: dict[str, float] = {
     "alpha": 0.9,               # Fig. 9's budget for alpha = 0.9
 }
 
@@ -183,7 +185,7 @@ class Params(ReflexNetwork):
 
     @property
     def seed_list(self) -> list[int]:
-        return list(range(self.first_seed, self.first_seed + self.seeds))
+        return seed_range(self.first_seed, self.seeds)
 
     @property
     def exploit_list(self) -> list[int]:
@@ -278,24 +280,21 @@ def _phase(p: Params, exploit: int, seed: int) -> tuple[PhasePlan, float]:
                + long_iv * flex_share / (1 - flex_share))
     flex_count = messages(p, flex_iv)
     end = lay.long_start + long_iv / (1 - flex_share) + cycle
-    flows: list[tuple[str, int, int, float, dict[str, Any] | None]] = [
+    flows: list[tuple[str, int, int, float, dict[str, float] | None]] = [
         ("flex", 1, flex_count, 0.0, flexible_spec(p, p.alpha) | {"exploit": exploit})]
     for i, a in enumerate(lay.arrivals):
         flows.append((f"reg{i}", 2, reg_count, a * p.t_int_s, None))
     flows.append(("long", 2, long_count, lay.long_start * p.t_int_s, None))
     per_host: dict[int, list[FlowSpec]] = {}
     for k, (flow, snd, count, delay, flex) in enumerate(flows):
-        common: dict[str, Any] = {"flow": flow, "msg_bytes": p.msg_bytes, "count": count,
-                                  "window": p.window, "seed": 500 + 50 * seed + k}
-        extra: dict[str, Any] = {"start_delay_s": delay}
+        common: FlowShared = {"flow": flow, "msg_bytes": p.msg_bytes, "count": count,
+                              "window": p.window, "seed": 500 + 50 * seed + k}
+        extra: SenderOnly = {"start_delay_s": delay}
         if flex is not None:
             # Nothing is measured once the long regular flow has finished.
             extra["flexible"] = flex
             extra["stop_after"] = "long"
-        per_host.setdefault(snd, []).append(FlowSpec(role="sender", peer_ip=host_addr(3).ip,
-                                                     **common, **extra))
-        per_host.setdefault(3, []).append(FlowSpec(role="receiver", peer_ip=host_addr(snd).ip,
-                                                   **common))
+        add_flow(per_host, snd, 3, common, extra)
     expected = (end + 2) * p.t_int_s
     timeout = 1.5 * expected + 60
     return PhasePlan(phase_name(exploit, seed), host_jobs(p, per_host, timeout),
@@ -329,9 +328,53 @@ def plan(p: Params) -> RunPlan:
 
 
 def _params(run_dir: Path) -> Params:
-    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
-    known = {f.name for f in dataclasses.fields(Params)}
-    return Params(**{k: v for k, v in d.items() if k in known})
+    return saved_params(Params, run_dir)
+
+
+@dataclass(frozen=True)
+class ProbingRun:
+    """One seed of one D_exploit (the module doc says what each figure is)."""
+
+    budget_time_ms: float | None
+    regular_fct_p50: float
+    regular_fct_p90: float
+    regular_fct_p99: float
+    regular_fct_mean: float
+    regular_fct_ms_p50: float
+    whole_cycles: int
+    budgeted_cycles: int
+    spent_fraction: float | None
+    spent_fraction_all: float | None
+    long_rate_fraction: float | None
+    low_share: float | None
+    flexible_low_s: float | None
+    fair_share_estimate_min: float | None
+
+
+@dataclass(frozen=True)
+class ProbingResult:
+    """The seeds of one D_exploit: each figure's mean over them, with its
+    spread, and the paper's rules' values."""
+
+    budget_time_ms: Spread
+    regular_fct_p50: Spread
+    regular_fct_p90: Spread
+    regular_fct_p99: Spread
+    regular_fct_mean: Spread
+    regular_fct_ms_p50: Spread
+    spent_fraction: Spread
+    spent_fraction_all: Spread
+    long_rate_fraction: Spread
+    low_share: Spread
+    runs: list[ProbingRun]
+    budget_time_calc_ms: float
+    spent_fraction_calc: float
+
+
+@dataclass(frozen=True)
+class Results(Summary):
+    points: dict[str, ProbingResult] = field(metadata=INLINE)    # d_key(exploit) -> its seeds
+    paper: dict[str, float]
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -363,30 +406,24 @@ def _done_s(data: PhaseData, flow: str) -> float:
     return max(int(e["t_ns"]) for e in comps) / 1e9
 
 
-def phase_result(data: PhaseData, p: Params, exploit: int) -> dict[str, Any]:
+def phase_result(data: PhaseData, p: Params, exploit: int) -> ProbingRun:
     cycle_iv = p.warmup + p.measure + exploit
     cycle_s = cycle_iv * p.t_int_s
     ms_per_s = 1000 / p.slowdown
-    out: dict[str, Any] = {}
     t_flex = _post_s(data, "flex")
     lows = [e for e in data.flow_events("flex", "priority") if e.get("low")]
-    out["budget_time_ms"] = (round((int(lows[0]["t_ns"]) / 1e9 - t_flex) * ms_per_s, 2)
-                             if lows else None)
+    budget_time_ms = (round((int(lows[0]["t_ns"]) / 1e9 - t_flex) * ms_per_s, 2)
+                      if lows else None)
     reg_line_s = messages(p, p.regular_intervals) * p.msg_bytes * 8 / p.payload_bps
     fcts = []
     for i in range(p.n_regular):
         f = f"reg{i}"
         fcts.append(_done_s(data, f) - _post_s(data, f))
     norm = [f / reg_line_s for f in fcts]
-    for q in (50, 90, 99):
-        out[f"regular_fct_p{q}"] = round(percentile(norm, q), 4)
-    out["regular_fct_mean"] = round(statistics.fmean(norm), 4)
-    out["regular_fct_ms_p50"] = round(percentile(fcts, 50) * ms_per_s, 3)
     # The long regular flow's competition, cut to whole cycles of the shared clock.
     a, b = _post_s(data, "long"), min(_done_s(data, "long"), _done_s(data, "flex"))
     c0, c1 = math.ceil(a / cycle_s) * cycle_s, math.floor(b / cycle_s) * cycle_s
     cycles = round((c1 - c0) / cycle_s)
-    out["whole_cycles"] = cycles
     flex_pts, reg_pts = delivered(data, "flex"), delivered(data, "long")
     fair = p.payload_bps / 2
     exploit_s = exploit * p.t_int_s
@@ -401,19 +438,25 @@ def phase_result(data: PhaseData, p: Params, exploit: int) -> dict[str, Any]:
         # A cycle with budget: low for (nearly) its whole exploit phase.
         if _low_time(data, t1 - exploit_s, t1) >= 0.9 * exploit_s:
             spent_budgeted.append(share)
-    out["budgeted_cycles"] = len(spent_budgeted)
-    out["spent_fraction"] = (round(statistics.fmean(spent_budgeted), 4)
-                             if spent_budgeted else None)
-    out["spent_fraction_all"] = round(statistics.fmean(spent), 4) if spent else None
-    out["long_rate_fraction"] = round(statistics.fmean(long_rates), 4) if spent else None
-    out["low_share"] = round(sum(low_times) / (cycles * cycle_s), 4) if spent else None
     end = data.flow_end("flex", "sender").get("flexible") or {}
-    out["flexible_low_s"] = end.get("low_s")
     fairs = [e["fair_share_bps"] for e in data.flow_events("flex", "priority")
              if e.get("fair_share_bps") and e.get("low")]
-    out["fair_share_estimate_min"] = (round(min(fairs) / p.payload_bps, 4)
-                                      if fairs else None)
-    return out
+    return ProbingRun(
+        budget_time_ms=budget_time_ms,
+        regular_fct_p50=round(percentile(norm, 50), 4),
+        regular_fct_p90=round(percentile(norm, 90), 4),
+        regular_fct_p99=round(percentile(norm, 99), 4),
+        regular_fct_mean=round(statistics.fmean(norm), 4),
+        regular_fct_ms_p50=round(percentile(fcts, 50) * ms_per_s, 3),
+        whole_cycles=cycles,
+        budgeted_cycles=len(spent_budgeted),
+        spent_fraction=(round(statistics.fmean(spent_budgeted), 4)
+                        if spent_budgeted else None),
+        spent_fraction_all=round(statistics.fmean(spent), 4) if spent else None,
+        long_rate_fraction=round(statistics.fmean(long_rates), 4) if spent else None,
+        low_share=round(sum(low_times) / (cycles * cycle_s), 4) if spent else None,
+        flexible_low_s=end.get("low_s"),
+        fair_share_estimate_min=(round(min(fairs) / p.payload_bps, 4) if fairs else None))
 
 
 def _low_time(data: PhaseData, t0: float, t1: float) -> float:
@@ -432,30 +475,37 @@ def _low_time(data: PhaseData, t0: float, t1: float) -> float:
     return total
 
 
-_MEANS = ("budget_time_ms", "regular_fct_p50", "regular_fct_p90", "regular_fct_p99",
-          "regular_fct_mean", "regular_fct_ms_p50", "spent_fraction", "spent_fraction_all",
-          "long_rate_fraction", "low_share")
+def aggregate(runs: list[ProbingRun], budget_time_calc_ms: float,
+              spent_fraction_calc: float) -> ProbingResult:
+    """Mean, sample standard deviation, min and max over seeds, per figure (a
+    seed that could not measure one is left out of its figures)."""
+    return ProbingResult(
+        budget_time_ms=seed_spread(r.budget_time_ms for r in runs),
+        regular_fct_p50=seed_spread(r.regular_fct_p50 for r in runs),
+        regular_fct_p90=seed_spread(r.regular_fct_p90 for r in runs),
+        regular_fct_p99=seed_spread(r.regular_fct_p99 for r in runs),
+        regular_fct_mean=seed_spread(r.regular_fct_mean for r in runs),
+        regular_fct_ms_p50=seed_spread(r.regular_fct_ms_p50 for r in runs),
+        spent_fraction=seed_spread(r.spent_fraction for r in runs),
+        spent_fraction_all=seed_spread(r.spent_fraction_all for r in runs),
+        long_rate_fraction=seed_spread(r.long_rate_fraction for r in runs),
+        low_share=seed_spread(r.low_share for r in runs),
+        runs=runs, budget_time_calc_ms=budget_time_calc_ms,
+        spent_fraction_calc=spent_fraction_calc)
 
 
-def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean, sample standard deviation, min and max over seeds, per key (a key a
-    seed could not measure is left out of that key's figures)."""
-    return seed_spread(runs, _MEANS) | {"runs": runs}
-
-
-def analyze(run_dir: Path) -> dict[str, Any]:
+def analyze(run_dir: Path) -> Results:
     p = _params(run_dir)
-    out: dict[str, Any] = {}
+    points: dict[str, ProbingResult] = {}
     for exploit in p.exploit_list:
         runs = [phase_result(load_phase(run_dir, phase_name(exploit, s)), p, exploit)
                 for s in p.seed_list]
-        res = aggregate(runs)
-        res["budget_time_calc_ms"] = round(
-            budget_intervals(p.alpha, p.warmup, p.measure, exploit) * p.t_int_us / 1000, 2)
-        res["spent_fraction_calc"] = round(spent_fraction_calc(p.warmup, p.measure, exploit), 4)
-        out[d_key(exploit)] = res
-    out["paper"] = dict(REFERENCE)
-    return out
+        points[d_key(exploit)] = aggregate(
+            runs,
+            budget_time_calc_ms=round(budget_intervals(p.alpha, p.warmup, p.measure, exploit)
+                                      * p.t_int_us / 1000, 2),
+            spent_fraction_calc=round(spent_fraction_calc(p.warmup, p.measure, exploit), 4))
+    return Results(points=points, paper=dict(REFERENCE))
 
 
 def plot(run_dir: Path) -> list[Path]:
@@ -468,19 +518,20 @@ def plot(run_dir: Path) -> list[Path]:
                      for exploit in p.exploit_list for s in p.seed_list))
     res = analyze(run_dir)
     es = p.exploit_list
-    rows = [res[d_key(e)] for e in es]
+    rows = [res.points[d_key(e)] for e in es]
 
     def series(key: str) -> tuple[list[int], list[float], list[list[float]]]:
         xs: list[int] = []
         ys: list[float] = []
         err: list[list[float]] = [[], []]
         for e, r in zip(es, rows, strict=True):
-            if r.get(key) is None:
+            s: Spread = getattr(r, key)
+            if s.mean is None or s.min is None or s.max is None:
                 continue
             xs.append(e)
-            ys.append(r[key])
-            err[0].append(r[key] - r[f"{key}_min"])
-            err[1].append(r[f"{key}_max"] - r[key])
+            ys.append(s.mean)
+            err[0].append(s.mean - s.min)
+            err[1].append(s.max - s.mean)
         return xs, ys, err
 
     fig, (ax_f, ax_b, ax_s) = plt.subplots(1, 3, figsize=(15, 4))
@@ -494,7 +545,7 @@ def plot(run_dir: Path) -> list[Path]:
     ax_f.legend(fontsize=8)
     xs, ys, err = series("budget_time_ms")
     ax_b.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label="measured")
-    ax_b.plot(es, [r["budget_time_calc_ms"] for r in rows], "x--",
+    ax_b.plot(es, [r.budget_time_calc_ms for r in rows], "x--",
               label="paper's rule, from a cycle boundary")
     if 3 in es:
         ax_b.plot([3], [REFERENCE["d3.budget_time_ms"]], "s", label="paper")
@@ -504,7 +555,7 @@ def plot(run_dir: Path) -> list[Path]:
     ax_b.legend(fontsize=8)
     xs, ys, err = series("spent_fraction")
     ax_s.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label="measured")
-    ax_s.plot(es, [r["spent_fraction_calc"] for r in rows], "x--", label="calculated")
+    ax_s.plot(es, [r.spent_fraction_calc for r in rows], "x--", label="calculated")
     if 3 in es:
         ax_s.plot([3], [REFERENCE["d3.spent_fraction"]], "s", label="paper")
     ax_s.set_xlabel("D_exploit (intervals)")

@@ -105,24 +105,28 @@ every figure is the mean over seeds, with ``_sd``, ``_min``, ``_max``,
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import random
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 from experiments._reflex_net import (
     QUICK_LINK_MBPS,
+    FlowShared,
     ReflexNetwork,
+    SenderOnly,
+    add_flow,
     flexible_spec,
     host_jobs,
     messages,
     paper_cycles,
     paper_network,
     phase_timelines,
+    saved_params,
+    seed_range,
     seed_spread,
     topology,
 )
@@ -130,7 +134,7 @@ from hosts.agent_spec import FlowSpec
 from hosts.reflex.schemes import DSCP_HIGH, DSCP_LOW, SCHEMES
 from testbed.claims import Claim
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, ScaledDown, param
-from testbed.net import host_addr
+from testbed.summary import INLINE, OMIT_IF_NONE, Spread, Summary, json_key
 from testbed.timeline import PhaseData, load_phase
 
 NAME = "reflex-workload"
@@ -183,9 +187,23 @@ REFERENCE: dict[str, float] = {
 # Workload 2 as the paper states it (§6.5): the regular flows' size and
 # arrival rate on its ToR (see the module docstring for the load the testbed keeps).
 PAPER_W2 = {"regular_bytes": 100_000, "regular_flows_per_s": 5000}
+
+
+class PaperWorkload(TypedDict):
+    servers: int
+    flexible_mb: float
+    load: float
+    flexible_share: float
+    run_s: tuple[float, float, float]
+    seeds: int
+    alphas: tuple[float, ...]
+    rs: tuple[float, ...]
+    baselines: tuple[str, ...]
+
+
 # The paper's workload setup (§6.5), in its units; Params.paper() converts
 # it (the links, T_int and the 1:1:3 cycle are _reflex_net.PAPER_NETWORK).
-PAPER_WORKLOAD: dict[str, Any] = {
+PAPER_WORKLOAD: PaperWorkload = {
     "servers": 20,              # "a single ToR network with 20 servers"
     "flexible_mb": 250,         # "The large flexible flows are set to 250 MB"
     "load": 0.4,                # "we aim for 40% average utilization"
@@ -322,8 +340,7 @@ class Params(ReflexNetwork):
         and r sweeps are cut to alpha 0.8 (scaled_down_from)."""
         w = PAPER_WORKLOAD
         warmup_s, measure_s, cooldown_s = w["run_s"]
-        return cls(**(paper_network()
-                      | {"sample_interval_us": PAPER_PROFILE_SAMPLE_INTERVAL_US}),
+        return cls(**paper_network(sample_interval_us=PAPER_PROFILE_SAMPLE_INTERVAL_US),
                    senders=w["servers"] - 1, load=w["load"],
                    flexible_share=w["flexible_share"],
                    flexible_cycles=paper_cycles(w["flexible_mb"] * 8 / 1000),
@@ -399,7 +416,7 @@ class Params(ReflexNetwork):
 
     @property
     def seed_list(self) -> list[int]:
-        return list(range(self.first_seed, self.first_seed + self.seeds))
+        return seed_range(self.first_seed, self.seeds)
 
     @property
     def receiver(self) -> int:
@@ -646,21 +663,19 @@ def phase_name(scheme: str, seed: int, workload: int = 1) -> str:
     return f"w{workload}-{scheme}" + (f"-s{seed}" if seed else "")
 
 
-def _flow_pair(p: Params, a: Arrival, count: int, seed: int, k: int,
-               scheme: str) -> tuple[FlowSpec, FlowSpec]:
-    """(sender, receiver) of one flow of workload 1, or a flexible flow of 2."""
-    rx = p.receiver
+def _add_flow(per_host: dict[int, list[FlowSpec]], p: Params, a: Arrival, count: int,
+              seed: int, k: int, scheme: str) -> None:
+    """One flow of workload 1, or a flexible flow of 2, to the receiver."""
     rp = reflex_params(scheme)
     fixed = SCHEMES["reflex" if rp else scheme]
-    common: dict[str, Any] = {"flow": a.name, "msg_bytes": p.msg_bytes, "count": count,
-                              "window": p.window, "seed": 700 + 1000 * seed + k}
-    extra: dict[str, Any] = {"start_delay_s": a.start_s}
+    common: FlowShared = {"flow": a.name, "msg_bytes": p.msg_bytes, "count": count,
+                          "window": p.window, "seed": 700 + 1000 * seed + k}
+    extra: SenderOnly = {"start_delay_s": a.start_s}
     if a.kind == "flexible":
         extra["dscp"] = DSCP_LOW if fixed.flexible == "low" else DSCP_HIGH
         if rp is not None:
             extra["flexible"] = flexible_spec(p, *rp)
-    return (FlowSpec(role="sender", peer_ip=host_addr(rx).ip, **common, **extra),
-            FlowSpec(role="receiver", peer_ip=host_addr(a.sender).ip, **common))
+    add_flow(per_host, a.sender, p.receiver, common, extra)
 
 
 def _switch_line(p: Params, scheme: str) -> str:
@@ -681,9 +696,7 @@ def _phase(p: Params, scheme: str, seed: int) -> PhasePlan:
     count = flow_count(p)
     per_host: dict[int, list[FlowSpec]] = {}
     for k, a in enumerate(flows):
-        snd, rcv = _flow_pair(p, a, count, seed, k, scheme)
-        per_host.setdefault(a.sender, []).append(snd)
-        per_host.setdefault(p.receiver, []).append(rcv)
+        _add_flow(per_host, p, a, count, seed, k, scheme)
     # Every flow starved to the end of the window and then sent at line rate.
     line_s = count * p.msg_bytes * 8 / p.payload_bps
     timeout = 2 * (flows[-1].start_s + len(flows) * line_s) + 60
@@ -701,25 +714,20 @@ def _phase_w2(p: Params, scheme: str, seed: int, workload: int = 2) -> PhasePlan
     rx = p.receiver
     per_host: dict[int, list[FlowSpec]] = {}
     for k, a in enumerate(draw.flexible):
-        snd, rcv = _flow_pair(p, a, count, seed, k, scheme)
-        per_host.setdefault(a.sender, []).append(snd)
-        per_host.setdefault(rx, []).append(rcv)
+        _add_flow(per_host, p, a, count, seed, k, scheme)
     for s in range(1, p.senders + 1):
         mine = draw.regular_of(s)
         if not mine:
             continue
         # Regular flows stay plain RoCE at high priority under every scheme.
-        common: dict[str, Any] = {
+        common: FlowShared = {
             "flow": pool_name(s), "msg_bytes": p.w2_msg_bytes, "count": len(mine),
             "seed": 500 + 1000 * seed + s, "qps": p.w2_qps,
             "arrivals_s": tuple(a.start_s for a in mine)}
         if workload == 3:
             common["msg_sizes"] = tuple(a.size for a in mine)
             common["msg_bytes"] = max(common["msg_sizes"])
-        per_host.setdefault(s, []).append(FlowSpec(role="sender", peer_ip=host_addr(rx).ip,
-                                                   dscp=DSCP_HIGH, **common))
-        per_host.setdefault(rx, []).append(FlowSpec(role="receiver",
-                                                    peer_ip=host_addr(s).ip, **common))
+        add_flow(per_host, s, rx, common, {"dscp": DSCP_HIGH})
     reg_bytes = (sum(a.size for a in draw.regular) if workload == 3
                  else len(draw.regular) * p.w2_msg_bytes)
     total = len(draw.flexible) * count * p.msg_bytes + reg_bytes
@@ -741,7 +749,7 @@ def plan(p: Params) -> RunPlan:
     if 3 in wl:
         phases += tuple(_phase_w2(p, s, seed, 3) for s in scheme_list(p)
                         for seed in p.seed_list)
-    info: dict[str, Any] = {
+    info: dict[str, object] = {
         "bottleneck_port": p.receiver, "link_bps": p.link_bps, "slowdown": p.slowdown,
         "t_int_s": p.t_int_s, "cycle_s": p.cycle_s, "flow_bytes": flow_count(p) * p.msg_bytes,
         "measure_window_s": p.measure_window_s, "reference": REFERENCE}
@@ -777,9 +785,7 @@ def plan(p: Params) -> RunPlan:
 
 
 def _params(run_dir: Path) -> Params:
-    d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]
-    known = {f.name for f in dataclasses.fields(Params)}
-    return Params(**{k: v for k, v in d.items() if k in known})
+    return saved_params(Params, run_dir)
 
 
 def p99(xs: list[float]) -> float:
@@ -823,29 +829,80 @@ def _fct(seconds: float) -> float:
     return float(f"{seconds:.6g}")
 
 
-def _class_stats(res: dict[str, Any], kind: str, xs: list[float], phase: str) -> None:
+@dataclass(frozen=True)
+class ClassFigures:
+    """One class of flows in one phase: how many, and (when any) their mean
+    and p99 FCT (testbed seconds); the flexible flows' delivered fraction."""
+
+    n: int
+    mean_fct_s: float | None = field(default=None, metadata=OMIT_IF_NONE)
+    p99_fct_s: float | None = field(default=None, metadata=OMIT_IF_NONE)
+    delivered_fraction: float | None = field(default=None, metadata=OMIT_IF_NONE)
+
+
+@dataclass(frozen=True)
+class WorkloadRun:
+    """One phase's figures (workload 1; workload 2 adds its connection pools'
+    ``pool_waited``, ``post_late_max_s`` and ``regular_fct_s``); ``fct_s``
+    every counted flexible flow's FCT by name."""
+
+    regular: ClassFigures
+    flexible: ClassFigures
+    sender_overlap_s: float
+    pool_waited: int | None = field(metadata=OMIT_IF_NONE)
+    post_late_max_s: float | None = field(metadata=OMIT_IF_NONE)
+    fct_s: dict[str, float]
+    regular_fct_s: list[float] | dict[str, float] | None = field(metadata=OMIT_IF_NONE)
+
+    def figures(self, kind: str) -> ClassFigures:
+        """A class's figures by name (W3_KINDS)."""
+        got: ClassFigures = getattr(self, kind)
+        return got
+
+
+@dataclass(frozen=True)
+class W3Run(WorkloadRun):
+    """Workload 3's phase: workload 2's figures (``regular_fct_s`` by flow
+    name), the regular flows per size class (SIZE_CLASSES) and the flexible
+    flows' share slowed below SLOW_SPEEDUP against ``none`` (None there)."""
+
+    tiny: ClassFigures
+    small: ClassFigures
+    medium: ClassFigures
+    large: ClassFigures
+    share_below_080: float | None = field(default=None,
+                                          metadata=json_key("flexible.share_below_080"))
+
+
+def _class_stats(kind: str, xs: list[float], phase: str,
+                 delivered_fraction: float | None = None) -> ClassFigures:
     if not xs:
         raise ValueError(f"phase {phase}: no {kind} flow to measure (none arrived in the "
                          "measure window)")
-    res[kind] = {"n": len(xs), "mean_fct_s": _fct(statistics.fmean(xs)),
-                 "p99_fct_s": _fct(p99(xs))}
+    return ClassFigures(n=len(xs), mean_fct_s=_fct(statistics.fmean(xs)),
+                        p99_fct_s=_fct(p99(xs)), delivered_fraction=delivered_fraction)
 
 
 def phase_result(data: PhaseData, flows: list[Arrival], size: int,
-                 counted: list[Arrival] | None = None) -> dict[str, Any]:
+                 counted: list[Arrival] | None = None) -> WorkloadRun:
     """Workload 1's figures of one phase: every flow's FCT (``fct_s``), the
     statistics of the ``counted`` ones (default: all)."""
     fct = flow_fcts(data, flows)
     counted = flows if counted is None else counted
-    res: dict[str, Any] = {}
-    for kind in ("regular", "flexible"):
-        _class_stats(res, kind, [fct[a.name] for a in counted if a.kind == kind], data.name)
+    flex = [fct[a.name] for a in counted if a.kind == "flexible"]
+    regular = _class_stats("regular", [fct[a.name] for a in counted if a.kind == "regular"],
+                           data.name)
+    if not flex:
+        _class_stats("flexible", flex, data.name)
     got = sum(data.flow_end(a.name, "receiver")["bytes"] for a in counted
               if a.kind == "flexible")
-    res["flexible"]["delivered_fraction"] = round(got / (size * res["flexible"]["n"]), 4)
-    res["sender_overlap_s"] = round(sender_overlap_s(data, flows), 3)
-    res["fct_s"] = {k: _fct(v) for k, v in fct.items()}
-    return res
+    return WorkloadRun(
+        regular=regular,
+        flexible=_class_stats("flexible", flex, data.name,
+                              round(got / (size * len(flex)), 4)),
+        sender_overlap_s=round(sender_overlap_s(data, flows), 3),
+        pool_waited=None, post_late_max_s=None,
+        fct_s={k: _fct(v) for k, v in fct.items()}, regular_fct_s=None)
 
 
 def regular_fcts(data: PhaseData, draw: W2Draw) -> dict[str, float]:
@@ -867,7 +924,7 @@ def regular_fcts(data: PhaseData, draw: W2Draw) -> dict[str, float]:
 
 
 def w2_phase_result(data: PhaseData, draw: W2Draw, size: int,
-                    counted: set[str] | None = None) -> dict[str, Any]:
+                    counted: set[str] | None = None) -> WorkloadRun:
     """Workload 2's figures of one phase, the statistics over the flows named
     in ``counted`` (default: all); ``fct_s`` and ``regular_fct_s`` those
     flows' FCTs."""
@@ -876,98 +933,155 @@ def w2_phase_result(data: PhaseData, draw: W2Draw, size: int,
     if counted is not None:
         flex = {k: v for k, v in flex.items() if k in counted}
         reg = {k: v for k, v in reg.items() if k in counted}
-    res: dict[str, Any] = {}
-    _class_stats(res, "regular", list(reg.values()), data.name)
-    _class_stats(res, "flexible", list(flex.values()), data.name)
+    regular = _class_stats("regular", list(reg.values()), data.name)
+    if not flex:
+        _class_stats("flexible", [], data.name)
     got = sum(data.flow_end(name, "receiver")["bytes"] for name in flex)
-    res["flexible"]["delivered_fraction"] = round(got / (size * len(flex)), 4)
-    res["sender_overlap_s"] = round(sender_overlap_s(data, draw.flexible), 3)
     pools = [data.flow_end(pool_name(s), "sender")["pool"]
              for s in sorted({a.sender for a in draw.regular})]
-    res["pool_waited"] = sum(int(x["waited"]) for x in pools)
-    res["post_late_max_s"] = round(max(float(x["post_late_max_s"]) for x in pools), 4)
-    res["fct_s"] = {k: _fct(v) for k, v in flex.items()}
-    res["regular_fct_s"] = [_fct(v) for v in reg.values()]
-    return res
+    return WorkloadRun(
+        regular=regular,
+        flexible=_class_stats("flexible", list(flex.values()), data.name,
+                              round(got / (size * len(flex)), 4)),
+        sender_overlap_s=round(sender_overlap_s(data, draw.flexible), 3),
+        pool_waited=sum(int(x["waited"]) for x in pools),
+        post_late_max_s=round(max(float(x["post_late_max_s"]) for x in pools), 4),
+        fct_s={k: _fct(v) for k, v in flex.items()},
+        regular_fct_s=[_fct(v) for v in reg.values()])
 
 
-def speedups(per_seed: dict[str, list[dict[str, Any]]], extra: tuple[str, ...] = (),
-             kinds: tuple[str, ...] = ("regular", "flexible")) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ClassSpread:
+    """One class of flows under one scheme over the draws (``seed_spread``):
+    FCTs, speed-ups against ``none`` on the same draw (not for ``none``), the
+    flow count; the flexible flows' delivered fraction and, in workload 3,
+    their share slowed below SLOW_SPEEDUP."""
+
+    share_below_080: Spread | None = field(metadata=OMIT_IF_NONE)
+    mean_fct_s: Spread
+    mean_speedup: Spread | None = field(metadata=OMIT_IF_NONE)
+    p99_fct_s: Spread
+    p99_speedup: Spread | None = field(metadata=OMIT_IF_NONE)
+    n: Spread
+    delivered_fraction: Spread | None = field(metadata=OMIT_IF_NONE)
+
+
+@dataclass(frozen=True)
+class SchemeResult:
+    """A scheme's figures over the draws, with each draw's under ``runs``."""
+
+    sender_overlap_s: Spread
+    pool_waited: Spread | None = field(metadata=OMIT_IF_NONE)        # workloads 2 and 3
+    post_late_max_s: Spread | None = field(metadata=OMIT_IF_NONE)
+    classes: dict[str, ClassSpread] = field(metadata=INLINE)        # kind -> its figures
+    runs: list[WorkloadRun]
+
+
+def _speedup(got: float | None, was: float | None) -> float | None:
+    return None if got is None or was is None else round(was / got, 4)
+
+
+def _class_spread(runs: list[WorkloadRun], base: list[WorkloadRun], kind: str,
+                  against_none: bool) -> ClassSpread:
+    pairs = [(run.figures(kind), ref.figures(kind)) for run, ref in zip(runs, base, strict=True)]
+    w3 = [r.share_below_080 for r in runs if isinstance(r, W3Run)]
+
+    def speedup(stat: Callable[[ClassFigures], float | None]) -> Spread | None:
+        return (seed_spread(_speedup(stat(f), stat(ref)) for f, ref in pairs)
+                if against_none else None)
+
+    return ClassSpread(
+        share_below_080=seed_spread(w3) if kind == "flexible" and w3 else None,
+        mean_fct_s=seed_spread(f.mean_fct_s for f, _ in pairs),
+        mean_speedup=speedup(lambda f: f.mean_fct_s),
+        p99_fct_s=seed_spread(f.p99_fct_s for f, _ in pairs),
+        p99_speedup=speedup(lambda f: f.p99_fct_s),
+        n=seed_spread(f.n for f, _ in pairs),
+        delivered_fraction=(seed_spread(f.delivered_fraction for f, _ in pairs)
+                            if kind == "flexible" else None))
+
+
+def _optional(values: Iterable[float | None]) -> Spread | None:
+    """seed_spread of a figure only some workloads' runs have (None: not these)."""
+    xs = list(values)
+    return None if all(x is None for x in xs) else seed_spread(xs)
+
+
+def speedups(per_seed: dict[str, list[WorkloadRun]],
+             kinds: tuple[str, ...] = ("regular", "flexible")) -> dict[str, SchemeResult]:
     """Per scheme: each class's FCTs and their speed-ups against ``none`` on
     the same draw, as the mean and spread over draws (``seed_spread``), with
-    the per-draw results under ``runs``; ``extra`` keys of a run are carried
-    over the same way. A class with no flow in a draw (n 0) has no figures
-    from it."""
+    the per-draw results under ``runs``; a run's pool figures (workloads 2
+    and 3) are carried over the same way. A class with no flow in a draw (n
+    0) has no figures from it. (Workload 3's flexible flows come first, as
+    their share_below_080 is their first figure.)"""
     base = per_seed["none"]
-    out: dict[str, Any] = {}
-    for scheme, runs in per_seed.items():
-        flat: list[dict[str, Any]] = []
-        for run, ref in zip(runs, base, strict=True):
-            row: dict[str, Any] = {k: run[k] for k in ("sender_overlap_s", *extra)}
-            for kind in kinds:
-                for stat in ("mean", "p99"):
-                    got, was = run[kind].get(f"{stat}_fct_s"), ref[kind].get(f"{stat}_fct_s")
-                    row[f"{kind}.{stat}_fct_s"] = got
-                    if scheme != "none":
-                        row[f"{kind}.{stat}_speedup"] = (None if got is None or was is None
-                                                         else round(was / got, 4))
-                row[f"{kind}.n"] = run[kind]["n"]
-            row["flexible.delivered_fraction"] = run["flexible"]["delivered_fraction"]
-            flat.append(row)
-        spread = seed_spread(flat, list(flat[0]))
-        cell: dict[str, Any] = {}
-        for k, v in spread.items():
-            kind, _, rest = k.partition(".")
-            if kind in kinds and rest:
-                cell.setdefault(kind, {})[rest] = v
-            else:
-                cell[k] = v
-        cell["runs"] = runs
-        out[scheme] = cell
-    return out
+    w3 = any(isinstance(r, W3Run) for runs in per_seed.values() for r in runs)
+    order = (("flexible", *(k for k in kinds if k != "flexible")) if w3 else kinds)
+    return {scheme: SchemeResult(
+        sender_overlap_s=seed_spread(r.sender_overlap_s for r in runs),
+        pool_waited=_optional(r.pool_waited for r in runs),
+        post_late_max_s=_optional(r.post_late_max_s for r in runs),
+        classes={kind: _class_spread(runs, base, kind, scheme != "none") for kind in order},
+        runs=runs) for scheme, runs in per_seed.items()}
 
 
-def analyze(run_dir: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Results(Summary):
+    schemes: list[str]
+    workloads: list[int]
+    paper: dict[str, float]
+    paper_fct_ms: dict[str, int]
+    flow_bytes: int
+    measure_window_s: tuple[float, float] | None
+    w1: dict[str, SchemeResult] | None = field(default=None, metadata=OMIT_IF_NONE)
+    w2: dict[str, SchemeResult] | None = field(default=None, metadata=OMIT_IF_NONE)
+    w2_regular_bytes: int | None = field(default=None, metadata=OMIT_IF_NONE)
+    paper_w2: dict[str, int] | None = field(default=None, metadata=OMIT_IF_NONE)
+    w3: dict[str, SchemeResult] | None = field(default=None, metadata=OMIT_IF_NONE)
+    paper_w3: dict[str, float] | None = field(default=None, metadata=OMIT_IF_NONE)
+
+
+def analyze(run_dir: Path) -> Results:
     p = _params(run_dir)
     size = flow_count(p) * p.msg_bytes
-    out: dict[str, Any] = {"schemes": scheme_list(p), "workloads": p.workload_list,
-                           "paper": dict(REFERENCE), "paper_fct_ms": dict(REFERENCE_FCT_MS),
-                           "flow_bytes": size, "measure_window_s": p.measure_window_s}
+    w1 = w2 = w3 = None
     if 1 in p.workload_list:
         draws = {s: arrivals(p, s) for s in p.seed_list}
-        out["w1"] = speedups({scheme: [
+        w1 = speedups({scheme: [
             phase_result(load_phase(run_dir, phase_name(scheme, s)), draws[s], size,
                          measured(p, draws[s]))
             for s in p.seed_list] for scheme in scheme_list(p)})
     if 2 in p.workload_list:
-        w2 = {s: w2_arrivals(p, s) for s in p.seed_list}
+        w2d = {s: w2_arrivals(p, s) for s in p.seed_list}
         counted = {s: {a.name for a in measured(p, d.flexible) + measured(p, d.regular)}
-                   for s, d in w2.items()}
-        out["w2"] = speedups({scheme: [
-            w2_phase_result(load_phase(run_dir, phase_name(scheme, s, 2)), w2[s], size,
-                            counted[s]) for s in p.seed_list] for scheme in scheme_list(p)},
-            extra=("pool_waited", "post_late_max_s"))
-        out["w2_regular_bytes"] = p.w2_msg_bytes
-        out["paper_w2"] = dict(PAPER_W2)
+                   for s, d in w2d.items()}
+        w2 = speedups({scheme: [
+            w2_phase_result(load_phase(run_dir, phase_name(scheme, s, 2)), w2d[s], size,
+                            counted[s]) for s in p.seed_list] for scheme in scheme_list(p)})
     if 3 in p.workload_list:
-        w3 = {s: w3_arrivals(p, s) for s in p.seed_list}
+        w3d = {s: w3_arrivals(p, s) for s in p.seed_list}
         counted = {s: {a.name for a in measured(p, d.flexible) + measured(p, d.regular)}
-                   for s, d in w3.items()}
-        per = {scheme: [w3_phase_result(load_phase(run_dir, phase_name(scheme, s, 3)), w3[s],
+                   for s, d in w3d.items()}
+        per = {scheme: [w3_phase_result(load_phase(run_dir, phase_name(scheme, s, 3)), w3d[s],
                                         size, counted[s]) for s in p.seed_list]
                for scheme in scheme_list(p)}
-        for scheme, runs in per.items():
-            for run, ref in zip(runs, per["none"], strict=True):
-                run["flexible.share_below_080"] = (None if scheme == "none"
-                                                   else share_below(run, ref))
-        out["w3"] = speedups(per, extra=("pool_waited", "post_late_max_s",
-                                         "flexible.share_below_080"), kinds=W3_KINDS)
-        out["paper_w3"] = dict(PAPER_W3)
-    return out
+        w3 = speedups({scheme: [
+            dataclasses.replace(run, share_below_080=None if scheme == "none"
+                                else share_below(run, ref))
+            for run, ref in zip(runs, per["none"], strict=True)]
+            for scheme, runs in per.items()}, kinds=W3_KINDS)
+    return Results(
+        schemes=scheme_list(p), workloads=p.workload_list, paper=dict(REFERENCE),
+        paper_fct_ms=dict(REFERENCE_FCT_MS), flow_bytes=size,
+        measure_window_s=p.measure_window_s,
+        w1=w1, w2=w2, w2_regular_bytes=p.w2_msg_bytes if w2 is not None else None,
+        paper_w2=dict(PAPER_W2) if w2 is not None else None,
+        w3=w3, paper_w3=dict(PAPER_W3) if w3 is not None else None)
 
 
 def w3_phase_result(data: PhaseData, draw: W2Draw, size: int,
-                    counted: set[str] | None = None) -> dict[str, Any]:
+                    counted: set[str] | None = None) -> W3Run:
     """Workload 3's figures of one phase: workload 2's, with the regular flows'
     statistics per size class (SIZE_CLASSES; a class no counted flow falls in
     has ``n`` 0 and no FCTs) and ``regular_fct_s`` per flow name."""
@@ -976,30 +1090,31 @@ def w3_phase_result(data: PhaseData, draw: W2Draw, size: int,
     sizes = {a.name: a.size for a in draw.regular}
     if counted is not None:
         reg = {k: v for k, v in reg.items() if k in counted}
+    classes: dict[str, ClassFigures] = {}
     for name, _top in SIZE_CLASSES:
         xs = [v for k, v in reg.items() if size_class(sizes[k]) == name]
-        if xs:
-            _class_stats(res, name, xs, data.name)
-        else:
-            res[name] = {"n": 0}
-    res["regular_fct_s"] = {k: _fct(v) for k, v in reg.items()}
-    return res
+        classes[name] = _class_stats(name, xs, data.name) if xs else ClassFigures(n=0)
+    return W3Run(**{f.name: getattr(res, f.name) for f in dataclasses.fields(WorkloadRun)
+                    if f.name != "regular_fct_s"},
+                 regular_fct_s={k: _fct(v) for k, v in reg.items()},
+                 tiny=classes["tiny"], small=classes["small"], medium=classes["medium"],
+                 large=classes["large"])
 
 
-def share_below(run: dict[str, Any], ref: dict[str, Any], limit: float = SLOW_SPEEDUP) -> float:
+def share_below(run: WorkloadRun, ref: WorkloadRun, limit: float = SLOW_SPEEDUP) -> float:
     """The share of the flexible flows (``fct_s``, by name) whose speed-up
     against the same flow in ``ref`` is below ``limit``."""
-    names = sorted(ref["fct_s"])
-    if not names or set(names) != set(run["fct_s"]):
+    names = sorted(ref.fct_s)
+    if not names or set(names) != set(run.fct_s):
         raise ValueError("share_below: the runs measure different flexible flows")
-    slow = sum(ref["fct_s"][k] / run["fct_s"][k] < limit for k in names)
+    slow = sum(ref.fct_s[k] / run.fct_s[k] < limit for k in names)
     return round(slow / len(names), 4)
 
 
 W3_KINDS = ("regular", "flexible", *(name for name, _ in SIZE_CLASSES))
 
 
-def _speedup_plot(res: dict[str, Any], p: Params, workload: int, out: Path) -> Path:
+def _speedup_plot(res: dict[str, SchemeResult], p: Params, workload: int, out: Path) -> Path:
     import matplotlib.pyplot as plt
 
     key_w = f"w{workload}"
@@ -1009,10 +1124,9 @@ def _speedup_plot(res: dict[str, Any], p: Params, workload: int, out: Path) -> P
         x = range(len(others))
         for off, stat in ((-0.2, "mean"), (0.2, "p99")):
             key = f"{stat}_speedup"
-            cells = [res[key_w][s][kind] for s in others]
-            got = [c[key] for c in cells]
-            err = [[c[key] - c.get(f"{key}_min", c[key]) for c in cells],
-                   [c.get(f"{key}_max", c[key]) - c[key] for c in cells]]
+            cells: list[Spread] = [getattr(res[s].classes[kind], key) for s in others]
+            got = [c.mean for c in cells]
+            err = [[_sub(c.mean, c.min) for c in cells], [_sub(c.max, c.mean) for c in cells]]
             ax.bar([i + off for i in x], got, 0.4, yerr=err, capsize=3, label=f"{stat}")
             ref = [(i + off, REFERENCE[f"{key_w}.{s}.{kind}.{key}"])
                    for i, s in enumerate(others) if f"{key_w}.{s}.{kind}.{key}" in REFERENCE]
@@ -1034,14 +1148,25 @@ def _speedup_plot(res: dict[str, Any], p: Params, workload: int, out: Path) -> P
     return out
 
 
-def _fct_cdf_plot(res: dict[str, Any], p: Params, out: Path) -> Path:
+def _sub(a: float | None, b: float | None) -> float:
+    """a - b for an error bar (0 where either is missing)."""
+    return 0.0 if a is None or b is None else a - b
+
+
+def _regular_fcts(run: WorkloadRun) -> list[float]:
+    """A workload-2 or -3 run's regular flows' FCTs."""
+    fcts = run.regular_fct_s
+    return list(fcts.values()) if isinstance(fcts, dict) else list(fcts or ())
+
+
+def _fct_cdf_plot(res: dict[str, SchemeResult], p: Params, out: Path) -> Path:
     """Workload 2: the regular flows' FCT distribution per scheme (all draws)."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for scheme in scheme_list(p):
-        xs = sorted(v * 1e3 / p.slowdown for run in res["w2"][scheme]["runs"]
-                    for v in run["regular_fct_s"])
+        xs = sorted(v * 1e3 / p.slowdown for run in res[scheme].runs
+                    for v in _regular_fcts(run))
         ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", label=scheme)
     ax.set_xscale("log")
     ax.set_xlabel(f"FCT (ms of the modelled {p.modelled_link} network)")
@@ -1055,7 +1180,7 @@ def _fct_cdf_plot(res: dict[str, Any], p: Params, out: Path) -> Path:
     return out
 
 
-def _w3_plot(res: dict[str, Any], p: Params, out: Path) -> Path:
+def _w3_plot(res: dict[str, SchemeResult], p: Params, out: Path) -> Path:
     """Workload 3: per scheme, the mean and p99 FCT speed-up of each regular
     size class and of the flexible flows, the paper's p99 marked."""
     import matplotlib.pyplot as plt
@@ -1064,11 +1189,12 @@ def _w3_plot(res: dict[str, Any], p: Params, out: Path) -> Path:
     kinds = [name for name, _ in SIZE_CLASSES] + ["flexible"]
     fig, axes = plt.subplots(1, len(others), figsize=(5.5 * len(others), 4.5), squeeze=False)
     for ax, scheme in zip(axes[0], others, strict=True):
-        cell = res["w3"][scheme]
+        cell = res[scheme].classes
         for off, stat in ((-0.2, "mean"), (0.2, "p99")):
             key = f"{stat}_speedup"
-            xs = [(i + off, cell[k].get(key)) for i, k in enumerate(kinds)
-                  if cell[k].get(key) is not None]
+            got: list[Spread | None] = [getattr(cell[k], key) for k in kinds]
+            xs = [(i + off, g.mean) for i, g in enumerate(got)
+                  if g is not None and g.mean is not None]
             ax.bar([x for x, _ in xs], [v for _, v in xs], 0.4, label=stat)
         ref = [(i + 0.2, REFERENCE[f"w3.{scheme}.{k}.p99_speedup"]) for i, k in enumerate(kinds)
                if f"w3.{scheme}.{k}.p99_speedup" in REFERENCE]
@@ -1076,10 +1202,11 @@ def _w3_plot(res: dict[str, Any], p: Params, out: Path) -> Path:
             ax.plot([a for a, _ in ref], [b for _, b in ref], "k*", markersize=10,
                     label="paper p99")
         ax.axhline(1.0, color="grey", lw=0.8)
-        ns = [cell[k].get("n") for k in kinds]
+        ns = [cell[k].n.mean for k in kinds]
         ax.set_xticks(range(len(kinds)), [f"{k}\n(n {n:g})" if n is not None else k
                                           for k, n in zip(kinds, ns, strict=True)])
-        share = cell["flexible"].get("share_below_080")
+        below = cell["flexible"].share_below_080
+        share = below.mean if below is not None else None
         paper = REFERENCE.get(f"w3.{scheme}.flexible.share_below_080")
         title = scheme
         if share is not None:
@@ -1108,11 +1235,11 @@ def plot(run_dir: Path) -> list[Path]:
                      for seed in p.seed_list),
         port=p.receiver)
     plots = Path(run_dir) / "plots"
-    if 1 in p.workload_list:
-        outs.append(_speedup_plot(res, p, 1, plots / "speedups.png"))
-    if 2 in p.workload_list:
-        outs.append(_speedup_plot(res, p, 2, plots / "w2_speedups.png"))
-        outs.append(_fct_cdf_plot(res, p, plots / "w2_fct_cdf.png"))
-    if 3 in p.workload_list:
-        outs.append(_w3_plot(res, p, plots / "w3_speedups.png"))
+    if res.w1 is not None:
+        outs.append(_speedup_plot(res.w1, p, 1, plots / "speedups.png"))
+    if res.w2 is not None:
+        outs.append(_speedup_plot(res.w2, p, 2, plots / "w2_speedups.png"))
+        outs.append(_fct_cdf_plot(res.w2, p, plots / "w2_fct_cdf.png"))
+    if res.w3 is not None:
+        outs.append(_w3_plot(res.w3, p, plots / "w3_speedups.png"))
     return outs

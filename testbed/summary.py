@@ -27,6 +27,13 @@ array. Claims, the report and the results line read that JSON form only
 (dotted keys, testbed.claims.lookup). An ``analyze`` that still returns a
 plain dict is taken as it is.
 
+Two records write flat keys into the object around them instead of an
+object of their own: a :class:`Spread` (a figure over several runs) in a
+field ``key`` writes ``key`` (its mean) and beside it ``key_sd``,
+``key_min``, ``key_max``, ``key_n`` and ``key_seeds``, each only while set;
+a dict field with ``INLINE`` writes its items in its place (open keys beside
+fixed ones at one level, e.g. a sweep's ``d1``, ``d3`` beside ``paper``).
+
 This module runs on Python 3.9 too (no newer syntax at run time).
 """
 
@@ -36,7 +43,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Union
 
-__all__ = ["Summary", "Results", "OMIT_IF_NONE", "json_key", "results_json", "to_json"]
+__all__ = ["Summary", "Results", "Spread", "OMIT_IF_NONE", "INLINE", "json_key",
+           "results_json", "to_json"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +61,37 @@ Results = Union[Summary, Mapping[str, Any]]  # noqa: UP007 (run on Python 3.9 to
 OMIT_IF_NONE: Mapping[str, object] = {"omit_if_none": True}
 
 
+# Field metadata: a dict field whose items stand in the enclosing object in
+# the field's place (its own key is not written).
+INLINE: Mapping[str, object] = {"inline": True}
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread:
+    """A figure over several runs (seeds), written flat beside its field's key
+    ``k``: ``k`` the mean, then ``k_sd``, ``k_min``, ``k_max``, ``k_n`` and
+    ``k_seeds`` (each run's value), in that order, each left out while None
+    (an experiment sets those it reports; a figure no run measured is
+    ``Spread(None)``: ``k`` null alone). Values are written as they are (an
+    int stays an int)."""
+
+    mean: float | None
+    sd: float | None = None
+    min: float | None = None
+    max: float | None = None
+    n: int | None = None
+    seeds: list[float] | None = None
+
+    def flat_json(self, key: str) -> dict[str, object]:
+        """The keys this figure writes in field ``key``'s place."""
+        out: dict[str, object] = {key: self.mean}
+        for suffix in ("sd", "min", "max", "n", "seeds"):
+            v = getattr(self, suffix)
+            if v is not None:
+                out[f"{key}_{suffix}"] = to_json(v)
+        return out
+
+
 def json_key(key: str, *, omit_if_none: bool = False) -> dict[str, object]:
     """Field metadata for a key that is no Python name (``"d3.budget_time_ms"``)."""
     return {"key": key, "omit_if_none": omit_if_none}
@@ -67,7 +106,13 @@ def to_json(value: object) -> Any:
             v = getattr(value, f.name)
             if v is None and f.metadata.get("omit_if_none"):
                 continue
-            out[f.metadata.get("key", f.name)] = to_json(v)
+            key = f.metadata.get("key", f.name)
+            if isinstance(v, Spread):
+                out.update(v.flat_json(key))
+            elif f.metadata.get("inline"):
+                out.update(to_json(v))
+            else:
+                out[key] = to_json(v)
         return out
     if isinstance(value, Mapping):
         return {k: to_json(v) for k, v in value.items()}

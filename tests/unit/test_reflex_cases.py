@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from ring_runs import write_plan
 from experiments import reflex_cases as rc
 from hosts.agent_spec import MAX_FLOW_BYTES
 from hosts.reflex.flexible import Cycle, FlexibleFlow, FlexibleParams, Phase
+from testbed.summary import Summary, results_json
 
 T0 = 10**12
 
@@ -206,7 +208,7 @@ def _write_two_scheme_run(run_dir: Path, nic_gbps: float = 10.0) -> rc.Params:
 def test_analysis_measures_rates_over_whole_cycles_while_both_are_active(tmp_path: Path) -> None:
     p = _write_two_scheme_run(tmp_path)
     cyc = p.t_int_s * p.cycle_intervals   # 6.25 s
-    r = rc.analyze(tmp_path)
+    r = results_json(rc.analyze(tmp_path))
     assert r["case1"]["regular_rate_fraction"] == pytest.approx(0.74, abs=0.005)
     assert r["case1"]["whole_cycles"] == 4 and r["case1"]["window_s"] == [12.5, 37.5]
     assert r["case2"]["flexible_rate_fraction"] == pytest.approx(0.45, abs=0.01)
@@ -234,7 +236,7 @@ def test_a_later_flow_starved_until_the_first_ends_measures_zero_from_its_start(
         (d / "h1.events.jsonl").write_text("".join(
             json.dumps({"event": "flow_start", "t_ns": T0, "host": h, "flow": f,
                         "role": "sender"}) + "\n" for h, f in (("h1", "flex"), ("h2", "regular"))))
-    r = rc.analyze(tmp_path)["schemes"]["absolute"]
+    r = results_json(rc.analyze(tmp_path))["schemes"]["absolute"]
     assert r["case2"]["flexible_rate_fraction"] == 0.0
     assert r["case2"]["other_rate_fraction"] == pytest.approx(1.0, abs=0.02)
     assert r["case2"]["window_s"] == [1.25, 6.0]
@@ -282,18 +284,29 @@ def test_several_runs_per_phase_give_mean_and_spread() -> None:
     assert [ph.name for ph in rc.plan(p).phases] == [
         "case1-reflex", "case1-reflex-s1", "case2-reflex", "case2-reflex-s1",
         "case1-none", "case1-none-s1", "case2-none", "case2-none-s1"]
-    runs = [{"regular_rate_fraction": 0.70, "whole_cycles": 2, "window_s": [1.0, 2.0]},
-            {"regular_rate_fraction": 0.80, "whole_cycles": 3, "window_s": [1.5, 2.5]}]
-    a = rc.aggregate(runs)
+    runs = [rc.CaseRun(regular_rate_fraction=0.70, flexible_rate_fraction=None,
+                       other_rate_fraction=0.3, window_s=[1.0, 2.0], whole_cycles=2,
+                       flexible_low_s=None, cnps=0),
+            rc.CaseRun(regular_rate_fraction=0.80, flexible_rate_fraction=None,
+                       other_rate_fraction=0.2, window_s=[1.5, 2.5], whole_cycles=3,
+                       flexible_low_s=None, cnps=0)]
+    a = results_json(_Case(rc.aggregate(runs)))["case1"]
     assert a["regular_rate_fraction"] == pytest.approx(0.75)
     assert a["regular_rate_fraction_sd"] == pytest.approx(0.0707, abs=1e-4)
     assert a["regular_rate_fraction_seeds"] == [0.70, 0.80]
-    assert a["window_s"] == [[1.0, 2.0], [1.5, 2.5]] and a["runs"] == runs
-    one = rc.aggregate(runs[:1])
+    assert "flexible_rate_fraction" not in a and "flexible_low_s" not in a
+    assert a["window_s"] == [[1.0, 2.0], [1.5, 2.5]]
+    assert [r["whole_cycles"] for r in a["runs"]] == [2, 3]
+    one = results_json(_Case(rc.aggregate(runs[:1])))["case1"]
     assert one["regular_rate_fraction"] == 0.70 and one["window_s"] == [1.0, 2.0]
     assert "runs" not in one and "regular_rate_fraction_sd" not in one
     with pytest.raises(ValueError, match="seeds"):
         rc.Params(seeds=0)
+
+
+@dataclass(frozen=True)
+class _Case(Summary):
+    case1: rc.CaseResult
 
 
 def test_a_starved_later_flow_is_told_by_its_samples_not_their_grid(tmp_path: Path) -> None:
@@ -319,7 +332,7 @@ def test_a_starved_later_flow_is_told_by_its_samples_not_their_grid(tmp_path: Pa
         (tmp_path / "phases" / f"case{case}-absolute" / "h1.events.jsonl").write_text("".join(
             json.dumps({"event": "flow_start", "t_ns": T0, "host": h, "flow": f,
                         "role": "sender"}) + "\n" for h, f in (("h1", "flex"), ("h2", "regular"))))
-    r = rc.analyze(tmp_path)["schemes"]["absolute"]["case2"]
+    r = results_json(rc.analyze(tmp_path))["schemes"]["absolute"]["case2"]
     assert r["window_s"] == [1.25, 6.023]
     assert r["flexible_rate_fraction"] < 0.01
     assert r["other_rate_fraction"] == pytest.approx(1.0, abs=0.02)

@@ -4,7 +4,9 @@ also plotted)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from plot_checks import assert_plots
 from ring_runs import write_plan
 
 from experiments import reflex_partial as rp
+from testbed.summary import Summary, results_json
 
 T0 = 10**12
 
@@ -68,7 +71,7 @@ def _write_two_r_run(tmp_path: Path) -> int:
 
 def test_analysis_reports_delivery_and_fcts(tmp_path: Path) -> None:
     size = _write_two_r_run(tmp_path)
-    r = rp.analyze(tmp_path)
+    r = results_json(rp.analyze(tmp_path))
     assert r["r000"]["delivered_fraction"] == pytest.approx(0.65, abs=1e-3)
     assert r["r000"]["regular_fct_norm"] == pytest.approx(1.4, abs=1e-3)
     assert r["r000"]["flexible_fct_norm"] == pytest.approx(1.7, abs=1e-3)
@@ -84,14 +87,21 @@ def test_plots_draw_every_phase_and_the_sweep(tmp_path: Path) -> None:
 
 
 def test_runs_of_one_r_give_mean_and_spread() -> None:
-    runs = [{"r": 0.0, "delivered_fraction": 0.80, "regular_fct_norm": 1.30, "bytes_ok": True,
-             "skipped_bytes": 10, "low_s": None},
-            {"r": 0.0, "delivered_fraction": 0.90, "regular_fct_norm": 1.50, "bytes_ok": True,
-             "skipped_bytes": 20, "low_s": None}]
-    a = rp.aggregate(0.0, runs)
+    runs = [rp.PartialRun(r=0.0, flexible_fct_s=2.0, flexible_fct_norm=1.7, regular_fct_s=1.0,
+                          regular_fct_norm=1.30, delivered_fraction=0.80, low_s=None,
+                          skipped_bytes=10, bytes_ok=True),
+            rp.PartialRun(r=0.0, flexible_fct_s=2.0, flexible_fct_norm=1.7, regular_fct_s=1.0,
+                          regular_fct_norm=1.50, delivered_fraction=0.90, low_s=None,
+                          skipped_bytes=20, bytes_ok=True)]
+    a = results_json(_One(rp.aggregate(0.0, runs)))["one"]
     assert a["delivered_fraction"] == pytest.approx(0.85)
     assert a["delivered_fraction_sd"] == pytest.approx(0.0707, abs=1e-4)
     assert (a["delivered_fraction_min"], a["delivered_fraction_max"]) == (0.80, 0.90)
     assert a["regular_fct_norm_seeds"] == [1.30, 1.50]
     assert a["skipped_bytes"] == 15 and a["low_s"] is None and a["bytes_ok"]
-    assert not rp.aggregate(0.0, [runs[0] | {"bytes_ok": False}, runs[1]])["bytes_ok"]
+    assert not rp.aggregate(0.0, [dataclasses.replace(runs[0], bytes_ok=False), runs[1]]).bytes_ok
+
+
+@dataclass(frozen=True)
+class _One(Summary):
+    one: rp.PartialResult

@@ -15,6 +15,7 @@ from ring_runs import write_plan
 
 from experiments import reflex_probing as rpb
 from testbed.experiment import plan_to_dict
+from testbed.summary import results_json
 
 T0 = 10**12
 
@@ -133,7 +134,7 @@ def _write_two_seed_run(tmp: Path) -> None:
 
 def test_analysis_reports_budget_time_percentiles_and_spent_share(tmp_path: Path) -> None:
     _write_two_seed_run(tmp_path)
-    r = rpb.analyze(tmp_path)["d3"]
+    r = results_json(rpb.analyze(tmp_path))["d3"]
     s0, s1 = r["runs"]
     assert s0["budget_time_ms"] == pytest.approx(300, abs=0.1)
     assert s1["budget_time_ms"] == pytest.approx(150, abs=0.1)
@@ -155,7 +156,7 @@ def test_analysis_reports_budget_time_percentiles_and_spent_share(tmp_path: Path
     assert r["spent_fraction"] == s0["spent_fraction"] and r["spent_fraction_n"] == 1
     assert r["budget_time_calc_ms"] == 160.0
     assert r["spent_fraction_calc"] == pytest.approx(0.48)
-    assert rpb.analyze(tmp_path)["paper"]["d3.budget_time_ms"] == 175.0
+    assert rpb.analyze(tmp_path).paper["d3.budget_time_ms"] == 175.0
 
 
 def test_plots_draw_every_phase_and_the_figures(tmp_path: Path) -> None:

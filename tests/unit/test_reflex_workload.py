@@ -17,6 +17,7 @@ from ring_runs import write_plan
 from experiments import reflex_workload as rw
 from experiments._reflex_net import QUICK_LINK_MBPS
 from hosts.reflex.schemes import DSCP_HIGH, DSCP_LOW
+from testbed.summary import results_json
 
 T0 = 10**12
 # What the paper fixes (as in test_reflex_quick_profiles): the quick profile keeps it.
@@ -129,7 +130,7 @@ def _write_quick_run(run: Path) -> rw.Params:
 
 def test_speedups_are_fct_without_priority_over_fct_with_it(tmp_path: Path) -> None:
     p = _write_quick_run(tmp_path)
-    r = rw.analyze(tmp_path)
+    r = results_json(rw.analyze(tmp_path))
     w = r["w1"]
     assert w["none"]["regular"]["mean_fct_s"] == pytest.approx(2.0, abs=1e-3)
     assert "mean_speedup" not in w["none"]["regular"]
@@ -262,7 +263,7 @@ def test_w2_speedups_count_each_flow_from_its_arrival(tmp_path: Path) -> None:
     _w2_phase(tmp_path, "w2-none", p, {"*": 0.04, **slow}, flex_s=2.0)
     _w2_phase(tmp_path, "w2-weighted-9:1", p, {"*": 0.02}, flex_s=1.6)
     _w2_phase(tmp_path, "w2-reflex-a080", p, {"*": 0.05}, flex_s=2.5)
-    r = rw.analyze(tmp_path)
+    r = results_json(rw.analyze(tmp_path))
     assert "w1" not in r and r["workloads"] == [2]
     w = r["w2"]
     mean_none = (150 * 0.04 + 2 * 0.4) / 152
@@ -300,7 +301,7 @@ def test_w2_fcts_of_microseconds_keep_their_precision(tmp_path: Path) -> None:
     _w2_phase(tmp_path, "w2-none", p, {"*": 124e-6}, flex_s=2.0)
     _w2_phase(tmp_path, "w2-weighted-9:1", p, {"*": 110e-6}, flex_s=2.0)
     _w2_phase(tmp_path, "w2-reflex-a080", p, {"*": 131e-6}, flex_s=2.0)
-    w = rw.analyze(tmp_path)["w2"]
+    w = results_json(rw.analyze(tmp_path))["w2"]
     assert w["none"]["regular"]["mean_fct_s"] == pytest.approx(124e-6, rel=1e-4)
     assert w["weighted-9:1"]["regular"]["mean_speedup"] == pytest.approx(124 / 110, rel=1e-3)
     assert w["reflex-a080"]["regular"]["p99_speedup"] == pytest.approx(124 / 131, rel=1e-3)
@@ -451,7 +452,7 @@ def test_w3_statistics_per_size_class_and_the_slowed_flexible_share(tmp_path: Pa
     # ReFlex: only the large flows gain; the flexible ones lose 10%
     _w2_phase(tmp_path, "w3-reflex-a080", p, {"tiny": 0.01, "small": 0.02, "medium": 0.5,
                                               "large": 3.2}, flex_s=2.2, workload=3)
-    r = rw.analyze(tmp_path)
+    r = results_json(rw.analyze(tmp_path))
     w = r["w3"]
     assert r["workloads"] == [3] and r["paper_w3"] == rw.PAPER_W3
     for c, flows in by_cls.items():
@@ -487,10 +488,16 @@ def test_w3_claims_keep_the_workload_claims_tolerance_and_direction() -> None:
     assert by["w3.reflex-a080.flexible.share_below_080"].paper == 0.017
 
 
+def _run(fct_s: dict[str, float]) -> rw.WorkloadRun:
+    one = rw.ClassFigures(n=1)
+    return rw.WorkloadRun(regular=one, flexible=one, sender_overlap_s=0.0, pool_waited=None,
+                          post_late_max_s=None, fct_s=fct_s, regular_fct_s=None)
+
+
 def test_w3_bad_inputs_are_refused_with_their_reason() -> None:
     with pytest.raises(ValueError, match="flow size 0: must be positive"):
         rw.size_class(0)
     with pytest.raises(ValueError, match="measure different flexible flows"):
-        rw.share_below({"fct_s": {"flex000": 1.0}}, {"fct_s": {"flex001": 1.0}})
+        rw.share_below(_run({"flex000": 1.0}), _run({"flex001": 1.0}))
     with pytest.raises(ValueError, match="subset of 1,2,3"):
         rw.Params(workloads="3,4")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from testbed.runner import flatten_keys
-from testbed.summary import OMIT_IF_NONE, Summary, json_key, results_json
+from testbed.summary import INLINE, OMIT_IF_NONE, Spread, Summary, json_key, results_json
 
 
 @dataclass(frozen=True)
@@ -53,3 +53,29 @@ def test_a_plain_dict_is_taken_as_it_is() -> None:
 def test_not_a_record() -> None:
     with pytest.raises(TypeError):
         results_json(3)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class _Point:
+    rate: Spread
+    low_s: Spread | None = field(default=None, metadata=OMIT_IF_NONE)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class _Sweep(Summary):
+    points: dict[str, _Point] = field(metadata=INLINE)
+    paper: dict[str, float]
+
+
+def test_a_spread_writes_flat_keys_beside_its_own_only_those_set() -> None:
+    r = _Sweep(points={
+        "d3": _Point(Spread(0.5, sd=0.1, min=0.4, max=0.6, n=2, seeds=[0.4, 0.6]),
+                     low_s=Spread(None)),
+        "d1": _Point(Spread(3.0, min=2, max=4, seeds=[2, 4]))}, paper={"d3.rate": 0.48})
+    j = results_json(r)
+    assert json.dumps(j) == json.dumps({
+        "d3": {"rate": 0.5, "rate_sd": 0.1, "rate_min": 0.4, "rate_max": 0.6, "rate_n": 2,
+               "rate_seeds": [0.4, 0.6], "low_s": None, "note": ""},
+        "d1": {"rate": 3.0, "rate_min": 2, "rate_max": 4, "rate_seeds": [2, 4], "note": ""},
+        "paper": {"d3.rate": 0.48}})
