@@ -8,6 +8,7 @@ expected failure after the checks that hold whatever the load."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,20 @@ def test_symphony_ring_quick(tmp_path: Path) -> None:
         # steps in flight: at least one, at most every step of the phase
         steps = 2 * (s["ranks"] - 1) * p["iterations"]
         assert all(1 <= m <= steps for m in s["max_overlap"][scheme]["runs"]), scheme
+
+
+def test_a_2d_ring_runs_on_mininet_hosts_bit_exactly(tmp_path: Path) -> None:
+    """Table 1's collective on the emulation: a 2 x 2 ring (a group per
+    leaf), every AllReduce exact, each rank's steps tagged group, cross,
+    cross, group as one job's sequence."""
+    out = tmp_path / "run"
+    s = run_experiment("symphony-ring", out, "ring_layout=local", "ring_dims=2x2",
+                       "schemes=baseline,symphony", timeout=900)
+    assert s["ok"] is True and s["bit_exact"] is True
+    for phase in ("baseline-s0", "symphony-s0"):
+        events = [json.loads(line) for line in
+                  (out / "phases" / phase / "h1.events.jsonl").read_text().splitlines()]
+        steps = [(e["seq"], e["step"], e["dim"]) for e in events
+                 if e["event"] == "step_start" and e["channel"] == 0]
+        assert steps == [(q, st, "cross" if st in (1, 2) else "group")
+                         for q in range(2) for st in range(4)], phase
