@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -366,6 +368,23 @@ def paper_ring_kwargs(nodes: int) -> dict[str, Any]:
             "pfc_xoff_kb": xoff_kb, "pfc_xon_kb": xoff_kb - HPCC_RESUME_KB,
             **{k: PAPER_NETWORK[k] for k in ("red_kmin_kb", "red_kmax_kb", "red_pmax", "k",
                                              "tau", "t_win_us")}}
+
+
+@dataclass(frozen=True)
+class Stats:
+    """A figure over the seeds: mean, sample sd (0 for one seed), each seed's."""
+
+    mean: float
+    sd: float
+    runs: list[float]
+
+
+def stats(xs: Sequence[float], digits: int = 4) -> Stats:
+    """``xs`` (one per seed) as :class:`Stats`, each figure rounded to
+    ``digits`` (an int stays an int)."""
+    return Stats(mean=round(statistics.mean(xs), digits),
+                 sd=round(statistics.stdev(xs), digits) if len(xs) > 1 else 0.0,
+                 runs=[round(x, digits) for x in xs])
 
 
 P = TypeVar("P")

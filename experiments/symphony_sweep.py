@@ -304,13 +304,8 @@ def analyze(run_dir: Path) -> Results:
             for seed in range(p.seeds):
                 idx = 0 if scheme == "baseline" and p.sweep == "k" else i
                 data = load_phase(run_dir, phase_name(scheme, idx, seed))
-                checks = data.all_events("collective_check")
-                bit_exact &= (len(checks) == pt.ranks * pt.iterations
-                              and all(e["ok"] for e in checks))
-                times = ring.collective_times(data)
-                if len(times) != pt.iterations:
-                    raise ValueError(f"phase {data.name}: {len(times)} of {pt.iterations} "
-                                     "collectives completed")
+                bit_exact &= ring.collectives_checked(data, pt.ranks * pt.iterations)
+                times = ring.completed_collective_times(data, pt.iterations)
                 times_all += times
                 by_seed.setdefault(scheme, []).append(statistics.median(times))
             ccts[scheme] = SchemeCcts(median=round(statistics.median(times_all), 4),

@@ -38,7 +38,6 @@ and ``bit_exact``. ``paper`` (REFERENCE) holds what the paper shows.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,9 +48,11 @@ from experiments._symphony_net import (
     PROGRAM,
     QDEPTH_REGISTER,
     QUICK_FABRIC,
+    Stats,
     SymphonyRing,
     load_params,
     paper_ring_kwargs,
+    stats,
 )
 from hosts.agent_spec import CollectiveSpec, JobSpec
 from testbed.claims import Claim
@@ -290,15 +291,6 @@ def throughput(data: PhaseData, t0_ns: int, bin_s: float) -> list[list[float]]:
 
 
 @dataclass(frozen=True)
-class Stats:
-    """A figure over the seeds: mean, sample sd (0 for one seed), each seed's."""
-
-    mean: float
-    sd: float
-    runs: list[float]
-
-
-@dataclass(frozen=True)
 class Results(Summary):
     ranks_per_job: int
     final_step_span: dict[str, dict[str, Stats]]     # scheme -> job -> s
@@ -313,12 +305,6 @@ class Results(Summary):
     bit_exact: bool | None = field(default=None, metadata=OMIT_IF_NONE)  # real payloads only
 
 
-def _stats(xs: list[float]) -> Stats:
-    return Stats(mean=round(statistics.mean(xs), 4),
-                 sd=round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0,
-                 runs=[round(x, 4) for x in xs])
-
-
 def analyze(run_dir: Path) -> Results:
     p = _params(run_dir)
     span: dict[str, dict[str, Stats]] = {}
@@ -331,9 +317,7 @@ def analyze(run_dir: Path) -> Results:
         times: dict[str, list[float]] = {j: [] for j in JOBS}
         for seed in range(p.seeds):
             data = load_phase(run_dir, phase_name(scheme, seed))
-            checks = data.all_events("collective_check")
-            bit_exact &= (len(checks) == 2 * p.ranks * p.iterations
-                          and all(e["ok"] for e in checks))
+            bit_exact &= symphony_ring.collectives_checked(data, 2 * p.ranks * p.iterations)
             starts = [e["t_ns"] for e in data.all_events("step_start")]
             if not starts:
                 raise ValueError(f"phase {data.name}: no ring steps recorded")
@@ -347,8 +331,8 @@ def analyze(run_dir: Path) -> Results:
                 times[job].append(job_time(jd))
                 if seed == 0:
                     thr.setdefault(scheme, {})[job] = throughput(jd, min(starts), bin_s)
-        span[scheme] = {j: _stats(spans[j]) for j in JOBS}
-        jtime[scheme] = {j: _stats(times[j]) for j in JOBS}
+        span[scheme] = {j: stats(spans[j]) for j in JOBS}
+        jtime[scheme] = {j: stats(times[j]) for j in JOBS}
     return Results(
         ranks_per_job=p.ranks,
         final_step_span=span,
