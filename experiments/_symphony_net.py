@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypedDict, TypeVar
 
 from hosts.agent_spec import TransportSpec, message_wire_bytes
 from testbed.experiment import param
@@ -46,7 +46,28 @@ _PAPER = SymphonyParams()
 # Symphony's tau 0.25, T_win 100 us,
 # k 0.01 (testbed.symphony.SymphonyParams' defaults); every figure over at
 # least 20 seeds (Fig. 4b and 7b: 50 runs, Fig. 5: 100).
-PAPER_NETWORK: dict[str, Any] = {
+class PaperNetwork(TypedDict):
+    link_gbps: float
+    tors: int
+    spines: int
+    nodes: int
+    max_nodes: int
+    ring_dims: str
+    chunk_mb: int
+    runs: int
+    ecmp: str
+    ecmp_hash: str
+    dcqcn_preset: str
+    pfc: bool
+    red_kmin_kb: float
+    red_kmax_kb: float
+    red_pmax: float
+    k: float
+    tau: float
+    t_win_us: float
+
+
+PAPER_NETWORK: PaperNetwork = {
     "link_gbps": 10.0, "tors": 4, "spines": 4, "nodes": 32, "max_nodes": 128,
     "ring_dims": "8x4",
     "chunk_mb": 8, "runs": 20, "ecmp": "5-tuple", "ecmp_hash": "crc32",
@@ -66,7 +87,12 @@ HPCC_RESUME_KB = 3.0
 # profiles'): 4 Mb/s links, lossy. Their 256 KiB steps, shorter than a DCQCN
 # period, seldom fill a queue; the runs take under a minute and run on rxe
 # hosts, which obey no PFC pause.
-QUICK_FABRIC: dict[str, Any] = {"link_mbps": 4.0, "pfc": False}
+class QuickFabric(TypedDict):
+    link_mbps: float
+    pfc: bool
+
+
+QUICK_FABRIC: QuickFabric = {"link_mbps": 4.0, "pfc": False}
 
 
 @dataclass(frozen=True)
@@ -347,7 +373,29 @@ def paper_fabric(nodes: int) -> PaperFabric:
     return PaperFabric(leaves=nodes // spines, hosts_per_leaf=spines, spines=spines)
 
 
-def paper_ring_kwargs(nodes: int) -> dict[str, Any]:
+class RingFields(TypedDict):
+    """The SymphonyRing fields a paper profile sets (paper_ring_kwargs)."""
+
+    link_mbps: float
+    nic_gbps: float
+    leaves: int
+    spines: int
+    hosts_per_leaf: int
+    dcqcn_preset: str
+    pfc: bool
+    ecmp_hash: str
+    queue_pkts: int
+    pfc_xoff_kb: float
+    pfc_xon_kb: float
+    red_kmin_kb: float
+    red_kmax_kb: float
+    red_pmax: float
+    k: float
+    tau: float
+    t_win_us: float
+
+
+def paper_ring_kwargs(nodes: int) -> RingFields:
     """``SymphonyRing``'s parameters for §4.1's network over ``nodes`` nodes
     at its own rate (slowdown 1): 10 Gb/s, RED and Symphony as the paper
     sets them, DCQCN as HPCC's simulator configures it, a lossless fabric.
@@ -366,8 +414,10 @@ def paper_ring_kwargs(nodes: int) -> dict[str, Any]:
             "ecmp_hash": PAPER_NETWORK["ecmp_hash"],
             "queue_pkts": int(buffer_kb * 1000 // full_frame_bytes(1024)),
             "pfc_xoff_kb": xoff_kb, "pfc_xon_kb": xoff_kb - HPCC_RESUME_KB,
-            **{k: PAPER_NETWORK[k] for k in ("red_kmin_kb", "red_kmax_kb", "red_pmax", "k",
-                                             "tau", "t_win_us")}}
+            "red_kmin_kb": PAPER_NETWORK["red_kmin_kb"],
+            "red_kmax_kb": PAPER_NETWORK["red_kmax_kb"], "red_pmax": PAPER_NETWORK["red_pmax"],
+            "k": PAPER_NETWORK["k"], "tau": PAPER_NETWORK["tau"],
+            "t_win_us": PAPER_NETWORK["t_win_us"]}
 
 
 @dataclass(frozen=True)
@@ -390,7 +440,7 @@ def stats(xs: Sequence[float], digits: int = 4) -> Stats:
 P = TypeVar("P")
 
 
-def load_params(cls: type[P], run_dir: Path, **defaults: Any) -> P:
+def load_params(cls: type[P], run_dir: Path, **defaults: object) -> P:
     """The parameters a run was made with (its plan.json), ``defaults`` for
     the ones runs from before a parameter existed lack."""
     d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]

@@ -38,9 +38,10 @@ and ``bit_exact``. ``paper`` (REFERENCE) holds what the paper shows.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from experiments import symphony_ring
 from experiments._symphony_net import (
@@ -86,7 +87,14 @@ HEADLINE = ("span_change.a", "span_change.b", "final_step_span.baseline.a.mean",
 # after job A): no numbers in the text, only directions. Symphony's final-step
 # span is shorter than the baseline's for the co-located jobs (Fig. 7b), and
 # its aggregate throughput higher while they overlap (Fig. 7a).
-REFERENCE: dict[str, Any] = {
+Reference = TypedDict("Reference", {
+    "job_b_delay_ms": int,
+    "span_change": str,
+    "span_change.a": None,
+    "span_change.b": None,
+    "throughput": str,
+})
+REFERENCE: Reference = {
     "job_b_delay_ms": 500,
     "span_change": "below 0 (Fig. 7b: Symphony minimises the final step's span)",
     # per job: a direction, no value (the CLAIMS below)
@@ -103,7 +111,8 @@ PAPER_CHUNK_KB = 256
 CLAIMS = tuple(
     Claim("Fig. 7b", f"Symphony shortens the final step's span of job {job.upper()} "
           f"({'running first' if job == 'a' else 'joining later'})",
-          key=f"span_change.{job}", paper=REFERENCE[f"span_change.{job}"], direction="below",
+          # REFERENCE: a direction, no value
+          key=f"span_change.{job}", paper=None, direction="below",
           versus=0.0, percent=True, plots=("final_span.png", "throughput.png"))
     for job in JOBS)
 
@@ -140,11 +149,11 @@ class Params(SymphonyRing):
         does in job A's collective: 500 ms into one AllReduce of the paper's
         8 MB chunks at line rate (0.89 s), so ``offset`` is 0.56 of job A's
         line-rate duration at any chunk."""
-        kw: dict[str, Any] = dict(paper_ring_kwargs(PAPER_NODES), iterations=1, seeds=1,
-                                  warmup_kb=0, payload="phantom")
-        at_paper_chunk = cls(**kw, chunk_kb=PAPER_NETWORK["chunk_mb"] * 1024)
+        at_paper_chunk = cls(**paper_ring_kwargs(PAPER_NODES), iterations=1, seeds=1,
+                             warmup_kb=0, payload="phantom",
+                             chunk_kb=PAPER_NETWORK["chunk_mb"] * 1024)
         offset = REFERENCE["job_b_delay_ms"] / 1000 / at_paper_chunk.job_wire_s
-        return cls(**kw, chunk_kb=PAPER_CHUNK_KB, offset=offset)
+        return dataclasses.replace(at_paper_chunk, chunk_kb=PAPER_CHUNK_KB, offset=offset)
 
     @staticmethod
     def scaled_down_from() -> dict[str, ScaledDown]:
@@ -301,7 +310,7 @@ class Results(Summary):
     delay_b_s: float
     throughput_bin_s: float
     throughput: dict[str, dict[str, list[list[float]]]]   # seed 0: [s, Mb/s] per bin
-    paper: dict[str, object]
+    paper: Reference
     bit_exact: bool | None = field(default=None, metadata=OMIT_IF_NONE)  # real payloads only
 
 
@@ -345,7 +354,7 @@ def analyze(run_dir: Path) -> Results:
         delay_b_s=round(p.delay_b_s, 4),
         throughput_bin_s=bin_s,
         throughput=thr,
-        paper=dict(REFERENCE),
+        paper=REFERENCE.copy(),
         # phantom payloads carry nothing to check
         bit_exact=bit_exact if p.payload == "real" else None,
     )
