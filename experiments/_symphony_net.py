@@ -24,6 +24,7 @@ from testbed.modelled import (
     ModelledNetwork,
     Pfc,
     Red,
+    ScaledLinks,
     full_frame_bytes,
     kbytes,
     packets,
@@ -96,7 +97,7 @@ QUICK_FABRIC: QuickFabric = {"link_mbps": 4.0, "pfc": False}
 
 
 @dataclass(frozen=True)
-class SymphonyNetwork:
+class SymphonyNetwork(ScaledLinks):
     """Every switch port and host NIC at ``link_mbps``, modelling the paper's
     ``nic_gbps`` NICs: the slowdown is nic_gbps / link_mbps, and every timer
     of the model (DCQCN's, Symphony's windows, the transport's) is that many
@@ -180,14 +181,6 @@ class SymphonyNetwork:
         return SymphonyParams(k=self.k, tau=self.tau, t_win_us=self.t_win_us,
                               psn_window_us=self.psn_window_us, n_warmup=self.n_warmup,
                               n_sample=self.n_sample)
-
-    @property
-    def link_bps(self) -> float:
-        return self.link_mbps * 1e6
-
-    @property
-    def slowdown(self) -> float:
-        return self.nic_gbps * 1e9 / self.link_bps
 
     def transport_scale(self) -> dict[str, float]:
         """The hosts' time scale (TransportSpec.scale): the paper's NICs,
