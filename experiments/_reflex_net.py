@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict, TypeVar
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 
 from hosts.agent_spec import INTERPRETERS, PAYLOADS, FlowSpec, JobSpec, TransportSpec
 from hosts.reflex.schemes import DSCP_LOW, PRIO_LOW
@@ -393,3 +393,17 @@ def seed_range(first_seed: int, seeds: int) -> list[int]:
     """Seeds first_seed .. first_seed + seeds - 1."""
     return list(range(first_seed, first_seed + seeds))
 
+
+class SeededRuns:
+    """A ReFlex experiment's Params' ``seed_list``, from its ``first_seed`` and
+    ``seeds``. A plain class, not a dataclass: it adds no field, so each
+    experiment keeps its parameters' order."""
+
+    if TYPE_CHECKING:
+        first_seed: int
+        seeds: int
+
+    @property
+    def seed_list(self) -> list[int]:
+        """Seeds first_seed .. first_seed + seeds - 1."""
+        return seed_range(self.first_seed, self.seeds)
