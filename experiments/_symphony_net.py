@@ -47,7 +47,19 @@ _PAPER = SymphonyParams()
 # Symphony's tau 0.25, T_win 100 us,
 # k 0.01 (testbed.symphony.SymphonyParams' defaults); every figure over at
 # least 20 seeds (Fig. 4b and 7b: 50 runs, Fig. 5: 100).
-class PaperNetwork(TypedDict):
+class MarkingFields(TypedDict):
+    """RED's and Symphony's settings, as the paper gives them and as a paper
+    profile sets them (PaperNetwork, RingFields)."""
+
+    red_kmin_kb: float
+    red_kmax_kb: float
+    red_pmax: float
+    k: float
+    tau: float
+    t_win_us: float
+
+
+class PaperNetwork(MarkingFields):
     link_gbps: float
     tors: int
     spines: int
@@ -60,12 +72,6 @@ class PaperNetwork(TypedDict):
     ecmp_hash: str
     dcqcn_preset: str
     pfc: bool
-    red_kmin_kb: float
-    red_kmax_kb: float
-    red_pmax: float
-    k: float
-    tau: float
-    t_win_us: float
 
 
 PAPER_NETWORK: PaperNetwork = {
@@ -366,7 +372,7 @@ def paper_fabric(nodes: int) -> PaperFabric:
     return PaperFabric(leaves=nodes // spines, hosts_per_leaf=spines, spines=spines)
 
 
-class RingFields(TypedDict):
+class RingFields(MarkingFields):
     """The SymphonyRing fields a paper profile sets (paper_ring_kwargs)."""
 
     link_mbps: float
@@ -380,12 +386,6 @@ class RingFields(TypedDict):
     queue_pkts: int
     pfc_xoff_kb: float
     pfc_xon_kb: float
-    red_kmin_kb: float
-    red_kmax_kb: float
-    red_pmax: float
-    k: float
-    tau: float
-    t_win_us: float
 
 
 def paper_ring_kwargs(nodes: int) -> RingFields:
