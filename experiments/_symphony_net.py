@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import ClassVar, TypedDict, TypeVar
 
 from hosts.agent_spec import TransportSpec, message_wire_bytes
-from testbed.experiment import param
+from testbed.experiment import Topology, param
 from testbed.modelled import (
     Conversion,
     ModelledNetwork,
@@ -30,7 +30,7 @@ from testbed.modelled import (
     packets,
 )
 from testbed.net import LeafSpine
-from testbed.symphony import SymphonyParams
+from testbed.symphony import SymphonyParams, config_command
 
 PROGRAM = "switches/p4/symphony.p4"
 QDEPTH_REGISTER = "MyEgress.qdepth_max"
@@ -332,6 +332,22 @@ class SymphonyRing(SymphonyNetwork):
         """One collective at line rate: 2 (N - 1) chunks per rank (a 2D
         ring moves the same bytes per rank, in fewer, larger steps)."""
         return 2 * (self.ranks - 1) * self.step_wire_s
+
+    def topology(self, *, switch_commands: dict[str, tuple[str, ...]] | None = None,
+                 priority_queues: int = 1) -> Topology:
+        """The run's fabric: every switch running symphony.p4 with this
+        network's RED, PFC and Symphony configuration, plus a switch's own
+        ``switch_commands`` and ``priority_queues`` per port."""
+        return Topology(
+            n_hosts=self.fabric.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
+            packet_bytes=full_frame_bytes(self.path_mtu), network=self.network(),
+            commands=(config_command(self.symphony, self.slowdown),), fabric=self.fabric,
+            backend=self.backend, defines=self.defines,
+            realtime=self.realtime,
+            realtime_agents_first=self.realtime_agents_first,
+            host_line_qdisc=self.host_qdisc_ahead_packets > 0,
+            switch_commands=switch_commands or {},
+            priority_queues=priority_queues)
 
     def transport(self) -> TransportSpec:
         return TransportSpec(scale=self.transport_scale(), dcqcn={"preset": self.dcqcn_preset},

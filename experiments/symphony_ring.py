@@ -104,8 +104,6 @@ from typing import TypedDict
 
 from experiments._symphony_net import (
     PAPER_NETWORK,
-    PROGRAM,
-    QDEPTH_REGISTER,
     QUICK_FABRIC,
     Stats,
     SymphonyRing,
@@ -122,14 +120,11 @@ from testbed.experiment import (
     PhasePlan,
     RunPlan,
     ScaledDown,
-    Topology,
     param,
 )
-from testbed.modelled import full_frame_bytes
 from testbed.net import LeafSpine, host_addr
 from testbed.summary import OMIT_IF_NONE, Summary, json_key, to_json
 from testbed.symphony import (
-    config_command,
     job_commands,
     pq_job_commands,
     source_job_commands,
@@ -441,14 +436,7 @@ def plan(p: Params) -> RunPlan:
     if p.variant == "imbalance":
         per_switch["leaf1"] = (
             f"set_port_rate_bps {int(round(p.link_bps / p.imbalance))} {fab.uplink_port(1)}",)
-    topo = Topology(
-        n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
-        packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
-        commands=(config_command(p.symphony, p.slowdown),), fabric=fab, backend=p.backend,
-        defines=p.defines,
-        realtime=p.realtime,
-        realtime_agents_first=p.realtime_agents_first,
-        host_line_qdisc=p.host_qdisc_ahead_packets > 0,
+    topo = p.topology(
         switch_commands=per_switch,
         # PQ's two queues per port; traffic of other schemes stays in queue 0
         priority_queues=2 if "pq" in p.scheme_list else 1)

@@ -43,8 +43,6 @@ from typing import Any, TypedDict
 from experiments import symphony_ring as ring
 from experiments._symphony_net import (
     PAPER_NETWORK,
-    PROGRAM,
-    QDEPTH_REGISTER,
     QUICK_FABRIC,
     SymphonyRing,
     load_params,
@@ -57,10 +55,8 @@ from testbed.experiment import (
     PhasePlan,
     RunPlan,
     ScaledDown,
-    Topology,
     param,
 )
-from testbed.modelled import full_frame_bytes
 from testbed.summary import OMIT_IF_NONE, Summary
 from testbed.symphony import (
     config_command,
@@ -205,14 +201,7 @@ def phase_name(scheme: str, index: int, seed: int) -> str:
 def plan(p: Params) -> RunPlan:
     first = p.point(p.value_list[0])
     fab = first.fabric
-    topo = Topology(
-        n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
-        packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
-        commands=(config_command(p.symphony, p.slowdown),), fabric=fab, backend=p.backend,
-        defines=p.defines,
-        realtime=p.realtime,
-        realtime_agents_first=p.realtime_agents_first,
-        host_line_qdisc=p.host_qdisc_ahead_packets > 0)
+    topo = p.topology()
     phases = [ring.warmup_phase(first)] if p.warmup_kb else []
     job = 0
     for seed in range(p.seeds):

@@ -46,8 +46,6 @@ from typing import TypedDict
 from experiments import symphony_ring
 from experiments._symphony_net import (
     PAPER_NETWORK,
-    PROGRAM,
-    QDEPTH_REGISTER,
     QUICK_FABRIC,
     Stats,
     SymphonyRing,
@@ -62,14 +60,11 @@ from testbed.experiment import (
     PhasePlan,
     RunPlan,
     ScaledDown,
-    Topology,
     param,
 )
-from testbed.modelled import full_frame_bytes
 from testbed.net import host_addr
 from testbed.summary import OMIT_IF_NONE, Summary
 from testbed.symphony import (
-    config_command,
     job_commands,
     source_job_commands,
     tracking_cleared,
@@ -216,15 +211,7 @@ def _jobs(p: Params, ids: dict[str, int], seed: int) -> dict[str, JobSpec]:
 
 
 def plan(p: Params) -> RunPlan:
-    fab = p.fabric
-    topo = Topology(
-        n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
-        packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
-        commands=(config_command(p.symphony, p.slowdown),), fabric=fab, backend=p.backend,
-        defines=p.defines,
-        realtime=p.realtime,
-        realtime_agents_first=p.realtime_agents_first,
-        host_line_qdisc=p.host_qdisc_ahead_packets > 0)
+    topo = p.topology()
     phases = [symphony_ring.warmup_phase(p)] if p.warmup_kb else []
     next_id = 0
     for seed in range(p.seeds):
