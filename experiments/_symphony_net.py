@@ -333,15 +333,18 @@ class SymphonyRing(SymphonyNetwork):
         ring moves the same bytes per rank, in fewer, larger steps)."""
         return 2 * (self.ranks - 1) * self.step_wire_s
 
-    def topology(self, *, switch_commands: dict[str, tuple[str, ...]] | None = None,
+    def topology(self, *, fabric: LeafSpine | None = None,
+                 switch_commands: dict[str, tuple[str, ...]] | None = None,
                  priority_queues: int = 1) -> Topology:
-        """The run's fabric: every switch running symphony.p4 with this
-        network's RED, PFC and Symphony configuration, plus a switch's own
-        ``switch_commands`` and ``priority_queues`` per port."""
+        """The run's fabric (``fabric``, else this one's): every switch running
+        symphony.p4 with this network's RED, PFC and Symphony configuration,
+        plus a switch's own ``switch_commands`` and ``priority_queues`` per
+        port."""
+        fab = fabric or self.fabric
         return Topology(
-            n_hosts=self.fabric.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
+            n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
             packet_bytes=full_frame_bytes(self.path_mtu), network=self.network(),
-            commands=(config_command(self.symphony, self.slowdown),), fabric=self.fabric,
+            commands=(config_command(self.symphony, self.slowdown),), fabric=fab,
             backend=self.backend, defines=self.defines,
             realtime=self.realtime,
             realtime_agents_first=self.realtime_agents_first,

@@ -104,6 +104,7 @@ from typing import TypedDict
 
 from experiments._symphony_net import (
     PAPER_NETWORK,
+    PROGRAM,  # noqa: F401 (the experiment's program, as symphony_ring.PROGRAM)
     QUICK_FABRIC,
     Stats,
     SymphonyRing,

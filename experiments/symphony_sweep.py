@@ -201,7 +201,8 @@ def phase_name(scheme: str, index: int, seed: int) -> str:
 def plan(p: Params) -> RunPlan:
     first = p.point(p.value_list[0])
     fab = first.fabric
-    topo = p.topology()
+    # the first point's routing (ECMP, or static routes for the imbalance)
+    topo = p.topology(fabric=fab)
     phases = [ring.warmup_phase(first)] if p.warmup_kb else []
     job = 0
     for seed in range(p.seeds):
