@@ -11,12 +11,12 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict, TypeVar
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 
 from hosts.agent_spec import INTERPRETERS, PAYLOADS, FlowSpec, JobSpec, TransportSpec
 from hosts.reflex.schemes import DSCP_LOW, PRIO_LOW
 from testbed.experiment import Topology, param
-from testbed.modelled import ModelledNetwork, packets
+from testbed.modelled import ModelledNetwork, ScaledLinks, packets
 from testbed.net import host_addr
 from testbed.summary import Spread
 from testbed.timeline import PhaseData, counter_points, payload_efficiency
@@ -93,7 +93,7 @@ def paper_cycles(gbit: float) -> float:
 
 
 @dataclass(frozen=True)
-class ReflexNetwork:
+class ReflexNetwork(ScaledLinks):
     """The paper's network (10 Gb/s links, two DRR queues per port, RED hard
     threshold 65 of 466 packets, T_int 5 ms at 1:1:3) on ``link_mbps`` links."""
 
@@ -203,14 +203,6 @@ class ReflexNetwork:
             except ValueError:
                 raise ValueError(f"dcqcn_overrides: {item!r} is not NAME=VALUE") from None
         return out
-
-    @property
-    def link_bps(self) -> float:
-        return self.link_mbps * 1e6
-
-    @property
-    def slowdown(self) -> float:
-        return self.nic_gbps * 1e9 / self.link_bps
 
     @property
     def t_int_s(self) -> float:
@@ -400,3 +392,18 @@ def saved_params(cls: type[N], run_dir: Path, *, seeds: int | None = None) -> N:
 def seed_range(first_seed: int, seeds: int) -> list[int]:
     """Seeds first_seed .. first_seed + seeds - 1."""
     return list(range(first_seed, first_seed + seeds))
+
+
+class SeededRuns:
+    """A ReFlex experiment's Params' ``seed_list``, from its ``first_seed`` and
+    ``seeds``. A plain class, not a dataclass: it adds no field, so each
+    experiment keeps its parameters' order."""
+
+    if TYPE_CHECKING:
+        first_seed: int
+        seeds: int
+
+    @property
+    def seed_list(self) -> list[int]:
+        """Seeds first_seed .. first_seed + seeds - 1."""
+        return seed_range(self.first_seed, self.seeds)

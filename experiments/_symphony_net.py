@@ -11,23 +11,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypedDict, TypeVar
 
 from hosts.agent_spec import TransportSpec, message_wire_bytes
-from testbed.experiment import param
+from testbed.experiment import Topology, param
 from testbed.modelled import (
     Conversion,
     ModelledNetwork,
     Pfc,
     Red,
+    ScaledLinks,
     full_frame_bytes,
     kbytes,
     packets,
 )
 from testbed.net import LeafSpine
-from testbed.symphony import SymphonyParams
+from testbed.symphony import SymphonyParams, config_command
 
 PROGRAM = "switches/p4/symphony.p4"
 QDEPTH_REGISTER = "MyEgress.qdepth_max"
@@ -44,7 +47,34 @@ _PAPER = SymphonyParams()
 # Symphony's tau 0.25, T_win 100 us,
 # k 0.01 (testbed.symphony.SymphonyParams' defaults); every figure over at
 # least 20 seeds (Fig. 4b and 7b: 50 runs, Fig. 5: 100).
-PAPER_NETWORK: dict[str, Any] = {
+class MarkingFields(TypedDict):
+    """RED's and Symphony's settings, as the paper gives them and as a paper
+    profile sets them (PaperNetwork, RingFields)."""
+
+    red_kmin_kb: float
+    red_kmax_kb: float
+    red_pmax: float
+    k: float
+    tau: float
+    t_win_us: float
+
+
+class PaperNetwork(MarkingFields):
+    link_gbps: float
+    tors: int
+    spines: int
+    nodes: int
+    max_nodes: int
+    ring_dims: str
+    chunk_mb: int
+    runs: int
+    ecmp: str
+    ecmp_hash: str
+    dcqcn_preset: str
+    pfc: bool
+
+
+PAPER_NETWORK: PaperNetwork = {
     "link_gbps": 10.0, "tors": 4, "spines": 4, "nodes": 32, "max_nodes": 128,
     "ring_dims": "8x4",
     "chunk_mb": 8, "runs": 20, "ecmp": "5-tuple", "ecmp_hash": "crc32",
@@ -64,11 +94,16 @@ HPCC_RESUME_KB = 3.0
 # profiles'): 4 Mb/s links, lossy. Their 256 KiB steps, shorter than a DCQCN
 # period, seldom fill a queue; the runs take under a minute and run on rxe
 # hosts, which obey no PFC pause.
-QUICK_FABRIC: dict[str, Any] = {"link_mbps": 4.0, "pfc": False}
+class QuickFabric(TypedDict):
+    link_mbps: float
+    pfc: bool
+
+
+QUICK_FABRIC: QuickFabric = {"link_mbps": 4.0, "pfc": False}
 
 
 @dataclass(frozen=True)
-class SymphonyNetwork:
+class SymphonyNetwork(ScaledLinks):
     """Every switch port and host NIC at ``link_mbps``, modelling the paper's
     ``nic_gbps`` NICs: the slowdown is nic_gbps / link_mbps, and every timer
     of the model (DCQCN's, Symphony's windows, the transport's) is that many
@@ -152,14 +187,6 @@ class SymphonyNetwork:
         return SymphonyParams(k=self.k, tau=self.tau, t_win_us=self.t_win_us,
                               psn_window_us=self.psn_window_us, n_warmup=self.n_warmup,
                               n_sample=self.n_sample)
-
-    @property
-    def link_bps(self) -> float:
-        return self.link_mbps * 1e6
-
-    @property
-    def slowdown(self) -> float:
-        return self.nic_gbps * 1e9 / self.link_bps
 
     def transport_scale(self) -> dict[str, float]:
         """The hosts' time scale (TransportSpec.scale): the paper's NICs,
@@ -306,6 +333,25 @@ class SymphonyRing(SymphonyNetwork):
         ring moves the same bytes per rank, in fewer, larger steps)."""
         return 2 * (self.ranks - 1) * self.step_wire_s
 
+    def topology(self, *, fabric: LeafSpine | None = None,
+                 switch_commands: dict[str, tuple[str, ...]] | None = None,
+                 priority_queues: int = 1) -> Topology:
+        """The run's fabric (``fabric``, else this one's): every switch running
+        symphony.p4 with this network's RED, PFC and Symphony configuration,
+        plus a switch's own ``switch_commands`` and ``priority_queues`` per
+        port."""
+        fab = fabric or self.fabric
+        return Topology(
+            n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
+            packet_bytes=full_frame_bytes(self.path_mtu), network=self.network(),
+            commands=(config_command(self.symphony, self.slowdown),), fabric=fab,
+            backend=self.backend, defines=self.defines,
+            realtime=self.realtime,
+            realtime_agents_first=self.realtime_agents_first,
+            host_line_qdisc=self.host_qdisc_ahead_packets > 0,
+            switch_commands=switch_commands or {},
+            priority_queues=priority_queues)
+
     def transport(self) -> TransportSpec:
         return TransportSpec(scale=self.transport_scale(), dcqcn={"preset": self.dcqcn_preset},
                              path_mtu=self.path_mtu,
@@ -345,7 +391,23 @@ def paper_fabric(nodes: int) -> PaperFabric:
     return PaperFabric(leaves=nodes // spines, hosts_per_leaf=spines, spines=spines)
 
 
-def paper_ring_kwargs(nodes: int) -> dict[str, Any]:
+class RingFields(MarkingFields):
+    """The SymphonyRing fields a paper profile sets (paper_ring_kwargs)."""
+
+    link_mbps: float
+    nic_gbps: float
+    leaves: int
+    spines: int
+    hosts_per_leaf: int
+    dcqcn_preset: str
+    pfc: bool
+    ecmp_hash: str
+    queue_pkts: int
+    pfc_xoff_kb: float
+    pfc_xon_kb: float
+
+
+def paper_ring_kwargs(nodes: int) -> RingFields:
     """``SymphonyRing``'s parameters for §4.1's network over ``nodes`` nodes
     at its own rate (slowdown 1): 10 Gb/s, RED and Symphony as the paper
     sets them, DCQCN as HPCC's simulator configures it, a lossless fabric.
@@ -364,14 +426,33 @@ def paper_ring_kwargs(nodes: int) -> dict[str, Any]:
             "ecmp_hash": PAPER_NETWORK["ecmp_hash"],
             "queue_pkts": int(buffer_kb * 1000 // full_frame_bytes(1024)),
             "pfc_xoff_kb": xoff_kb, "pfc_xon_kb": xoff_kb - HPCC_RESUME_KB,
-            **{k: PAPER_NETWORK[k] for k in ("red_kmin_kb", "red_kmax_kb", "red_pmax", "k",
-                                             "tau", "t_win_us")}}
+            "red_kmin_kb": PAPER_NETWORK["red_kmin_kb"],
+            "red_kmax_kb": PAPER_NETWORK["red_kmax_kb"], "red_pmax": PAPER_NETWORK["red_pmax"],
+            "k": PAPER_NETWORK["k"], "tau": PAPER_NETWORK["tau"],
+            "t_win_us": PAPER_NETWORK["t_win_us"]}
+
+
+@dataclass(frozen=True)
+class Stats:
+    """A figure over the seeds: mean, sample sd (0 for one seed), each seed's."""
+
+    mean: float
+    sd: float
+    runs: list[float]
+
+
+def stats(xs: Sequence[float], digits: int = 4) -> Stats:
+    """``xs`` (one per seed) as :class:`Stats`, each figure rounded to
+    ``digits`` (an int stays an int)."""
+    return Stats(mean=round(statistics.mean(xs), digits),
+                 sd=round(statistics.stdev(xs), digits) if len(xs) > 1 else 0.0,
+                 runs=[round(x, digits) for x in xs])
 
 
 P = TypeVar("P")
 
 
-def load_params(cls: type[P], run_dir: Path, **defaults: Any) -> P:
+def load_params(cls: type[P], run_dir: Path, **defaults: object) -> P:
     """The parameters a run was made with (its plan.json), ``defaults`` for
     the ones runs from before a parameter existed lack."""
     d = json.loads((Path(run_dir) / "plan.json").read_text())["params"]

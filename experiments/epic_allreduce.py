@@ -54,6 +54,7 @@ from hosts.roce.constants import AETH_LEN, BTH_LEN, FRAME_OVERHEAD, ICRC_LEN
 from testbed.claims import Claim
 from testbed.epic import window_defines
 from testbed.experiment import FidelityLimits, PhasePlan, RunPlan, Topology, param
+from testbed.modelled import ScaledLinks
 from testbed.net import host_addr
 from testbed.summary import Summary
 from testbed.timeline import load_phase
@@ -269,21 +270,15 @@ def window_log2_param(detail: str, switches: str = "the EPIC switch's") -> int:
                                       f"in flight{detail}", "log2 packets")
 
 
-class EpicRates:
-    """An EPIC experiment's Params' ``slowdown`` and ``window``, from its
-    ``nic_gbps``, ``link_mbps`` and ``window_log2``. A plain class, not a
+class EpicRates(ScaledLinks):
+    """An EPIC experiment's Params' ``slowdown`` (ScaledLinks) and ``window``,
+    from its ``nic_gbps``, ``link_mbps`` and ``window_log2``. A plain class, not a
     dataclass: it adds no field, so each experiment keeps its parameters'
     order."""
 
     if TYPE_CHECKING:
-        nic_gbps: float
-        link_mbps: float
         nic_latency_us: float
         window_log2: int
-
-    @property
-    def slowdown(self) -> float:
-        return self.nic_gbps * 1e9 / (self.link_mbps * 1e6)
 
     @property
     def window(self) -> int:

@@ -75,6 +75,7 @@ from experiments._reflex_net import (
     QUICK_LINK_MBPS,
     FlowShared,
     ReflexNetwork,
+    SeededRuns,
     SenderOnly,
     add_flow,
     delivered,
@@ -87,7 +88,6 @@ from experiments._reflex_net import (
     paper_network,
     phase_timelines,
     saved_params,
-    seed_range,
     topology,
 )
 from hosts.agent_spec import FlowSpec, JobSpec
@@ -167,7 +167,7 @@ CLAIMS = (
 
 
 @dataclass(frozen=True)
-class Params(ReflexNetwork):
+class Params(ReflexNetwork, SeededRuns):
     alpha: float = param(0.9, "ReFlex aggressiveness: the share of its fair-share rate a "
                               "flexible flow must keep (paper: 0.9)")
     # Short flows' volumes: the paper's 2 Gbit is 8 cycles of 10 Gb/s x 25 ms.
@@ -261,9 +261,6 @@ class Params(ReflexNetwork):
         if self.case1_head_cycles < 0:
             raise ValueError("case1_head_cycles must be >= 0 (0: the paper's budget rule)")
 
-    @property
-    def seed_list(self) -> list[int]:
-        return seed_range(self.first_seed, self.seeds)
 
     @property
     def scheme_list(self) -> list[str]:

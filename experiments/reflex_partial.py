@@ -43,6 +43,7 @@ from experiments._reflex_net import (
     QUICK_LINK_MBPS,
     FlowShared,
     ReflexNetwork,
+    SeededRuns,
     SenderOnly,
     add_flow,
     flexible_spec,
@@ -52,7 +53,6 @@ from experiments._reflex_net import (
     paper_network,
     phase_timelines,
     saved_params,
-    seed_range,
     seed_spread,
     topology,
 )
@@ -113,7 +113,7 @@ CLAIMS = (
 
 
 @dataclass(frozen=True)
-class Params(ReflexNetwork):
+class Params(ReflexNetwork, SeededRuns):
     alpha: float = param(1.0, "ReFlex aggressiveness: the share of its fair-share rate the "
                               "flexible flow must keep (1: the paper's r sweep)")
     r_values: str = param("0,0.2,0.4,0.6,0.8,1", "reliability factors r swept, one phase "
@@ -160,9 +160,6 @@ class Params(ReflexNetwork):
         if self.seeds < 1 or self.first_seed < 0:
             raise ValueError("seeds must be >= 1 and first_seed >= 0")
 
-    @property
-    def seed_list(self) -> list[int]:
-        return seed_range(self.first_seed, self.seeds)
 
     @property
     def r_list(self) -> list[float]:

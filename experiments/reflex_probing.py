@@ -74,6 +74,7 @@ from experiments._reflex_net import (
     QUICK_LINK_MBPS,
     FlowShared,
     ReflexNetwork,
+    SeededRuns,
     SenderOnly,
     add_flow,
     delivered,
@@ -83,7 +84,6 @@ from experiments._reflex_net import (
     paper_network,
     phase_timelines,
     saved_params,
-    seed_range,
     seed_spread,
     topology,
 )
@@ -133,7 +133,7 @@ PAPER_PROBING: dict[str, float] = {
 
 
 @dataclass(frozen=True)
-class Params(ReflexNetwork):
+class Params(ReflexNetwork, SeededRuns):
     alpha: float = param(0.9, "ReFlex aggressiveness: the share of its fair-share rate the "
                               "flexible flow must keep (Fig. 9: 0.9)")
     exploits: str = param("1,2,3,4,5", "D_exploit values swept, one phase each per seed "
@@ -183,9 +183,6 @@ class Params(ReflexNetwork):
         if self.regular_intervals <= 0:
             raise ValueError("regular_intervals must be positive")
 
-    @property
-    def seed_list(self) -> list[int]:
-        return seed_range(self.first_seed, self.seeds)
 
     @property
     def exploit_list(self) -> list[int]:

@@ -117,6 +117,7 @@ from experiments._reflex_net import (
     QUICK_LINK_MBPS,
     FlowShared,
     ReflexNetwork,
+    SeededRuns,
     SenderOnly,
     add_flow,
     flexible_spec,
@@ -126,7 +127,6 @@ from experiments._reflex_net import (
     paper_network,
     phase_timelines,
     saved_params,
-    seed_range,
     seed_spread,
     topology,
 )
@@ -275,7 +275,7 @@ CLAIMS += tuple(
 
 
 @dataclass(frozen=True)
-class Params(ReflexNetwork):
+class Params(ReflexNetwork, SeededRuns):
     # The full profile runs on the quick profiles' clock too (the modelled
     # network is the same): at 20 Mb/s its 14 phases per seed pair took about
     # 6 hours; at 60 Mb/s about 2.6, and a run of its claims' schemes with
@@ -414,9 +414,6 @@ class Params(ReflexNetwork):
     def baseline_list(self) -> list[str]:
         return [s.strip() for s in self.baselines.split(",") if s.strip()]
 
-    @property
-    def seed_list(self) -> list[int]:
-        return seed_range(self.first_seed, self.seeds)
 
     @property
     def receiver(self) -> int:

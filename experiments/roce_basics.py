@@ -103,6 +103,7 @@ from testbed.modelled import ModelledNetwork, Pfc, Red, packets
 from testbed.net import host_addr
 from testbed.summary import OMIT_IF_NONE, Summary
 from testbed.timeline import (
+    HostPauses,
     PhaseData,
     counter_points,
     goodput_fraction,
@@ -381,7 +382,7 @@ class SingleResult(FlowResult):
 class PfcRecord:
     xoff_sent: int
     xon_sent: int
-    hosts: dict[str, dict[str, float]]
+    hosts: dict[str, HostPauses]
 
 
 @dataclass(frozen=True)

@@ -98,18 +98,19 @@ import dataclasses
 import json
 import random
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from experiments._symphony_net import (
     PAPER_NETWORK,
-    PROGRAM,
-    QDEPTH_REGISTER,
+    PROGRAM,  # noqa: F401 (the experiment's program, as symphony_ring.PROGRAM)
     QUICK_FABRIC,
+    Stats,
     SymphonyRing,
     load_params,
     paper_ring_kwargs,
+    stats,
 )
 from hosts.agent_spec import CollectiveSpec, FlowSpec, JobSpec
 from hosts.commlib.hierarchical import check_dims
@@ -120,13 +121,11 @@ from testbed.experiment import (
     PhasePlan,
     RunPlan,
     ScaledDown,
-    Topology,
     param,
 )
-from testbed.modelled import full_frame_bytes
 from testbed.net import LeafSpine, host_addr
+from testbed.summary import OMIT_IF_NONE, Summary, json_key, to_json
 from testbed.symphony import (
-    config_command,
     job_commands,
     pq_job_commands,
     source_job_commands,
@@ -153,7 +152,21 @@ HEADLINE = ("cct.baseline.median", "cct.symphony.median", "cct_change", "cct_cha
 # below PQ's); Fig. 2: the Baseline's CCT 60% above the theoretical one, the
 # 1.13x imbalance's 7% above it, and Fig. 2a: under either light perturbation
 # (the imbalance, or light background traffic) the overlap reaches 10 steps.
-REFERENCE: dict[str, Any] = {
+Reference = TypedDict("Reference", {
+    "max_overlap.baseline": list[int],
+    "max_overlap.symphony": list[int],
+    "max_overlap.baseline.mean": float,
+    "max_overlap.symphony.mean": float,
+    "cct_change": float,
+    "cct_change_vs_pq": float,
+    "cct_over_theoretical.baseline_ecmp": float,
+    "cct_over_theoretical.imbalance_1.13": float,
+    "cct_over_theoretical.congestion_transient": float,
+    "max_overlap.light_perturbation": int,
+    "symphony_late.start_ms": int,
+    "symphony_late.overlap_at_start": int,
+})
+REFERENCE: Reference = {
     "max_overlap.baseline": [24, 35],
     "max_overlap.symphony": [3, 6],
     "max_overlap.baseline.mean": 29.5,      # the middle of Fig. 4b's range
@@ -373,14 +386,15 @@ def _background_jobs(p: Params, arrivals: tuple[float, ...], seed: int,
     if not arrivals:
         return {}
     src, dst = (host_addr(i) for i in background_hosts(p))
-    common: dict[str, Any] = {"flow": BACKGROUND_FLOW, "msg_bytes": p.background_kb * 1024,
-                              "count": len(arrivals), "arrivals_s": arrivals,
-                              "seed": 100 + seed}
+    sender = FlowSpec(role="sender", peer_ip=dst.ip, flow=BACKGROUND_FLOW,
+                      msg_bytes=p.background_kb * 1024, count=len(arrivals),
+                      arrivals_s=arrivals, seed=100 + seed)
+    receiver = dataclasses.replace(sender, role="receiver", peer_ip=src.ip)
     t = p.transport()
     return {src.name: JobSpec(host=src.name, ip=src.ip, transport=t, timeout_s=timeout_s,
-                              flows=(FlowSpec(role="sender", peer_ip=dst.ip, **common),)),
+                              flows=(sender,)),
             dst.name: JobSpec(host=dst.name, ip=dst.ip, transport=t, timeout_s=timeout_s,
-                              flows=(FlowSpec(role="receiver", peer_ip=src.ip, **common),))}
+                              flows=(receiver,))}
 
 
 def phase_name(scheme: str, seed: int) -> str:
@@ -423,14 +437,7 @@ def plan(p: Params) -> RunPlan:
     if p.variant == "imbalance":
         per_switch["leaf1"] = (
             f"set_port_rate_bps {int(round(p.link_bps / p.imbalance))} {fab.uplink_port(1)}",)
-    topo = Topology(
-        n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
-        packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
-        commands=(config_command(p.symphony, p.slowdown),), fabric=fab, backend=p.backend,
-        defines=p.defines,
-        realtime=p.realtime,
-        realtime_agents_first=p.realtime_agents_first,
-        host_line_qdisc=p.host_qdisc_ahead_packets > 0,
+    topo = p.topology(
         switch_commands=per_switch,
         # PQ's two queues per port; traffic of other schemes stays in queue 0
         priority_queues=2 if "pq" in p.scheme_list else 1)
@@ -472,15 +479,34 @@ def plan(p: Params) -> RunPlan:
                          "late_start_s": p.late_start_s,
                          "dcqcn_periods_per_step": p.dcqcn_periods_per_step,
                          "symphony": p.symphony.switch_values(p.slowdown),
-                         **({"background": _background_info(p)} if p.background else {}),
+                         **({"background": to_json(background_info(p))} if p.background
+                            else {}),
                          "reference": REFERENCE})
 
 
-def _background_info(p: Params) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Background:
+    """Variant congestion's background traffic: its sender and receiver, the
+    hop its route shares with the ring, its load and message size, the
+    messages of each seed, and (in the results) seed 0's ``bursts`` per
+    scheme: each message's [posted, delivered], s since the first step."""
+
+    from_: str = field(metadata=json_key("from"))
+    to: str
+    hop: str
+    load: float
+    msg_kb: int
+    messages: list[int]
+    bursts: dict[str, list[list[float]]] | None = field(default=None, metadata=OMIT_IF_NONE)
+
+
+def background_info(p: Params,
+                    bursts: dict[str, list[list[float]]] | None = None) -> Background:
     src, dst = background_hosts(p)
-    return {"from": host_addr(src).name, "to": host_addr(dst).name, "hop": background_hop(p),
-            "load": p.background_load, "msg_kb": p.background_kb,
-            "messages": [len(background_arrivals(p, s)) for s in range(p.seeds)]}
+    return Background(from_=host_addr(src).name, to=host_addr(dst).name, hop=background_hop(p),
+                      load=p.background_load, msg_kb=p.background_kb,
+                      messages=[len(background_arrivals(p, s)) for s in range(p.seeds)],
+                      bursts=bursts)
 
 
 # ---------------------------------------------------------------------------
@@ -555,6 +581,23 @@ def collective_times(data: PhaseData) -> list[float]:
     return [(b - a) / 1e9 for _seq, (a, b) in sorted(spans.items())]
 
 
+def collectives_checked(data: PhaseData, expected: int) -> bool:
+    """Whether the phase's ranks checked ``expected`` collective results (a
+    rank's each) and every one was bit-exact."""
+    checks = data.all_events("collective_check")
+    return len(checks) == expected and all(e["ok"] for e in checks)
+
+
+def completed_collective_times(data: PhaseData, iterations: int) -> list[float]:
+    """:func:`collective_times` of a phase that must have completed
+    ``iterations`` collectives (ValueError otherwise)."""
+    times = collective_times(data)
+    if len(times) != iterations:
+        raise ValueError(f"phase {data.name}: {len(times)} of {iterations} "
+                         "collectives completed")
+    return times
+
+
 def _quantile(xs: list[float], q: float) -> float:
     ys = sorted(xs)
     pos = q * (len(ys) - 1)
@@ -563,90 +606,142 @@ def _quantile(xs: list[float], q: float) -> float:
     return ys[lo] + (ys[hi] - ys[lo]) * (pos - lo)
 
 
-def analyze(run_dir: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Ccts:
+    """A scheme's collective completion times (slowest rank, s) over every
+    collective of every seed: the median, the 90th percentile and each."""
+
+    median: float
+    p90: float
+    runs: list[float]
+
+
+@dataclass(frozen=True)
+class RunLosses:
+    """What one run (seed) of a scheme lost (testbed.timeline.phase_losses),
+    with the time its hosts were paused, summed (s)."""
+
+    tm_full: int
+    pfc_xoff: int
+    pfc_xon: int
+    tx_pkts: int
+    retransmits: int
+    rto: int
+    host_paused_s: float
+
+
+@dataclass(frozen=True)
+class Losses(RunLosses):
+    """A scheme's losses summed over its seeds, with the share of packets sent
+    that were retransmissions, and each run's."""
+
+    resent_fraction: float
+    runs: list[RunLosses]
+
+
+def run_losses(data: PhaseData) -> RunLosses:
+    lost = phase_losses(data)
+    return RunLosses(
+        tm_full=lost["tm_full"], pfc_xoff=lost["pfc_xoff"], pfc_xon=lost["pfc_xon"],
+        tx_pkts=lost["tx_pkts"], retransmits=lost["retransmits"], rto=lost["rto"],
+        host_paused_s=round(sum(h["paused_s"] for h in lost["pfc_hosts"].values()), 4))
+
+
+def losses_total(runs: list[RunLosses]) -> Losses:
+    """A scheme's runs' losses summed over its seeds."""
+    total = {f.name: sum(getattr(r, f.name) for r in runs) for f in dataclasses.fields(RunLosses)}
+    return Losses(**total, resent_fraction=round(total["retransmits"] / max(1, total["tx_pkts"]), 4),
+                  runs=runs)
+
+
+@dataclass(frozen=True)
+class Results(Summary):
+    variant: str
+    ranks: int
+    schemes: list[str]
+    cct: dict[str, Ccts]
+    max_overlap: dict[str, Stats]                # steps in flight, the most per seed
+    theoretical_cct: float
+    cct_over_theoretical: dict[str, float]
+    # medians against the baseline's (Symphony's also against PQ's); None:
+    # the scheme did not run
+    cct_change: float | None = field(metadata=OMIT_IF_NONE)
+    cct_change_late: float | None = field(metadata=OMIT_IF_NONE)
+    cct_change_pq: float | None = field(metadata=OMIT_IF_NONE)
+    cct_change_vs_pq: float | None = field(metadata=OMIT_IF_NONE)
+    late_start_s: list[float | None] | None = field(metadata=OMIT_IF_NONE)  # symphony_late
+    overlap_series: dict[str, list[list[float]]]    # seed 0: [s, steps in flight]
+    ce_marked_packets: dict[str, int]
+    losses: dict[str, Losses]
+    background: Background | None = field(metadata=OMIT_IF_NONE)  # variant congestion
+    bit_exact: bool | None = field(metadata=OMIT_IF_NONE)         # real payloads only
+    dcqcn_periods_per_step: float
+    paper: Reference
+
+
+def analyze(run_dir: Path) -> Results:
     p = _params(run_dir)
-    cct: dict[str, Any] = {}
-    overlap: dict[str, Any] = {}
+    cct: dict[str, Ccts] = {}
+    overlap: dict[str, Stats] = {}
     series: dict[str, list[list[float]]] = {}
     bit_exact = True
     marks: dict[str, int] = {}
     late: list[float | None] = []
     bursts: dict[str, list[list[float]]] = {}
-    loss_runs: dict[str, list[dict[str, Any]]] = {}
+    loss_runs: dict[str, list[RunLosses]] = {}
     for scheme in p.scheme_list:
         ccts: list[float] = []
         maxes: list[int] = []
         for seed in range(p.seeds):
             data = load_phase(run_dir, phase_name(scheme, seed))
-            checks = data.all_events("collective_check")
-            bit_exact &= (len(checks) == p.ranks * p.iterations
-                          and all(e["ok"] for e in checks))
-            times = collective_times(data)
-            if len(times) != p.iterations:
-                raise ValueError(f"phase {data.name}: {len(times)} of {p.iterations} "
-                                 "collectives completed")
-            ccts += times
+            bit_exact &= collectives_checked(data, p.ranks * p.iterations)
+            ccts += completed_collective_times(data, p.iterations)
             ser = overlap_series(data)
             maxes.append(max(o for _t, o in ser))
             if seed == 0:
                 series[scheme] = [[round(t, 4), o] for t, o in ser]
                 if p.background:
                     bursts[scheme] = background_bursts(data, background_arrivals(p, 0))
-            lost = phase_losses(data)
-            hosts = lost.pop("pfc_hosts")
-            lost["host_paused_s"] = round(sum(h["paused_s"] for h in hosts.values()), 4)
-            loss_runs.setdefault(scheme, []).append(lost)
+            loss_runs.setdefault(scheme, []).append(run_losses(data))
             marks[scheme] = marks.get(scheme, 0) + sum(
                 e["qp"].get("ce_pkts", 0) for e in data.all_events("qp_report")
                 if not str(e.get("flow", "")).startswith(BACKGROUND_FLOW))
             if scheme == "symphony_late":
                 t = late_start_s(run_dir, data)
                 late.append(round(t, 3) if t is not None else None)
-        cct[scheme] = {"median": round(statistics.median(ccts), 4),
-                       "p90": round(_quantile(ccts, 0.9), 4),
-                       "runs": [round(x, 4) for x in ccts]}
-        overlap[scheme] = {"mean": round(statistics.mean(maxes), 2),
-                           "sd": round(statistics.stdev(maxes), 2) if len(maxes) > 1 else 0.0,
-                           "runs": maxes}
+        cct[scheme] = Ccts(median=round(statistics.median(ccts), 4),
+                           p90=round(_quantile(ccts, 0.9), 4),
+                           runs=[round(x, 4) for x in ccts])
+        overlap[scheme] = stats(maxes, digits=2)
 
     def change(scheme: str, against: str = "baseline") -> float | None:
-        if scheme not in cct or against not in cct or not cct[against]["median"]:
+        if scheme not in cct or against not in cct or not cct[against].median:
             return None
-        return round(cct[scheme]["median"] / cct[against]["median"] - 1, 4)
+        return round(cct[scheme].median / cct[against].median - 1, 4)
 
-    out: dict[str, Any] = {
-        "variant": p.variant,
-        "ranks": p.ranks,
-        "schemes": p.scheme_list,
-        "cct": cct,
-        "max_overlap": overlap,
-        "theoretical_cct": round(p.theoretical_cct_s, 4),
-        "cct_over_theoretical": {s: round(cct[s]["median"] / p.theoretical_cct_s, 3)
-                                 for s in p.scheme_list},
-        "cct_change": change("symphony"),
-        "cct_change_late": change("symphony_late"),
-        "cct_change_pq": change("pq"),
-        "cct_change_vs_pq": change("symphony", "pq"),
-        "late_start_s": late,
-        "overlap_series": series,
-        "ce_marked_packets": marks,
-        "losses": {s: _losses_total(runs) for s, runs in loss_runs.items()},
-        "background": dict(_background_info(p), bursts=bursts) if p.background else None,
+    return Results(
+        variant=p.variant,
+        ranks=p.ranks,
+        schemes=p.scheme_list,
+        cct=cct,
+        max_overlap=overlap,
+        theoretical_cct=round(p.theoretical_cct_s, 4),
+        cct_over_theoretical={s: round(cct[s].median / p.theoretical_cct_s, 3)
+                              for s in p.scheme_list},
+        cct_change=change("symphony"),
+        cct_change_late=change("symphony_late"),
+        cct_change_pq=change("pq"),
+        cct_change_vs_pq=change("symphony", "pq"),
+        late_start_s=late or None,
+        overlap_series=series,
+        ce_marked_packets=marks,
+        losses={s: losses_total(runs) for s, runs in loss_runs.items()},
+        background=background_info(p, bursts) if p.background else None,
         # phantom payloads carry nothing to check
-        "bit_exact": bit_exact if p.payload == "real" else None,
-        "dcqcn_periods_per_step": round(p.dcqcn_periods_per_step, 2),
-        "paper": dict(REFERENCE),
-    }
-    return {k: v for k, v in out.items() if v is not None and v != []}
-
-
-def _losses_total(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """A scheme's phase_losses summed over its seeds, with the share of
-    packets sent that were retransmissions, and each run's figures."""
-    total: dict[str, Any] = {k: sum(r[k] for r in runs) for k in runs[0]}
-    total["resent_fraction"] = round(total["retransmits"] / max(1, total["tx_pkts"]), 4)
-    total["runs"] = runs
-    return total
+        bit_exact=bit_exact if p.payload == "real" else None,
+        dcqcn_periods_per_step=round(p.dcqcn_periods_per_step, 2),
+        paper=REFERENCE.copy(),
+    )
 
 
 def plot(run_dir: Path) -> list[Path]:
@@ -657,12 +752,13 @@ def plot(run_dir: Path) -> list[Path]:
     outs = []
     fig, ax = plt.subplots(figsize=(9, 4))
     for scheme in p.scheme_list:
-        pts = res["overlap_series"][scheme]
+        pts = res.overlap_series[scheme]
         line, = ax.step([t for t, _o in pts], [o for _t, o in pts], where="post", label=scheme)
-        if scheme == "symphony_late" and res.get("late_start_s") and res["late_start_s"][0]:
-            ax.axvline(res["late_start_s"][0], linestyle="--", color=line.get_color(),
+        if scheme == "symphony_late" and res.late_start_s and res.late_start_s[0]:
+            ax.axvline(res.late_start_s[0], linestyle="--", color=line.get_color(),
                        label="Symphony switched on (late start)")
-    bg = res.get("background", {}).get("bursts", {}).get(p.scheme_list[0], [])
+    bursts = res.background.bursts if res.background else None
+    bg = (bursts or {}).get(p.scheme_list[0], [])
     for i, (a, b) in enumerate(bg):
         ax.axvspan(a, b, color="gray", alpha=0.2,
                    label=f"background message ({p.scheme_list[0]})" if i == 0 else None)
@@ -678,9 +774,9 @@ def plot(run_dir: Path) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for scheme in p.scheme_list:
-        xs = sorted(res["cct"][scheme]["runs"])
+        xs = sorted(res.cct[scheme].runs)
         ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", label=scheme)
-    ax.axvline(res["theoretical_cct"], linestyle=":", color="gray", label="theoretical")
+    ax.axvline(res.theoretical_cct, linestyle=":", color="gray", label="theoretical")
     ax.set_xlabel("collective completion time (s, testbed clock)")
     ax.set_ylabel("CDF")
     ax.set_title(f"{NAME} ({p.variant}): CCT (Fig. 5)")

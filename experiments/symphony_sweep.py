@@ -43,8 +43,6 @@ from typing import Any, TypedDict
 from experiments import symphony_ring as ring
 from experiments._symphony_net import (
     PAPER_NETWORK,
-    PROGRAM,
-    QDEPTH_REGISTER,
     QUICK_FABRIC,
     SymphonyRing,
     load_params,
@@ -57,10 +55,8 @@ from testbed.experiment import (
     PhasePlan,
     RunPlan,
     ScaledDown,
-    Topology,
     param,
 )
-from testbed.modelled import full_frame_bytes
 from testbed.summary import OMIT_IF_NONE, Summary
 from testbed.symphony import (
     config_command,
@@ -205,14 +201,8 @@ def phase_name(scheme: str, index: int, seed: int) -> str:
 def plan(p: Params) -> RunPlan:
     first = p.point(p.value_list[0])
     fab = first.fabric
-    topo = Topology(
-        n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
-        packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
-        commands=(config_command(p.symphony, p.slowdown),), fabric=fab, backend=p.backend,
-        defines=p.defines,
-        realtime=p.realtime,
-        realtime_agents_first=p.realtime_agents_first,
-        host_line_qdisc=p.host_qdisc_ahead_packets > 0)
+    # the first point's routing (ECMP, or static routes for the imbalance)
+    topo = p.topology(fabric=fab)
     phases = [ring.warmup_phase(first)] if p.warmup_kb else []
     job = 0
     for seed in range(p.seeds):
@@ -304,13 +294,8 @@ def analyze(run_dir: Path) -> Results:
             for seed in range(p.seeds):
                 idx = 0 if scheme == "baseline" and p.sweep == "k" else i
                 data = load_phase(run_dir, phase_name(scheme, idx, seed))
-                checks = data.all_events("collective_check")
-                bit_exact &= (len(checks) == pt.ranks * pt.iterations
-                              and all(e["ok"] for e in checks))
-                times = ring.collective_times(data)
-                if len(times) != pt.iterations:
-                    raise ValueError(f"phase {data.name}: {len(times)} of {pt.iterations} "
-                                     "collectives completed")
+                bit_exact &= ring.collectives_checked(data, pt.ranks * pt.iterations)
+                times = ring.completed_collective_times(data, pt.iterations)
                 times_all += times
                 by_seed.setdefault(scheme, []).append(statistics.median(times))
             ccts[scheme] = SchemeCcts(median=round(statistics.median(times_all), 4),

@@ -38,20 +38,20 @@ and ``bit_exact``. ``paper`` (REFERENCE) holds what the paper shows.
 
 from __future__ import annotations
 
-import statistics
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from experiments import symphony_ring
 from experiments._symphony_net import (
     PAPER_NETWORK,
-    PROGRAM,
-    QDEPTH_REGISTER,
     QUICK_FABRIC,
+    Stats,
     SymphonyRing,
     load_params,
     paper_ring_kwargs,
+    stats,
 )
 from hosts.agent_spec import CollectiveSpec, JobSpec
 from testbed.claims import Claim
@@ -60,14 +60,11 @@ from testbed.experiment import (
     PhasePlan,
     RunPlan,
     ScaledDown,
-    Topology,
     param,
 )
-from testbed.modelled import full_frame_bytes
 from testbed.net import host_addr
 from testbed.summary import OMIT_IF_NONE, Summary
 from testbed.symphony import (
-    config_command,
     job_commands,
     source_job_commands,
     tracking_cleared,
@@ -85,7 +82,14 @@ HEADLINE = ("span_change.a", "span_change.b", "final_step_span.baseline.a.mean",
 # after job A): no numbers in the text, only directions. Symphony's final-step
 # span is shorter than the baseline's for the co-located jobs (Fig. 7b), and
 # its aggregate throughput higher while they overlap (Fig. 7a).
-REFERENCE: dict[str, Any] = {
+Reference = TypedDict("Reference", {
+    "job_b_delay_ms": int,
+    "span_change": str,
+    "span_change.a": None,
+    "span_change.b": None,
+    "throughput": str,
+})
+REFERENCE: Reference = {
     "job_b_delay_ms": 500,
     "span_change": "below 0 (Fig. 7b: Symphony minimises the final step's span)",
     # per job: a direction, no value (the CLAIMS below)
@@ -102,7 +106,8 @@ PAPER_CHUNK_KB = 256
 CLAIMS = tuple(
     Claim("Fig. 7b", f"Symphony shortens the final step's span of job {job.upper()} "
           f"({'running first' if job == 'a' else 'joining later'})",
-          key=f"span_change.{job}", paper=REFERENCE[f"span_change.{job}"], direction="below",
+          # REFERENCE: a direction, no value
+          key=f"span_change.{job}", paper=None, direction="below",
           versus=0.0, percent=True, plots=("final_span.png", "throughput.png"))
     for job in JOBS)
 
@@ -139,11 +144,11 @@ class Params(SymphonyRing):
         does in job A's collective: 500 ms into one AllReduce of the paper's
         8 MB chunks at line rate (0.89 s), so ``offset`` is 0.56 of job A's
         line-rate duration at any chunk."""
-        kw: dict[str, Any] = dict(paper_ring_kwargs(PAPER_NODES), iterations=1, seeds=1,
-                                  warmup_kb=0, payload="phantom")
-        at_paper_chunk = cls(**kw, chunk_kb=PAPER_NETWORK["chunk_mb"] * 1024)
+        at_paper_chunk = cls(**paper_ring_kwargs(PAPER_NODES), iterations=1, seeds=1,
+                             warmup_kb=0, payload="phantom",
+                             chunk_kb=PAPER_NETWORK["chunk_mb"] * 1024)
         offset = REFERENCE["job_b_delay_ms"] / 1000 / at_paper_chunk.job_wire_s
-        return cls(**kw, chunk_kb=PAPER_CHUNK_KB, offset=offset)
+        return dataclasses.replace(at_paper_chunk, chunk_kb=PAPER_CHUNK_KB, offset=offset)
 
     @staticmethod
     def scaled_down_from() -> dict[str, ScaledDown]:
@@ -206,15 +211,7 @@ def _jobs(p: Params, ids: dict[str, int], seed: int) -> dict[str, JobSpec]:
 
 
 def plan(p: Params) -> RunPlan:
-    fab = p.fabric
-    topo = Topology(
-        n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
-        packet_bytes=full_frame_bytes(p.path_mtu), network=p.network(),
-        commands=(config_command(p.symphony, p.slowdown),), fabric=fab, backend=p.backend,
-        defines=p.defines,
-        realtime=p.realtime,
-        realtime_agents_first=p.realtime_agents_first,
-        host_line_qdisc=p.host_qdisc_ahead_packets > 0)
+    topo = p.topology()
     phases = [symphony_ring.warmup_phase(p)] if p.warmup_kb else []
     next_id = 0
     for seed in range(p.seeds):
@@ -290,15 +287,6 @@ def throughput(data: PhaseData, t0_ns: int, bin_s: float) -> list[list[float]]:
 
 
 @dataclass(frozen=True)
-class Stats:
-    """A figure over the seeds: mean, sample sd (0 for one seed), each seed's."""
-
-    mean: float
-    sd: float
-    runs: list[float]
-
-
-@dataclass(frozen=True)
 class Results(Summary):
     ranks_per_job: int
     final_step_span: dict[str, dict[str, Stats]]     # scheme -> job -> s
@@ -309,14 +297,8 @@ class Results(Summary):
     delay_b_s: float
     throughput_bin_s: float
     throughput: dict[str, dict[str, list[list[float]]]]   # seed 0: [s, Mb/s] per bin
-    paper: dict[str, object]
+    paper: Reference
     bit_exact: bool | None = field(default=None, metadata=OMIT_IF_NONE)  # real payloads only
-
-
-def _stats(xs: list[float]) -> Stats:
-    return Stats(mean=round(statistics.mean(xs), 4),
-                 sd=round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0,
-                 runs=[round(x, 4) for x in xs])
 
 
 def analyze(run_dir: Path) -> Results:
@@ -331,9 +313,7 @@ def analyze(run_dir: Path) -> Results:
         times: dict[str, list[float]] = {j: [] for j in JOBS}
         for seed in range(p.seeds):
             data = load_phase(run_dir, phase_name(scheme, seed))
-            checks = data.all_events("collective_check")
-            bit_exact &= (len(checks) == 2 * p.ranks * p.iterations
-                          and all(e["ok"] for e in checks))
+            bit_exact &= symphony_ring.collectives_checked(data, 2 * p.ranks * p.iterations)
             starts = [e["t_ns"] for e in data.all_events("step_start")]
             if not starts:
                 raise ValueError(f"phase {data.name}: no ring steps recorded")
@@ -347,8 +327,8 @@ def analyze(run_dir: Path) -> Results:
                 times[job].append(job_time(jd))
                 if seed == 0:
                     thr.setdefault(scheme, {})[job] = throughput(jd, min(starts), bin_s)
-        span[scheme] = {j: _stats(spans[j]) for j in JOBS}
-        jtime[scheme] = {j: _stats(times[j]) for j in JOBS}
+        span[scheme] = {j: stats(spans[j]) for j in JOBS}
+        jtime[scheme] = {j: stats(times[j]) for j in JOBS}
     return Results(
         ranks_per_job=p.ranks,
         final_step_span=span,
@@ -361,7 +341,7 @@ def analyze(run_dir: Path) -> Results:
         delay_b_s=round(p.delay_b_s, 4),
         throughput_bin_s=bin_s,
         throughput=thr,
-        paper=dict(REFERENCE),
+        paper=REFERENCE.copy(),
         # phantom payloads carry nothing to check
         bit_exact=bit_exact if p.payload == "real" else None,
     )

@@ -41,12 +41,12 @@ The conversion (every input, every result, the frame size used) goes into
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hosts.roce.constants import BTH_LEN, FRAME_OVERHEAD, ICRC_LEN
 
 __all__ = ["KB", "NetworkError", "Size", "kbytes", "packets", "Red", "Pfc", "ModelledNetwork",
-           "Conversion", "full_frame_bytes", "DEFAULT_QUEUE_PKTS"]
+           "ScaledLinks", "Conversion", "full_frame_bytes", "DEFAULT_QUEUE_PKTS"]
 
 KB = 1000  # the papers' KB (HPCC, DCQCN) are 1000 bytes
 DEFAULT_QUEUE_PKTS = 64  # BMv2's and the soft switch's default queue depth
@@ -144,6 +144,26 @@ class Conversion:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class ScaledLinks:
+    """An experiment's parameters with every switch port and host NIC at
+    ``link_mbps``, modelling NICs of ``nic_gbps``: the links' rate in b/s and
+    the slowdown, nic_gbps / link_mbps (every modelled time runs that many
+    times longer). A plain class, not a dataclass: it adds no field, so each
+    experiment's Params keep their parameters' order."""
+
+    if TYPE_CHECKING:
+        link_mbps: float
+        nic_gbps: float
+
+    @property
+    def link_bps(self) -> float:
+        return self.link_mbps * 1e6
+
+    @property
+    def slowdown(self) -> float:
+        return self.nic_gbps * 1e9 / self.link_bps
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ __all__ = [
     "load_phase",
     "phase_names",
     "phase_losses",
+    "PhaseLosses",
+    "HostPauses",
     "jain_index",
     "value_at",
     "window_rate",
@@ -247,7 +249,26 @@ def load_phase(run_dir: str | Path, phase: str) -> PhaseData:
 # numbers
 
 
-def phase_losses(data: PhaseData) -> dict[str, Any]:
+class HostPauses(TypedDict):
+    """The PFC pauses a host read: the XOFF frames and the time it was paused (s)."""
+
+    xoffs: int
+    paused_s: float
+
+
+class PhaseLosses(TypedDict):
+    """What :func:`phase_losses` reads off a phase, in its order."""
+
+    tm_full: int
+    pfc_xoff: int
+    pfc_xon: int
+    tx_pkts: int
+    retransmits: int
+    rto: int
+    pfc_hosts: dict[str, HostPauses]
+
+
+def phase_losses(data: PhaseData) -> PhaseLosses:
     """What a phase lost and how it recovered, over every switch of the run:
     tail drops at full queues (``tm_full``), PFC pauses the switches sent
     (``pfc_xoff``, ``pfc_xon``; soft target with PFC on), and from the hosts'
@@ -278,7 +299,7 @@ def phase_losses(data: PhaseData) -> dict[str, Any]:
     qps = [e["qp"] for e in reports if isinstance(e.get("qp"), dict)] + [
         e["qp"] for e in data.all_events("flow_end")
         if isinstance(e.get("qp"), dict) and (e.get("host"), e.get("flow")) not in reported]
-    hosts = {}
+    hosts: dict[str, HostPauses] = {}
     for host, events in sorted(data.events.items()):
         for e in events:
             pfc = e.get("pfc") if e.get("event") == "agent_end" else None
