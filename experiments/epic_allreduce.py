@@ -558,7 +558,7 @@ def scheme_results(run_dir: Path, scheme: str, p: AllReduceSweep) -> SchemeResul
 def retransmissions(reports: list[dict[str, Any]]) -> int | None:
     """Packets the ranks' QPs resent, from their ``pacer_report`` events (on rxe
     hosts, the count each rank's DCQCN shim takes from the wire:
-    hosts.roce.rxe_dcqcn.WireCounts); None for runs saved before rxe ranks
+    hosts.roce.rxe.wire_counts.WireCounts); None for runs saved before rxe ranks
     counted them."""
     if not all("retransmits" in e["qp"] for e in reports):
         return None

@@ -99,7 +99,7 @@ from testbed.timeline import PhaseData, load_phase, value_at
 
 NAME = "reflex-cases"
 # rxe: a flexible flow's QP moves between the priority queues by the DSCP the
-# host's DCQCN shim writes on its packets (hosts.roce.rxe_dcqcn, set_dscp).
+# host's DCQCN shim writes on its packets (hosts.roce.rxe.dcqcn_shim, set_dscp).
 HOST_PROVIDERS = ("udp", "rxe")
 HEADLINE = ("case1.regular_rate_fraction", "case2.flexible_rate_fraction")
 

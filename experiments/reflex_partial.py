@@ -65,7 +65,7 @@ from testbed.timeline import PhaseData, load_phase
 
 NAME = "reflex-partial"
 # rxe: a flexible flow's QP moves between the priority queues by the DSCP the
-# host's DCQCN shim writes on its packets (hosts.roce.rxe_dcqcn, set_dscp).
+# host's DCQCN shim writes on its packets (hosts.roce.rxe.dcqcn_shim, set_dscp).
 HOST_PROVIDERS = ("udp", "rxe")
 HEADLINE = ("r000.delivered_fraction", "r000.regular_fct_norm", "r100.delivered_fraction")
 

@@ -96,7 +96,7 @@ from testbed.timeline import PhaseData, load_phase, value_at
 
 NAME = "reflex-probing"
 # rxe: a flexible flow's QP moves between the priority queues by the DSCP the
-# host's DCQCN shim writes on its packets (hosts.roce.rxe_dcqcn, set_dscp).
+# host's DCQCN shim writes on its packets (hosts.roce.rxe.dcqcn_shim, set_dscp).
 HOST_PROVIDERS = ("udp", "rxe")
 HEADLINE = ("d3.budget_time_ms", "d3.spent_fraction", "d3.regular_fct_p50")
 

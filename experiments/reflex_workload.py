@@ -138,7 +138,7 @@ from testbed.summary import INLINE, OMIT_IF_NONE, Spread, Summary, json_key
 from testbed.timeline import PhaseData, load_phase
 
 NAME = "reflex-workload"
-# rxe: flexible flows' DSCP written by the host's DCQCN shim (hosts.roce.rxe_dcqcn,
+# rxe: flexible flows' DSCP written by the host's DCQCN shim (hosts.roce.rxe.dcqcn_shim,
 # set_dscp); workload 2's connection pools register every connection with it.
 HOST_PROVIDERS = ("udp", "rxe")
 HEADLINE = ("w1.weighted-9:1.regular.mean_speedup", "w1.weighted-9:1.flexible.mean_speedup",

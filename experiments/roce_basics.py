@@ -115,7 +115,7 @@ from testbed.timeline import (
 )
 
 NAME = "roce-basics"
-HOST_PROVIDERS = ("udp", "rxe")   # rxe: hosts.roce.rxe_dcqcn paces and runs DCQCN
+HOST_PROVIDERS = ("udp", "rxe")   # rxe: hosts.roce.rxe.dcqcn_shim paces and runs DCQCN
 PROGRAM = "switches/p4/l3_ecn.p4"
 BOTTLENECK_PORT = 3  # toward h3, the receiver
 QDEPTH_REGISTER = "MyEgress.qdepth_max"

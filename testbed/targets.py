@@ -32,7 +32,7 @@ def available_providers(sysfs_root: str = SYSFS_INFINIBAND) -> dict[str, Availab
     verdict is the rxe provider's own (a RoCE v2 IPv4 GID and pyverbs)."""
     rxe = rxe_devices(sysfs_root)
     try:    # here: a provider that does not import is reported, not fatal
-        from hosts.roce.rxe_provider import rxe_unavailable_reason
+        from hosts.roce.rxe.device import rxe_unavailable_reason
     except ImportError as e:
         why: str | None = f"the rxe provider does not import: {e}"
     else:

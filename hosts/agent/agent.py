@@ -172,9 +172,11 @@ class Agent:
 
     def _open_rxe(self) -> None:
         """The host's rxe device (pyverbs) and its DCQCN shim, which also shapes
-        the host's egress to the NIC's line rate (hosts.roce.rxe_dcqcn)."""
-        from hosts.roce.rxe_dcqcn import RxeDcqcnShim, ShimError
-        from hosts.roce.rxe_provider import RxeContext, RxeUnavailable
+        the host's egress to the NIC's line rate (hosts.roce.rxe.dcqcn_shim)."""
+        from hosts.roce.rxe.dcqcn_points import ShimError
+        from hosts.roce.rxe.dcqcn_shim import RxeDcqcnShim
+        from hosts.roce.rxe.device import RxeUnavailable
+        from hosts.roce.rxe.provider import RxeContext
 
         spec, t = self.spec, self.spec.transport
         try:
@@ -205,7 +207,7 @@ class Agent:
     def _register_rxe_qps(self) -> None:
         """Every connected QP with the shim (CNPs for its CE marks; its rate, when it
         has a rate controller), then the class and device counters' baselines."""
-        from hosts.roce.rxe_dcqcn import ShimError
+        from hosts.roce.rxe.dcqcn_points import ShimError
         from hosts.roce.verbs import QPState
 
         for qp in list(self.ctx._qps.values()):
@@ -218,7 +220,7 @@ class Agent:
         # The class counters' baseline, taken before the traffic (a process's first
         # dump is its slowest: 14 ms against 10 in the guest under TCG).
         self.shim.byte_counter.read(now_ns())
-        from hosts.roce.rxe_provider import read_hw_counters
+        from hosts.roce.rxe.device import read_hw_counters
 
         self._device_base = read_hw_counters(self.ctx.device)
 
@@ -256,7 +258,7 @@ class Agent:
         else:
             st.update(rx_bytes=payload, rx_pkts=pkts)
         if device:
-            from hosts.roce.rxe_provider import read_hw_counters
+            from hosts.roce.rxe.device import read_hw_counters
 
             now = read_hw_counters(self.ctx.device)
             d = {k: now.get(k, 0) - self._device_base.get(k, 0) for k in RXE_DEVICE_COUNTERS}
@@ -277,7 +279,7 @@ class Agent:
     def rxe_device_counters(self) -> dict[str, int]:
         """The host's rxe device counters (every one the device has) since its QPs
         were connected: the phase's traffic of all of the host's QPs together."""
-        from hosts.roce.rxe_provider import read_hw_counters
+        from hosts.roce.rxe.device import read_hw_counters
 
         now = read_hw_counters(self.ctx.device)
         return {k: v - self._device_base.get(k, 0) for k, v in now.items()
@@ -287,7 +289,7 @@ class Agent:
         """A collective QP's counters: the udp provider's own; on rxe, the
         provider's work-request counts, the shim's CE and CNP counts, and its
         counts from the wire (retransmits, naks_rcvd, rto: rxe counts packets per
-        device only; hosts.roce.rxe_dcqcn.WireCounts)."""
+        device only; hosts.roce.rxe.wire_counts.WireCounts)."""
         if self.shim is None:
             return dict(qp.stats)
         return {**qp.stats, **self.shim.qp_counters(qp.qp_num)}
@@ -543,7 +545,7 @@ class Agent:
             # What the host's qdisc still holds leaves before the collectives'
             # QPs are counted: their wire counts are the frames they sent
             # (egress_settled false: the queues did not empty in time).
-            from hosts.roce.rxe_dcqcn import ShimError
+            from hosts.roce.rxe.dcqcn_points import ShimError
 
             try:
                 extra["egress_settled"] = shim.settle()

@@ -104,7 +104,7 @@ class _FlowEnd:
 
 def _set_qp_dscp(qp: QP, dscp: int, flow: str) -> None:
     """The DSCP of the QP's next packets (an rxe host's shim rewrites it on the
-    wire, hosts.roce.rxe_dcqcn.RxeDcqcnShim.set_dscp)."""
+    wire, hosts.roce.rxe.dcqcn_shim.RxeDcqcnShim.set_dscp)."""
     from hosts.roce.shaping import ShapingError
 
     try:
@@ -278,7 +278,7 @@ class _Flow:
                                      f"(QP counters {self.qp.stats})")
                 if self.sender and wc.opcode == WCOpcode.RDMA_WRITE:
                     self.completed += 1
-                    # rxe: the QP's HTB class counts its bytes (hosts.roce.rxe_dcqcn);
+                    # rxe: the QP's HTB class counts its bytes (hosts.roce.rxe.dcqcn_points);
                     # completed messages only when the class cannot be read
                     shim = self.agent.shim
                     if shim is not None and shim.bytes_from_completions and self.rc is not None:

@@ -37,7 +37,7 @@ udp_provider  ``UdpProvider(local_ip, port=4791, data_ecn=ECT0)``: kernel UDP
             sockets (Mininet hosts); ``data_ecn`` replaces ECT(0) on data packets.
             Receives through a filtered raw IPv4 socket, to see each datagram's
             IPv4 header as it arrived (needs CAP_NET_RAW).
-rxe_provider  ``RxeContext(local_ip=None, netdev=None, retag="ignore")``: the same
+rxe.provider  ``RxeContext(local_ip=None, netdev=None, retag="ignore")``: the same
             Context/PD/MR/CQ/QP calls over pyverbs on a Linux rdma_rxe device (the
             kernel runs the transport; source ports, tags and limits: README.md).
 sim         ``SimWire(latency_ns, seed, loss, dup, reorder, ce, corrupt, record)``:
@@ -160,7 +160,7 @@ def __getattr__(name: str):
         from hosts.roce.udp_provider import UdpProvider
         return UdpProvider
     if name == "RxeContext":
-        from hosts.roce.rxe_provider import RxeContext
+        from hosts.roce.rxe.provider import RxeContext
         return RxeContext
     raise AttributeError(name)
 

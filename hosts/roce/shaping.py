@@ -20,7 +20,7 @@ every packet.
 - **rxe hosts** (:meth:`HtbShaper.add_qp`): the shim owns the root, and a
   u32 filter on the QP's requests - UDP to 4791 for its peer's address and
   QPN (BTH) - picks its class, whose rate and ceiling are both the QP's
-  DCQCN rate (hosts/roce/rxe_dcqcn.py). Not the UDP source port: a QP that
+  DCQCN rate (hosts/roce/rxe/dcqcn_shim.py). Not the UDP source port: a QP that
   carries a step tag changes it per step (a new flow label at RTR), and the
   host's ACKs for another QP may leave from the same port. The same filter
   rewrites the DSCP of the QP's requests when asked

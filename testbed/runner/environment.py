@@ -68,7 +68,7 @@ def check_hosts_supported(mod: Experiment, hosts: str) -> None:
 def plan_for_hosts(plan: RunPlan, hosts: str) -> RunPlan:
     """The plan as hosts of provider ``hosts`` run it. An rxe host's DCQCN shim
     installs the host's line-rate HTB and its QPs' classes itself
-    (hosts/roce/rxe_dcqcn.py), so the runner's line qdisc on the hosts
+    (hosts/roce/rxe/dcqcn_shim.py), so the runner's line qdisc on the hosts
     (``host_line_qdisc``, for udp hosts' pacers) is left out. Every job is
     checked for the provider (JobSpec's own checks, e.g. rxe hosts obey no
     PFC pause) before any network comes up, not when its phase starts."""

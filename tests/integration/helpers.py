@@ -128,14 +128,15 @@ def xfail_unless_faithful(summary: dict[str, Any], name: str) -> None:
 
 def wire_counts_at_switch(run: Path, port_ifname: str, host_ip: str,
                           nak_window_ns: int) -> dict[str, int]:
-    """A host's requester counts (hosts.roce.rxe_dcqcn.WireCounts, summed over its
+    """A host's requester counts (hosts.roce.rxe.wire_counts.WireCounts, summed over its
     QPs) from the switch's capture of the port it hangs on (``--pcap``): what
     the port received from the host is what the host sent, what it sent the host
     is what the host received, each at its time there. A NAK counts for the QP
     that sent last, which is exact for hosts with one busy QP at a time (a rank
     in epic-loss)."""
     from hosts.roce.constants import OPS_DATA
-    from hosts.roce.rxe_dcqcn import WireCounts, parse_bth
+    from hosts.roce.rxe.frames import parse_bth
+    from hosts.roce.rxe.wire_counts import WireCounts
     from switches.soft.pcap import read_pcap
 
     frames = [(ts, f, True) for ts, f in read_pcap(run / "switch" / f"{port_ifname}_in.pcap")]

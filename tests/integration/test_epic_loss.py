@@ -1,7 +1,7 @@
 """epic-loss --quick in Mininet: AllReduces through epic.p4 with 1 % random
 loss on every link into and out of the switch stay bit-exact (the hosts'
 go-back-N repairs every loss end to end), and are slower than without; and
-the counts rxe hosts take from the wire (hosts.roce.rxe_dcqcn.WireCounts)
+the counts rxe hosts take from the wire (hosts.roce.rxe.wire_counts.WireCounts)
 agree with the udp provider's own."""
 
 from __future__ import annotations

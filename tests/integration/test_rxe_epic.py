@@ -78,7 +78,7 @@ def _check_switch_frames(run: Path, min_data: int) -> None:
 
 def _check_wire_counts(run: Path, summary: dict[str, Any], ranks: int = RANKS) -> dict[str, int]:
     """Each rank's shim counted its QPs' retransmissions, NAKs and timeouts from
-    its interface (hosts.roce.rxe_dcqcn.WireCounts) as the switch's capture of
+    its interface (hosts.roce.rxe.wire_counts.WireCounts) as the switch's capture of
     the rank's port counts them; returns the counts summed over the ranks."""
     t = summary["transport"]
     # the shims' window (half the ACK timeout), the least of the run's transports

@@ -27,7 +27,7 @@ def _rules() -> str:
 def test_write_and_send_with_immediate_between_rxe_hosts_through_the_switch(
         tmp_path: Path) -> None:
     skip_without_rxe_hosts()
-    from hosts.roce.rxe_provider import RxeContext
+    from hosts.roce.rxe.provider import RxeContext
     from testbed.net import running, star_router
 
     rules_before = _rules()

@@ -94,7 +94,7 @@ def rxe_device(link: dict[str, str]) -> Iterator[str]:
 def _far_context(kind: str, request: pytest.FixtureRequest, link: dict[str, str]) -> Any:
     if kind == "rxe":
         dev = request.getfixturevalue("rxe_device")
-        from hosts.roce.rxe_provider import RxeContext
+        from hosts.roce.rxe.provider import RxeContext
         return RxeContext(FAR_IP, device=dev)
     from hosts.roce import Context, Scale
     from hosts.roce.udp_provider import UdpProvider

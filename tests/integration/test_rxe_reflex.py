@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hosts.reflex.schemes import DSCP_LOW
 from hosts.roce.constants import OPS_DATA
-from hosts.roce.rxe_dcqcn import parse_bth
+from hosts.roce.rxe.frames import parse_bth
 from switches.soft.pcap import read_pcap
 from testbed.net import host_addr
 

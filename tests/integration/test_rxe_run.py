@@ -1,6 +1,6 @@
 """`testbed run roce-basics --hosts rxe --quick`, end to end, as a user runs it:
 rdma_rxe hosts in Mininet, their agents on the rxe provider, and the DCQCN shim
-(hosts.roce.rxe_dcqcn). In the pair phase two senders share the switch's port
+(hosts.roce.rxe.dcqcn_shim). In the pair phase two senders share the switch's port
 toward one receiver, the switch marks CE, the receiver's shim sends CNPs and the
 senders' shims cut their QPs' rates (tc HTB classes), feeding DCQCN's byte
 counter from those classes' counters; every phase delivers the bytes that

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from hosts.roce.constants import OPS_DATA, tag_sport
-from hosts.roce.rxe_dcqcn import parse_bth
+from hosts.roce.rxe.frames import parse_bth
 from switches.soft.pcap import read_pcap
 
 from .helpers import qp_counts, run_on_rxe_hosts

@@ -146,7 +146,8 @@ _SHIM_PRELUDE = r"""
 import json, socket, subprocess, sys, time
 sys.path.insert(0, sys.argv[1])
 from hosts.roce.rate import FixedRate
-from hosts.roce.rxe_dcqcn import RxeDcqcnShim, ShimError
+from hosts.roce.rxe.dcqcn_points import ShimError
+from hosts.roce.rxe.dcqcn_shim import RxeDcqcnShim
 from hosts.roce.shaping import qp_class_id
 subprocess.run("ip link add a0 type veth peer name b0 && ip link set a0 up && ip link set b0 up"
                " && ip addr add 10.0.1.1/8 dev a0"

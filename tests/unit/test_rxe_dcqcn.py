@@ -13,22 +13,15 @@ from cbpf import run_cbpf
 from ground.wire.icrc import icrc_ok_ipv4
 from hosts.roce.constants import ECN_CE, ECN_ECT0, ROCE_UDP_PORT, Opcode
 from hosts.roce.dcqcn import Dcqcn, DcqcnParams
-from hosts.roce.rxe_dcqcn import (
-    SNAP_BYTES,
-    Arrival,
+from hosts.roce.rxe.dcqcn_points import (
     ClassByteCounter,
     NotificationPoint,
     ReactionPoint,
-    ShapingError,
     ShimError,
-    classify_frame,
-    cnp_frame,
-    htb_rate_bytes,
-    qp_class_id,
-    qp_match_keys,
-    roce_filter,
 )
+from hosts.roce.rxe.frames import SNAP_BYTES, Arrival, classify_frame, cnp_frame, roce_filter
 from hosts.roce.scale import Scale
+from hosts.roce.shaping import ShapingError, htb_rate_bytes, qp_class_id, qp_match_keys
 from hosts.roce.wire import decode
 
 MAC_A, MAC_GW = "02:00:00:00:03:01", "02:00:00:00:00:03"

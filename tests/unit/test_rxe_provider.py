@@ -12,8 +12,52 @@ from pathlib import Path
 import pytest
 
 from hosts.roce import Access, QPState, RecvWR, SendWR, VerbsError, WCOpcode, WCStatus, WROpcode
-from hosts.roce import rxe_provider as R
 from hosts.roce.constants import tag_sport
+from hosts.roce.rxe import device as rxe_device
+from hosts.roce.rxe.device import (
+    RxeUnavailable,
+    find_rxe_device,
+    gid_ipv4,
+    ipv4_gid,
+    read_hw_counters,
+    rxe_unavailable_reason,
+)
+from hosts.roce.rxe.provider import RxeContext, RxeEngine
+from hosts.roce.rxe.pyverbs_objects import (
+    buffer_address,
+    imm_from_wire,
+    imm_to_wire,
+    make_qp_attr,
+    make_recv_wr,
+    make_send_wr,
+    wc_from_verbs,
+)
+from hosts.roce.rxe.qp_plans import (
+    IBV_ACCESS,
+    IBV_MTU,
+    IBV_QP_MASK,
+    IBV_QPS,
+    IBV_QPS_SQD,
+    IBV_QPT_RC,
+    IBV_SEND_SIGNALED,
+    IBV_WC_WITH_IMM,
+    IBV_WR,
+    ib_timeout_exp,
+    ibv_access,
+    init_plan,
+    rtr_plan,
+    rts_plan,
+)
+from hosts.roce.rxe.sport import (
+    FLOW_LABEL_MASK,
+    flow_label_for_sport,
+    flow_label_to_sport,
+    kernel_has_flow_label_sport,
+    rdma_calc_flow_label,
+    rdma_udp_sport,
+    rxe_qpn_sport,
+    rxe_sport,
+)
 from hosts.roce.verbs import SGE
 
 try:
@@ -31,9 +75,9 @@ needs_pyverbs = pytest.mark.skipif(E is None, reason="pyverbs missing (apt-get i
 def test_creation_port_is_the_qpn_hash(qpn, sport):
     # 0xC000 + (((qpn * 0x61C88647) mod 2**32) >> 18), worked out by hand for qpn 1:
     # 0x61C88647 >> 18 = 0x1872
-    assert R.rxe_qpn_sport(qpn) == sport
-    assert R.rxe_sport(qpn) == sport                       # no address vector yet
-    assert R.rxe_sport(qpn, 0x22, flow_label_rule=False) == sport   # kernels < 5.17
+    assert rxe_qpn_sport(qpn) == sport
+    assert rxe_sport(qpn) == sport                       # no address vector yet
+    assert rxe_sport(qpn, 0x22, flow_label_rule=False) == sport   # kernels < 5.17
 
 
 @pytest.mark.parametrize("lq, rq, fl, sport", [(0x11, 0x12, 0x132, 0xC132),
@@ -41,25 +85,25 @@ def test_creation_port_is_the_qpn_hash(qpn, sport):
                                              (0xFFFFFF, 0xFFFFFF, 0xFFF1E, 0xFF21)])
 def test_zero_flow_label_is_derived_from_both_qpns(lq, rq, fl, sport):
     # v = lq * rq; v ^= v >> 20; v ^= v >> 40 (0x1234 * 0x5678 = 0x6260060 -> 0x60002)
-    assert R.rdma_calc_flow_label(lq, rq) == R.rdma_calc_flow_label(rq, lq) == fl
-    assert R.rdma_udp_sport(0, lq, rq) == R.rxe_sport(lq, rq) == sport
+    assert rdma_calc_flow_label(lq, rq) == rdma_calc_flow_label(rq, lq) == fl
+    assert rdma_udp_sport(0, lq, rq) == rxe_sport(lq, rq) == sport
 
 
 def test_flow_label_folds_into_the_port():
-    assert R.flow_label_to_sport(0x00005) == 0xC005
-    assert R.flow_label_to_sport(0x4001) == 0xC000          # 1 ^ (0x4000 >> 14)
-    assert R.flow_label_to_sport(0xFFFFF) == 0xC000 | (0x3FFF ^ 0x3F)
+    assert flow_label_to_sport(0x00005) == 0xC005
+    assert flow_label_to_sport(0x4001) == 0xC000          # 1 ^ (0x4000 >> 14)
+    assert flow_label_to_sport(0xFFFFF) == 0xC000 | (0x3FFF ^ 0x3F)
 
 
 def test_every_tag_port_has_a_flow_label_that_selects_it():
     for sport in range(0xC000, 0x10000):
-        fl = R.flow_label_for_sport(sport)
-        assert 0 < fl <= R.FLOW_LABEL_MASK
-        assert R.rdma_udp_sport(fl, 0x11, 0x12) == sport
-    assert R.rxe_sport(0x11, 0x12, R.flow_label_for_sport(tag_sport(9))) == tag_sport(9)
+        fl = flow_label_for_sport(sport)
+        assert 0 < fl <= FLOW_LABEL_MASK
+        assert rdma_udp_sport(fl, 0x11, 0x12) == sport
+    assert rxe_sport(0x11, 0x12, flow_label_for_sport(tag_sport(9))) == tag_sport(9)
     for bad in (0, 4791, 0xBFFF, 0x10000):
         with pytest.raises(VerbsError):
-            R.flow_label_for_sport(bad)
+            flow_label_for_sport(bad)
 
 
 @pytest.mark.parametrize("release, has", [("5.15.0-91-generic", False), ("5.16.20", False),
@@ -67,7 +111,7 @@ def test_every_tag_port_has_a_flow_label_that_selects_it():
                                           ("4.19.0-26-amd64", False), ("6.18.44-fc-v657", True),
                                           ("10.0", True), ("garbage", False)])
 def test_kernel_version_decides_the_flow_label_rule(release, has):
-    assert R.kernel_has_flow_label_sport(release) is has
+    assert kernel_has_flow_label_sport(release) is has
 
 
 # -- discovery ---------------------------------------------------------------------
@@ -96,100 +140,100 @@ def sysfs(tmp_path: Path) -> Path:
     (root / "rxe0" / "parent").write_text("eth1\n")
     _gid(root, "rxe0", 1, 0, LINK_LOCAL, "IB/RoCE v1", "eth1")
     _gid(root, "rxe0", 1, 1, LINK_LOCAL, "RoCE v2", "eth1")
-    _gid(root, "rxe0", 1, 2, R.ipv4_gid("10.0.0.1"), "IB/RoCE v1", "eth1")
-    _gid(root, "rxe0", 1, 3, R.ipv4_gid("10.0.0.1"), "RoCE v2", "eth1")
+    _gid(root, "rxe0", 1, 2, ipv4_gid("10.0.0.1"), "IB/RoCE v1", "eth1")
+    _gid(root, "rxe0", 1, 3, ipv4_gid("10.0.0.1"), "RoCE v2", "eth1")
     _gid(root, "rxe0", 1, 4, ZERO, None, None)                    # unused slot
     (root / "rxe0" / "ports" / "1" / "hw_counters" / "sent_pkts").write_text("12\n")
     (root / "rxe0" / "ports" / "1" / "hw_counters" / "rcvd_pkts").write_text("7\n")
     # a hardware RoCE device (no 'parent'): never picked
     (root / "mlx5_0").mkdir()
-    _gid(root, "mlx5_0", 1, 3, R.ipv4_gid("10.0.0.9"), "RoCE v2", "ens1")
+    _gid(root, "mlx5_0", 1, 3, ipv4_gid("10.0.0.9"), "RoCE v2", "ens1")
     # rxe1 on eth2 with 10.0.1.1 at GID index 5
     (root / "rxe1").mkdir()
     (root / "rxe1" / "parent").write_text("eth2\n")
-    _gid(root, "rxe1", 1, 5, R.ipv4_gid("10.0.1.1"), "RoCE v2", "eth2")
+    _gid(root, "rxe1", 1, 5, ipv4_gid("10.0.1.1"), "RoCE v2", "eth2")
     return root
 
 
 def test_gid_text_conversions():
-    assert R.ipv4_gid("10.0.0.1") == "0000:0000:0000:0000:0000:ffff:0a00:0001"
-    assert R.gid_ipv4("0000:0000:0000:0000:0000:ffff:0a00:0001") == "10.0.0.1"
-    assert R.gid_ipv4(LINK_LOCAL) is None and R.gid_ipv4("zz") is None
+    assert ipv4_gid("10.0.0.1") == "0000:0000:0000:0000:0000:ffff:0a00:0001"
+    assert gid_ipv4("0000:0000:0000:0000:0000:ffff:0a00:0001") == "10.0.0.1"
+    assert gid_ipv4(LINK_LOCAL) is None and gid_ipv4("zz") is None
 
 
 def test_discovery_picks_the_roce_v2_ipv4_gid(sysfs):
-    d = R.find_rxe_device("10.0.0.1", sysfs_root=str(sysfs))
+    d = find_rxe_device("10.0.0.1", sysfs_root=str(sysfs))
     assert (d.name, d.port, d.netdev, d.gid_index, d.ipv4) == ("rxe0", 1, "eth1", 3, "10.0.0.1")
     assert {g.index for g in d.gids} == {0, 1, 2, 3}              # the zero GID is skipped
-    assert R.find_rxe_device(netdev="eth2", sysfs_root=str(sysfs)).gid_index == 5
-    assert R.find_rxe_device(sysfs_root=str(sysfs)).name == "rxe0"
-    assert R.find_rxe_device(device="rxe1", sysfs_root=str(sysfs)).ipv4 == "10.0.1.1"
-    assert R.read_hw_counters(d, str(sysfs)) == {"rcvd_pkts": 7, "sent_pkts": 12}
+    assert find_rxe_device(netdev="eth2", sysfs_root=str(sysfs)).gid_index == 5
+    assert find_rxe_device(sysfs_root=str(sysfs)).name == "rxe0"
+    assert find_rxe_device(device="rxe1", sysfs_root=str(sysfs)).ipv4 == "10.0.1.1"
+    assert read_hw_counters(d, str(sysfs)) == {"rcvd_pkts": 7, "sent_pkts": 12}
 
 
 def test_discovery_errors_say_how_to_create_the_device(sysfs, tmp_path):
-    with pytest.raises(R.RxeUnavailable) as ex:
-        R.find_rxe_device(sysfs_root=str(tmp_path / "none"))
+    with pytest.raises(RxeUnavailable) as ex:
+        find_rxe_device(sysfs_root=str(tmp_path / "none"))
     assert str(ex.value) == ("no rdma_rxe device: modprobe rdma_rxe; rdma link add rxe0 type "
                              "rxe netdev eth0; note: rxe works only in the initial network "
                              "namespace")
-    with pytest.raises(R.RxeUnavailable) as ex:
-        R.find_rxe_device("10.0.0.9", netdev="ens1", sysfs_root=str(sysfs))  # the mlx5 one
+    with pytest.raises(RxeUnavailable) as ex:
+        find_rxe_device("10.0.0.9", netdev="ens1", sysfs_root=str(sysfs))  # the mlx5 one
     msg = str(ex.value)
     assert "10.0.0.9" in msg and "rxe0 on eth1: 10.0.0.1" in msg and "netdev ens1" in msg
     assert "rxe1 on eth2: 10.0.1.1" in msg and "mlx5" not in msg
-    assert R.rxe_unavailable_reason("10.9.9.9", sysfs_root=str(sysfs)) is not None
+    assert rxe_unavailable_reason("10.9.9.9", sysfs_root=str(sysfs)) is not None
 
 
 # -- attribute mapping -----------------------------------------------------------------
 
 def test_timeout_exponent_is_the_smallest_that_covers_the_timeout():
-    assert R.ib_timeout_exp(None) == 14
-    assert R.ib_timeout_exp(8192) == 1                  # 4.096 µs * 2
-    assert R.ib_timeout_exp(8193) == 2
-    assert R.ib_timeout_exp(67_108_864) == 14           # 4096 * 2**14 ns
-    assert R.ib_timeout_exp(10**15) == 31
+    assert ib_timeout_exp(None) == 14
+    assert ib_timeout_exp(8192) == 1                  # 4.096 µs * 2
+    assert ib_timeout_exp(8193) == 2
+    assert ib_timeout_exp(67_108_864) == 14           # 4096 * 2**14 ns
+    assert ib_timeout_exp(10**15) == 31
 
 
 def test_qp_plans_carry_the_transition_attributes():
-    p = R.init_plan(1)
+    p = init_plan(1)
     assert p.attrs == {"qp_state": 1, "pkey_index": 0, "port_num": 1, "qp_access_flags": 7}
     assert p.mask_bits == 1 | 8 | 16 | 32
-    p = R.rtr_plan(dest_ip="10.0.0.2", dest_qp_num=0x1234, rq_psn=0x1FFFFFF, path_mtu=2048,
-                   sgid_index=3, flow_label=R.flow_label_for_sport(tag_sport(5)),
-                   traffic_class=2, hop_limit=64, port_num=1)
+    p = rtr_plan(dest_ip="10.0.0.2", dest_qp_num=0x1234, rq_psn=0x1FFFFFF, path_mtu=2048,
+                 sgid_index=3, flow_label=flow_label_for_sport(tag_sport(5)),
+                 traffic_class=2, hop_limit=64, port_num=1)
     assert p.attrs["qp_state"] == 2 and p.attrs["path_mtu"] == 4
     assert p.attrs["dest_qp_num"] == 0x1234 and p.attrs["rq_psn"] == 0xFFFFFF
     assert p.ah == {"dgid": "0000:0000:0000:0000:0000:ffff:0a00:0002", "sgid_index": 3,
                     "flow_label": 5, "traffic_class": 2, "hop_limit": 64, "port_num": 1}
     assert set(p.mask) == {"STATE", "AV", "PATH_MTU", "DEST_QPN", "RQ_PSN",
                            "MAX_DEST_RD_ATOMIC", "MIN_RNR_TIMER"}
-    p = R.rts_plan(sq_psn=0x1000005, timeout_ns=None, retry_cnt=7, rnr_retry=7)
+    p = rts_plan(sq_psn=0x1000005, timeout_ns=None, retry_cnt=7, rnr_retry=7)
     assert p.attrs == {"qp_state": 3, "sq_psn": 5, "timeout": 14, "retry_cnt": 7,
                        "rnr_retry": 7, "max_rd_atomic": 1}
     with pytest.raises(VerbsError):
-        R.rtr_plan(dest_ip="10.0.0.2", dest_qp_num=1, rq_psn=0, path_mtu=1500, sgid_index=0,
-                   flow_label=0, traffic_class=0, hop_limit=64, port_num=1)
+        rtr_plan(dest_ip="10.0.0.2", dest_qp_num=1, rq_psn=0, path_mtu=1500, sgid_index=0,
+                 flow_label=0, traffic_class=0, hop_limit=64, port_num=1)
     with pytest.raises(VerbsError):
-        R.rts_plan(sq_psn=0, timeout_ns=None, retry_cnt=8, rnr_retry=7)
-    assert R.ibv_access(Access.LOCAL_WRITE | Access.REMOTE_WRITE) == 3
+        rts_plan(sq_psn=0, timeout_ns=None, retry_cnt=8, rnr_retry=7)
+    assert ibv_access(Access.LOCAL_WRITE | Access.REMOTE_WRITE) == 3
 
 
 def test_immediate_data_is_big_endian_on_the_wire():
-    raw = R.imm_to_wire(0x01020304)
+    raw = imm_to_wire(0x01020304)
     assert raw.to_bytes(4, __import__("sys").byteorder) == b"\x01\x02\x03\x04"
-    assert R.imm_from_wire(raw) == 0x01020304
-    assert R.imm_from_wire(R.imm_to_wire(0xFFFFFFFF)) == 0xFFFFFFFF
+    assert imm_from_wire(raw) == 0x01020304
+    assert imm_from_wire(imm_to_wire(0xFFFFFFFF)) == 0xFFFFFFFF
 
 
 def test_buffer_address_is_the_memory_the_nic_reads():
     buf = bytearray(b"abcdef")
-    addr, n, pin = R.buffer_address(buf)
+    addr, n, pin = buffer_address(buf)
     assert n == 6 and ctypes.string_at(addr + 2, 3) == b"cde"
     with pytest.raises(BufferError):
         buf.extend(b"x")                  # pinned while registered
     with pytest.raises(VerbsError):
-        R.buffer_address(b"readonly")
+        buffer_address(b"readonly")
     del pin
 
 
@@ -197,18 +241,18 @@ def test_buffer_address_is_the_memory_the_nic_reads():
 
 @needs_pyverbs
 def test_abi_constants_match_libibverbs():
-    assert R.IBV_QPT_RC == E.IBV_QPT_RC and R.IBV_QPS_SQD == E.IBV_QPS_SQD
-    for st, v in R.IBV_QPS.items():
+    assert IBV_QPT_RC == E.IBV_QPT_RC and IBV_QPS_SQD == E.IBV_QPS_SQD
+    for st, v in IBV_QPS.items():
         assert getattr(E, "IBV_QPS_" + st.name) == v
-    for name, bit in R.IBV_QP_MASK.items():
+    for name, bit in IBV_QP_MASK.items():
         assert getattr(E, "IBV_QP_" + name) == bit
-    for flag, bit in R.IBV_ACCESS.items():
+    for flag, bit in IBV_ACCESS.items():
         assert getattr(E, "IBV_ACCESS_" + flag.name) == bit
-    for mtu, v in R.IBV_MTU.items():
+    for mtu, v in IBV_MTU.items():
         assert getattr(E, f"IBV_MTU_{mtu}") == v
-    for op, v in R.IBV_WR.items():
+    for op, v in IBV_WR.items():
         assert getattr(E, "IBV_WR_" + op.name) == v
-    assert R.IBV_SEND_SIGNALED == E.IBV_SEND_SIGNALED and R.IBV_WC_WITH_IMM == E.IBV_WC_WITH_IMM
+    assert IBV_SEND_SIGNALED == E.IBV_SEND_SIGNALED and IBV_WC_WITH_IMM == E.IBV_WC_WITH_IMM
     for st in WCStatus:
         assert getattr(E, "IBV_WC_" + st.name) == st
     assert (E.IBV_WC_SEND, E.IBV_WC_RDMA_WRITE, E.IBV_WC_RECV, E.IBV_WC_RECV_RDMA_WITH_IMM) == (
@@ -217,10 +261,10 @@ def test_abi_constants_match_libibverbs():
 
 @needs_pyverbs
 def test_rtr_plan_becomes_a_pyverbs_qp_attr():
-    p = R.rtr_plan(dest_ip="10.0.0.2", dest_qp_num=0x33, rq_psn=77, path_mtu=4096,
-                   sgid_index=3, flow_label=R.flow_label_for_sport(0xC000), traffic_class=2,
-                   hop_limit=9, port_num=1)
-    a = R.make_qp_attr(p)
+    p = rtr_plan(dest_ip="10.0.0.2", dest_qp_num=0x33, rq_psn=77, path_mtu=4096,
+                 sgid_index=3, flow_label=flow_label_for_sport(0xC000), traffic_class=2,
+                 hop_limit=9, port_num=1)
+    a = make_qp_attr(p)
     assert (a.qp_state, a.path_mtu, a.dest_qp_num, a.rq_psn) == (E.IBV_QPS_RTR, E.IBV_MTU_4096,
                                                                   0x33, 77)
     assert (a.max_dest_rd_atomic, a.min_rnr_timer) == (1, 12)
@@ -231,39 +275,39 @@ def test_rtr_plan_becomes_a_pyverbs_qp_attr():
     assert p.mask_bits == (E.IBV_QP_STATE | E.IBV_QP_AV | E.IBV_QP_PATH_MTU | E.IBV_QP_DEST_QPN
                            | E.IBV_QP_RQ_PSN | E.IBV_QP_MAX_DEST_RD_ATOMIC
                            | E.IBV_QP_MIN_RNR_TIMER)
-    r = R.make_qp_attr(R.rts_plan(sq_psn=5, timeout_ns=100_000, retry_cnt=3, rnr_retry=7))
+    r = make_qp_attr(rts_plan(sq_psn=5, timeout_ns=100_000, retry_cnt=3, rnr_retry=7))
     assert (r.qp_state, r.sq_psn, r.timeout, r.retry_cnt, r.rnr_retry, r.max_rd_atomic) == (
         E.IBV_QPS_RTS, 5, 5, 3, 7, 1)
 
 
 @needs_pyverbs
 def test_send_and_recv_wrs_become_pyverbs_wrs():
-    w = R.make_send_wr(SendWR(9, WROpcode.RDMA_WRITE_WITH_IMM, SGE(0x1000, 64, 0x55),
-                              remote_addr=0x2000, rkey=0x77, imm_data=0x01020304))
+    w = make_send_wr(SendWR(9, WROpcode.RDMA_WRITE_WITH_IMM, SGE(0x1000, 64, 0x55),
+                            remote_addr=0x2000, rkey=0x77, imm_data=0x01020304))
     assert (w.wr_id, w.opcode, w.num_sge, w.send_flags) == (9, E.IBV_WR_RDMA_WRITE_WITH_IMM, 1,
                                                             E.IBV_SEND_SIGNALED)
-    assert w.imm_data == R.imm_to_wire(0x01020304)
-    w = R.make_send_wr(SendWR(3, WROpcode.SEND, None, signaled=False))
+    assert w.imm_data == imm_to_wire(0x01020304)
+    w = make_send_wr(SendWR(3, WROpcode.SEND, None, signaled=False))
     assert (w.opcode, w.num_sge, w.send_flags) == (E.IBV_WR_SEND, 0, 0)
-    w = R.make_send_wr(SendWR(4, WROpcode.SEND_WITH_IMM, SGE(0x10, 0, 1), imm_data=5))
+    w = make_send_wr(SendWR(4, WROpcode.SEND_WITH_IMM, SGE(0x10, 0, 1), imm_data=5))
     assert (w.opcode, w.num_sge) == (E.IBV_WR_SEND_WITH_IMM, 0)
-    r = R.make_recv_wr(RecvWR(11, SGE(0x3000, 128, 0x9)))
+    r = make_recv_wr(RecvWR(11, SGE(0x3000, 128, 0x9)))
     assert (r.wr_id, r.num_sge) == (11, 1)
-    assert R.make_recv_wr(RecvWR(12, None)).num_sge == 0
+    assert make_recv_wr(RecvWR(12, None)).num_sge == 0
 
 
 @needs_pyverbs
 def test_completions_become_project_wcs():
     from pyverbs.cq import WC as VWC
     t0 = time.monotonic_ns()
-    wc = R.wc_from_verbs(VWC(wr_id=5, status=0, opcode=E.IBV_WC_RECV_RDMA_WITH_IMM,
-                             byte_len=10, imm_data=R.imm_to_wire(0xCAFE0001), qp_num=0x11,
-                             wc_flags=E.IBV_WC_WITH_IMM), 0x12, time.monotonic_ns())
+    wc = wc_from_verbs(VWC(wr_id=5, status=0, opcode=E.IBV_WC_RECV_RDMA_WITH_IMM,
+                           byte_len=10, imm_data=imm_to_wire(0xCAFE0001), qp_num=0x11,
+                           wc_flags=E.IBV_WC_WITH_IMM), 0x12, time.monotonic_ns())
     assert (wc.wr_id, wc.status, wc.opcode, wc.byte_len, wc.imm_data, wc.qp_num, wc.src_qp) == (
         5, WCStatus.SUCCESS, WCOpcode.RECV_RDMA_WITH_IMM, 10, 0xCAFE0001, 0x11, 0x12)
     assert t0 <= wc.timestamp_ns <= time.monotonic_ns()
-    wc = R.wc_from_verbs(VWC(wr_id=6, status=E.IBV_WC_RETRY_EXC_ERR, opcode=E.IBV_WC_RDMA_WRITE,
-                             imm_data=3, qp_num=1), 2, 0)
+    wc = wc_from_verbs(VWC(wr_id=6, status=E.IBV_WC_RETRY_EXC_ERR, opcode=E.IBV_WC_RDMA_WRITE,
+                           imm_data=3, qp_num=1), 2, 0)
     assert (wc.status, wc.opcode, wc.imm_data) == (WCStatus.RETRY_EXC_ERR, WCOpcode.RDMA_WRITE,
                                                    None)
 
@@ -271,7 +315,7 @@ def test_completions_become_project_wcs():
 # -- a real device -------------------------------------------------------------------
 
 def _device_reason() -> str | None:
-    return R.rxe_unavailable_reason()
+    return rxe_unavailable_reason()
 
 
 @pytest.fixture()
@@ -279,7 +323,7 @@ def rxe_ctx():
     reason = _device_reason()
     if reason is not None:
         pytest.skip(reason)
-    ctx = R.RxeContext()
+    ctx = RxeContext()
     yield ctx
     ctx.close()
 
@@ -301,7 +345,7 @@ def test_loopback_rdma_write_through_rxe(rxe_ctx):
     size = 256 * 1024
     src, ma, mb, ca, cb, qa, qb = _loop_pair(rxe_ctx, size)
     assert qa.state == QPState.RTS and qa.sport == (tag_sport(3) if rxe_ctx.flow_label_rule
-                                                     else R.rxe_qpn_sport(qa.qp_num))
+                                                     else rxe_qpn_sport(qa.qp_num))
     qa.post_send(SendWR(1, WROpcode.RDMA_WRITE, ma.sge(), remote_addr=mb.addr, rkey=mb.rkey))
     wcs = ca.wait(1, timeout=10)
     assert [(w.wr_id, w.status, w.opcode, w.byte_len) for w in wcs] == [
@@ -376,10 +420,10 @@ class _FakeVerbs:
                 self.draining = 0
 
             def modify(self, attr, mask):
-                ah = attr.ah_attr if mask & R.IBV_QP_MASK["AV"] else None
+                ah = attr.ah_attr if mask & IBV_QP_MASK["AV"] else None
                 calls.append(("modify", self.qp_num, attr.qp_state, mask,
                               ah.flow_label if ah else None))
-                if attr.qp_state == R.IBV_QPS_SQD and mask == R.IBV_QP_MASK["STATE"]:
+                if attr.qp_state == IBV_QPS_SQD and mask == IBV_QP_MASK["STATE"]:
                     self.draining = 2          # drained after two queries
 
             def query(self, mask):
@@ -415,14 +459,14 @@ def fake(sysfs, monkeypatch):
     if E is None:
         pytest.skip("pyverbs missing (apt-get install python3-pyverbs)")
     f = _FakeVerbs()
-    monkeypatch.setattr(R, "_import_pyverbs", lambda: f.modules)
+    monkeypatch.setattr(rxe_device, "import_pyverbs", lambda: f.modules)
     f.sysfs = str(sysfs)
     return f
 
 
 def _fake_pair(fake, **ctx_kw):
     from hosts.roce import connect_pair
-    ctx = R.RxeContext("10.0.0.1", sysfs_root=fake.sysfs, sport_rule="flow_label", **ctx_kw)
+    ctx = RxeContext("10.0.0.1", sysfs_root=fake.sysfs, sport_rule="flow_label", **ctx_kw)
     pd = ctx.alloc_pd()
     cq = ctx.create_cq()
     qa = pd.create_qp(cq, sport=tag_sport(3), job_id=2)
@@ -470,15 +514,15 @@ def test_connect_maps_states_and_pins_the_requested_port(fake):
     assert ctx.local_ip == "10.0.0.1" and ctx.provider.port == 4791
     mods = [c for c in fake.calls if c[0] == "modify" and c[1] == qa.qp_num]
     assert [(st, fl) for _, _, st, _, fl in mods] == [(1, None), (2, 0x0003), (3, None)]
-    assert [m for *_, m, _ in mods] == [R.init_plan(1).mask_bits,
-                                        R.rtr_plan(dest_ip="1.1.1.1", dest_qp_num=1, rq_psn=0,
-                                                   path_mtu=1024, sgid_index=0, flow_label=0,
-                                                   traffic_class=0, hop_limit=1,
-                                                   port_num=1).mask_bits,
-                                        R.rts_plan(sq_psn=0, timeout_ns=None, retry_cnt=0,
-                                                   rnr_retry=0).mask_bits]
+    assert [m for *_, m, _ in mods] == [init_plan(1).mask_bits,
+                                        rtr_plan(dest_ip="1.1.1.1", dest_qp_num=1, rq_psn=0,
+                                                 path_mtu=1024, sgid_index=0, flow_label=0,
+                                                 traffic_class=0, hop_limit=1,
+                                                 port_num=1).mask_bits,
+                                        rts_plan(sq_psn=0, timeout_ns=None, retry_cnt=0,
+                                                 rnr_retry=0).mask_bits]
     assert qa.sport == tag_sport(3)
-    assert qb.sport == R.rdma_udp_sport(0, qb.qp_num, qa.qp_num)   # no tag: the kernel's
+    assert qb.sport == rdma_udp_sport(0, qb.qp_num, qa.qp_num)   # no tag: the kernel's
     assert (qa.state, qa.dest_qp_num, qa.path_mtu) == (QPState.RTS, qb.qp_num, 2048)
     with pytest.raises(VerbsError):
         qa.modify(path_mtu=1024)                     # fixed once connected
@@ -498,12 +542,12 @@ def test_retag_policies(fake):
     fake.calls.clear()
     qa.modify(sport=tag_sport(9))
     mods = [(st, m, fl) for k, q, st, m, fl in fake.calls if k == "modify"]
-    assert mods == [(R.IBV_QPS_SQD, R.IBV_QP_MASK["STATE"], None),
-                    (R.IBV_QPS_SQD, R.IBV_QP_MASK["STATE"] | R.IBV_QP_MASK["AV"], 9),
-                    (3, R.IBV_QP_MASK["STATE"], None)]
+    assert mods == [(IBV_QPS_SQD, IBV_QP_MASK["STATE"], None),
+                    (IBV_QPS_SQD, IBV_QP_MASK["STATE"] | IBV_QP_MASK["AV"], 9),
+                    (3, IBV_QP_MASK["STATE"], None)]
     assert qa.sport == tag_sport(9) and qa.stats["retags"] == 1
     ctx.flow_label_rule = False                          # kernel < 5.17: QPN hash only
-    assert qa.sport == R.rxe_qpn_sport(qa.qp_num)
+    assert qa.sport == rxe_qpn_sport(qa.qp_num)
     with pytest.raises(VerbsError):
         qa.modify(sport=tag_sport(10))
 
@@ -531,7 +575,7 @@ def test_completions_are_polled_into_the_cq(fake):
     qa.post_send(SendWR(1, WROpcode.RDMA_WRITE_WITH_IMM, None, imm_data=0xABCD, rkey=1))
     fake.wcs += [VWC(wr_id=1, status=0, opcode=E.IBV_WC_RDMA_WRITE, qp_num=qa.qp_num),
                  VWC(wr_id=7, status=0, opcode=E.IBV_WC_RECV_RDMA_WITH_IMM, qp_num=qb.qp_num,
-                     imm_data=R.imm_to_wire(0xABCD), wc_flags=E.IBV_WC_WITH_IMM)]
+                     imm_data=imm_to_wire(0xABCD), wc_flags=E.IBV_WC_WITH_IMM)]
     assert ctx.engine.run(until=lambda: len(cq) >= 2, timeout=1.0)
     got = cq.wait(2, timeout=1.0)
     assert [(w.wr_id, w.opcode, w.imm_data, w.src_qp) for w in got] == [
@@ -554,7 +598,7 @@ def test_epic_collectives_use_only_what_the_rxe_provider_offers(fake):
 
     from hosts.commlib.epic import ANNOUNCE_BYTES, EpicCommunicator, EpicEndpoint
 
-    ctx = R.RxeContext("10.0.0.1", sysfs_root=fake.sysfs, sport_rule="flow_label")
+    ctx = RxeContext("10.0.0.1", sysfs_root=fake.sysfs, sport_rule="flow_label")
     comm = EpicCommunicator(ctx, 0, 2, EpicEndpoint("10.255.0.1", 0x100, 0), max_bytes=1 << 14,
                             chunk_pkts=2)
     comm.connect()
@@ -585,7 +629,7 @@ def test_the_rxe_engine_answers_what_the_agent_loop_asks_of_every_engine():
     neither, the kernel sends and tc paces."""
     from hosts.roce.verbs import Engine
 
-    eng = R.RxeEngine(object())       # (the context is only kept)
+    eng = RxeEngine(object())       # (the context is only kept)
     for attr in ("next_deadline", "progress", "run", "summary"):
         assert callable(getattr(eng, attr)) and callable(getattr(Engine, attr)), attr
     assert eng.next_deadline() is None and eng.exact_at is None

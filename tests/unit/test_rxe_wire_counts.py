@@ -1,4 +1,4 @@
-"""Per-QP requester counts from the wire (hosts.roce.rxe_dcqcn.WireCounts), which
+"""Per-QP requester counts from the wire (hosts.roce.rxe.wire_counts.WireCounts), which
 rxe hosts use where rxe counts per device only: retransmissions, NAKs received
 and go-backs by the retransmission timer, as the udp provider counts them."""
 
@@ -11,14 +11,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from hosts.roce.constants import AETH_SYNDROME_ACK, AETH_SYNDROME_NAK_PSN_SEQ, ECN_ECT0
-from hosts.roce.rxe_dcqcn import (
-    SNAP_BYTES,
-    Bth,
-    HostWireCounter,
-    WireCounts,
-    parse_bth,
-    roce_filter,
-)
+from hosts.roce.rxe.frames import SNAP_BYTES, Bth, parse_bth, roce_filter
+from hosts.roce.rxe.wire_counts import HostWireCounter, WireCounts
 
 RANK, SWITCH = "10.0.1.1", "10.255.0.1"
 

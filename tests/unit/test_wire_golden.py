@@ -21,7 +21,7 @@ from hosts.roce import (
     wire,
 )
 from hosts.roce.constants import AETH_SYNDROME_ACK, Opcode
-from hosts.roce.rxe_dcqcn import cnp_frame, parse_bth
+from hosts.roce.rxe.frames import cnp_frame, parse_bth
 from hosts.roce.sim import ipv4_udp_packet
 from testbed.sim.host import SimNic
 from testbed.sim.loop import EventLoop
@@ -163,7 +163,7 @@ def test_the_simulated_wire_and_nic_build_the_pinned_headers() -> None:
 def test_the_filters_match_the_pinned_offsets() -> None:
     """Socket filters and tc keys find fields by their offsets: the programs
     and keys as they were before the formats moved."""
-    from hosts.roce.rxe_dcqcn import roce_filter
+    from hosts.roce.rxe.frames import roce_filter
     from hosts.roce.shaping import qp_match_keys
     from hosts.roce.udp_provider import roce_port_filter
 
