@@ -18,7 +18,8 @@ overrides the axis's default points.
 Profiles: the full and quick ones run on symphony-ring's 4-rank fabric. The
 paper profile is Fig. 8b (the k axis) on §4.1's network at 10 Gb/s
 (experiments/_symphony_net.py): 32 nodes as 8 leaves of 4 under 4 spines,
-one AllReduce per point; cut from §4.6's 128 nodes, from 8 MB chunks to
+Table 1's 2D ring of 8 x 4 (``ring_dims``, as §4.6 runs the k axis), one
+AllReduce per point; cut from §4.6's 128 nodes, from 8 MB chunks to
 512 KiB and to one seed (``scaled_down_from``).
 
 Results (summary.json): ``points`` (per value: the baseline's and
