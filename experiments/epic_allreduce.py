@@ -599,7 +599,7 @@ def analyze(run_dir: Path) -> Results:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    from testbed.plotting import algbw_panel, measured_beside_reference, run_plots
+    from testbed.plotting import algbw_panel, measured_beside_reference, run_plots, save_figure
 
     plt, params, out = run_plots(run_dir)
     p = Params(**params)
@@ -621,8 +621,4 @@ def plot(run_dir: Path) -> list[Path]:
     bx.set_xticks(range(len(SCHEMES)), [labels[s] for s in SCHEMES], fontsize=8)
     bx.set_ylabel("algorithm throughput / link rate")
     bx.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "allreduce_algbw.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out / "allreduce_algbw.png")]

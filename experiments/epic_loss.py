@@ -315,7 +315,7 @@ def analyze(run_dir: Path) -> Results:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    from testbed.plotting import run_plots
+    from testbed.plotting import run_plots, save_figure
 
     plt, params, out = run_plots(run_dir)
     p = Params(**params)
@@ -338,8 +338,4 @@ def plot(run_dir: Path) -> list[Path]:
     bx.set_title({True: "bit-exact at every loss", None: "phantom payloads: not checked"}
                  .get(r.bit_exact, "NOT bit-exact"))
     bx.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
-    path = out / "loss.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out / "loss.png")]

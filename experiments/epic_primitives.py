@@ -363,7 +363,7 @@ def analyze(run_dir: Path) -> Results:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    from testbed.plotting import measured_beside_reference, run_plots
+    from testbed.plotting import measured_beside_reference, run_plots, save_figure
 
     plt, params, out = run_plots(run_dir)
     p = Params(**params)
@@ -399,8 +399,4 @@ def plot(run_dir: Path) -> list[Path]:
     bx.set_xticks(range(len(keys)), labels, fontsize=7)
     bx.set_ylabel("EPIC / host (throughput; Barrier: latency host / EPIC)")
     bx.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "primitives.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out / "primitives.png")]

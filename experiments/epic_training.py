@@ -358,7 +358,7 @@ def _parallel(v: ModelIteration, par: str) -> ParallelIteration:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    from testbed.plotting import run_plots
+    from testbed.plotting import run_plots, save_figure
 
     plt, _params, out = run_plots(run_dir)
     r = analyze(run_dir)
@@ -386,8 +386,4 @@ def plot(run_dir: Path) -> list[Path]:
                      fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
     axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    path = out / "iteration_time.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out / "iteration_time.png")]

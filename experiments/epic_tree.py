@@ -464,7 +464,7 @@ def analyze(run_dir: Path) -> Results:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    from testbed.plotting import algbw_panel, measured_beside_reference, run_plots
+    from testbed.plotting import algbw_panel, measured_beside_reference, run_plots, save_figure
 
     plt, params, out = run_plots(run_dir)
     p = Params(**params)
@@ -487,8 +487,4 @@ def plot(run_dir: Path) -> list[Path]:
     bx.axhline(1.0, color="grey", linewidth=0.8)
     bx.set_xticks(range(len(keys)), names, fontsize=8)
     bx.legend(fontsize=7)
-    fig.tight_layout()
-    path = out / "tree_algbw.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out / "tree_algbw.png")]

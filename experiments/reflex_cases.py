@@ -546,6 +546,8 @@ def analyze(run_dir: Path) -> Results:
 def plot(run_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
+    from testbed.plotting import save_figure
+
     p = _params(run_dir)
     outs = phase_timelines(
         p, run_dir, ((phase_name(scheme, case, seed), f"{NAME} - case {case}, "
@@ -574,10 +576,6 @@ def plot(run_dir: Path) -> list[Path]:
         ax.set_title(f"case {case}: {'regular' if case == 1 else 'flexible'} flow rate "
                      "while both are active")
         ax.legend()
-    fig.tight_layout()
-    out = Path(run_dir) / "plots" / "rates.png"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    out = save_figure(fig, Path(run_dir) / "plots" / "rates.png")
     outs.append(out)
     return outs

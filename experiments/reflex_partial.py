@@ -300,6 +300,8 @@ def analyze(run_dir: Path) -> Results:
 def plot(run_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
+    from testbed.plotting import save_figure
+
     p = _params(run_dir)
     outs = phase_timelines(
         p, run_dir, ((phase_name(r, seed), f"{NAME} - r = {r:g}, alpha = {p.alpha:g}, "
@@ -333,10 +335,6 @@ def plot(run_dir: Path) -> list[Path]:
     ax_f.legend()
     fig.suptitle(f"{NAME}: flexible (alpha = {p.alpha:g}) vs regular flow of equal size, "
                  f"{p.seeds} run(s) per r, bars min-max")
-    fig.tight_layout()
-    out = Path(run_dir) / "plots" / "partial.png"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    out = save_figure(fig, Path(run_dir) / "plots" / "partial.png")
     outs.append(out)
     return outs

@@ -508,6 +508,8 @@ def analyze(run_dir: Path) -> Results:
 def plot(run_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
+    from testbed.plotting import save_figure
+
     p = _params(run_dir)
     outs = phase_timelines(
         p, run_dir, ((phase_name(exploit, s), f"{NAME} - D_exploit {exploit}, seed {s} "
@@ -560,10 +562,6 @@ def plot(run_dir: Path) -> list[Path]:
     ax_s.set_title("Fig. 10(a): fair share spent, two flows")
     ax_s.legend(fontsize=8)
     fig.suptitle(f"{NAME}: {p.seeds} seed(s) per point, bars min-max")
-    fig.tight_layout()
-    out = Path(run_dir) / "plots" / "probing.png"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    out = save_figure(fig, Path(run_dir) / "plots" / "probing.png")
     outs.append(out)
     return outs

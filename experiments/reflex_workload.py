@@ -1114,6 +1114,8 @@ W3_KINDS = ("regular", "flexible", *(name for name, _ in SIZE_CLASSES))
 def _speedup_plot(res: dict[str, SchemeResult], p: Params, workload: int, out: Path) -> Path:
     import matplotlib.pyplot as plt
 
+    from testbed.plotting import save_figure
+
     key_w = f"w{workload}"
     others = [s for s in scheme_list(p) if s != "none"]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=workload == 1)
@@ -1138,11 +1140,7 @@ def _speedup_plot(res: dict[str, SchemeResult], p: Params, workload: int, out: P
         ax.legend(fontsize=8)
     fig.suptitle(f"{NAME}: workload {workload}, load {p.load:g}, {p.seeds} draw(s), "
                  "bars min-max")
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def _sub(a: float | None, b: float | None) -> float:
@@ -1160,6 +1158,8 @@ def _fct_cdf_plot(res: dict[str, SchemeResult], p: Params, out: Path) -> Path:
     """Workload 2: the regular flows' FCT distribution per scheme (all draws)."""
     import matplotlib.pyplot as plt
 
+    from testbed.plotting import save_figure
+
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for scheme in scheme_list(p):
         xs = sorted(v * 1e3 / p.slowdown for run in res[scheme].runs
@@ -1170,17 +1170,15 @@ def _fct_cdf_plot(res: dict[str, SchemeResult], p: Params, out: Path) -> Path:
     ax.set_ylabel("fraction of regular flows")
     ax.set_title(f"{NAME}: workload 2, {p.w2_msg_bytes / 1000:g} kB regular flows")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def _w3_plot(res: dict[str, SchemeResult], p: Params, out: Path) -> Path:
     """Workload 3: per scheme, the mean and p99 FCT speed-up of each regular
     size class and of the flexible flows, the paper's p99 marked."""
     import matplotlib.pyplot as plt
+
+    from testbed.plotting import save_figure
 
     others = [s for s in scheme_list(p) if s != "none"]
     kinds = [name for name, _ in SIZE_CLASSES] + ["flexible"]
@@ -1215,11 +1213,7 @@ def _w3_plot(res: dict[str, SchemeResult], p: Params, out: Path) -> Path:
         ax.legend(fontsize=8)
     fig.suptitle(f"{NAME}: workload 3 (web-search sizes), FCT speed-up by size class, "
                  f"{p.seeds} draw(s)")
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def plot(run_dir: Path) -> list[Path]:

@@ -745,7 +745,7 @@ def analyze(run_dir: Path) -> Results:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    from testbed.plotting import typed_run_plots
+    from testbed.plotting import save_figure, typed_run_plots
 
     plt, p, out_dir = typed_run_plots(run_dir, _params)
     res = analyze(run_dir)
@@ -766,10 +766,7 @@ def plot(run_dir: Path) -> list[Path]:
     ax.set_ylabel("steps in flight")
     ax.set_title(f"{NAME} ({p.variant}): degree of step overlap, seed 0 (Fig. 4a)")
     ax.legend()
-    fig.tight_layout()
-    path = out_dir / "overlap.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    path = save_figure(fig, out_dir / "overlap.png")
     outs.append(path)
 
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -781,9 +778,6 @@ def plot(run_dir: Path) -> list[Path]:
     ax.set_ylabel("CDF")
     ax.set_title(f"{NAME} ({p.variant}): CCT (Fig. 5)")
     ax.legend()
-    fig.tight_layout()
-    path = out_dir / "cct_cdf.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    path = save_figure(fig, out_dir / "cct_cdf.png")
     outs.append(path)
     return outs

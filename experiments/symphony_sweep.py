@@ -323,7 +323,7 @@ def analyze(run_dir: Path) -> Results:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    from testbed.plotting import typed_run_plots
+    from testbed.plotting import save_figure, typed_run_plots
 
     plt, p, out_dir = typed_run_plots(run_dir, _params)
     res = analyze(run_dir)
@@ -344,8 +344,4 @@ def plot(run_dir: Path) -> list[Path]:
     ax.set_ylabel("normalized CCT")
     ax.set_title(f"{NAME}: {p.sweep} ({p.seeds} seed(s), Fig. 8)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out_dir / "normalized_cct.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out_dir / "normalized_cct.png")]

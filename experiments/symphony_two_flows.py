@@ -456,7 +456,7 @@ def analyze(run_dir: Path) -> Results:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    from testbed.plotting import typed_run_plots
+    from testbed.plotting import save_figure, typed_run_plots
 
     plt, p, out_dir = typed_run_plots(run_dir, _params)
     res = analyze(run_dir)
@@ -492,10 +492,7 @@ def plot(run_dir: Path) -> list[Path]:
     axes[-1].set_xlabel("s since B started (testbed clock)")
     fig.suptitle(f"{NAME}: rate timelines ({p.link_mbps:g} Mb/s links model "
                  f"{p.nic_gbps:g} Gb/s; {p.flow_kb} KiB per flow)")
-    fig.tight_layout()
-    out = out_dir / "timelines.png"
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    out = save_figure(fig, out_dir / "timelines.png")
     outs.append(out)
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
@@ -510,9 +507,6 @@ def plot(run_dir: Path) -> list[Path]:
         ax.set_ylabel(f"{key} / S")
         ax.set_title(key)
         ax.legend()
-    fig.tight_layout()
-    out = out_dir / "offsets.png"
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    out = save_figure(fig, out_dir / "offsets.png")
     outs.append(out)
     return outs

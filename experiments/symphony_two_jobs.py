@@ -348,7 +348,7 @@ def analyze(run_dir: Path) -> Results:
 
 
 def plot(run_dir: Path) -> list[Path]:
-    from testbed.plotting import typed_run_plots
+    from testbed.plotting import save_figure, typed_run_plots
 
     plt, p, out_dir = typed_run_plots(run_dir, _params)
     res = analyze(run_dir)
@@ -370,10 +370,7 @@ def plot(run_dir: Path) -> list[Path]:
     axes[-1].set_xlabel("s since the first step (testbed clock)")
     fig.suptitle(f"{NAME}: step data delivered per {res.throughput_bin_s:g} s, seed 0 "
                  "(Fig. 7a)")
-    fig.tight_layout()
-    path = out_dir / "throughput.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    path = save_figure(fig, out_dir / "throughput.png")
     outs.append(path)
 
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -386,9 +383,6 @@ def plot(run_dir: Path) -> list[Path]:
     ax.set_ylabel("CDF over seeds")
     ax.set_title(f"{NAME}: final-step span ({p.seeds} seed(s), Fig. 7b)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out_dir / "final_span.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    path = save_figure(fig, out_dir / "final_span.png")
     outs.append(path)
     return outs

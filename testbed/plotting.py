@@ -29,12 +29,23 @@ from testbed.timeline import PhaseData, counter_points, load_phase, rate_series 
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["flow_timeline", "dcqcn_panel", "collective_timeline", "run_plots", "typed_run_plots",
-           "phase_timelines"]
+           "phase_timelines", "save_figure"]
 
 
 P = TypeVar("P")
+
+
+def save_figure(fig: Figure, out: Path, dpi: int = 110) -> Path:
+    """Lay ``fig`` out tightly, write it to ``out`` (its folder made if
+    missing) and close it; returns ``out``."""
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+    return out
 
 
 def run_plots(run_dir: str | Path) -> tuple[Any, dict[str, Any], Path]:
@@ -234,11 +245,7 @@ def collective_timeline(data: PhaseData, out: Path, *, title: str) -> Path:
     ax.set_xlabel("time since start (s)")
     ax.set_xlim(left=-0.05)
     ax.set_title(title + "  (blue: reduce-scatter steps, green: all-gather steps)", fontsize=9)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out, dpi=100)
 
 
 def algbw_panel(ax: Axes, sizes_bytes: Sequence[int], algbw: Mapping[str, Sequence[float]],

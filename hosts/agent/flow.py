@@ -102,6 +102,24 @@ class _FlowEnd:
             raise AgentError(f"flow {event['flow']}: received bytes differ from what was sent")
 
 
+class _EndsOnce:
+    """What a flow and a message pool share at the end of a phase: the
+    ``flow_end`` record they hold (``_end``), logged once by ``finalize``, and
+    their progress, messages completed of those they will end after."""
+
+    _end: _FlowEnd | None
+    completed: int
+    end_count: int
+
+    def finalize(self) -> None:
+        end, self._end = self._end, None
+        if end is not None:
+            end.log()
+
+    def progress(self) -> tuple[int, int]:
+        return self.completed, self.end_count
+
+
 def _set_qp_dscp(qp: QP, dscp: int, flow: str) -> None:
     """The DSCP of the QP's next packets (an rxe host's shim rewrites it on the
     wire, hosts.roce.rxe.dcqcn_shim.RxeDcqcnShim.set_dscp)."""
@@ -113,7 +131,7 @@ def _set_qp_dscp(qp: QP, dscp: int, flow: str) -> None:
         raise AgentError(f"flow {flow}: DSCP {dscp}: {e}") from e
 
 
-class _Flow:
+class _Flow(_EndsOnce):
     """One QP end and its application loop."""
 
     def __init__(self, agent: AgentServices, spec: FlowSpec) -> None:
@@ -396,11 +414,3 @@ class _Flow:
             d = self.agent.rdv / FINISHED_DIR   # for the senders that stop after this flow
             d.mkdir(parents=True, exist_ok=True)
             (d / self.name).write_text(str(now))
-
-    def finalize(self) -> None:
-        end, self._end = self._end, None
-        if end is not None:
-            end.log()
-
-    def progress(self) -> tuple[int, int]:
-        return self.completed, self.end_count

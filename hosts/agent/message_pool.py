@@ -8,7 +8,7 @@ import zlib
 from typing import Any, TypedDict
 
 from hosts.agent.errors import AgentError
-from hosts.agent.flow import _FlowEnd, _set_qp_dscp
+from hosts.agent.flow import _EndsOnce, _FlowEnd, _set_qp_dscp
 from hosts.agent.patterns import flow_buffer, register_flow_buffer
 from hosts.agent.rates import LoggedRate, make_rate_controller
 from hosts.agent.work import AgentServices
@@ -37,7 +37,7 @@ class PoolEndInfo(TypedDict):
     role: str
 
 
-class _MessagePool:
+class _MessagePool(_EndsOnce):
     """A flow whose messages arrive on their own schedule (``FlowSpec.arrivals_s``)
     over ``qps`` long-lived connections, as an application reuses its RDMA
     connections for short requests instead of connecting once per request.
@@ -293,11 +293,3 @@ class _MessagePool:
                                   t_start_ns=self.t_start,
                                   duration_s=(now - self.t_start) / 1e9, qp={}, **extra),
                              phantom=self.spec.payload == "phantom")
-
-    def finalize(self) -> None:
-        end, self._end = self._end, None
-        if end is not None:
-            end.log()
-
-    def progress(self) -> tuple[int, int]:
-        return self.completed, self.end_count

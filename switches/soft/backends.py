@@ -18,6 +18,7 @@ API::
     backend_available(name) -> bool   # is that interpreter installed?
     write_generated(module) -> str    # generated source of a compiled module as a file
     load_generated(path) -> module    # load such a file (no compiler needed)
+    load_source(source, name)         # execute generated source as a module
     install_compat()                  # what a 3.9 interpreter lacks (call first)
 """
 
@@ -103,12 +104,18 @@ def write_generated(module: ProgramModule, directory: str | None = None) -> str:
 
 
 def load_generated(path: str, name: str | None = None) -> types.ModuleType:
-    """Load a generated program module from ``path`` (as compiler.load_source)."""
+    """Load a generated program module from ``path`` (as load_source)."""
     with open(path) as f:
         source = f.read()
     if name is None:
         base = os.path.basename(path)
         name = base.rsplit("-", 1)[0] if "-" in base else base[:-3]
+    return load_source(source, name)
+
+
+def load_source(source: str, name: str) -> types.ModuleType:
+    """Execute generated source as a module named ``name`` (its tracebacks
+    show the generated lines)."""
     mod = types.ModuleType(name)
     filename = f"<p4gen:{name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)

@@ -20,13 +20,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import linecache
 import os
 import sys
 import types
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from .backends import load_source
 from .frontend.source import Location, P4Error, P4Unsupported
 
 _SOFT_DIR = Path(__file__).resolve().parent
@@ -114,17 +114,6 @@ def generate_source(path: str | os.PathLike[str], include_dirs: Iterable[str | o
     return generate(checked, trace), list(prog.files)
 
 
-def load_source(source: str, name: str) -> types.ModuleType:
-    """Execute generated source as a module named ``name``."""
-    mod = types.ModuleType(name)
-    filename = f"<p4gen:{name}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    mod.__file__ = filename
-    mod.SOURCE = source  # type: ignore[attr-defined]
-    exec(compile(source, filename, "exec"), mod.__dict__)
-    return mod
-
-
 def compile_program(path: str | os.PathLike[str], include_dirs: Iterable[str | os.PathLike[str]] = (),
                     defines: Mapping[str, object] | None = None,
                     use_cache: bool = True, trace: bool = False) -> types.ModuleType:
@@ -145,20 +134,32 @@ def compile_program(path: str | os.PathLike[str], include_dirs: Iterable[str | o
     return load_source(source, f"p4prog_{stem.replace('-', '_')}")
 
 
+def add_preprocessor_options(ap: argparse.ArgumentParser) -> None:
+    """A command line's ``-I DIR`` (``include``) and ``-D NAME[=VALUE]``
+    (``define``) options, both repeatable."""
+    ap.add_argument("-I", dest="include", action="append", default=[], help="include directory")
+    ap.add_argument("-D", dest="define", action="append", default=[], help="NAME[=VALUE]")
+
+
+def option_defines(options: Iterable[str]) -> dict[str, object]:
+    """``-D NAME[=VALUE]`` options as defines (a bare name, or an empty
+    value, defines the name with no value)."""
+    defines: dict[str, object] = {}
+    for d in options:
+        k, _, v = d.partition("=")
+        defines[k] = v if v else None
+    return defines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m switches.soft.compiler",
                                  description="Compile a P4_16 v1model program to Python.")
     ap.add_argument("program")
     ap.add_argument("-o", "--output", help="write the generated module here (default: stdout)")
-    ap.add_argument("-I", dest="include", action="append", default=[], help="include directory")
-    ap.add_argument("-D", dest="define", action="append", default=[], help="NAME[=VALUE]")
+    add_preprocessor_options(ap)
     a = ap.parse_args(argv)
-    defines: dict[str, object] = {}
-    for d in a.define:
-        k, _, v = d.partition("=")
-        defines[k] = v if v else None
     try:
-        source, _ = generate_source(a.program, a.include, defines)
+        source, _ = generate_source(a.program, a.include, option_defines(a.define))
     except P4Error as e:
         print(str(e), file=sys.stderr)
         return 1
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["compile_program", "generate_source", "load_source", "compiler_version",
-           "cache_dir", "P4Error", "P4Unsupported"]
+           "cache_dir", "add_preprocessor_options", "option_defines", "P4Error", "P4Unsupported"]
 
 if __name__ == "__main__":
     sys.exit(main())

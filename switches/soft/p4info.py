@@ -439,17 +439,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("program")
     ap.add_argument("-o", "--output", help="output file (default: stdout)")
     ap.add_argument("--binary", action="store_true", help="binary protobuf instead of text")
-    ap.add_argument("-I", dest="include", action="append", default=[], help="include directory")
-    ap.add_argument("-D", dest="define", action="append", default=[], help="NAME[=VALUE]")
-    a = ap.parse_args(argv)
+    from switches.soft.compiler import add_preprocessor_options, option_defines
     from switches.soft.frontend.source import P4Error
 
-    defines: dict[str, object] = {}
-    for d in a.define:
-        k, _, v = d.partition("=")
-        defines[k] = v if v else None
+    add_preprocessor_options(ap)
+    a = ap.parse_args(argv)
     try:
-        p4i = p4info_for_program(a.program, a.include, defines)
+        p4i = p4info_for_program(a.program, a.include, option_defines(a.define))
     except P4Error as e:
         print(str(e), file=sys.stderr)
         return 1

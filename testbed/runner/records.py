@@ -9,7 +9,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from testbed.experiment import RunPlan
 
@@ -169,21 +169,17 @@ def _port_rate_record(applied: list[AppliedCommand]) -> PortRateRecord | None:
     return out
 
 
+# What a port-rate line's record keeps, in its order.
+_PORT_RATE_KEYS: tuple[Literal["via", "bps", "pps", "port", "packet_bytes", "note"], ...] = (
+    "via", "bps", "pps", "port", "packet_bytes", "note")
+
+
 def _port_rate_of(rec: AppliedCommand) -> PortRateRecord:
     """A port-rate line's record without its line and where it was applied."""
     out = PortRateRecord()
-    if "via" in rec:
-        out["via"] = rec["via"]
-    if "bps" in rec:
-        out["bps"] = rec["bps"]
-    if "pps" in rec:
-        out["pps"] = rec["pps"]
-    if "port" in rec:
-        out["port"] = rec["port"]
-    if "packet_bytes" in rec:
-        out["packet_bytes"] = rec["packet_bytes"]
-    if "note" in rec:
-        out["note"] = rec["note"]
+    for key in _PORT_RATE_KEYS:
+        if key in rec:
+            out[key] = rec[key]
     return out
 
 
