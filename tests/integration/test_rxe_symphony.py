@@ -105,3 +105,21 @@ def test_symphony_ring_on_rxe_ranks_tags_each_step_and_is_bit_exact(tmp_path: Pa
         counts = qp_counts(run, f"h{h}", ("retransmits", "wire_tx_pkts"))
         assert counts == {"retransmits": _retransmissions_at_switch(run, f"10.0.{h}.1", ports),
                           "wire_tx_pkts": len(sent)}, h
+
+
+def test_a_2d_ring_on_rxe_ranks_tags_its_steps_as_one_sequence(tmp_path: Path) -> None:
+    # A 2 x 2 ring (a group per leaf): each rank's group and cross lanes are
+    # connected with the tags of the job's one step sequence (rxe fixes a QP's
+    # source port at RTR), so every step leaves from its own tag.
+    run = tmp_path / "run"
+    iterations, ranks = 2, 4
+    summary = run_on_rxe_hosts("symphony-ring", run, "hosts_per_leaf=2", "chunk_kb=16",
+                               f"iterations={iterations}", "seeds=1", "ring_layout=local",
+                               "ring_dims=2x2", "schemes=baseline,symphony", "warmup_kb=0",
+                               "pfc=false", pcap=True)
+    assert summary["bit_exact"] is True
+    steps = iterations * (2 * (2 - 1) + 2 * (2 - 1))
+    ports = [f"leaf{(h - 1) // 2 + 1}-eth{(h - 1) % 2 + 1}" for h in range(1, ranks + 1)]
+    for h in range(1, ranks + 1):
+        sent = _data_frames(run / "switch" / f"{ports[h - 1]}_in.pcap")
+        assert {s for _ip, s, *_ in sent} == {tag_sport(i) for i in range(steps)}, h
