@@ -421,6 +421,9 @@ def _child(spec: RunSpec, runner: Runner, conn: Connection, parent: int) -> None
     # process alone, which passes it on once to each run (_stop), and _stop
     # can kill what a run started if the run outlasts its grace.
     os.setpgrp()
+    # _stop ends a run with SIGINT: honour it even where the suite's process
+    # was started with SIGINT ignored (a shell's background job, `cmd &`)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     _die_with_parent(parent)
     try:
         r = execute(replace(spec, opts=replace(spec.opts,

@@ -169,18 +169,26 @@ def _gone(pid: int) -> bool:
         return True
 
 
-@pytest.mark.parametrize(("sig", "status", "says"), [(signal.SIGINT, 130, "interrupted"),
-                                                      (signal.SIGTERM, 143, "stopped")])
+@pytest.mark.parametrize(("sig", "status", "says", "sigint"), [
+    (signal.SIGINT, 130, "interrupted", signal.SIG_DFL),
+    (signal.SIGTERM, 143, "stopped", signal.SIG_DFL),
+    # started as a shell's background job: SIGINT ignored, which the runs the
+    # report stops with SIGINT must not inherit
+    (signal.SIGTERM, 143, "stopped", signal.SIG_IGN)])
 def test_a_stopped_report_stops_every_run_and_leaves_no_process(
-        tmp_path: Path, sig: signal.Signals, status: int, says: str) -> None:
+        tmp_path: Path, sig: signal.Signals, status: int, says: str,
+        sigint: signal.Handlers) -> None:
     """The parallel runs (and their PyPy children where PyPy is set up) are
     stopped with the command; each run's summary.json says so."""
     out = tmp_path / "rep"
     env = dict(os.environ, PYTHONPATH=str(REPO), MPLCONFIGDIR=str(tmp_path / "mpl"))
+    # SIGINT as given (SIG_DFL: as from a terminal, even where pytest itself
+    # runs as a shell's background job, which inherits SIGINT ignored)
     proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "report", *LONG_SET,
                              "--engine", "sim", "--jobs", "2", "--out", str(out)],
                             env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
     deadline = time.monotonic() + 120
     while len(list(out.glob("runs/*/phases"))) < 2:
         assert time.monotonic() < deadline and proc.poll() is None, "the runs never started"
