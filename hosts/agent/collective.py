@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         HierarchicalOp,
         HierarchicalRankInfo,
     )
+    from hosts.roce.verbs import QP
 
 
 # A rank makes its collectives' inputs and expected results before the start
@@ -235,12 +236,7 @@ class _Collective:
                 # the udp provider counts a QP's packets, rxe's only its work requests
                 if i and not qp.stats.get("tx_pkts", qp.stats.get("send_wrs", 0)):
                     continue
-                report = getattr(qp.pacer, "report", None)
-                state = getattr(qp.rate_controller, "state", None)
-                self.agent.log.emit("pacer_report", flow=f"rank{self.spec.rank}-epic"
-                                    + (f"-g{i}" if i else ""), qp=self.agent.qp_stats(qp),
-                                    pacer=report() if callable(report) else None,
-                                    dcqcn=state() if callable(state) else None)
+                self._pacer_report(f"rank{self.spec.rank}-epic" + (f"-g{i}" if i else ""), qp)
             return
         # a 2D ring reports each dimension's QPs under its name
         ring_comm = cast("Communicator | HierarchicalCommunicator", self.comm)
@@ -248,18 +244,20 @@ class _Collective:
             rank = f"rank{self.spec.rank}" + (f"-{dim}" if dim else "")
             for c, lanes in enumerate(ring.right):
                 for lane, qp in enumerate(lanes):
-                    report = getattr(qp.pacer, "report", None)
-                    state = getattr(qp.rate_controller, "state", None)
-                    self.agent.log.emit("pacer_report", flow=f"{rank}-ch{c}"
-                                        + (f"-lane{lane}" if lane else ""),
-                                        qp=self.agent.qp_stats(qp),
-                                        pacer=report() if callable(report) else None,
-                                        dcqcn=state() if callable(state) else None)
+                    self._pacer_report(f"{rank}-ch{c}" + (f"-lane{lane}" if lane else ""), qp)
             for c, lanes in enumerate(ring.left):
                 for lane, qp in enumerate(lanes):
                     self.agent.log.emit("qp_report", flow=f"{rank}-left{c}"
                                         + (f"-lane{lane}" if lane else ""),
                                         qp=self.agent.qp_stats(qp))
+
+    def _pacer_report(self, flow: str, qp: QP) -> None:
+        """A sending QP's counters, its pacer's lateness and its DCQCN state."""
+        report = getattr(qp.pacer, "report", None)
+        state = getattr(qp.rate_controller, "state", None)
+        self.agent.log.emit("pacer_report", flow=flow, qp=self.agent.qp_stats(qp),
+                            pacer=report() if callable(report) else None,
+                            dcqcn=state() if callable(state) else None)
 
     def sample(self, now: int) -> None:
         pass

@@ -98,8 +98,6 @@ class HierarchicalCommunicator:
         self.ctx, self.rank, self.size, self.job_id = ctx, rank, size, job_id
         self.event_sink = event_sink
         self.step_base = step_base
-        self.phantom = bool(kw.get("phantom", False))
-        self.timeout_s = float(kw.get("timeout_s", 60.0))
         # steps of one AllReduce: the group's ReduceScatter, the cross ring's
         # AllReduce, the group's AllGather
         self._rs = self.local - 1
@@ -118,6 +116,14 @@ class HierarchicalCommunicator:
         self._active: HierarchicalOp | None = None
         # the running collective's seq and its running stage's first step
         self._seq_now, self._offset = -1, 0
+
+    @property
+    def phantom(self) -> bool:
+        return self.group.phantom
+
+    @property
+    def timeout_s(self) -> float:
+        return self.group.timeout_s
 
     @property
     def rings(self) -> tuple[tuple[str, Communicator], ...]:
