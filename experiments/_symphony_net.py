@@ -2,7 +2,8 @@
 links with DCQCN, RED after HPCC in KB of queue) on ``link_mbps`` links, and
 Symphony's parameters in the modelled network's time (defaults: the paper's,
 from testbed.symphony.SymphonyParams) (``SymphonyNetwork``); ring jobs on a
-leaf-spine (``SymphonyRing``); the paper's simulated network, declared once
+leaf-spine (``SymphonyFabric``), AllReduce jobs that share its hosts equally
+(``SymphonyRing``); the paper's simulated network, declared once
 for every paper profile (``PAPER_NETWORK``), laid out on the testbed's
 leaf-spine (``paper_fabric``) and as ``SymphonyRing`` parameters
 (``paper_ring_kwargs``); a run's parameters read back (``load_params``)."""
@@ -214,13 +215,10 @@ class SymphonyNetwork(ScaledLinks):
 
 
 @dataclass(frozen=True)
-class SymphonyRing(SymphonyNetwork):
-    """CommLib Ring AllReduce jobs (``channels`` parallel rings each) over the
-    hosts of a ``leaves`` x ``spines`` leaf-spine, ``JOBS_PER_FABRIC`` jobs
-    sharing its hosts equally; each step of each channel is one RDMA WRITE of
-    the channel's share of a ``chunk_kb`` chunk."""
-
-    JOBS_PER_FABRIC: ClassVar[int] = 1
+class SymphonyFabric(SymphonyNetwork):
+    """CommLib ring jobs (``channels`` parallel rings each) over the hosts of
+    a ``leaves`` x ``spines`` leaf-spine of switches running symphony.p4: the
+    fabric, the hosts' transport and what every ring job shares."""
 
     # Slowdown 3333. The runs' switches and agents all run at real-time
     # priority; at 4 Mb/s the full profile kept the machine 71-85% busy and
@@ -247,9 +245,6 @@ class SymphonyRing(SymphonyNetwork):
     # rest 3:1 (symphony-ring's page). crc32 spreads the same flows evenly, as
     # the paper's simulator's 5-tuple hash does.
     ecmp_hash: str = param("crc16", "the leaves' ECMP hash over the 5-tuple: crc16 or crc32")
-    chunk_kb: int = param(1024, "chunk per rank and step, split over the channels (paper: "
-                                "8 MB)", "KiB")
-    iterations: int = param(3, "AllReduces per job and phase", "collectives")
     seeds: int = param(3, "runs of every scheme; each seed starts the steps at other tags "
                           "(under ECMP: other paths)", "runs")
     # PyPy forwards a packet for a third of CPython's CPU
@@ -288,13 +283,9 @@ class SymphonyRing(SymphonyNetwork):
             raise ValueError("warmup_kb must be >= 0 and split into int64 elements per channel")
         if self.leaves < 2:
             raise ValueError("leaves must be >= 2 (the rings cross the spines)")
-        if self.hosts_per_leaf % self.JOBS_PER_FABRIC:
-            raise ValueError(f"hosts_per_leaf must split among {self.JOBS_PER_FABRIC} job(s)")
         _ = self.fabric    # LeafSpine checks the sizes
-        if self.channels < 1 or self.iterations < 1 or self.seeds < 1:
-            raise ValueError("channels, iterations and seeds must be >= 1")
-        if self.chunk_kb < 1 or (self.chunk_kb * 1024) % (8 * self.channels):
-            raise ValueError("chunk_kb must split into whole int64 elements per channel")
+        if self.seeds < 1:
+            raise ValueError("seeds must be >= 1")
 
     @property
     def defines(self) -> tuple[tuple[str, str], ...]:
@@ -310,28 +301,6 @@ class SymphonyRing(SymphonyNetwork):
     def fabric(self) -> LeafSpine:
         return LeafSpine(leaves=self.leaves, spines=self.spines,
                          hosts_per_leaf=self.hosts_per_leaf, ecmp=self.ecmp)
-
-    @property
-    def ranks(self) -> int:
-        """Ranks per job."""
-        return self.leaves * self.hosts_per_leaf // self.JOBS_PER_FABRIC
-
-    @property
-    def count(self) -> int:
-        """int64 elements per rank: N chunks."""
-        return self.chunk_kb * 1024 * self.ranks // 8
-
-    @property
-    def step_wire_s(self) -> float:
-        """One ring step at line rate: every channel's share of the chunk."""
-        per_channel = self.chunk_kb * 1024 // self.channels
-        return self.channels * message_wire_bytes(per_channel, self.path_mtu) * 8 / self.link_bps
-
-    @property
-    def theoretical_cct_s(self) -> float:
-        """One collective at line rate: 2 (N - 1) chunks per rank (a 2D
-        ring moves the same bytes per rank, in fewer, larger steps)."""
-        return 2 * (self.ranks - 1) * self.step_wire_s
 
     def topology(self, *, fabric: LeafSpine | None = None,
                  switch_commands: dict[str, tuple[str, ...]] | None = None,
@@ -356,6 +325,50 @@ class SymphonyRing(SymphonyNetwork):
         return TransportSpec(scale=self.transport_scale(), dcqcn={"preset": self.dcqcn_preset},
                              path_mtu=self.path_mtu,
                              qdisc_ahead_packets=self.host_qdisc_ahead_packets, pfc=self.pfc)
+
+
+@dataclass(frozen=True)
+class SymphonyRing(SymphonyFabric):
+    """Ring AllReduce jobs on a SymphonyFabric, ``JOBS_PER_FABRIC`` jobs
+    sharing its hosts equally; each step of each channel is one RDMA WRITE of
+    the channel's share of a ``chunk_kb`` chunk."""
+
+    JOBS_PER_FABRIC: ClassVar[int] = 1
+
+    chunk_kb: int = param(1024, "chunk per rank and step, split over the channels (paper: "
+                                "8 MB)", "KiB")
+    iterations: int = param(3, "AllReduces per job and phase", "collectives")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.hosts_per_leaf % self.JOBS_PER_FABRIC:
+            raise ValueError(f"hosts_per_leaf must split among {self.JOBS_PER_FABRIC} job(s)")
+        if self.iterations < 1:
+            raise ValueError("iterations must be >= 1")
+        if self.chunk_kb < 1 or (self.chunk_kb * 1024) % (8 * self.channels):
+            raise ValueError("chunk_kb must split into whole int64 elements per channel")
+
+    @property
+    def ranks(self) -> int:
+        """Ranks per job."""
+        return self.leaves * self.hosts_per_leaf // self.JOBS_PER_FABRIC
+
+    @property
+    def count(self) -> int:
+        """int64 elements per rank: N chunks."""
+        return self.chunk_kb * 1024 * self.ranks // 8
+
+    @property
+    def step_wire_s(self) -> float:
+        """One ring step at line rate: every channel's share of the chunk."""
+        per_channel = self.chunk_kb * 1024 // self.channels
+        return self.channels * message_wire_bytes(per_channel, self.path_mtu) * 8 / self.link_bps
+
+    @property
+    def theoretical_cct_s(self) -> float:
+        """One collective at line rate: 2 (N - 1) chunks per rank (a 2D
+        ring moves the same bytes per rank, in fewer, larger steps)."""
+        return 2 * (self.ranks - 1) * self.step_wire_s
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,7 @@ from experiments._symphony_net import (
     PROGRAM,  # noqa: F401 (the experiment's program, as symphony_ring.PROGRAM)
     QUICK_FABRIC,
     Stats,
+    SymphonyFabric,
     SymphonyRing,
     load_params,
     paper_ring_kwargs,
@@ -418,11 +419,11 @@ def _jobs(p: Params, job_id: int, seed: int) -> dict[str, JobSpec]:
     return out
 
 
-def warmup_phase(p: SymphonyRing) -> PhasePlan:
+def warmup_phase(p: SymphonyFabric) -> PhasePlan:
     """One AllReduce of ``p.warmup_kb`` chunks over every host of ``p``'s
     fabric, job id 0 (no switch tracks it): the switches' JIT compiles
     their hot loops before anything is measured; outside the verdict."""
-    fields = {f.name: getattr(p, f.name) for f in dataclasses.fields(SymphonyRing)}
+    fields = {f.name: getattr(p, f.name) for f in dataclasses.fields(SymphonyFabric)}
     variant = p.variant if isinstance(p, Params) else "ecmp" if p.ecmp else "imbalance"
     w = Params(**dict(fields, chunk_kb=p.warmup_kb, iterations=1, seeds=1, schemes="baseline",
                       variant=variant))
