@@ -185,3 +185,23 @@ def test_the_quick_profile_on_the_sim_engine(tmp_path: Path) -> None:
     for c in js.CLAIMS:
         assert lookup(s, c.key) is not None
     assert set(s["by_size"]) == {"2", "4"}
+
+
+def test_a_run_of_later_seeds_is_the_same_rounds_as_one_long_run() -> None:
+    p = js.Params.paper()
+    long_run = js.plan(dataclasses.replace(p, seeds=3))
+    tail = js.plan(dataclasses.replace(p, seeds=2, first_seed=1))
+    assert [ph.name for ph in tail.phases] == [js.phase_name(s, seed) for seed in (1, 2)
+                                               for s in js.SCHEMES]
+    by_name = {ph.name: ph for ph in long_run.phases}
+    for ph in tail.phases:
+        other = by_name[ph.name]
+        assert ph.jobs.keys() == other.jobs.keys()
+        for host, spec in ph.jobs.items():
+            twin = other.jobs[host]
+            assert spec.collective is not None and twin.collective is not None
+            assert spec.start_delay_s == twin.start_delay_s
+            assert dataclasses.replace(spec.collective, job_id=0) == dataclasses.replace(
+                twin.collective, job_id=0)
+    with pytest.raises(ValueError, match="first_seed -1"):
+        dataclasses.replace(p, first_seed=-1)
