@@ -31,7 +31,8 @@ the paper's job sizes and workloads; cut to one pass per job and three
 seeds (``scaled_down_from``).
 
 Results (summary.json): ``jobs`` (per seed and job: ranks, workload, passes,
-arrival, ideal JCT, each scheme's JCT and the change), ``by_size`` (per job
+arrival, ideal JCT, each scheme's JCT and the change, the CE-marked packets
+its ranks received under each), ``by_size`` (per job
 size: the jobs' median change and every change), ``jct_change`` (the
 smallest and the largest size's median change, each with its per-seed
 values, and ``growth``, the largest's minus the smallest's: what CLAIMS
@@ -359,6 +360,13 @@ def job_window(data: PhaseData, job: StreamJob) -> tuple[int, int]:
     return min(starts), max(ends)
 
 
+def job_marks(data: PhaseData, job: StreamJob) -> int:
+    """Packets ``job``'s ranks received with ECN's CE mark (RED's or Symphony's)."""
+    names = {host_addr(h).name for h in job.hosts}
+    return sum(e["qp"].get("ce_pkts", 0) for host in sorted(names)
+               for e in data.events.get(host, []) if e.get("event") == "qp_report")
+
+
 @dataclass(frozen=True)
 class JobResult:
     seed: int
@@ -371,6 +379,8 @@ class JobResult:
     jct_baseline: float
     jct_symphony: float
     change: float
+    ce_marked_baseline: int        # data packets its ranks received marked
+    ce_marked_symphony: int
 
 
 @dataclass(frozen=True)
@@ -427,19 +437,23 @@ def analyze(run_dir: Path) -> Results:
     for seed in p.seed_list:
         jobs = stream(p, seed)
         jct: dict[str, list[float]] = {}
+        marks: dict[str, list[int]] = {}
         for scheme in SCHEMES:
             data = load_phase(run_dir, phase_name(scheme, seed))
             bit_exact &= symphony_ring.collectives_checked(
                 data, sum(j.ranks * j.passes for j in jobs))
             windows = [job_window(data, j) for j in jobs]
             jct[scheme] = [(b - a) / 1e9 for a, b in windows]
+            marks[scheme] = [job_marks(data, j) for j in jobs]
             concurrency[scheme] = max(concurrency[scheme], most_at_once(windows))
-        for j, base, sym in zip(jobs, jct["baseline"], jct["symphony"], strict=True):
+        for k, j in enumerate(jobs):
+            base, sym = jct["baseline"][k], jct["symphony"][k]
             results.append(JobResult(
                 seed=seed, index=j.index, ranks=j.ranks, workload_kb=j.workload_kb,
                 passes=j.passes, arrival_s=j.arrival_s, ideal_s=round(j.ideal_s, 6),
                 jct_baseline=round(base, 6), jct_symphony=round(sym, 6),
-                change=round(sym / base - 1, 4)))
+                change=round(sym / base - 1, 4), ce_marked_baseline=marks["baseline"][k],
+                ce_marked_symphony=marks["symphony"][k]))
     sizes = sorted({r.ranks for r in results})
     by_size = {}
     for s in sizes:

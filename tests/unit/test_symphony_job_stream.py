@@ -111,6 +111,8 @@ def test_the_analysis_compares_each_job_with_itself_by_size(tmp_path: Path) -> N
     want = js.most_at_once([(int(a * 1e9), int(b * 1e9)) for a, b in windows])
     assert res.concurrency["baseline"] == want
     assert res.bit_exact is None             # phantom payloads
+    # each rank's report counts 10 marked packets (ring_runs)
+    assert all(r.ce_marked_baseline == r.ce_marked_symphony == 10 * r.ranks for r in res.jobs)
     s = results_json(res)
     assert lookup(s, "jct_change.largest.median") == -0.2
     verdicts = {c.key: evaluate(c, [RunValues("run", True, sample_values(s, c))]).status
