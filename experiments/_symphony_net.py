@@ -35,6 +35,9 @@ from testbed.symphony import SymphonyParams, config_command
 
 PROGRAM = "switches/p4/symphony.p4"
 QDEPTH_REGISTER = "MyEgress.qdepth_max"
+# Read from every switch after each phase, per job id: the packets Symphony
+# itself decided to mark, and its alpha when the job's last packet passed.
+OBSERVED_REGISTERS = ("MyEgress.symphony.marks", "MyEgress.symphony.alpha")
 RED_COMMAND = ("table_set_default MyEgress.ecn_config MyEgress.set_ecn_params "
                "{kmin} {kmax} {pmax_percent}")
 
@@ -312,6 +315,7 @@ class SymphonyFabric(SymphonyNetwork):
         fab = fabric or self.fabric
         return Topology(
             n_hosts=fab.n_hosts, program=PROGRAM, qdepth_register=QDEPTH_REGISTER,
+            observed_registers=OBSERVED_REGISTERS,
             packet_bytes=full_frame_bytes(self.path_mtu), network=self.network(),
             commands=(config_command(self.symphony, self.slowdown),), fabric=fab,
             backend=self.backend, defines=self.defines,

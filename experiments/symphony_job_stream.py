@@ -32,7 +32,8 @@ seeds (``scaled_down_from``).
 
 Results (summary.json): ``jobs`` (per seed and job: ranks, workload, passes,
 arrival, ideal JCT, each scheme's JCT and the change, the CE-marked packets
-its ranks received under each), ``by_size`` (per job
+its ranks received under each, and Symphony's own marking decisions and
+final alpha for it, from the switches' registers), ``by_size`` (per job
 size: the jobs' median change and every change), ``jct_change`` (the
 smallest and the largest size's median change, each with its per-seed
 values, and ``growth``, the largest's minus the smallest's: what CLAIMS
@@ -43,6 +44,7 @@ judges), ``concurrency`` (the most jobs running at once, per scheme) and
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import statistics
 from dataclasses import dataclass, field
@@ -51,6 +53,7 @@ from typing import TypedDict
 
 from experiments import symphony_ring
 from experiments._symphony_net import (
+    OBSERVED_REGISTERS,
     QUICK_FABRIC,
     SymphonyFabric,
     load_params,
@@ -302,6 +305,18 @@ def _job_specs(p: Params, jobs: list[StreamJob], ids: list[int], seed: int,
     return out
 
 
+def job_ids(p: Params) -> dict[tuple[int, str], list[int]]:
+    """(seed, scheme) -> the job ids of that phase's jobs, by job index: one
+    id per job and phase, in plan order."""
+    out = {}
+    next_id = 0
+    for seed in p.seed_list:
+        for scheme in SCHEMES:
+            out[(seed, scheme)] = list(range(next_id + 1, next_id + 1 + len(p.size_list)))
+            next_id += len(p.size_list)
+    return out
+
+
 def phase_timeout_s(jobs: list[StreamJob]) -> float:
     return max(j.arrival_s + 6 * j.ideal_s for j in jobs) + 60
 
@@ -309,15 +324,14 @@ def phase_timeout_s(jobs: list[StreamJob]) -> float:
 def plan(p: Params) -> RunPlan:
     topo = p.topology()
     phases = [symphony_ring.warmup_phase(p)] if p.warmup_kb else []
-    next_id = 0
+    all_ids = job_ids(p)
     rounds = {}
     for seed in p.seed_list:
         jobs = stream(p, seed)
         rounds[seed] = jobs
         timeout = phase_timeout_s(jobs)
         for scheme in SCHEMES:
-            ids = list(range(next_id + 1, next_id + 1 + len(jobs)))
-            next_id += len(jobs)
+            ids = all_ids[(seed, scheme)]
             cmds = (tuple(c for i in ids for c in job_commands(i))
                     if scheme == "symphony" else ())
             specs = _job_specs(p, jobs, ids, seed, timeout)
@@ -360,6 +374,21 @@ def job_window(data: PhaseData, job: StreamJob) -> tuple[int, int]:
     return min(starts), max(ends)
 
 
+def symphony_state(run_dir: Path, phase: str, job_id: int) -> tuple[int, int] | None:
+    """What Symphony did to one job over a phase, from the registers every
+    switch reported after it (None if the run read none): its marking
+    decisions summed over the switches (a packet marked at two hops counts
+    twice) and its largest alpha, where the job's last packets left it."""
+    path = run_dir / "phases" / phase / "switch_stats.json"
+    regs = json.loads(path.read_text()).get("registers") if path.exists() else None
+    if not regs:
+        return None
+    key = str(job_id)
+    marks = sum(r.get(OBSERVED_REGISTERS[0], {}).get(key, 0) for r in regs.values())
+    alpha = max(r.get(OBSERVED_REGISTERS[1], {}).get(key, 0) for r in regs.values())
+    return marks, alpha
+
+
 def job_marks(data: PhaseData, job: StreamJob) -> int:
     """Packets ``job``'s ranks received with ECN's CE mark (RED's or Symphony's)."""
     names = {host_addr(h).name for h in job.hosts}
@@ -381,6 +410,10 @@ class JobResult:
     change: float
     ce_marked_baseline: int        # data packets its ranks received marked
     ce_marked_symphony: int
+    # Symphony's own marking decisions and its largest alpha at the end
+    # (switch registers; absent from runs that read none)
+    symphony_marks: int | None = field(default=None, metadata=OMIT_IF_NONE)
+    symphony_alpha: int | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True)
@@ -434,6 +467,7 @@ def analyze(run_dir: Path) -> Results:
     results: list[JobResult] = []
     concurrency = dict.fromkeys(SCHEMES, 0)
     bit_exact = True
+    ids = job_ids(p)
     for seed in p.seed_list:
         jobs = stream(p, seed)
         jct: dict[str, list[float]] = {}
@@ -448,12 +482,16 @@ def analyze(run_dir: Path) -> Results:
             concurrency[scheme] = max(concurrency[scheme], most_at_once(windows))
         for k, j in enumerate(jobs):
             base, sym = jct["baseline"][k], jct["symphony"][k]
+            state = symphony_state(run_dir, phase_name("symphony", seed),
+                                   ids[(seed, "symphony")][k])
             results.append(JobResult(
                 seed=seed, index=j.index, ranks=j.ranks, workload_kb=j.workload_kb,
                 passes=j.passes, arrival_s=j.arrival_s, ideal_s=round(j.ideal_s, 6),
                 jct_baseline=round(base, 6), jct_symphony=round(sym, 6),
                 change=round(sym / base - 1, 4), ce_marked_baseline=marks["baseline"][k],
-                ce_marked_symphony=marks["symphony"][k]))
+                ce_marked_symphony=marks["symphony"][k],
+                symphony_marks=state[0] if state else None,
+                symphony_alpha=state[1] if state else None))
     sizes = sorted({r.ranks for r in results})
     by_size = {}
     for s in sizes:

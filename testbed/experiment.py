@@ -106,6 +106,10 @@ class Topology:
     # Register keeping the largest enq_qdepth per egress port (read after each
     # phase and reset before it), or None if the program has none.
     qdepth_register: str | None = None
+    # Registers read from every switch after each phase (their non-zero
+    # entries by index, in switch_stats.json's ``registers``): what a program
+    # observes per job or port, e.g. Symphony's own marks.
+    observed_registers: tuple[str, ...] = ()
     packet_bytes: int = 1500
     backend: str = "python"           # the soft target's data path (switches.soft.backends)
     # The modelled network (rate, delays, buffers, RED in the paper's units):

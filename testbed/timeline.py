@@ -138,6 +138,9 @@ class PhaseStats(TypedDict, total=False):
     cpu: CpuRecord
     host_qdiscs: dict[str, dict[str, int]]
     realtime_agents: dict[str, bool | str]
+    # Topology.observed_registers after the phase: switch -> register ->
+    # index -> value (non-zero entries)
+    registers: dict[str, dict[str, dict[str, int]]]
 
 
 class LateCommand(TypedDict):

@@ -28,7 +28,13 @@ from testbed.runner.options import RunOptions
 from testbed.runner.priorities import rt_priorities
 from testbed.runner.progress import Progress
 from testbed.runner.switch_commands import _apply_commands
-from testbed.runner.switch_stats import SwitchPoller, _switch_stats, merge_switch_stats, poll_file
+from testbed.runner.switch_stats import (
+    SwitchPoller,
+    _switch_stats,
+    merge_switch_stats,
+    poll_file,
+    read_registers,
+)
 
 if TYPE_CHECKING:
     from mininet.net import Mininet
@@ -232,6 +238,14 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Mininet,
                                f"failed: {e}") from e
             assert isinstance(qmax, list)       # a whole register (no index)
             qmaxes[n] = {str(p): v for p, v in enumerate(qmax) if v}
+    observed: dict[str, dict[str, dict[str, int]]] = {}
+    for n, one in switches.items():
+        if plan.topology.observed_registers:
+            try:
+                observed[n] = read_registers(one.controller(), plan.topology.observed_registers)
+            except ControllerError as e:
+                raise RunError(f"phase {phase.name}: reading the observed registers of {n} "
+                               f"failed: {e}") from e
     errors = [f"{n}: {p.error}" for n, p in zip(switches, pollers, strict=False) if p.error]
     stats: PhaseStats = {
         "late_commands": late_done,
@@ -240,6 +254,8 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Mininet,
         "wall_s": time.monotonic() - t_start}
     if host_qdiscs:
         stats["host_qdiscs"] = host_qdiscs
+    if observed:
+        stats["registers"] = observed
     stats["cpu"] = cpu.result()
     if plan.topology.realtime:
         # which agents ran at real-time priority (or why one could not)

@@ -15,6 +15,7 @@ from switches.targets import Target
 from testbed.fidelity import arrivals_behind_clock, rx_out_of_order
 
 if TYPE_CHECKING:
+    from switches.controller.api import Controller
     from switches.node import P4SwitchNode
     from testbed.timeline import SwitchCounters
 
@@ -55,6 +56,17 @@ class SwitchPoller(threading.Thread):
     def stop(self) -> None:
         self.stop_event.set()
         self.join(timeout=5)
+
+
+def read_registers(ctl: Controller, names: tuple[str, ...]) -> dict[str, dict[str, int]]:
+    """Each whole register of ``names``: its non-zero entries by index (a
+    ControllerError names the register that could not be read)."""
+    out: dict[str, dict[str, int]] = {}
+    for name in names:
+        values = ctl.register_read(name)
+        assert isinstance(values, list)         # a whole register (no index)
+        out[name] = {str(i): v for i, v in enumerate(values) if v}
+    return out
 
 
 def _switch_stats(sw: P4SwitchNode, target: Target) -> SwitchCounters:

@@ -271,11 +271,18 @@ class SimRun:
                 vals = sw.controller().register_read(reg)
                 assert isinstance(vals, list)
                 qmaxes[n] = {str(p): v for p, v in enumerate(vals) if v}
+        if plan.topology.observed_registers:
+            from testbed.runner.switch_stats import read_registers
+
+            stats_regs = {n: read_registers(sw.controller(), plan.topology.observed_registers)
+                          for n, sw in net.switches.items()}
         stats: PhaseStats = {
             "late_commands": late_done, "poller_samples": samples[0], "poller_error": None,
             "wall_s": None, "engine": "sim", "sim_s": (end_ns - start_ns) / 1e9,
             "events": loop.events - events0,
             "cpu": {"processes": {}}}
+        if plan.topology.observed_registers:
+            stats["registers"] = stats_regs
         if fab:
             from testbed.runner.switch_stats import merge_switch_stats
 

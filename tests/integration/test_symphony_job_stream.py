@@ -27,6 +27,8 @@ def test_symphony_job_stream_quick(tmp_path: Path) -> None:
     assert set(s["by_size"]) == {str(x) for x in sizes}
     assert s["jct_change"]["largest"]["ranks"] == max(sizes)
     assert "jct_change.largest.median" in s["paper"]
+    # the switches' Symphony registers were read after each phase
+    assert all(j["symphony_alpha"] >= 1 for j in s["jobs"])
     for png in ("normalized_jct.png", "jobs.png"):
         assert (out / "plots" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     xfail_unless_faithful(s, "symphony-job-stream")

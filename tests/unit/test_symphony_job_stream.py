@@ -13,7 +13,7 @@ import pytest
 from ring_runs import write_plan, write_ring_phase
 
 from experiments import symphony_job_stream as js
-from experiments._symphony_net import paper_ring_kwargs
+from experiments._symphony_net import OBSERVED_REGISTERS, paper_ring_kwargs
 from testbed.claims import RunValues, evaluate, lookup, sample_values
 from testbed.experiment import scaled_down_from
 from testbed.summary import results_json
@@ -111,8 +111,9 @@ def test_the_analysis_compares_each_job_with_itself_by_size(tmp_path: Path) -> N
     want = js.most_at_once([(int(a * 1e9), int(b * 1e9)) for a, b in windows])
     assert res.concurrency["baseline"] == want
     assert res.bit_exact is None             # phantom payloads
-    # each rank's report counts 10 marked packets (ring_runs)
+    # each rank's report counts 10 marked packets (ring_runs); no registers read
     assert all(r.ce_marked_baseline == r.ce_marked_symphony == 10 * r.ranks for r in res.jobs)
+    assert all(r.symphony_marks is None and r.symphony_alpha is None for r in res.jobs)
     s = results_json(res)
     assert lookup(s, "jct_change.largest.median") == -0.2
     verdicts = {c.key: evaluate(c, [RunValues("run", True, sample_values(s, c))]).status
@@ -187,6 +188,16 @@ def test_the_quick_profile_on_the_sim_engine(tmp_path: Path) -> None:
     for c in js.CLAIMS:
         assert lookup(s, c.key) is not None
     assert set(s["by_size"]) == {"2", "4"}
+    # every switch's Symphony registers were read after each phase: each
+    # tracked job's alpha starts at 1 with its first packet
+    for j in jobs:
+        assert j["symphony_alpha"] >= 1 and j["symphony_marks"] >= 0
+    regs = json.loads((tmp_path / "q" / "phases" / js.phase_name("baseline", 0)
+                       / "switch_stats.json").read_text())["registers"]
+    assert set(regs) == {"leaf1", "leaf2", "spine1"}
+    assert all(set(r) == set(OBSERVED_REGISTERS) for r in regs.values())
+    # the baseline registers no job: Symphony tracked nothing
+    assert not any(v for r in regs.values() for v in r.values())
 
 
 def test_a_run_of_later_seeds_is_the_same_rounds_as_one_long_run() -> None:
