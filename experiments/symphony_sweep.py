@@ -34,7 +34,9 @@ from 8 MB chunks to 512 KiB (the k and imbalance axes; the chunk axis runs
 Results (summary.json), per axis: ``points`` (per value: the baseline's
 and Symphony's median CCT over every collective of every seed,
 ``normalized_cct`` = Symphony / baseline, and ``normalized_cct_by_seed``,
-each seed's median against its own baseline's: the point's spread),
+each seed's median against its own baseline's: the point's spread;
+``max_overlap`` and ``ce_marked_packets``, per scheme and seed: the most
+steps in flight at once and the job's CE-marked packets),
 ``normalized_cct`` (the list, in the order of ``values``),
 ``normalized_cct_min`` and ``best_value`` (the point where Symphony gained
 most). A run of one axis writes these at the top level (``sweep``,
@@ -364,8 +366,9 @@ class SchemeCcts:
 @dataclass(frozen=True)
 class Point:
     """One value of the swept axis: the ring's ideal CCT, each scheme's CCTs,
-    Symphony's median against the baseline's, and each seed's against its
-    own baseline (the spread of the point)."""
+    Symphony's median against the baseline's, each seed's against its own
+    baseline (the spread of the point), and each seed's step overlap and
+    CE marks (what Symphony had to correct, and how much it marked)."""
 
     value: float
     theoretical_cct: float
@@ -373,6 +376,10 @@ class Point:
     symphony: SchemeCcts
     normalized_cct: float
     normalized_cct_by_seed: list[float]
+    # per scheme, per seed: the most steps in flight at once
+    # (symphony_ring.overlap_series), and the job's CE-marked packets
+    max_overlap: dict[str, list[int]]
+    ce_marked_packets: dict[str, list[int]]
 
 
 @dataclass(frozen=True)
@@ -429,6 +436,8 @@ def _axis(run_dir: Path, p: Params, axis: str) -> tuple[Axis, bool]:
         pt = p.point(v, axis)
         ccts: dict[str, SchemeCcts] = {}
         by_seed: dict[str, list[float]] = {}
+        overlap: dict[str, list[int]] = {}
+        marks: dict[str, list[int]] = {}
         for scheme in ("baseline", "symphony"):
             times_all: list[float] = []
             for seed in range(p.seeds):
@@ -438,6 +447,10 @@ def _axis(run_dir: Path, p: Params, axis: str) -> tuple[Axis, bool]:
                 times = ring.completed_collective_times(data, pt.iterations)
                 times_all += times
                 by_seed.setdefault(scheme, []).append(statistics.median(times))
+                overlap.setdefault(scheme, []).append(
+                    max(o for _t, o in ring.overlap_series(data)))
+                marks.setdefault(scheme, []).append(sum(
+                    int(e["qp"].get("ce_pkts", 0)) for e in data.all_events("qp_report")))
             ccts[scheme] = SchemeCcts(median=round(statistics.median(times_all), 4),
                                       runs=[round(x, 4) for x in times_all])
         points.append(Point(
@@ -445,7 +458,8 @@ def _axis(run_dir: Path, p: Params, axis: str) -> tuple[Axis, bool]:
             baseline=ccts["baseline"], symphony=ccts["symphony"],
             normalized_cct=round(ccts["symphony"].median / ccts["baseline"].median, 4),
             normalized_cct_by_seed=[round(sy / b, 4) for sy, b in
-                                    zip(by_seed["symphony"], by_seed["baseline"], strict=True)]))
+                                    zip(by_seed["symphony"], by_seed["baseline"], strict=True)],
+            max_overlap=overlap, ce_marked_packets=marks))
     norm = [r.normalized_cct for r in points]
     return Axis(values=values, points=points, normalized_cct=norm,
                 normalized_cct_min=min(norm),

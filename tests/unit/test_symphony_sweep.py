@@ -134,6 +134,11 @@ def test_each_claims_key_only_where_its_axis_ran(tmp_path: Path, sweep: str,
         axes = {sweep: s}
     for axis, ax in axes.items():
         assert ax["normalized_cct"] == pytest.approx(norm[axis], abs=2e-3)
+        # the made-up ranks run in lockstep, one step at a time; 10 marks per rank
+        pt = ax["points"][1]
+        assert pt["max_overlap"] == {"baseline": [1], "symphony": [1]}
+        ranks = len(ring.ring_order(p.point(pt["value"], axis)))
+        assert pt["ce_marked_packets"] == {"baseline": [10 * ranks], "symphony": [10 * ranks]}
     if "k" in keys:
         assert s["best_log10_k"] == pytest.approx(-3.0)          # 0.9 at k = 1e-3
     if "chunk" in sweep:
