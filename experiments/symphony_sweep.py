@@ -203,9 +203,10 @@ class Params(SymphonyRing):
     def scaled_down_from() -> dict[str, ScaledDown]:
         return {
             "leaves": ScaledDown(paper_fabric(PAPER_NODES).leaves, "§4.6's 128-node cluster "
-                                 "(32 leaves of 4 here) has 4 times the ranks of 32 nodes, "
-                                 "and its 1D rings 4 times the steps: at 32 nodes the 1D "
-                                 "ring's 8 imbalance phases alone take about 40 min here"),
+                                 "(32 leaves of 4 here) has 4 times the ranks of 32 nodes and "
+                                 "3.4 (2D ring, 32 x 4) to 4 (1D) times the steps, about 15 "
+                                 "times the packets: at 32 nodes one seed of the three axes "
+                                 "takes about 30 min here (k 5, chunk 10, imbalance 15)"),
             "chunk_kb": ScaledDown(PAPER_NETWORK["chunk_mb"] * 1024, "the k and imbalance "
                                    "axes' chunks: 8 MB is 16 times the packets of 512 KiB; "
                                    "Fig. 8c's gains are most pronounced from 512 kB on (the "
