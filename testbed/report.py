@@ -331,7 +331,10 @@ def _section(name: str, mod: Experiment, runs: list[RunRecord],
                 res.why += "; failed: " + "; ".join(f"{r.label}: {r.verdict}" for r in failed)
             results.append(res)
         fig_claims = [c for c in claims if c.figure == fig]
-        plots = [(r, p) for r in finished for p in _plots_for(fig_claims, r)]
+        # the figures of the runs that measured the figure's claims (a run of
+        # one axis of a sweep does not measure another axis's), else every run's
+        measured = [r for r in finished if any(sample_values(r.summary, c) for c in fig_claims)]
+        plots = [(r, p) for r in (measured or finished) for p in _plots_for(fig_claims, r)]
         figures.append(FigureSection(fig, results, plots))
     scale, scale_rows = scale_against_paper(mod, judged)
     return ExperimentSection(name, describe(mod), figures, judged, left_out, scale, scale_rows)

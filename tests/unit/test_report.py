@@ -55,6 +55,23 @@ def test_claims_are_judged_per_experiment(tmp_path: Path) -> None:
     assert [p.name for _, p in sym.figures[0].plots] == ["timelines.png", "offsets.png"]
 
 
+def test_a_figure_shows_the_plots_of_the_runs_that_measured_it(tmp_path: Path) -> None:
+    """Runs of one axis of symphony-sweep each measure one figure's claim: a
+    figure shows the plots of the runs with its key only."""
+    sweep = EXPS["symphony-sweep"].CLAIMS
+    for c in sweep:
+        value = c.paper if c.paper is not None else c.versus + 0.1
+        write_run(tmp_path / c.key, "symphony-sweep", {c.key: value},
+                  plots=("normalized_cct.png",))
+    rep = build(collect_runs([tmp_path]), reanalyse=False)
+    assert statuses(rep, "symphony-sweep") == [REPRODUCED] * len(sweep)
+    sec = next(s for s in rep.sections if s.name == "symphony-sweep")
+    for fig in sec.figures:
+        keys = {r.claim.key for r in fig.results}
+        assert [(run.label, p.name) for run, p in fig.plots] == [
+            (k, "normalized_cct.png") for k in sorted(keys)]
+
+
 def test_seeds_of_several_runs_give_mean_and_spread(tmp_path: Path) -> None:
     seeds = {"fct_a_change": [-0.10, -0.14], "fct_b_change": [0.02, 0.04],
              "overlap_change": [-0.2, -0.2]}

@@ -88,15 +88,26 @@ def test_every_symphony_paper_profile_runs_the_one_network(mod: types.ModuleType
     assert p.fabric.n_hosts == nodes and p.fabric.ecmp
 
 
-def test_symphony_sweeps_paper_profile_is_fig_8b_cut() -> None:
+def test_symphony_sweeps_paper_profile_is_fig_8_cut() -> None:
     p = symphony_sweep.Params.paper()
-    assert p.sweep == "k" and p.value_list == [1e-4, 1e-3, 1e-2, 0.1]
+    # Fig. 8a, 8b and 8c in one run, each axis at its default points
+    assert p.axes == ["k", "chunk", "imbalance"]
+    assert p.values_of("k") == [1e-4, 1e-3, 1e-2, 0.1]
+    assert p.values_of("chunk") == [128, 256, 512, 1024]
+    assert p.values_of("imbalance") == [1.1, 1.3, 1.5, 1.7]
     assert p.ranks == 32 and (p.leaves, p.hosts_per_leaf) == (8, 4)
     assert p.chunk_kb == 512 and p.seeds == 1
-    # §4.6: the k axis on Table 1's 2D ring, which every point runs
-    assert all(p.point(v).dims == (8, 4) and p.point(v).ring_layout == "local"
-               for v in p.value_list)
-    assert p.point(0.1).theoretical_cct_s == pytest.approx(0.0275, abs=5e-5)
+    # §4.6: the k and chunk axes on Table 1's 2D ring, the imbalance on
+    # multiple 1D rings, every hop across a spine
+    for axis in ("k", "chunk"):
+        assert all(p.point(v, axis).dims == (8, 4) and p.point(v, axis).ring_layout == "local"
+                   for v in p.values_of(axis))
+    imb = [p.point(v, "imbalance") for v in p.values_of("imbalance")]
+    assert all(pt.dims == () and pt.ring_layout == "across" and pt.channels == 2
+               and pt.variant == "imbalance" for pt in imb)
+    assert [pt.chunk_kb for pt in imb] == [512] * 4
+    assert p.point(0.1, "k").theoretical_cct_s == pytest.approx(0.0275, abs=5e-5)
+    assert p.point(1024, "chunk").theoretical_cct_s == pytest.approx(0.055, abs=1e-4)
     cuts = scaled_down_from(symphony_sweep)
     assert {k: c.paper for k, c in cuts.items()} == {"leaves": 32, "chunk_kb": 8192,
                                                     "seeds": 20}
@@ -104,8 +115,20 @@ def test_symphony_sweeps_paper_profile_is_fig_8b_cut() -> None:
     rec = scale_record(symphony_sweep, "paper", p)
     assert rec is not None and rec["leaves"]["run"] == 8 and rec["chunk_kb"]["run"] == 512
     plan = symphony_sweep.plan(p)
-    assert [ph.name for ph in plan.phases] == ["baseline-p0-s0"] + [
-        f"symphony-p{i}-s0" for i in range(4)]
+    assert [ph.name for ph in plan.phases] == (
+        ["k-baseline-p0-s0"] + [f"k-symphony-p{i}-s0" for i in range(4)]
+        + [f"{axis}-{scheme}-p{i}-s0" for axis in ("chunk", "imbalance") for i in range(4)
+           for scheme in ("baseline", "symphony")])
+    # ECMP for k and the chunk size; the imbalance phases clear it on every
+    # leaf (static routes) and slow leaf1's uplink to spine1
+    assert plan.topology.fabric is not None and plan.topology.fabric.ecmp
+    by_name = {ph.name: ph for ph in plan.phases}
+    assert all(not ph.switch_commands for ph in plan.phases if ph.name[0] in "kc")
+    imb_cmds = by_name["imbalance-symphony-p3-s0"].switch_commands
+    assert sorted(imb_cmds) == [f"leaf{i}" for i in range(1, 9)]
+    assert all(imb_cmds[f"leaf{i}"] == ("table_clear MyIngress.ecmp",) for i in range(2, 9))
+    assert imb_cmds["leaf1"] == ("table_clear MyIngress.ecmp",
+                                 f"set_port_rate_bps {round(10e9 / 1.7)} 5")
 
 
 def test_symphony_two_jobs_paper_profile_is_section_4_5_cut() -> None:
