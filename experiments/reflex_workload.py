@@ -12,7 +12,10 @@ prioritization and weighted 9:1.
 - Workload 1 (Fig. 13): the regular flows are as large and arrive as
   often. 9:1 speeds regular flows up (mean 1.35x, p99 1.64x) and slows
   flexible ones (0.80x, 0.67x); ReFlex at alpha = 0.8 gives less on both
-  sides (regular 1.04x / 1.04x, flexible 0.91x / 0.88x).
+  sides (regular 1.04x / 1.04x, flexible 0.91x / 0.88x). Per flow (Fig.
+  14), against the same flow without prioritization: 24% of the regular
+  flows have a worse FCT under 9:1, 45% under ReFlex; 32.5% of the flexible
+  flows are slower than 0.8x under 9:1, 14.5% under ReFlex.
 - Workload 2 (Fig. 15): many short regular flows, 100 kB at 5000 flows/s,
   "similarly ... around 40%", with the flexible flows of workload 1. 9:1
   speeds the short flows up a lot (mean 2.10x, p99 6.82x) and even the
@@ -94,7 +97,12 @@ arrivals); ``delivered_fraction`` of the flexible bytes. Workload 2 adds
 ``post_late_max_s`` (the largest delay of a sender posting a flow that had a
 free connection: the agent's own lateness). Workload 3 adds the classes
 ``tiny``, ``small``, ``medium`` and ``large`` (``n`` 0 and no figures when no
-flow fell in one) and ``flexible.share_below_080``. Schemes: ``none``,
+flow fell in one) and ``flexible.share_below_080``. Workload 1 adds, per
+flow against the same flow without prioritization (Fig. 14),
+``flexible.share_below_080`` and ``regular.share_below_100`` (the share of
+the measured regular flows with a speed-up below 1: a worse FCT; a flow
+with the same FCT is not counted), and each run's ``fct_s`` holds every
+flow's FCT by name (``plots/w1_speedup_cdf.png``: their CDFs). Schemes: ``none``,
 ``weighted-9:1``, ``reflex-a080`` (alpha 0.8, r 1), ``reflex-r050`` (alpha
 1, r 0.5), ... With several seeds (each a different draw of arrivals)
 every figure is the mean over seeds, with ``_sd``, ``_min``, ``_max``,
@@ -183,6 +191,15 @@ REFERENCE: dict[str, float] = {
     "w3.weighted-9:1.large.p99_speedup": 2.53,
     "w3.reflex-a080.flexible.share_below_080": 0.017,
     "w3.weighted-9:1.flexible.share_below_080": 0.022,
+    # Workload 1 per flow (Fig. 14, the speed-up of each flow against the same
+    # flow without prioritization): the regular flows with a worse FCT,
+    # "around 24%" under 9:1 and "45%" under ReFlex at alpha 0.8 (Fig.
+    # 14a), and the flexible flows with a speed-up below 0.8, "around 14.5%"
+    # under ReFlex and 32.5% under 9:1 (Fig. 14b).
+    "w1.weighted-9:1.regular.share_below_100": 0.24,
+    "w1.reflex-a080.regular.share_below_100": 0.45,
+    "w1.weighted-9:1.flexible.share_below_080": 0.325,
+    "w1.reflex-a080.flexible.share_below_080": 0.145,
 }
 # Workload 2 as the paper states it (§6.5): the regular flows' size and
 # arrival rate on its ToR (see the module docstring for the load the testbed keeps).
@@ -240,6 +257,8 @@ SIZE_CLASSES: tuple[tuple[str, float], ...] = (
     ("tiny", 10_000), ("small", 100_000), ("medium", 10_000_000), ("large", math.inf))
 # A flexible flow "slowed down" in the paper's count: speed-up below this.
 SLOW_SPEEDUP = 0.8
+# A regular flow with "a worse FCT" (Fig. 14a): speed-up below this.
+WORSE_SPEEDUP = 1.0
 
 
 # What the report checks against Fig. 13 (workload 1) and Fig. 15 (workload
@@ -272,6 +291,17 @@ CLAIMS += tuple(
           per_seed=f"{key}_seeds", rel_tol=0.10, plots=("w3_speedups.png",))
     for scheme, label in (("weighted-9:1", "weighted 9:1"), ("reflex-a080", "ReFlex alpha 0.8"))
     for key in [f"w3.{scheme}.flexible.share_below_080"])
+# Workload 1 per flow (Fig. 14): the shares' size alone, within the same 10%
+# of the paper's values as Fig. 17's shares (a share has no side of 1 to judge).
+CLAIMS += tuple(
+    Claim("Fig. 14", f"workload 1, {label}: {REFERENCE[key] * 100:.1f}% of {kind} flows "
+          f"with a speed-up below {limit:g}x ({what})", key=key, paper=REFERENCE[key],
+          per_seed=f"{key}_seeds", rel_tol=0.10, plots=("w1_speedup_cdf.png",))
+    for scheme, label in (("weighted-9:1", "weighted 9:1"), ("reflex-a080", "ReFlex alpha 0.8"))
+    for kind, stat, limit, what in (
+        ("regular", "share_below_100", WORSE_SPEEDUP, "a worse FCT than without prioritization"),
+        ("flexible", "share_below_080", SLOW_SPEEDUP, "slowed past 0.8x"))
+    for key in [f"w1.{scheme}.{kind}.{stat}"])
 
 
 @dataclass(frozen=True)
@@ -858,6 +888,19 @@ class WorkloadRun:
 
 
 @dataclass(frozen=True)
+class W1Run(WorkloadRun):
+    """Workload 1's phase: ``fct_s`` every flow's FCT by name (both classes,
+    counted or not), and against ``none`` on the same draw (None there) the
+    counted flexible flows' share slowed below SLOW_SPEEDUP and the counted
+    regular flows' share slowed below WORSE_SPEEDUP (a worse FCT; Fig. 14)."""
+
+    share_below_080: float | None = field(default=None,
+                                          metadata=json_key("flexible.share_below_080"))
+    share_below_100: float | None = field(default=None,
+                                          metadata=json_key("regular.share_below_100"))
+
+
+@dataclass(frozen=True)
 class W3Run(WorkloadRun):
     """Workload 3's phase: workload 2's figures (``regular_fct_s`` by flow
     name), the regular flows per size class (SIZE_CLASSES) and the flexible
@@ -881,7 +924,7 @@ def _class_stats(kind: str, xs: list[float], phase: str,
 
 
 def phase_result(data: PhaseData, flows: list[Arrival], size: int,
-                 counted: list[Arrival] | None = None) -> WorkloadRun:
+                 counted: list[Arrival] | None = None) -> W1Run:
     """Workload 1's figures of one phase: every flow's FCT (``fct_s``), the
     statistics of the ``counted`` ones (default: all)."""
     fct = flow_fcts(data, flows)
@@ -893,7 +936,7 @@ def phase_result(data: PhaseData, flows: list[Arrival], size: int,
         _class_stats("flexible", flex, data.name)
     got = sum(data.flow_end(a.name, "receiver")["bytes"] for a in counted
               if a.kind == "flexible")
-    return WorkloadRun(
+    return W1Run(
         regular=regular,
         flexible=_class_stats("flexible", flex, data.name,
                               round(got / (size * len(flex)), 4)),
@@ -951,10 +994,12 @@ def w2_phase_result(data: PhaseData, draw: W2Draw, size: int,
 class ClassSpread:
     """One class of flows under one scheme over the draws (``seed_spread``):
     FCTs, speed-ups against ``none`` on the same draw (not for ``none``), the
-    flow count; the flexible flows' delivered fraction and, in workload 3,
-    their share slowed below SLOW_SPEEDUP."""
+    flow count; the flexible flows' delivered fraction and, in workloads 1
+    and 3, their share slowed below SLOW_SPEEDUP; in workload 1 the regular
+    flows' share slowed below WORSE_SPEEDUP."""
 
     share_below_080: Spread | None = field(metadata=OMIT_IF_NONE)
+    share_below_100: Spread | None = field(metadata=OMIT_IF_NONE)
     mean_fct_s: Spread
     mean_speedup: Spread | None = field(metadata=OMIT_IF_NONE)
     p99_fct_s: Spread
@@ -981,14 +1026,16 @@ def _speedup(got: float | None, was: float | None) -> float | None:
 def _class_spread(runs: list[WorkloadRun], base: list[WorkloadRun], kind: str,
                   against_none: bool) -> ClassSpread:
     pairs = [(run.figures(kind), ref.figures(kind)) for run, ref in zip(runs, base, strict=True)]
-    w3 = [r.share_below_080 for r in runs if isinstance(r, W3Run)]
+    below_080 = [r.share_below_080 for r in runs if isinstance(r, (W1Run, W3Run))]
+    below_100 = [r.share_below_100 for r in runs if isinstance(r, W1Run)]
 
     def speedup(stat: Callable[[ClassFigures], float | None]) -> Spread | None:
         return (seed_spread(_speedup(stat(f), stat(ref)) for f, ref in pairs)
                 if against_none else None)
 
     return ClassSpread(
-        share_below_080=seed_spread(w3) if kind == "flexible" and w3 else None,
+        share_below_080=seed_spread(below_080) if kind == "flexible" and below_080 else None,
+        share_below_100=seed_spread(below_100) if kind == "regular" and below_100 else None,
         mean_fct_s=seed_spread(f.mean_fct_s for f, _ in pairs),
         mean_speedup=speedup(lambda f: f.mean_fct_s),
         p99_fct_s=seed_spread(f.p99_fct_s for f, _ in pairs),
@@ -1045,10 +1092,16 @@ def analyze(run_dir: Path) -> Results:
     w1 = w2 = w3 = None
     if 1 in p.workload_list:
         draws = {s: arrivals(p, s) for s in p.seed_list}
-        w1 = speedups({scheme: [
+        w1_runs = {scheme: [
             phase_result(load_phase(run_dir, phase_name(scheme, s)), draws[s], size,
                          measured(p, draws[s]))
-            for s in p.seed_list] for scheme in scheme_list(p)})
+            for s in p.seed_list] for scheme in scheme_list(p)}
+        # Fig. 14: each scheme's per-flow shares against none on the same draw
+        w1_shared: dict[str, list[WorkloadRun]] = {scheme: list(runs) if scheme == "none" else [
+            w1_shares(run, ref, measured(p, draws[s]))
+            for run, ref, s in zip(runs, w1_runs["none"], p.seed_list, strict=True)]
+            for scheme, runs in w1_runs.items()}
+        w1 = speedups(w1_shared)
     if 2 in p.workload_list:
         w2d = {s: w2_arrivals(p, s) for s in p.seed_list}
         counted = {s: {a.name for a in measured(p, d.flexible) + measured(p, d.regular)}
@@ -1104,8 +1157,39 @@ def share_below(run: WorkloadRun, ref: WorkloadRun, limit: float = SLOW_SPEEDUP)
     names = sorted(ref.fct_s)
     if not names or set(names) != set(run.fct_s):
         raise ValueError("share_below: the runs measure different flexible flows")
-    slow = sum(ref.fct_s[k] / run.fct_s[k] < limit for k in names)
-    return round(slow / len(names), 4)
+    return slowed_share(run.fct_s, ref.fct_s, names, limit)
+
+
+def slowed_share(fct: dict[str, float], ref: dict[str, float], names: Iterable[str],
+                 limit: float) -> float:
+    """The share of the flows ``names`` whose speed-up, ``ref``'s FCT over
+    ``fct``'s (the same flow without prioritization and under a scheme), is
+    below ``limit``; a flow with the same FCT in both has speed-up 1."""
+    flows = list(names)
+    if not flows:
+        raise ValueError("slowed_share: no flow to count")
+    missing = [k for k in flows if k not in fct or k not in ref]
+    if missing:
+        raise ValueError(f"slowed_share: no FCT of {', '.join(missing)} in both runs")
+    return round(sum(ref[k] / fct[k] < limit for k in flows) / len(flows), 4)
+
+
+def w1_shares(run: W1Run, ref: W1Run, counted: list[Arrival]) -> W1Run:
+    """Workload 1's run with its per-flow shares against ``ref`` (``none`` on
+    the same draw) over the ``counted`` flows: the flexible ones slowed below
+    SLOW_SPEEDUP, the regular ones below WORSE_SPEEDUP (Fig. 14)."""
+    def names(kind: str) -> list[str]:
+        return [a.name for a in counted if a.kind == kind]
+
+    return dataclasses.replace(
+        run, share_below_080=slowed_share(run.fct_s, ref.fct_s, names("flexible"), SLOW_SPEEDUP),
+        share_below_100=slowed_share(run.fct_s, ref.fct_s, names("regular"), WORSE_SPEEDUP))
+
+
+def flow_speedups(run: WorkloadRun, ref: WorkloadRun, names: Iterable[str]) -> list[float]:
+    """The speed-up of each of the flows ``names``: its FCT in ``ref`` over
+    its FCT in ``run``."""
+    return [ref.fct_s[k] / run.fct_s[k] for k in names]
 
 
 W3_KINDS = ("regular", "flexible", *(name for name, _ in SIZE_CLASSES))
@@ -1152,6 +1236,60 @@ def _regular_fcts(run: WorkloadRun) -> list[float]:
     """A workload-2 or -3 run's regular flows' FCTs."""
     fcts = run.regular_fct_s
     return list(fcts.values()) if isinstance(fcts, dict) else list(fcts or ())
+
+
+def _cdf(xs: list[float]) -> tuple[list[float], list[float]]:
+    """Points of the empirical CDF of sorted ``xs`` for a post-step line, from
+    0 at the first value."""
+    return [xs[0], *xs], [0.0, *((i + 1) / len(xs) for i in range(len(xs)))]
+
+
+def _w1_cdf_plot(res: dict[str, SchemeResult], p: Params, out: Path) -> Path:
+    """Workload 1 per flow (Fig. 14): the CDFs of the counted flows' speed-ups
+    against the same flow without prioritization (top: regular, flexible)
+    and of their FCTs (bottom), every draw's flows together; the paper's
+    shares are marked at their speed-ups (1 for regular, 0.8 for flexible)."""
+    import matplotlib.pyplot as plt
+
+    from testbed.plotting import save_figure
+
+    counted = {s: measured(p, arrivals(p, s)) for s in p.seed_list}
+    base = res["none"].runs
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    for col, (kind, limit, stat) in enumerate((("regular", WORSE_SPEEDUP, "share_below_100"),
+                                              ("flexible", SLOW_SPEEDUP, "share_below_080"))):
+        top, bottom = axes[0][col], axes[1][col]
+        for scheme in scheme_list(p):
+            runs = res[scheme].runs
+            fcts = sorted(run.fct_s[a.name] * 1e3 / p.slowdown
+                          for run, s in zip(runs, p.seed_list, strict=True)
+                          for a in counted[s] if a.kind == kind)
+            line = bottom.step(*_cdf(fcts), where="post", label=scheme)
+            if scheme == "none":
+                continue
+            ups = sorted(x for run, ref, s in zip(runs, base, p.seed_list, strict=True)
+                         for x in flow_speedups(run, ref, [a.name for a in counted[s]
+                                                           if a.kind == kind]))
+            got = getattr(res[scheme].classes[kind], stat)
+            share = f", {got.mean * 100:.1f}% < {limit:g}x" if got and got.mean is not None else ""
+            top.step(*_cdf(ups), where="post", color=line[0].get_color(),
+                     label=f"{scheme}{share}")
+            paper = REFERENCE.get(f"w1.{scheme}.{kind}.{stat}")
+            if paper is not None:
+                top.plot([limit], [paper], "*", color=line[0].get_color(), markersize=12,
+                         markeredgecolor="k", label=f"paper {scheme}: {paper * 100:g}%")
+        top.axvline(limit, color="grey", lw=0.8, ls="--")
+        top.set_xlabel("speed-up: FCT(none) / FCT(scheme), per flow")
+        top.set_ylabel(f"fraction of {kind} flows")
+        top.set_title(f"{kind} flows: speed-up (share below {limit:g}x)")
+        top.legend(fontsize=8)
+        bottom.set_xlabel(f"FCT (ms of the modelled {p.modelled_link} network)")
+        bottom.set_ylabel(f"fraction of {kind} flows")
+        bottom.set_title(f"{kind} flows: FCT")
+        bottom.legend(fontsize=8)
+    fig.suptitle(f"{NAME}: workload 1 per flow (Fig. 14), {p.seeds} draw(s), "
+                 f"{sum(len(c) for c in counted.values())} flows counted")
+    return save_figure(fig, out)
 
 
 def _fct_cdf_plot(res: dict[str, SchemeResult], p: Params, out: Path) -> Path:
@@ -1228,6 +1366,7 @@ def plot(run_dir: Path) -> list[Path]:
     plots = Path(run_dir) / "plots"
     if res.w1 is not None:
         outs.append(_speedup_plot(res.w1, p, 1, plots / "speedups.png"))
+        outs.append(_w1_cdf_plot(res.w1, p, plots / "w1_speedup_cdf.png"))
     if res.w2 is not None:
         outs.append(_speedup_plot(res.w2, p, 2, plots / "w2_speedups.png"))
         outs.append(_fct_cdf_plot(res.w2, p, plots / "w2_fct_cdf.png"))

@@ -153,9 +153,102 @@ def test_speedups_are_fct_without_priority_over_fct_with_it(tmp_path: Path) -> N
 def test_plots_draw_every_phase_and_the_speedups(tmp_path: Path) -> None:
     p = _write_quick_run(tmp_path)
     paths = rw.plot(tmp_path)
-    assert len(paths) == 4
+    assert len(paths) == 5
     assert_plots(paths, tmp_path, [f"{rw.phase_name(s, 0)}.png" for s in rw.scheme_list(p)]
-                 + ["speedups.png"])
+                 + ["speedups.png", "w1_speedup_cdf.png"])
+
+
+def _w1_phase(run: Path, name: str, p: rw.Params, fct: dict[str, float],
+              default: dict[str, float]) -> None:
+    """Events of a workload-1 phase: flow ``a`` completes ``fct[a.name]``
+    (default ``default[a.kind]``) after its start."""
+    d = run / "phases" / name
+    d.mkdir(parents=True)
+    size = rw.flow_count(p) * p.msg_bytes
+    evs: list[dict[str, Any]] = [{"event": "start", "t_ns": T0, "host": "h1"}]
+    for a in rw.arrivals(p, 0):
+        took = fct.get(a.name, default[a.kind])
+        evs += _flow_done(a, T0 + int(a.start_s * 1e9) + int(took * 1e9), size)
+    (d / "h1.events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs))
+
+
+def test_w1_per_flow_shares_count_the_measured_flows_slowed(tmp_path: Path) -> None:
+    """Fig. 14: against the same flow without prioritization, the share of
+    measured regular flows with a worse FCT (speed-up below 1; an equal FCT
+    is no slow-down) and of measured flexible flows below 0.8x; the flows
+    arriving outside the measure window do not count."""
+    p = dataclasses.replace(rw.Params.quick(), workloads="1", run_warmup_ms=20.0,
+                            run_measure_ms=150.0, run_cooldown_ms=20.0)
+    flows = rw.arrivals(p, 0)
+    counted = rw.measured(p, flows)
+    reg = [a.name for a in counted if a.kind == "regular"]
+    flex = [a.name for a in counted if a.kind == "flexible"]
+    outside = [a for a in flows if a not in counted]
+    assert len(reg) >= 5 and len(flex) >= 5 and outside, (len(reg), len(flex), len(outside))
+    write_plan(tmp_path, rw, p)
+    _w1_phase(tmp_path, "w1-none", p, {}, {"regular": 2.0, "flexible": 2.0})
+    # 9:1: two regular flows slower (2.5 s), one as fast (2.0 s), the rest
+    # twice as fast; three flexible flows at 0.67x, the rest at 0.91x; every
+    # flow outside the window slowed to 0.5x, which must not count.
+    slow = {a.name: 4.0 for a in outside}
+    _w1_phase(tmp_path, "w1-weighted-9:1", p,
+              {reg[0]: 2.5, reg[1]: 2.5, reg[2]: 2.0, flex[0]: 3.0, flex[1]: 3.0, flex[2]: 3.0,
+               **slow}, {"regular": 1.0, "flexible": 2.2})
+    # ReFlex: every regular flow as without prioritization (none worse); one
+    # flexible flow at 0.77x, one at 0.8x exactly (not below), the rest 1x.
+    _w1_phase(tmp_path, "w1-reflex-a080", p, {flex[0]: 2.6, flex[1]: 2.5, **slow},
+              {"regular": 2.0, "flexible": 2.0})
+    r = results_json(rw.analyze(tmp_path))
+    w = r["w1"]
+    assert w["none"]["regular"]["n"] == len(reg) and w["none"]["flexible"]["n"] == len(flex)
+    got = {key: w[scheme][kind][stat] for key in rw.REFERENCE if key.startswith("w1.")
+           and "share" in key for scheme, kind, stat in [key.split(".")[1:]]}
+    assert got == {
+        "w1.weighted-9:1.regular.share_below_100": round(2 / len(reg), 4),
+        "w1.weighted-9:1.flexible.share_below_080": round(3 / len(flex), 4),
+        "w1.reflex-a080.regular.share_below_100": 0.0,
+        "w1.reflex-a080.flexible.share_below_080": round(1 / len(flex), 4)}
+    assert w["weighted-9:1"]["flexible"]["share_below_080_seeds"] == [round(3 / len(flex), 4)]
+    assert w["none"]["regular"]["share_below_100"] is None
+    assert w["none"]["flexible"]["share_below_080"] is None
+    assert "share_below_100" not in w["weighted-9:1"]["flexible"]
+    assert "share_below_080" not in w["weighted-9:1"]["regular"]
+    run = w["weighted-9:1"]["runs"][0]
+    assert run["flexible.share_below_080"] == round(3 / len(flex), 4)
+    assert run["regular.share_below_100"] == round(2 / len(reg), 4)
+    # every workload-1 flow keeps its FCT, counted or not
+    assert len(run["fct_s"]) == len(flows)
+    # the Fig. 14 claims resolve to these numbers, per seed
+    fig14 = [c for c in rw.CLAIMS if c.figure == "Fig. 14"]
+    assert {c.key for c in fig14} == set(got)
+    for c in fig14:
+        _w, scheme, kind, stat = c.key.split(".")
+        assert w[scheme][kind][f"{stat}_seeds"] == [got[c.key]]
+    paths = rw.plot(tmp_path)
+    assert_plots(paths[-2:], tmp_path, ["speedups.png", "w1_speedup_cdf.png"])
+
+
+def test_w1_fig14_claims_hold_the_papers_shares_within_10_percent() -> None:
+    by = {c.key: c for c in rw.CLAIMS if c.figure == "Fig. 14"}
+    assert {k: c.paper for k, c in by.items()} == {
+        "w1.weighted-9:1.regular.share_below_100": 0.24,
+        "w1.reflex-a080.regular.share_below_100": 0.45,
+        "w1.weighted-9:1.flexible.share_below_080": 0.325,
+        "w1.reflex-a080.flexible.share_below_080": 0.145}
+    for c in by.values():
+        assert c.rel_tol == 0.10 and c.abs_tol == 0 and c.direction is None
+        assert c.per_seed == f"{c.key}_seeds" and c.plots == ("w1_speedup_cdf.png",)
+    c = by["w1.reflex-a080.flexible.share_below_080"]
+    assert c.size_holds(0.155) and not c.size_holds(0.167) and not c.size_holds(0.13)
+
+
+def test_slowed_share_refuses_flows_it_cannot_compare() -> None:
+    assert rw.slowed_share({"a": 2.0, "b": 1.0}, {"a": 1.0, "b": 1.0}, ["a", "b"], 1.0) == 0.5
+    assert rw.slowed_share({"a": 1.0}, {"a": 1.0}, ["a"], 1.0) == 0.0
+    with pytest.raises(ValueError, match="no flow to count"):
+        rw.slowed_share({"a": 1.0}, {"a": 1.0}, [], 1.0)
+    with pytest.raises(ValueError, match="no FCT of b in both runs"):
+        rw.slowed_share({"a": 1.0, "b": 1.0}, {"a": 1.0}, ["a", "b"], 1.0)
 
 
 def test_quick_keeps_the_papers_mechanism_and_the_claims_points() -> None:
