@@ -85,7 +85,8 @@ arriving in the 10 s after the first count (``run_warmup_ms``,
 ``run_measure_ms``, ``run_cooldown_ms``; every flow runs to its end), three
 seeds, phantom payloads, samples every 1 ms. Of the paper's alpha and r
 sweeps it runs ReFlex at alpha 0.8 beside the two baselines
-(``Params.scaled_down_from``).
+(``Params.scaled_down_from``), and in workload 1 the same ReFlex at D_exploit
+1, 3 and 5 (Fig. 8, ``w1_exploits``; the flows keep their 250 MB).
 
 Results (summary.json), per scheme under ``w1.<scheme>``,
 ``w2.<scheme>`` and ``w3.<scheme>``: ``regular`` and ``flexible`` each with ``n`` (flows),
@@ -102,7 +103,13 @@ flow against the same flow without prioritization (Fig. 14),
 ``flexible.share_below_080`` and ``regular.share_below_100`` (the share of
 the measured regular flows with a speed-up below 1: a worse FCT; a flow
 with the same FCT is not counted), and each run's ``fct_s`` holds every
-flow's FCT by name (``plots/w1_speedup_cdf.png``: their CDFs). Schemes: ``none``,
+flow's FCT by name (``plots/w1_speedup_cdf.png``: their CDFs). With
+``w1_exploits`` (Fig. 8: "The longer the exploit phase, the better higher
+percentiles perform"), ``w1_exploit``: per D_exploit the regular flows'
+mean and p99 FCT under ReFlex at alpha 0.8 (schemes ``reflex-a080-e<D>``
+beside ``reflex-a080`` at the network's own), and per seed their change
+from the shortest exploit phase to the longest, ``regular_p99_change`` and
+``regular_mean_change`` (``plots/w1_exploit.png``). Schemes: ``none``,
 ``weighted-9:1``, ``reflex-a080`` (alpha 0.8, r 1), ``reflex-r050`` (alpha
 1, r 0.5), ... With several seeds (each a different draw of arrivals)
 every figure is the mean over seeds, with ``_sd``, ``_min``, ``_max``,
@@ -232,6 +239,10 @@ PAPER_WORKLOAD: PaperWorkload = {
     "rs": tuple(i / 10 for i in range(11)),
     "baselines": ("none", "weighted-9:1"),
 }
+# Fig. 8's D_exploit values in the paper profile. The paper does not state
+# the points of its sweep; these are the shortest exploit phase the cycle
+# allows, its default 3 and as much longer again.
+PAPER_EXPLOITS = (1, 3, 5)
 # What the paper profile runs of the sweeps (Params.scaled_down_from says why).
 PAPER_PROFILE_ALPHAS = (0.8,)
 PAPER_PROFILE_RS: tuple[float, ...] = ()
@@ -259,6 +270,11 @@ SIZE_CLASSES: tuple[tuple[str, float], ...] = (
 SLOW_SPEEDUP = 0.8
 # A regular flow with "a worse FCT" (Fig. 14a): speed-up below this.
 WORSE_SPEEDUP = 1.0
+# Fig. 8's exploit sweep runs ReFlex at this alpha (r = 1): the point the
+# paper states its workload figures for.
+EXPLOIT_ALPHA = 0.8
+# A scheme of the sweep: ReFlex at EXPLOIT_ALPHA with its own D_exploit.
+EXPLOIT_TAG = "-e"
 
 
 # What the report checks against Fig. 13 (workload 1) and Fig. 15 (workload
@@ -291,6 +307,14 @@ CLAIMS += tuple(
           per_seed=f"{key}_seeds", rel_tol=0.10, plots=("w3_speedups.png",))
     for scheme, label in (("weighted-9:1", "weighted 9:1"), ("reflex-a080", "ReFlex alpha 0.8"))
     for key in [f"w3.{scheme}.flexible.share_below_080"])
+# Fig. 8 (§6.4): "The longer the exploit phase, the better higher
+# percentiles perform", with no value: the direction alone, the regular
+# flows' p99 FCT shorter at the longest D_exploit run than at the shortest.
+CLAIMS += (Claim("Fig. 8", f"workload 1, ReFlex alpha {EXPLOIT_ALPHA:g}: the longer the "
+                 "exploit phase, the shorter the regular flows' p99 FCT",
+                 key="w1_exploit.regular_p99_change", paper=None, direction="below",
+                 versus=0.0, per_seed="w1_exploit.regular_p99_change_seeds", percent=True,
+                 plots=("w1_exploit.png",)),)
 # Workload 1 per flow (Fig. 14): the shares' size alone, within the same 10%
 # of the paper's values as Fig. 17's shares (a share has no side of 1 to judge).
 CLAIMS += tuple(
@@ -329,6 +353,10 @@ class Params(ReflexNetwork, SeededRuns):
     first_seed: int = param(0, "the first draw's seed (seeds first_seed .. first_seed + "
                                "seeds - 1)")
     workloads: str = param("1,2,3", "which of the paper's workloads run, comma-separated")
+    # Fig. 8 (§6.4): the regular flows' FCT as the exploit phase lengthens.
+    w1_exploits: str = param("", "workload 1: D_exploit values ReFlex at alpha "
+                                 f"{EXPLOIT_ALPHA:g} also runs at (Fig. 8), comma-separated; "
+                                 "the flows keep their size (empty: none)", "T_int")
     # Workload 2's regular flows are messages over w2_qps connections per
     # sender; a draw has w2_flexible flexible arrivals and the regular ones
     # until the next flexible arrival would come.
@@ -367,7 +395,8 @@ class Params(ReflexNetwork, SeededRuns):
         Poisson processes at 40% load, half of it flexible, over 16 s (1 s
         warm-up, 10 s measured, 5 s cool-down), three seeds, phantom
         payloads, samples every PAPER_PROFILE_SAMPLE_INTERVAL_US. The alpha
-        and r sweeps are cut to alpha 0.8 (scaled_down_from)."""
+        and r sweeps are cut to alpha 0.8 (scaled_down_from); workload 1
+        also runs it at D_exploit PAPER_EXPLOITS (Fig. 8)."""
         w = PAPER_WORKLOAD
         warmup_s, measure_s, cooldown_s = w["run_s"]
         return cls(**paper_network(sample_interval_us=PAPER_PROFILE_SAMPLE_INTERVAL_US),
@@ -377,7 +406,8 @@ class Params(ReflexNetwork, SeededRuns):
                    alphas=_csv(PAPER_PROFILE_ALPHAS), rs=_csv(PAPER_PROFILE_RS),
                    baselines=",".join(w["baselines"]), seeds=w["seeds"],
                    run_warmup_ms=warmup_s * 1000.0, run_measure_ms=measure_s * 1000.0,
-                   run_cooldown_ms=cooldown_s * 1000.0, payload="phantom")
+                   run_cooldown_ms=cooldown_s * 1000.0, payload="phantom",
+                   w1_exploits=_csv(PAPER_EXPLOITS))
 
     @classmethod
     def scaled_down_from(cls) -> dict[str, ScaledDown]:
@@ -428,6 +458,14 @@ class Params(ReflexNetwork, SeededRuns):
             raise ValueError("w2_regular_bytes and w2_flexible must be >= 1, w2_qps 1..64")
         if self.run_measure_ms < 0 or self.run_warmup_ms < 0 or self.run_cooldown_ms < 0:
             raise ValueError("run_measure_ms, run_warmup_ms and run_cooldown_ms must be >= 0")
+        try:
+            ex = self.exploit_list
+        except ValueError:
+            ex = [0]
+        if ex and (len(ex) < 2 or len(set(ex)) != len(ex) or min(ex) < 1
+                   or 1 not in wl):
+            raise ValueError(f"w1_exploits {self.w1_exploits!r}: two or more distinct whole "
+                             "numbers >= 1, with workload 1")
         if not self.run_measure_ms and (self.run_warmup_ms or self.run_cooldown_ms):
             raise ValueError("run_warmup_ms and run_cooldown_ms need run_measure_ms > 0 (the "
                              "measured window)")
@@ -444,6 +482,11 @@ class Params(ReflexNetwork, SeededRuns):
     def baseline_list(self) -> list[str]:
         return [s.strip() for s in self.baselines.split(",") if s.strip()]
 
+
+    @property
+    def exploit_list(self) -> list[int]:
+        """``w1_exploits`` as numbers, in increasing order."""
+        return sorted(int(v) for v in self.w1_exploits.split(",") if v.strip())
 
     @property
     def receiver(self) -> int:
@@ -493,8 +536,31 @@ def scheme_list(p: Params) -> list[str]:
             + [f"reflex-r{_pct(r)}" for r in p.r_list])
 
 
+def exploit_sweep(p: Params) -> list[tuple[int, str]]:
+    """Fig. 8's points: (D_exploit, scheme) per ``w1_exploits`` value, the
+    network's own D_exploit the sweep's alpha as scheme_list names it."""
+    alpha = f"reflex-a{_pct(EXPLOIT_ALPHA)}"
+    own = alpha in scheme_list(p)
+    return [(e, alpha if e == p.exploit and own else f"{alpha}{EXPLOIT_TAG}{e}")
+            for e in p.exploit_list]
+
+
+def w1_scheme_list(p: Params) -> list[str]:
+    """Workload 1's schemes: scheme_list, then the exploit sweep's others."""
+    base = scheme_list(p)
+    return base + [s for _, s in exploit_sweep(p) if s not in base]
+
+
+def scheme_exploit(scheme: str) -> int | None:
+    """The D_exploit a sweep's scheme name sets (None: the network's)."""
+    head, sep, tail = scheme.rpartition(EXPLOIT_TAG)
+    return int(tail) if sep and head.startswith("reflex-") and tail.isdigit() else None
+
+
 def reflex_params(scheme: str) -> tuple[float, float] | None:
     """(alpha, r) of a ReFlex scheme name, None for a fixed scheme."""
+    if scheme_exploit(scheme) is not None:
+        scheme = scheme.rpartition(EXPLOIT_TAG)[0]
     if scheme.startswith("reflex-a"):
         return int(scheme[8:]) / 100, 1.0
     if scheme.startswith("reflex-r"):
@@ -702,6 +768,9 @@ def _add_flow(per_host: dict[int, list[FlowSpec]], p: Params, a: Arrival, count:
         extra["dscp"] = DSCP_LOW if fixed.flexible == "low" else DSCP_HIGH
         if rp is not None:
             extra["flexible"] = flexible_spec(p, *rp)
+            exploit = scheme_exploit(scheme)
+            if exploit is not None:
+                extra["flexible"]["exploit"] = exploit
     add_flow(per_host, a.sender, p.receiver, common, extra)
 
 
@@ -769,7 +838,7 @@ def _phase_w2(p: Params, scheme: str, seed: int, workload: int = 2) -> PhasePlan
 
 def plan(p: Params) -> RunPlan:
     wl = p.workload_list
-    phases = tuple([_phase(p, s, seed) for s in scheme_list(p) for seed in p.seed_list]
+    phases = tuple([_phase(p, s, seed) for s in w1_scheme_list(p) for seed in p.seed_list]
                    if 1 in wl else [])
     if 2 in wl:
         phases += tuple(_phase_w2(p, s, seed) for s in scheme_list(p) for seed in p.seed_list)
@@ -1071,6 +1140,42 @@ def speedups(per_seed: dict[str, list[WorkloadRun]],
 
 
 @dataclass(frozen=True)
+class ExploitSweep:
+    """Fig. 8: workload 1 under ReFlex at EXPLOIT_ALPHA per D_exploit
+    (``exploits``, increasing; ``schemes`` their phases' names), the regular
+    flows' mean and p99 FCT (testbed seconds, mean over seeds) at each, and
+    per seed the change from the shortest exploit phase to the longest of
+    the p99 and the mean (relative: -0.1 is 10% shorter)."""
+
+    exploits: list[int]
+    schemes: list[str]
+    regular_mean_fct_s: list[float | None]
+    regular_p99_fct_s: list[float | None]
+    regular_p99_change: Spread
+    regular_mean_change: Spread
+
+
+def exploit_result(p: Params, w1: dict[str, SchemeResult]) -> ExploitSweep:
+    """Fig. 8's figures from workload 1's schemes (exploit_sweep)."""
+    sweep = exploit_sweep(p)
+    cells = [w1[scheme].classes["regular"] for _, scheme in sweep]
+    first, last = w1[sweep[0][1]].runs, w1[sweep[-1][1]].runs
+
+    def change(stat: Callable[[ClassFigures], float | None]) -> Spread:
+        def one(a: WorkloadRun, b: WorkloadRun) -> float | None:
+            x, y = stat(a.regular), stat(b.regular)
+            return None if x is None or y is None else round(y / x - 1, 4)
+        return seed_spread(one(a, b) for a, b in zip(first, last, strict=True))
+
+    return ExploitSweep(
+        exploits=[e for e, _ in sweep], schemes=[s for _, s in sweep],
+        regular_mean_fct_s=[c.mean_fct_s.mean for c in cells],
+        regular_p99_fct_s=[c.p99_fct_s.mean for c in cells],
+        regular_p99_change=change(lambda f: f.p99_fct_s),
+        regular_mean_change=change(lambda f: f.mean_fct_s))
+
+
+@dataclass(frozen=True)
 class Results(Summary):
     schemes: list[str]
     workloads: list[int]
@@ -1079,6 +1184,7 @@ class Results(Summary):
     flow_bytes: int
     measure_window_s: tuple[float, float] | None
     w1: dict[str, SchemeResult] | None = field(default=None, metadata=OMIT_IF_NONE)
+    w1_exploit: ExploitSweep | None = field(default=None, metadata=OMIT_IF_NONE)
     w2: dict[str, SchemeResult] | None = field(default=None, metadata=OMIT_IF_NONE)
     w2_regular_bytes: int | None = field(default=None, metadata=OMIT_IF_NONE)
     paper_w2: dict[str, int] | None = field(default=None, metadata=OMIT_IF_NONE)
@@ -1090,18 +1196,20 @@ def analyze(run_dir: Path) -> Results:
     p = _params(run_dir)
     size = flow_count(p) * p.msg_bytes
     w1 = w2 = w3 = None
+    w1_exploit = None
     if 1 in p.workload_list:
         draws = {s: arrivals(p, s) for s in p.seed_list}
         w1_runs = {scheme: [
             phase_result(load_phase(run_dir, phase_name(scheme, s)), draws[s], size,
                          measured(p, draws[s]))
-            for s in p.seed_list] for scheme in scheme_list(p)}
+            for s in p.seed_list] for scheme in w1_scheme_list(p)}
         # Fig. 14: each scheme's per-flow shares against none on the same draw
         w1_shared: dict[str, list[WorkloadRun]] = {scheme: list(runs) if scheme == "none" else [
             w1_shares(run, ref, measured(p, draws[s]))
             for run, ref, s in zip(runs, w1_runs["none"], p.seed_list, strict=True)]
             for scheme, runs in w1_runs.items()}
         w1 = speedups(w1_shared)
+        w1_exploit = exploit_result(p, w1) if p.exploit_list else None
     if 2 in p.workload_list:
         w2d = {s: w2_arrivals(p, s) for s in p.seed_list}
         counted = {s: {a.name for a in measured(p, d.flexible) + measured(p, d.regular)}
@@ -1125,7 +1233,7 @@ def analyze(run_dir: Path) -> Results:
         schemes=scheme_list(p), workloads=p.workload_list, paper=dict(REFERENCE),
         paper_fct_ms=dict(REFERENCE_FCT_MS), flow_bytes=size,
         measure_window_s=p.measure_window_s,
-        w1=w1, w2=w2, w2_regular_bytes=p.w2_msg_bytes if w2 is not None else None,
+        w1=w1, w1_exploit=w1_exploit, w2=w2, w2_regular_bytes=p.w2_msg_bytes if w2 is not None else None,
         paper_w2=dict(PAPER_W2) if w2 is not None else None,
         w3=w3, paper_w3=dict(PAPER_W3) if w3 is not None else None)
 
@@ -1292,6 +1400,45 @@ def _w1_cdf_plot(res: dict[str, SchemeResult], p: Params, out: Path) -> Path:
     return save_figure(fig, out)
 
 
+def _exploit_plot(w1: dict[str, SchemeResult], sweep: ExploitSweep, p: Params,
+                  out: Path) -> Path:
+    """Fig. 8: the measured regular flows' FCT under ReFlex at EXPLOIT_ALPHA
+    per D_exploit (mean, median, p90, p99 of every draw's flows together),
+    no prioritization's dashed."""
+    import matplotlib.pyplot as plt
+
+    from testbed.plotting import save_figure
+
+    counted = {s: [a.name for a in measured(p, arrivals(p, s)) if a.kind == "regular"]
+               for s in p.seed_list}
+
+    def fcts(scheme: str) -> list[float]:
+        return sorted(run.fct_s[k] * 1e3 / p.slowdown
+                      for run, s in zip(w1[scheme].runs, p.seed_list, strict=True)
+                      for k in counted[s])
+
+    stats: tuple[tuple[str, Callable[[list[float]], float]], ...] = (
+        ("mean", statistics.fmean), ("median", statistics.median),
+        ("p90", lambda xs: xs[max(0, math.ceil(0.9 * len(xs)) - 1)]), ("p99", p99))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    base = fcts("none")
+    for name, stat in stats:
+        line = ax.plot(sweep.exploits, [stat(fcts(s)) for s in sweep.schemes], "o-",
+                       label=name)
+        ax.axhline(stat(base), color=line[0].get_color(), ls="--", lw=0.8)
+    ax.set_xticks(sweep.exploits)
+    ax.set_xlabel("D_exploit (T_int), with D_warmup = D_measure = 1")
+    ax.set_ylabel(f"regular flows' FCT (ms of the modelled {p.modelled_link} network)")
+    change = sweep.regular_p99_change.mean
+    ax.set_title(f"workload 1, ReFlex alpha {EXPLOIT_ALPHA:g} (dashed: no prioritization)"
+                 + (f"; p99 {change * 100:+.1f}% from D_exploit {sweep.exploits[0]} to "
+                    f"{sweep.exploits[-1]}" if change is not None else ""), fontsize=9)
+    ax.legend(fontsize=8)
+    fig.suptitle(f"{NAME}: Fig. 8, {p.seeds} draw(s), "
+                 f"{sum(len(c) for c in counted.values())} regular flows")
+    return save_figure(fig, out)
+
+
 def _fct_cdf_plot(res: dict[str, SchemeResult], p: Params, out: Path) -> Path:
     """Workload 2: the regular flows' FCT distribution per scheme (all draws)."""
     import matplotlib.pyplot as plt
@@ -1360,13 +1507,16 @@ def plot(run_dir: Path) -> list[Path]:
     outs = phase_timelines(
         p, run_dir, ((phase_name(scheme, seed, w), f"{NAME} - workload {w}, {scheme}, "
                                                    f"seed {seed} ({p.rate_label})")
-                     for w in p.workload_list for scheme in scheme_list(p)
+                     for w in p.workload_list
+                     for scheme in (w1_scheme_list(p) if w == 1 else scheme_list(p))
                      for seed in p.seed_list),
         port=p.receiver)
     plots = Path(run_dir) / "plots"
     if res.w1 is not None:
         outs.append(_speedup_plot(res.w1, p, 1, plots / "speedups.png"))
         outs.append(_w1_cdf_plot(res.w1, p, plots / "w1_speedup_cdf.png"))
+    if res.w1_exploit is not None and res.w1 is not None:
+        outs.append(_exploit_plot(res.w1, res.w1_exploit, p, plots / "w1_exploit.png"))
     if res.w2 is not None:
         outs.append(_speedup_plot(res.w2, p, 2, plots / "w2_speedups.png"))
         outs.append(_fct_cdf_plot(res.w2, p, plots / "w2_fct_cdf.png"))

@@ -594,3 +594,89 @@ def test_w3_bad_inputs_are_refused_with_their_reason() -> None:
         rw.share_below(_run({"flex000": 1.0}), _run({"flex001": 1.0}))
     with pytest.raises(ValueError, match="subset of 1,2,3"):
         rw.Params(workloads="3,4")
+
+
+# ---------------------------------------------------------------------------
+# workload 1 over D_exploit (Fig. 8)
+
+
+def test_exploit_sweep_runs_reflex_at_each_exploit_phase_on_the_same_flows() -> None:
+    p = dataclasses.replace(rw.Params.quick(), workloads="1", w1_exploits="5,1,3")
+    assert p.exploit_list == [1, 3, 5] and p.exploit == 3
+    assert rw.exploit_sweep(p) == [(1, "reflex-a080-e1"), (3, "reflex-a080"),
+                                   (5, "reflex-a080-e5")]
+    by = {ph.name: ph for ph in rw.plan(p).phases}
+    assert list(by) == ["w1-none", "w1-weighted-9:1", "w1-reflex-a080", "w1-reflex-a080-e1",
+                        "w1-reflex-a080-e5"]
+    assert rw.reflex_params("reflex-a080-e5") == (0.8, 1.0)
+    assert rw.scheme_exploit("reflex-a080-e5") == 5 and rw.scheme_exploit("reflex-a080") is None
+    assert rw.scheme_exploit("weighted-9:1") is None
+
+    def senders(name: str) -> dict[str, Any]:
+        return {f.flow: f for j in by[name].jobs.values() for f in j.flows if f.role == "sender"}
+    for name, exploit in (("w1-reflex-a080", 3), ("w1-reflex-a080-e1", 1),
+                          ("w1-reflex-a080-e5", 5)):
+        flows = senders(name)
+        flex = [f for f in flows.values() if f.flow.startswith("flex")]
+        assert {f.flexible["exploit"] for f in flex} == {exploit}
+        assert {(f.flexible["alpha"], f.flexible["warmup"], f.flexible["measure"])
+                for f in flex} == {(0.8, 1, 1)}
+        # the flows keep their size and arrivals whatever the exploit phase
+        assert {n: (f.count, f.start_delay_s) for n, f in flows.items()} == {
+            n: (f.count, f.start_delay_s) for n, f in senders("w1-reflex-a080").items()}
+        assert by[name].commands == by["w1-reflex-a080"].commands
+    # without alpha 0.8 among the schemes, the network's own exploit runs as a point too
+    q = dataclasses.replace(p, alphas="0.5", w1_exploits="3,6")
+    assert rw.exploit_sweep(q) == [(3, "reflex-a080-e3"), (6, "reflex-a080-e6")]
+    assert rw.Params.paper().w1_exploits == "1,3,5"
+    assert rw.Params().exploit_list == [] and rw.Params.quick().exploit_list == []
+
+
+@pytest.mark.parametrize("value", ["3", "1,1", "0,3", "x,3"])
+def test_exploit_sweep_needs_two_distinct_phases(value: str) -> None:
+    with pytest.raises(ValueError, match="w1_exploits"):
+        rw.Params(w1_exploits=value)
+    with pytest.raises(ValueError, match="w1_exploits"):
+        rw.Params(workloads="2", w1_exploits="1,3")
+
+
+def test_exploit_sweep_reports_the_regular_p99_change(tmp_path: Path) -> None:
+    """The regular flows' FCT per D_exploit, and per seed the relative change
+    of their p99 and mean from the shortest exploit phase to the longest."""
+    p = dataclasses.replace(rw.Params.quick(), workloads="1", w1_exploits="1,3,5")
+    write_plan(tmp_path, rw, p)
+    reg = [a.name for a in rw.arrivals(p, 0) if a.kind == "regular"]
+    _w1_phase(tmp_path, "w1-none", p, {reg[0]: 4.0}, {"regular": 2.0, "flexible": 2.0})
+    _w1_phase(tmp_path, "w1-weighted-9:1", p, {}, {"regular": 1.0, "flexible": 4.0})
+    # the slowest regular flow 5.0 s at D_exploit 1, 4.0 at 3, 3.0 at 5; the
+    # others 2.0, 1.8, 1.6
+    for scheme, slow, rest in (("reflex-a080-e1", 5.0, 2.0), ("reflex-a080", 4.0, 1.8),
+                               ("reflex-a080-e5", 3.0, 1.6)):
+        _w1_phase(tmp_path, f"w1-{scheme}", p, {reg[0]: slow},
+                  {"regular": rest, "flexible": 2.2})
+    r = results_json(rw.analyze(tmp_path))
+    ex = r["w1_exploit"]
+    n = len(reg)
+    assert ex["exploits"] == [1, 3, 5]
+    assert ex["schemes"] == ["reflex-a080-e1", "reflex-a080", "reflex-a080-e5"]
+    assert ex["regular_p99_fct_s"] == pytest.approx([5.0, 4.0, 3.0], rel=1e-4)
+    means = [(slow + (n - 1) * rest) / n for slow, rest in ((5.0, 2.0), (4.0, 1.8), (3.0, 1.6))]
+    assert ex["regular_mean_fct_s"] == pytest.approx(means, rel=1e-4)
+    assert ex["regular_p99_change"] == pytest.approx(-0.4, abs=1e-3)
+    assert ex["regular_p99_change_seeds"] == [ex["regular_p99_change"]]
+    assert ex["regular_mean_change"] == pytest.approx(means[2] / means[0] - 1, abs=1e-3)
+    (claim,) = [c for c in rw.CLAIMS if c.figure == "Fig. 8"]
+    assert claim.paper is None and claim.direction == "below" and claim.versus == 0.0
+    assert claim.key == "w1_exploit.regular_p99_change"
+    assert claim.per_seed == "w1_exploit.regular_p99_change_seeds"
+    assert claim.direction_holds(ex["regular_p99_change"]) and not claim.direction_holds(0.0)
+    # the sweep's schemes have workload 1's figures too; the speed-up plot keeps scheme_list's
+    assert r["w1"]["reflex-a080-e5"]["regular"]["p99_speedup"] == pytest.approx(4.0 / 3.0,
+                                                                                 rel=1e-3)
+    paths = rw.plot(tmp_path)
+    assert [x.name for x in paths[:5]] == [f"{rw.phase_name(s, 0)}.png"
+                                          for s in rw.w1_scheme_list(p)]
+    assert_plots(paths[5:], tmp_path, ["speedups.png", "w1_speedup_cdf.png", "w1_exploit.png"])
+    # a run without the sweep has no w1_exploit, and the claim is not measured there
+    q = _write_quick_run(tmp_path / "plain")
+    assert q.exploit_list == [] and "w1_exploit" not in results_json(rw.analyze(tmp_path / "plain"))
