@@ -319,13 +319,16 @@ CLAIMS += (Claim("Fig. 8", f"workload 1, ReFlex alpha {EXPLOIT_ALPHA:g}: the lon
 # of the paper's values as Fig. 17's shares (a share has no side of 1 to judge).
 CLAIMS += tuple(
     Claim("Fig. 14", f"workload 1, {label}: {REFERENCE[key] * 100:.1f}% of {kind} flows "
-          f"with a speed-up below {limit:g}x ({what})", key=key, paper=REFERENCE[key],
+          f"{what}", key=key, paper=REFERENCE[key],
           per_seed=f"{key}_seeds", rel_tol=0.10, plots=("w1_speedup_cdf.png",))
     for scheme, label in (("weighted-9:1", "weighted 9:1"), ("reflex-a080", "ReFlex alpha 0.8"))
-    for kind, stat, limit, what in (
-        ("regular", "share_below_100", WORSE_SPEEDUP, "a worse FCT than without prioritization"),
-        ("flexible", "share_below_080", SLOW_SPEEDUP, "slowed past 0.8x"))
+    for kind, stat, what in (
+        ("regular", "share_below_100", "with a worse FCT than without prioritization "
+                                       f"(a speed-up below {WORSE_SPEEDUP:g}x)"),
+        ("flexible", "share_below_080", f"with a speed-up below {SLOW_SPEEDUP}x"))
     for key in [f"w1.{scheme}.{kind}.{stat}"])
+# The report lists the figures in the paper's order.
+CLAIMS = tuple(sorted(CLAIMS, key=lambda c: int(c.figure.split()[-1])))
 
 
 @dataclass(frozen=True)
