@@ -270,10 +270,11 @@ SIZE_CLASSES: tuple[tuple[str, float], ...] = (
 SLOW_SPEEDUP = 0.8
 # A regular flow with "a worse FCT" (Fig. 14a): speed-up below this.
 WORSE_SPEEDUP = 1.0
-# Fig. 8's exploit sweep runs ReFlex at this alpha (r = 1): the point the
-# paper states its workload figures for.
+# Fig. 8's exploit sweep runs ReFlex at this alpha (r = 1) unless told
+# otherwise (w1_exploit_alpha): the point the paper states its workload
+# figures for.
 EXPLOIT_ALPHA = 0.8
-# A scheme of the sweep: ReFlex at EXPLOIT_ALPHA with its own D_exploit.
+# A scheme of the sweep: ReFlex at its alpha with its own D_exploit.
 EXPLOIT_TAG = "-e"
 
 
@@ -358,8 +359,10 @@ class Params(ReflexNetwork, SeededRuns):
     workloads: str = param("1,2,3", "which of the paper's workloads run, comma-separated")
     # Fig. 8 (§6.4): the regular flows' FCT as the exploit phase lengthens.
     w1_exploits: str = param("", "workload 1: D_exploit values ReFlex at alpha "
-                                 f"{EXPLOIT_ALPHA:g} also runs at (Fig. 8), comma-separated; "
+                                 "w1_exploit_alpha also runs at (Fig. 8), comma-separated; "
                                  "the flows keep their size (empty: none)", "T_int")
+    w1_exploit_alpha: float = param(EXPLOIT_ALPHA, "workload 1: the alpha (r = 1) of the "
+                                                   "exploit sweep's ReFlex (Fig. 8)")
     # Workload 2's regular flows are messages over w2_qps connections per
     # sender; a draw has w2_flexible flexible arrivals and the regular ones
     # until the next flexible arrival would come.
@@ -466,9 +469,9 @@ class Params(ReflexNetwork, SeededRuns):
         except ValueError:
             ex = [0]
         if ex and (len(ex) < 2 or len(set(ex)) != len(ex) or min(ex) < 1
-                   or 1 not in wl):
+                   or 1 not in wl or not 0 <= self.w1_exploit_alpha <= 1):
             raise ValueError(f"w1_exploits {self.w1_exploits!r}: two or more distinct whole "
-                             "numbers >= 1, with workload 1")
+                             "numbers >= 1, with workload 1 and w1_exploit_alpha in [0, 1]")
         if not self.run_measure_ms and (self.run_warmup_ms or self.run_cooldown_ms):
             raise ValueError("run_warmup_ms and run_cooldown_ms need run_measure_ms > 0 (the "
                              "measured window)")
@@ -540,9 +543,10 @@ def scheme_list(p: Params) -> list[str]:
 
 
 def exploit_sweep(p: Params) -> list[tuple[int, str]]:
-    """Fig. 8's points: (D_exploit, scheme) per ``w1_exploits`` value, the
-    network's own D_exploit the sweep's alpha as scheme_list names it."""
-    alpha = f"reflex-a{_pct(EXPLOIT_ALPHA)}"
+    """Fig. 8's points: (D_exploit, scheme) per ``w1_exploits`` value, ReFlex
+    at ``w1_exploit_alpha``; at the network's own D_exploit the scheme as
+    scheme_list names it."""
+    alpha = f"reflex-a{_pct(p.w1_exploit_alpha)}"
     own = alpha in scheme_list(p)
     return [(e, alpha if e == p.exploit and own else f"{alpha}{EXPLOIT_TAG}{e}")
             for e in p.exploit_list]
@@ -1144,12 +1148,13 @@ def speedups(per_seed: dict[str, list[WorkloadRun]],
 
 @dataclass(frozen=True)
 class ExploitSweep:
-    """Fig. 8: workload 1 under ReFlex at EXPLOIT_ALPHA per D_exploit
+    """Fig. 8: workload 1 under ReFlex at ``alpha`` (r = 1) per D_exploit
     (``exploits``, increasing; ``schemes`` their phases' names), the regular
     flows' mean and p99 FCT (testbed seconds, mean over seeds) at each, and
     per seed the change from the shortest exploit phase to the longest of
     the p99 and the mean (relative: -0.1 is 10% shorter)."""
 
+    alpha: float
     exploits: list[int]
     schemes: list[str]
     regular_mean_fct_s: list[float | None]
@@ -1171,7 +1176,7 @@ def exploit_result(p: Params, w1: dict[str, SchemeResult]) -> ExploitSweep:
         return seed_spread(one(a, b) for a, b in zip(first, last, strict=True))
 
     return ExploitSweep(
-        exploits=[e for e, _ in sweep], schemes=[s for _, s in sweep],
+        alpha=p.w1_exploit_alpha, exploits=[e for e, _ in sweep], schemes=[s for _, s in sweep],
         regular_mean_fct_s=[c.mean_fct_s.mean for c in cells],
         regular_p99_fct_s=[c.p99_fct_s.mean for c in cells],
         regular_p99_change=change(lambda f: f.p99_fct_s),
@@ -1405,7 +1410,7 @@ def _w1_cdf_plot(res: dict[str, SchemeResult], p: Params, out: Path) -> Path:
 
 def _exploit_plot(w1: dict[str, SchemeResult], sweep: ExploitSweep, p: Params,
                   out: Path) -> Path:
-    """Fig. 8: the measured regular flows' FCT under ReFlex at EXPLOIT_ALPHA
+    """Fig. 8: the measured regular flows' FCT under ReFlex at w1_exploit_alpha
     per D_exploit (mean, median, p90, p99 of every draw's flows together),
     no prioritization's dashed."""
     import matplotlib.pyplot as plt
@@ -1433,7 +1438,7 @@ def _exploit_plot(w1: dict[str, SchemeResult], sweep: ExploitSweep, p: Params,
     ax.set_xlabel("D_exploit (T_int), with D_warmup = D_measure = 1")
     ax.set_ylabel(f"regular flows' FCT (ms of the modelled {p.modelled_link} network)")
     change = sweep.regular_p99_change.mean
-    ax.set_title(f"workload 1, ReFlex alpha {EXPLOIT_ALPHA:g} (dashed: no prioritization)"
+    ax.set_title(f"workload 1, ReFlex alpha {sweep.alpha:g} (dashed: no prioritization)"
                  + (f"; p99 {change * 100:+.1f}% from D_exploit {sweep.exploits[0]} to "
                     f"{sweep.exploits[-1]}" if change is not None else ""), fontsize=9)
     ax.legend(fontsize=8)

@@ -633,6 +633,12 @@ def test_exploit_sweep_runs_reflex_at_each_exploit_phase_on_the_same_flows() -> 
     q = dataclasses.replace(p, alphas="0.5", w1_exploits="3,6")
     assert rw.exploit_sweep(q) == [(3, "reflex-a080-e3"), (6, "reflex-a080-e6")]
     assert rw.Params.paper().w1_exploits == "1,3,5"
+    # another alpha for the sweep: its own schemes beside the alphas' ones
+    a5 = dataclasses.replace(p, w1_exploit_alpha=0.5, w1_exploits="1,3")
+    assert rw.exploit_sweep(a5) == [(1, "reflex-a050-e1"), (3, "reflex-a050-e3")]
+    assert rw.reflex_params("reflex-a050-e1") == (0.5, 1.0)
+    assert [ph.name for ph in rw.plan(a5).phases][3:] == ["w1-reflex-a050-e1",
+                                                          "w1-reflex-a050-e3"]
     assert rw.Params().exploit_list == [] and rw.Params.quick().exploit_list == []
 
 
@@ -640,6 +646,8 @@ def test_exploit_sweep_runs_reflex_at_each_exploit_phase_on_the_same_flows() -> 
 def test_exploit_sweep_needs_two_distinct_phases(value: str) -> None:
     with pytest.raises(ValueError, match="w1_exploits"):
         rw.Params(w1_exploits=value)
+    with pytest.raises(ValueError, match="w1_exploit_alpha in"):
+        rw.Params(w1_exploits="1,3", w1_exploit_alpha=1.5)
     with pytest.raises(ValueError, match="w1_exploits"):
         rw.Params(workloads="2", w1_exploits="1,3")
 
@@ -661,7 +669,7 @@ def test_exploit_sweep_reports_the_regular_p99_change(tmp_path: Path) -> None:
     r = results_json(rw.analyze(tmp_path))
     ex = r["w1_exploit"]
     n = len(reg)
-    assert ex["exploits"] == [1, 3, 5]
+    assert ex["exploits"] == [1, 3, 5] and ex["alpha"] == 0.8
     assert ex["schemes"] == ["reflex-a080-e1", "reflex-a080", "reflex-a080-e5"]
     assert ex["regular_p99_fct_s"] == pytest.approx([5.0, 4.0, 3.0], rel=1e-4)
     means = [(slow + (n - 1) * rest) / n for slow, rest in ((5.0, 2.0), (4.0, 1.8), (3.0, 1.6))]
