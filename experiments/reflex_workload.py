@@ -106,8 +106,9 @@ with the same FCT is not counted), and each run's ``fct_s`` holds every
 flow's FCT by name (``plots/w1_speedup_cdf.png``: their CDFs). With
 ``w1_exploits`` (Fig. 8: "The longer the exploit phase, the better higher
 percentiles perform"), ``w1_exploit``: per D_exploit the regular flows'
-mean and p99 FCT under ReFlex at alpha 0.8 (schemes ``reflex-a080-e<D>``
-beside ``reflex-a080`` at the network's own), and per seed their change
+mean and p99 FCT under ReFlex at alpha 0.8 (``w1_exploit_alpha``; schemes
+``reflex-a080-e<D>`` beside ``reflex-a080`` at the network's own), and per
+seed their change
 from the shortest exploit phase to the longest, ``regular_p99_change`` and
 ``regular_mean_change`` (``plots/w1_exploit.png``). Schemes: ``none``,
 ``weighted-9:1``, ``reflex-a080`` (alpha 0.8, r 1), ``reflex-r050`` (alpha
