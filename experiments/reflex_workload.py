@@ -12,7 +12,10 @@ prioritization and weighted 9:1.
 - Workload 1 (Fig. 13): the regular flows are as large and arrive as
   often. 9:1 speeds regular flows up (mean 1.35x, p99 1.64x) and slows
   flexible ones (0.80x, 0.67x); ReFlex at alpha = 0.8 gives less on both
-  sides (regular 1.04x / 1.04x, flexible 0.91x / 0.88x).
+  sides (regular 1.04x / 1.04x, flexible 0.91x / 0.88x). Per flow (Fig.
+  14), against the same flow without prioritization: 24% of the regular
+  flows have a worse FCT under 9:1, 45% under ReFlex; 32.5% of the flexible
+  flows are slower than 0.8x under 9:1, 14.5% under ReFlex.
 - Workload 2 (Fig. 15): many short regular flows, 100 kB at 5000 flows/s,
   "similarly ... around 40%", with the flexible flows of workload 1. 9:1
   speeds the short flows up a lot (mean 2.10x, p99 6.82x) and even the
@@ -82,7 +85,8 @@ arriving in the 10 s after the first count (``run_warmup_ms``,
 ``run_measure_ms``, ``run_cooldown_ms``; every flow runs to its end), three
 seeds, phantom payloads, samples every 1 ms. Of the paper's alpha and r
 sweeps it runs ReFlex at alpha 0.8 beside the two baselines
-(``Params.scaled_down_from``).
+(``Params.scaled_down_from``), and in workload 1 the same ReFlex at D_exploit
+1, 3 and 5 (Fig. 8, ``w1_exploits``; the flows keep their 250 MB).
 
 Results (summary.json), per scheme under ``w1.<scheme>``,
 ``w2.<scheme>`` and ``w3.<scheme>``: ``regular`` and ``flexible`` each with ``n`` (flows),
@@ -94,7 +98,19 @@ arrivals); ``delivered_fraction`` of the flexible bytes. Workload 2 adds
 ``post_late_max_s`` (the largest delay of a sender posting a flow that had a
 free connection: the agent's own lateness). Workload 3 adds the classes
 ``tiny``, ``small``, ``medium`` and ``large`` (``n`` 0 and no figures when no
-flow fell in one) and ``flexible.share_below_080``. Schemes: ``none``,
+flow fell in one) and ``flexible.share_below_080``. Workload 1 adds, per
+flow against the same flow without prioritization (Fig. 14),
+``flexible.share_below_080`` and ``regular.share_below_100`` (the share of
+the measured regular flows with a speed-up below 1: a worse FCT; a flow
+with the same FCT is not counted), and each run's ``fct_s`` holds every
+flow's FCT by name (``plots/w1_speedup_cdf.png``: their CDFs). With
+``w1_exploits`` (Fig. 8: "The longer the exploit phase, the better higher
+percentiles perform"), ``w1_exploit``: per D_exploit the regular flows'
+mean and p99 FCT under ReFlex at alpha 0.8 (``w1_exploit_alpha``; schemes
+``reflex-a080-e<D>`` beside ``reflex-a080`` at the network's own), and per
+seed their change
+from the shortest exploit phase to the longest, ``regular_p99_change`` and
+``regular_mean_change`` (``plots/w1_exploit.png``). Schemes: ``none``,
 ``weighted-9:1``, ``reflex-a080`` (alpha 0.8, r 1), ``reflex-r050`` (alpha
 1, r 0.5), ... With several seeds (each a different draw of arrivals)
 every figure is the mean over seeds, with ``_sd``, ``_min``, ``_max``,
@@ -149,7 +165,7 @@ HEADLINE = ("w1.weighted-9:1.regular.mean_speedup", "w1.weighted-9:1.flexible.me
 # The paper's values (§6.5, Fig. 13 for workload 1, Fig. 15 for workload 2):
 # speed-ups against no prioritization, FCT(none) / FCT(scheme), of the mean
 # and the 99th percentile.
-REFERENCE: dict[str, float] = {
+PAPER_VALUES: dict[str, float] = {
     "w1.weighted-9:1.regular.mean_speedup": 1.35,
     "w1.weighted-9:1.regular.p99_speedup": 1.64,
     "w1.weighted-9:1.flexible.mean_speedup": 0.80,
@@ -183,7 +199,20 @@ REFERENCE: dict[str, float] = {
     "w3.weighted-9:1.large.p99_speedup": 2.53,
     "w3.reflex-a080.flexible.share_below_080": 0.017,
     "w3.weighted-9:1.flexible.share_below_080": 0.022,
+    # Workload 1 per flow (Fig. 14, the speed-up of each flow against the same
+    # flow without prioritization): the regular flows with a worse FCT,
+    # "around 24%" under 9:1 and "45%" under ReFlex at alpha 0.8 (Fig.
+    # 14a), and the flexible flows with a speed-up below 0.8, "around 14.5%"
+    # under ReFlex and 32.5% under 9:1 (Fig. 14b).
+    "w1.weighted-9:1.regular.share_below_100": 0.24,
+    "w1.reflex-a080.regular.share_below_100": 0.45,
+    "w1.weighted-9:1.flexible.share_below_080": 0.325,
+    "w1.reflex-a080.flexible.share_below_080": 0.145,
 }
+# The paper's values and, with no value (None), the effects it states only in
+# words: Fig. 8's "The longer the exploit phase, the better higher
+# percentiles perform" (its claim judges the direction alone).
+REFERENCE: dict[str, float | None] = {**PAPER_VALUES, "w1_exploit.regular_p99_change": None}
 # Workload 2 as the paper states it (§6.5): the regular flows' size and
 # arrival rate on its ToR (see the module docstring for the load the testbed keeps).
 PAPER_W2 = {"regular_bytes": 100_000, "regular_flows_per_s": 5000}
@@ -215,6 +244,10 @@ PAPER_WORKLOAD: PaperWorkload = {
     "rs": tuple(i / 10 for i in range(11)),
     "baselines": ("none", "weighted-9:1"),
 }
+# Fig. 8's D_exploit values in the paper profile. The paper does not state
+# the points of its sweep; these are the shortest exploit phase the cycle
+# allows, its default 3 and as much longer again.
+PAPER_EXPLOITS = (1, 3, 5)
 # What the paper profile runs of the sweeps (Params.scaled_down_from says why).
 PAPER_PROFILE_ALPHAS = (0.8,)
 PAPER_PROFILE_RS: tuple[float, ...] = ()
@@ -240,6 +273,14 @@ SIZE_CLASSES: tuple[tuple[str, float], ...] = (
     ("tiny", 10_000), ("small", 100_000), ("medium", 10_000_000), ("large", math.inf))
 # A flexible flow "slowed down" in the paper's count: speed-up below this.
 SLOW_SPEEDUP = 0.8
+# A regular flow with "a worse FCT" (Fig. 14a): speed-up below this.
+WORSE_SPEEDUP = 1.0
+# Fig. 8's exploit sweep runs ReFlex at this alpha (r = 1) unless told
+# otherwise (w1_exploit_alpha): the point the paper states its workload
+# figures for.
+EXPLOIT_ALPHA = 0.8
+# A scheme of the sweep: ReFlex at its alpha with its own D_exploit.
+EXPLOIT_TAG = "-e"
 
 
 # What the report checks against Fig. 13 (workload 1) and Fig. 15 (workload
@@ -247,8 +288,8 @@ SLOW_SPEEDUP = 0.8
 # 10% of the paper's.
 CLAIMS = tuple(
     Claim(fig, f"workload {w}, {label}: {kind} flows' {stat} FCT speed-up "
-          f"{REFERENCE[key]:.2f}x", key=key, paper=REFERENCE[key],
-          per_seed=f"{key}_seeds", direction="above" if REFERENCE[key] > 1 else "below",
+          f"{PAPER_VALUES[key]:.2f}x", key=key, paper=PAPER_VALUES[key],
+          per_seed=f"{key}_seeds", direction="above" if PAPER_VALUES[key] > 1 else "below",
           versus=1.0, rel_tol=0.10, plots=(plot,))
     for w, fig, plot in ((1, "Fig. 13", "speedups.png"), (2, "Fig. 15", "w2_speedups.png"))
     for scheme, label in (("weighted-9:1", "weighted 9:1"), ("reflex-a080", "ReFlex alpha 0.8"))
@@ -259,19 +300,41 @@ CLAIMS = tuple(
 # 1.00 is no effect: its size alone is judged), the shares' size alone.
 CLAIMS += tuple(
     Claim("Fig. 16", f"workload 3, {label}: regular {cls} flows' p99 FCT speed-up "
-          f"{REFERENCE[key]:.2f}x", key=key, paper=REFERENCE[key], per_seed=f"{key}_seeds",
-          direction=None if REFERENCE[key] == 1 else
-          ("above" if REFERENCE[key] > 1 else "below"),
+          f"{PAPER_VALUES[key]:.2f}x", key=key, paper=PAPER_VALUES[key], per_seed=f"{key}_seeds",
+          direction=None if PAPER_VALUES[key] == 1 else
+          ("above" if PAPER_VALUES[key] > 1 else "below"),
           versus=1.0, rel_tol=0.10, plots=("w3_speedups.png",))
     for scheme, label in (("weighted-9:1", "weighted 9:1"), ("reflex-a080", "ReFlex alpha 0.8"))
     for cls, _top in SIZE_CLASSES
     for key in [f"w3.{scheme}.{cls}.p99_speedup"])
 CLAIMS += tuple(
-    Claim("Fig. 17", f"workload 3, {label}: {REFERENCE[key] * 100:.1f}% of flexible flows "
-          f"with a speed-up below {SLOW_SPEEDUP}x", key=key, paper=REFERENCE[key],
+    Claim("Fig. 17", f"workload 3, {label}: {PAPER_VALUES[key] * 100:.1f}% of flexible flows "
+          f"with a speed-up below {SLOW_SPEEDUP}x", key=key, paper=PAPER_VALUES[key],
           per_seed=f"{key}_seeds", rel_tol=0.10, plots=("w3_speedups.png",))
     for scheme, label in (("weighted-9:1", "weighted 9:1"), ("reflex-a080", "ReFlex alpha 0.8"))
     for key in [f"w3.{scheme}.flexible.share_below_080"])
+# Fig. 8 (§6.4): "The longer the exploit phase, the better higher
+# percentiles perform", with no value: the direction alone, the regular
+# flows' p99 FCT shorter at the longest D_exploit run than at the shortest.
+CLAIMS += (Claim("Fig. 8", f"workload 1, ReFlex alpha {EXPLOIT_ALPHA:g}: the longer the "
+                 "exploit phase, the shorter the regular flows' p99 FCT",
+                 key="w1_exploit.regular_p99_change", paper=None, direction="below",
+                 versus=0.0, per_seed="w1_exploit.regular_p99_change_seeds", percent=True,
+                 plots=("w1_exploit.png",)),)
+# Workload 1 per flow (Fig. 14): the shares' size alone, within the same 10%
+# of the paper's values as Fig. 17's shares (a share has no side of 1 to judge).
+CLAIMS += tuple(
+    Claim("Fig. 14", f"workload 1, {label}: {PAPER_VALUES[key] * 100:.1f}% of {kind} flows "
+          f"{what}", key=key, paper=PAPER_VALUES[key],
+          per_seed=f"{key}_seeds", rel_tol=0.10, plots=("w1_speedup_cdf.png",))
+    for scheme, label in (("weighted-9:1", "weighted 9:1"), ("reflex-a080", "ReFlex alpha 0.8"))
+    for kind, stat, what in (
+        ("regular", "share_below_100", "with a worse FCT than without prioritization "
+                                       f"(a speed-up below {WORSE_SPEEDUP:g}x)"),
+        ("flexible", "share_below_080", f"with a speed-up below {SLOW_SPEEDUP}x"))
+    for key in [f"w1.{scheme}.{kind}.{stat}"])
+# The report lists the figures in the paper's order.
+CLAIMS = tuple(sorted(CLAIMS, key=lambda c: int(c.figure.split()[-1])))
 
 
 @dataclass(frozen=True)
@@ -299,6 +362,12 @@ class Params(ReflexNetwork, SeededRuns):
     first_seed: int = param(0, "the first draw's seed (seeds first_seed .. first_seed + "
                                "seeds - 1)")
     workloads: str = param("1,2,3", "which of the paper's workloads run, comma-separated")
+    # Fig. 8 (§6.4): the regular flows' FCT as the exploit phase lengthens.
+    w1_exploits: str = param("", "workload 1: D_exploit values ReFlex at alpha "
+                                 "w1_exploit_alpha also runs at (Fig. 8), comma-separated; "
+                                 "the flows keep their size (empty: none)", "T_int")
+    w1_exploit_alpha: float = param(EXPLOIT_ALPHA, "workload 1: the alpha (r = 1) of the "
+                                                   "exploit sweep's ReFlex (Fig. 8)")
     # Workload 2's regular flows are messages over w2_qps connections per
     # sender; a draw has w2_flexible flexible arrivals and the regular ones
     # until the next flexible arrival would come.
@@ -337,7 +406,8 @@ class Params(ReflexNetwork, SeededRuns):
         Poisson processes at 40% load, half of it flexible, over 16 s (1 s
         warm-up, 10 s measured, 5 s cool-down), three seeds, phantom
         payloads, samples every PAPER_PROFILE_SAMPLE_INTERVAL_US. The alpha
-        and r sweeps are cut to alpha 0.8 (scaled_down_from)."""
+        and r sweeps are cut to alpha 0.8 (scaled_down_from); workload 1
+        also runs it at D_exploit PAPER_EXPLOITS (Fig. 8)."""
         w = PAPER_WORKLOAD
         warmup_s, measure_s, cooldown_s = w["run_s"]
         return cls(**paper_network(sample_interval_us=PAPER_PROFILE_SAMPLE_INTERVAL_US),
@@ -347,7 +417,8 @@ class Params(ReflexNetwork, SeededRuns):
                    alphas=_csv(PAPER_PROFILE_ALPHAS), rs=_csv(PAPER_PROFILE_RS),
                    baselines=",".join(w["baselines"]), seeds=w["seeds"],
                    run_warmup_ms=warmup_s * 1000.0, run_measure_ms=measure_s * 1000.0,
-                   run_cooldown_ms=cooldown_s * 1000.0, payload="phantom")
+                   run_cooldown_ms=cooldown_s * 1000.0, payload="phantom",
+                   w1_exploits=_csv(PAPER_EXPLOITS))
 
     @classmethod
     def scaled_down_from(cls) -> dict[str, ScaledDown]:
@@ -398,6 +469,14 @@ class Params(ReflexNetwork, SeededRuns):
             raise ValueError("w2_regular_bytes and w2_flexible must be >= 1, w2_qps 1..64")
         if self.run_measure_ms < 0 or self.run_warmup_ms < 0 or self.run_cooldown_ms < 0:
             raise ValueError("run_measure_ms, run_warmup_ms and run_cooldown_ms must be >= 0")
+        try:
+            ex = self.exploit_list
+        except ValueError:
+            ex = [0]
+        if ex and (len(ex) < 2 or len(set(ex)) != len(ex) or min(ex) < 1
+                   or 1 not in wl or not 0 <= self.w1_exploit_alpha <= 1):
+            raise ValueError(f"w1_exploits {self.w1_exploits!r}: two or more distinct whole "
+                             "numbers >= 1, with workload 1 and w1_exploit_alpha in [0, 1]")
         if not self.run_measure_ms and (self.run_warmup_ms or self.run_cooldown_ms):
             raise ValueError("run_warmup_ms and run_cooldown_ms need run_measure_ms > 0 (the "
                              "measured window)")
@@ -414,6 +493,11 @@ class Params(ReflexNetwork, SeededRuns):
     def baseline_list(self) -> list[str]:
         return [s.strip() for s in self.baselines.split(",") if s.strip()]
 
+
+    @property
+    def exploit_list(self) -> list[int]:
+        """``w1_exploits`` as numbers, in increasing order."""
+        return sorted(int(v) for v in self.w1_exploits.split(",") if v.strip())
 
     @property
     def receiver(self) -> int:
@@ -463,8 +547,32 @@ def scheme_list(p: Params) -> list[str]:
             + [f"reflex-r{_pct(r)}" for r in p.r_list])
 
 
+def exploit_sweep(p: Params) -> list[tuple[int, str]]:
+    """Fig. 8's points: (D_exploit, scheme) per ``w1_exploits`` value, ReFlex
+    at ``w1_exploit_alpha``; at the network's own D_exploit the scheme as
+    scheme_list names it."""
+    alpha = f"reflex-a{_pct(p.w1_exploit_alpha)}"
+    own = alpha in scheme_list(p)
+    return [(e, alpha if e == p.exploit and own else f"{alpha}{EXPLOIT_TAG}{e}")
+            for e in p.exploit_list]
+
+
+def w1_scheme_list(p: Params) -> list[str]:
+    """Workload 1's schemes: scheme_list, then the exploit sweep's others."""
+    base = scheme_list(p)
+    return base + [s for _, s in exploit_sweep(p) if s not in base]
+
+
+def scheme_exploit(scheme: str) -> int | None:
+    """The D_exploit a sweep's scheme name sets (None: the network's)."""
+    head, sep, tail = scheme.rpartition(EXPLOIT_TAG)
+    return int(tail) if sep and head.startswith("reflex-") and tail.isdigit() else None
+
+
 def reflex_params(scheme: str) -> tuple[float, float] | None:
     """(alpha, r) of a ReFlex scheme name, None for a fixed scheme."""
+    if scheme_exploit(scheme) is not None:
+        scheme = scheme.rpartition(EXPLOIT_TAG)[0]
     if scheme.startswith("reflex-a"):
         return int(scheme[8:]) / 100, 1.0
     if scheme.startswith("reflex-r"):
@@ -672,6 +780,9 @@ def _add_flow(per_host: dict[int, list[FlowSpec]], p: Params, a: Arrival, count:
         extra["dscp"] = DSCP_LOW if fixed.flexible == "low" else DSCP_HIGH
         if rp is not None:
             extra["flexible"] = flexible_spec(p, *rp)
+            exploit = scheme_exploit(scheme)
+            if exploit is not None:
+                extra["flexible"]["exploit"] = exploit
     add_flow(per_host, a.sender, p.receiver, common, extra)
 
 
@@ -739,7 +850,7 @@ def _phase_w2(p: Params, scheme: str, seed: int, workload: int = 2) -> PhasePlan
 
 def plan(p: Params) -> RunPlan:
     wl = p.workload_list
-    phases = tuple([_phase(p, s, seed) for s in scheme_list(p) for seed in p.seed_list]
+    phases = tuple([_phase(p, s, seed) for s in w1_scheme_list(p) for seed in p.seed_list]
                    if 1 in wl else [])
     if 2 in wl:
         phases += tuple(_phase_w2(p, s, seed) for s in scheme_list(p) for seed in p.seed_list)
@@ -858,6 +969,19 @@ class WorkloadRun:
 
 
 @dataclass(frozen=True)
+class W1Run(WorkloadRun):
+    """Workload 1's phase: ``fct_s`` every flow's FCT by name (both classes,
+    counted or not), and against ``none`` on the same draw (None there) the
+    counted flexible flows' share slowed below SLOW_SPEEDUP and the counted
+    regular flows' share slowed below WORSE_SPEEDUP (a worse FCT; Fig. 14)."""
+
+    share_below_080: float | None = field(default=None,
+                                          metadata=json_key("flexible.share_below_080"))
+    share_below_100: float | None = field(default=None,
+                                          metadata=json_key("regular.share_below_100"))
+
+
+@dataclass(frozen=True)
 class W3Run(WorkloadRun):
     """Workload 3's phase: workload 2's figures (``regular_fct_s`` by flow
     name), the regular flows per size class (SIZE_CLASSES) and the flexible
@@ -881,7 +1005,7 @@ def _class_stats(kind: str, xs: list[float], phase: str,
 
 
 def phase_result(data: PhaseData, flows: list[Arrival], size: int,
-                 counted: list[Arrival] | None = None) -> WorkloadRun:
+                 counted: list[Arrival] | None = None) -> W1Run:
     """Workload 1's figures of one phase: every flow's FCT (``fct_s``), the
     statistics of the ``counted`` ones (default: all)."""
     fct = flow_fcts(data, flows)
@@ -893,7 +1017,7 @@ def phase_result(data: PhaseData, flows: list[Arrival], size: int,
         _class_stats("flexible", flex, data.name)
     got = sum(data.flow_end(a.name, "receiver")["bytes"] for a in counted
               if a.kind == "flexible")
-    return WorkloadRun(
+    return W1Run(
         regular=regular,
         flexible=_class_stats("flexible", flex, data.name,
                               round(got / (size * len(flex)), 4)),
@@ -951,10 +1075,12 @@ def w2_phase_result(data: PhaseData, draw: W2Draw, size: int,
 class ClassSpread:
     """One class of flows under one scheme over the draws (``seed_spread``):
     FCTs, speed-ups against ``none`` on the same draw (not for ``none``), the
-    flow count; the flexible flows' delivered fraction and, in workload 3,
-    their share slowed below SLOW_SPEEDUP."""
+    flow count; the flexible flows' delivered fraction and, in workloads 1
+    and 3, their share slowed below SLOW_SPEEDUP; in workload 1 the regular
+    flows' share slowed below WORSE_SPEEDUP."""
 
     share_below_080: Spread | None = field(metadata=OMIT_IF_NONE)
+    share_below_100: Spread | None = field(metadata=OMIT_IF_NONE)
     mean_fct_s: Spread
     mean_speedup: Spread | None = field(metadata=OMIT_IF_NONE)
     p99_fct_s: Spread
@@ -981,14 +1107,16 @@ def _speedup(got: float | None, was: float | None) -> float | None:
 def _class_spread(runs: list[WorkloadRun], base: list[WorkloadRun], kind: str,
                   against_none: bool) -> ClassSpread:
     pairs = [(run.figures(kind), ref.figures(kind)) for run, ref in zip(runs, base, strict=True)]
-    w3 = [r.share_below_080 for r in runs if isinstance(r, W3Run)]
+    below_080 = [r.share_below_080 for r in runs if isinstance(r, (W1Run, W3Run))]
+    below_100 = [r.share_below_100 for r in runs if isinstance(r, W1Run)]
 
     def speedup(stat: Callable[[ClassFigures], float | None]) -> Spread | None:
         return (seed_spread(_speedup(stat(f), stat(ref)) for f, ref in pairs)
                 if against_none else None)
 
     return ClassSpread(
-        share_below_080=seed_spread(w3) if kind == "flexible" and w3 else None,
+        share_below_080=seed_spread(below_080) if kind == "flexible" and below_080 else None,
+        share_below_100=seed_spread(below_100) if kind == "regular" and below_100 else None,
         mean_fct_s=seed_spread(f.mean_fct_s for f, _ in pairs),
         mean_speedup=speedup(lambda f: f.mean_fct_s),
         p99_fct_s=seed_spread(f.p99_fct_s for f, _ in pairs),
@@ -1024,14 +1152,52 @@ def speedups(per_seed: dict[str, list[WorkloadRun]],
 
 
 @dataclass(frozen=True)
+class ExploitSweep:
+    """Fig. 8: workload 1 under ReFlex at ``alpha`` (r = 1) per D_exploit
+    (``exploits``, increasing; ``schemes`` their phases' names), the regular
+    flows' mean and p99 FCT (testbed seconds, mean over seeds) at each, and
+    per seed the change from the shortest exploit phase to the longest of
+    the p99 and the mean (relative: -0.1 is 10% shorter)."""
+
+    alpha: float
+    exploits: list[int]
+    schemes: list[str]
+    regular_mean_fct_s: list[float | None]
+    regular_p99_fct_s: list[float | None]
+    regular_p99_change: Spread
+    regular_mean_change: Spread
+
+
+def exploit_result(p: Params, w1: dict[str, SchemeResult]) -> ExploitSweep:
+    """Fig. 8's figures from workload 1's schemes (exploit_sweep)."""
+    sweep = exploit_sweep(p)
+    cells = [w1[scheme].classes["regular"] for _, scheme in sweep]
+    first, last = w1[sweep[0][1]].runs, w1[sweep[-1][1]].runs
+
+    def change(stat: Callable[[ClassFigures], float | None]) -> Spread:
+        def one(a: WorkloadRun, b: WorkloadRun) -> float | None:
+            x, y = stat(a.regular), stat(b.regular)
+            return None if x is None or y is None else round(y / x - 1, 4)
+        return seed_spread(one(a, b) for a, b in zip(first, last, strict=True))
+
+    return ExploitSweep(
+        alpha=p.w1_exploit_alpha, exploits=[e for e, _ in sweep], schemes=[s for _, s in sweep],
+        regular_mean_fct_s=[c.mean_fct_s.mean for c in cells],
+        regular_p99_fct_s=[c.p99_fct_s.mean for c in cells],
+        regular_p99_change=change(lambda f: f.p99_fct_s),
+        regular_mean_change=change(lambda f: f.mean_fct_s))
+
+
+@dataclass(frozen=True)
 class Results(Summary):
     schemes: list[str]
     workloads: list[int]
-    paper: dict[str, float]
+    paper: dict[str, float | None]
     paper_fct_ms: dict[str, int]
     flow_bytes: int
     measure_window_s: tuple[float, float] | None
     w1: dict[str, SchemeResult] | None = field(default=None, metadata=OMIT_IF_NONE)
+    w1_exploit: ExploitSweep | None = field(default=None, metadata=OMIT_IF_NONE)
     w2: dict[str, SchemeResult] | None = field(default=None, metadata=OMIT_IF_NONE)
     w2_regular_bytes: int | None = field(default=None, metadata=OMIT_IF_NONE)
     paper_w2: dict[str, int] | None = field(default=None, metadata=OMIT_IF_NONE)
@@ -1043,12 +1209,20 @@ def analyze(run_dir: Path) -> Results:
     p = _params(run_dir)
     size = flow_count(p) * p.msg_bytes
     w1 = w2 = w3 = None
+    w1_exploit = None
     if 1 in p.workload_list:
         draws = {s: arrivals(p, s) for s in p.seed_list}
-        w1 = speedups({scheme: [
+        w1_runs = {scheme: [
             phase_result(load_phase(run_dir, phase_name(scheme, s)), draws[s], size,
                          measured(p, draws[s]))
-            for s in p.seed_list] for scheme in scheme_list(p)})
+            for s in p.seed_list] for scheme in w1_scheme_list(p)}
+        # Fig. 14: each scheme's per-flow shares against none on the same draw
+        w1_shared: dict[str, list[WorkloadRun]] = {scheme: list(runs) if scheme == "none" else [
+            w1_shares(run, ref, measured(p, draws[s]))
+            for run, ref, s in zip(runs, w1_runs["none"], p.seed_list, strict=True)]
+            for scheme, runs in w1_runs.items()}
+        w1 = speedups(w1_shared)
+        w1_exploit = exploit_result(p, w1) if p.exploit_list else None
     if 2 in p.workload_list:
         w2d = {s: w2_arrivals(p, s) for s in p.seed_list}
         counted = {s: {a.name for a in measured(p, d.flexible) + measured(p, d.regular)}
@@ -1072,7 +1246,7 @@ def analyze(run_dir: Path) -> Results:
         schemes=scheme_list(p), workloads=p.workload_list, paper=dict(REFERENCE),
         paper_fct_ms=dict(REFERENCE_FCT_MS), flow_bytes=size,
         measure_window_s=p.measure_window_s,
-        w1=w1, w2=w2, w2_regular_bytes=p.w2_msg_bytes if w2 is not None else None,
+        w1=w1, w1_exploit=w1_exploit, w2=w2, w2_regular_bytes=p.w2_msg_bytes if w2 is not None else None,
         paper_w2=dict(PAPER_W2) if w2 is not None else None,
         w3=w3, paper_w3=dict(PAPER_W3) if w3 is not None else None)
 
@@ -1104,8 +1278,39 @@ def share_below(run: WorkloadRun, ref: WorkloadRun, limit: float = SLOW_SPEEDUP)
     names = sorted(ref.fct_s)
     if not names or set(names) != set(run.fct_s):
         raise ValueError("share_below: the runs measure different flexible flows")
-    slow = sum(ref.fct_s[k] / run.fct_s[k] < limit for k in names)
-    return round(slow / len(names), 4)
+    return slowed_share(run.fct_s, ref.fct_s, names, limit)
+
+
+def slowed_share(fct: dict[str, float], ref: dict[str, float], names: Iterable[str],
+                 limit: float) -> float:
+    """The share of the flows ``names`` whose speed-up, ``ref``'s FCT over
+    ``fct``'s (the same flow without prioritization and under a scheme), is
+    below ``limit``; a flow with the same FCT in both has speed-up 1."""
+    flows = list(names)
+    if not flows:
+        raise ValueError("slowed_share: no flow to count")
+    missing = [k for k in flows if k not in fct or k not in ref]
+    if missing:
+        raise ValueError(f"slowed_share: no FCT of {', '.join(missing)} in both runs")
+    return round(sum(ref[k] / fct[k] < limit for k in flows) / len(flows), 4)
+
+
+def w1_shares(run: W1Run, ref: W1Run, counted: list[Arrival]) -> W1Run:
+    """Workload 1's run with its per-flow shares against ``ref`` (``none`` on
+    the same draw) over the ``counted`` flows: the flexible ones slowed below
+    SLOW_SPEEDUP, the regular ones below WORSE_SPEEDUP (Fig. 14)."""
+    def names(kind: str) -> list[str]:
+        return [a.name for a in counted if a.kind == kind]
+
+    return dataclasses.replace(
+        run, share_below_080=slowed_share(run.fct_s, ref.fct_s, names("flexible"), SLOW_SPEEDUP),
+        share_below_100=slowed_share(run.fct_s, ref.fct_s, names("regular"), WORSE_SPEEDUP))
+
+
+def flow_speedups(run: WorkloadRun, ref: WorkloadRun, names: Iterable[str]) -> list[float]:
+    """The speed-up of each of the flows ``names``: its FCT in ``ref`` over
+    its FCT in ``run``."""
+    return [ref.fct_s[k] / run.fct_s[k] for k in names]
 
 
 W3_KINDS = ("regular", "flexible", *(name for name, _ in SIZE_CLASSES))
@@ -1127,8 +1332,8 @@ def _speedup_plot(res: dict[str, SchemeResult], p: Params, workload: int, out: P
             got = [c.mean for c in cells]
             err = [[_sub(c.mean, c.min) for c in cells], [_sub(c.max, c.mean) for c in cells]]
             ax.bar([i + off for i in x], got, 0.4, yerr=err, capsize=3, label=f"{stat}")
-            ref = [(i + off, REFERENCE[f"{key_w}.{s}.{kind}.{key}"])
-                   for i, s in enumerate(others) if f"{key_w}.{s}.{kind}.{key}" in REFERENCE]
+            ref = [(i + off, PAPER_VALUES[f"{key_w}.{s}.{kind}.{key}"])
+                   for i, s in enumerate(others) if f"{key_w}.{s}.{kind}.{key}" in PAPER_VALUES]
             if ref:
                 ax.plot([a for a, _ in ref], [b for _, b in ref], "k*", markersize=10,
                         label=f"paper {stat}")
@@ -1152,6 +1357,99 @@ def _regular_fcts(run: WorkloadRun) -> list[float]:
     """A workload-2 or -3 run's regular flows' FCTs."""
     fcts = run.regular_fct_s
     return list(fcts.values()) if isinstance(fcts, dict) else list(fcts or ())
+
+
+def _cdf(xs: list[float]) -> tuple[list[float], list[float]]:
+    """Points of the empirical CDF of sorted ``xs`` for a post-step line, from
+    0 at the first value."""
+    return [xs[0], *xs], [0.0, *((i + 1) / len(xs) for i in range(len(xs)))]
+
+
+def _w1_cdf_plot(res: dict[str, SchemeResult], p: Params, out: Path) -> Path:
+    """Workload 1 per flow (Fig. 14): the CDFs of the counted flows' speed-ups
+    against the same flow without prioritization (top: regular, flexible)
+    and of their FCTs (bottom), every draw's flows together; the paper's
+    shares are marked at their speed-ups (1 for regular, 0.8 for flexible)."""
+    import matplotlib.pyplot as plt
+
+    from testbed.plotting import save_figure
+
+    counted = {s: measured(p, arrivals(p, s)) for s in p.seed_list}
+    base = res["none"].runs
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    for col, (kind, limit, stat) in enumerate((("regular", WORSE_SPEEDUP, "share_below_100"),
+                                              ("flexible", SLOW_SPEEDUP, "share_below_080"))):
+        top, bottom = axes[0][col], axes[1][col]
+        for scheme in scheme_list(p):
+            runs = res[scheme].runs
+            fcts = sorted(run.fct_s[a.name] * 1e3 / p.slowdown
+                          for run, s in zip(runs, p.seed_list, strict=True)
+                          for a in counted[s] if a.kind == kind)
+            line = bottom.step(*_cdf(fcts), where="post", label=scheme)
+            if scheme == "none":
+                continue
+            ups = sorted(x for run, ref, s in zip(runs, base, p.seed_list, strict=True)
+                         for x in flow_speedups(run, ref, [a.name for a in counted[s]
+                                                           if a.kind == kind]))
+            got = getattr(res[scheme].classes[kind], stat)
+            share = f", {got.mean * 100:.1f}% < {limit:g}x" if got and got.mean is not None else ""
+            top.step(*_cdf(ups), where="post", color=line[0].get_color(),
+                     label=f"{scheme}{share}")
+            paper = PAPER_VALUES.get(f"w1.{scheme}.{kind}.{stat}")
+            if paper is not None:
+                top.plot([limit], [paper], "*", color=line[0].get_color(), markersize=12,
+                         markeredgecolor="k", label=f"paper {scheme}: {paper * 100:g}%")
+        top.axvline(limit, color="grey", lw=0.8, ls="--")
+        top.set_xlabel("speed-up: FCT(none) / FCT(scheme), per flow")
+        top.set_ylabel(f"fraction of {kind} flows")
+        top.set_title(f"{kind} flows: speed-up (share below {limit:g}x)")
+        top.legend(fontsize=8)
+        bottom.set_xlabel(f"FCT (ms of the modelled {p.modelled_link} network)")
+        bottom.set_ylabel(f"fraction of {kind} flows")
+        bottom.set_title(f"{kind} flows: FCT")
+        bottom.legend(fontsize=8)
+    fig.suptitle(f"{NAME}: workload 1 per flow (Fig. 14), {p.seeds} draw(s), "
+                 f"{sum(len(c) for c in counted.values())} flows counted")
+    return save_figure(fig, out)
+
+
+def _exploit_plot(w1: dict[str, SchemeResult], sweep: ExploitSweep, p: Params,
+                  out: Path) -> Path:
+    """Fig. 8: the measured regular flows' FCT under ReFlex at w1_exploit_alpha
+    per D_exploit (mean, median, p90, p99 of every draw's flows together),
+    no prioritization's dashed."""
+    import matplotlib.pyplot as plt
+
+    from testbed.plotting import save_figure
+
+    counted = {s: [a.name for a in measured(p, arrivals(p, s)) if a.kind == "regular"]
+               for s in p.seed_list}
+
+    def fcts(scheme: str) -> list[float]:
+        return sorted(run.fct_s[k] * 1e3 / p.slowdown
+                      for run, s in zip(w1[scheme].runs, p.seed_list, strict=True)
+                      for k in counted[s])
+
+    stats: tuple[tuple[str, Callable[[list[float]], float]], ...] = (
+        ("mean", statistics.fmean), ("median", statistics.median),
+        ("p90", lambda xs: xs[max(0, math.ceil(0.9 * len(xs)) - 1)]), ("p99", p99))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    base = fcts("none")
+    for name, stat in stats:
+        line = ax.plot(sweep.exploits, [stat(fcts(s)) for s in sweep.schemes], "o-",
+                       label=name)
+        ax.axhline(stat(base), color=line[0].get_color(), ls="--", lw=0.8)
+    ax.set_xticks(sweep.exploits)
+    ax.set_xlabel("D_exploit (T_int), with D_warmup = D_measure = 1")
+    ax.set_ylabel(f"regular flows' FCT (ms of the modelled {p.modelled_link} network)")
+    change = sweep.regular_p99_change.mean
+    ax.set_title(f"workload 1, ReFlex alpha {sweep.alpha:g} (dashed: no prioritization)"
+                 + (f"; p99 {change * 100:+.1f}% from D_exploit {sweep.exploits[0]} to "
+                    f"{sweep.exploits[-1]}" if change is not None else ""), fontsize=9)
+    ax.legend(fontsize=8)
+    fig.suptitle(f"{NAME}: Fig. 8, {p.seeds} draw(s), "
+                 f"{sum(len(c) for c in counted.values())} regular flows")
+    return save_figure(fig, out)
 
 
 def _fct_cdf_plot(res: dict[str, SchemeResult], p: Params, out: Path) -> Path:
@@ -1191,8 +1489,8 @@ def _w3_plot(res: dict[str, SchemeResult], p: Params, out: Path) -> Path:
             xs = [(i + off, g.mean) for i, g in enumerate(got)
                   if g is not None and g.mean is not None]
             ax.bar([x for x, _ in xs], [v for _, v in xs], 0.4, label=stat)
-        ref = [(i + 0.2, REFERENCE[f"w3.{scheme}.{k}.p99_speedup"]) for i, k in enumerate(kinds)
-               if f"w3.{scheme}.{k}.p99_speedup" in REFERENCE]
+        ref = [(i + 0.2, PAPER_VALUES[f"w3.{scheme}.{k}.p99_speedup"])
+               for i, k in enumerate(kinds) if f"w3.{scheme}.{k}.p99_speedup" in PAPER_VALUES]
         if ref:
             ax.plot([a for a, _ in ref], [b for _, b in ref], "k*", markersize=10,
                     label="paper p99")
@@ -1202,7 +1500,7 @@ def _w3_plot(res: dict[str, SchemeResult], p: Params, out: Path) -> Path:
                                           for k, n in zip(kinds, ns, strict=True)])
         below = cell["flexible"].share_below_080
         share = below.mean if below is not None else None
-        paper = REFERENCE.get(f"w3.{scheme}.flexible.share_below_080")
+        paper = PAPER_VALUES.get(f"w3.{scheme}.flexible.share_below_080")
         title = scheme
         if share is not None:
             title += f": flexible < {SLOW_SPEEDUP}x {share * 100:.1f}%"
@@ -1222,12 +1520,16 @@ def plot(run_dir: Path) -> list[Path]:
     outs = phase_timelines(
         p, run_dir, ((phase_name(scheme, seed, w), f"{NAME} - workload {w}, {scheme}, "
                                                    f"seed {seed} ({p.rate_label})")
-                     for w in p.workload_list for scheme in scheme_list(p)
+                     for w in p.workload_list
+                     for scheme in (w1_scheme_list(p) if w == 1 else scheme_list(p))
                      for seed in p.seed_list),
         port=p.receiver)
     plots = Path(run_dir) / "plots"
     if res.w1 is not None:
         outs.append(_speedup_plot(res.w1, p, 1, plots / "speedups.png"))
+        outs.append(_w1_cdf_plot(res.w1, p, plots / "w1_speedup_cdf.png"))
+    if res.w1_exploit is not None and res.w1 is not None:
+        outs.append(_exploit_plot(res.w1, res.w1_exploit, p, plots / "w1_exploit.png"))
     if res.w2 is not None:
         outs.append(_speedup_plot(res.w2, p, 2, plots / "w2_speedups.png"))
         outs.append(_fct_cdf_plot(res.w2, p, plots / "w2_fct_cdf.png"))

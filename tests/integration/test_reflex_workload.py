@@ -49,7 +49,7 @@ def test_quick_workload_run(tmp_path: Path) -> None:
         assert len(w3["runs"][0]["regular_fct_s"]) == len(draw3.regular) >= 5
         assert sum(w3[c]["n"] for c, _ in rw.SIZE_CLASSES) == len(draw3.regular)
         assert w3["flexible"]["delivered_fraction"] == 1.0
-    names = ("speedups", "w2_speedups", "w2_fct_cdf", "w3_speedups",
+    names = ("speedups", "w1_speedup_cdf", "w2_speedups", "w2_fct_cdf", "w3_speedups",
              *(rw.phase_name(x, 0, w) for x in schemes for w in (1, 2, 3)))
     for name in names:
         png = out / "plots" / f"{name}.png"

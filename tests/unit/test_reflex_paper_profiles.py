@@ -197,7 +197,13 @@ def test_reflex_workload_paper_profile_is_section_6_5() -> None:
     assert p.payload == "phantom"
     # the sweeps cut to the baselines and alpha 0.8, what the claims judge
     assert rw.scheme_list(p) == ["none", "weighted-9:1", "reflex-a080"]
-    assert {c.key.split(".")[1] for c in rw.CLAIMS} <= set(rw.scheme_list(p))
+    per_scheme = [c for c in rw.CLAIMS if not c.key.startswith("w1_exploit.")]
+    assert {c.key.split(".")[1] for c in per_scheme} <= set(rw.scheme_list(p))
+    # Fig. 8: workload 1 also runs ReFlex at alpha 0.8 with D_exploit 1 and 5
+    assert rw.exploit_sweep(p) == [(1, "reflex-a080-e1"), (3, "reflex-a080"),
+                                   (5, "reflex-a080-e5")]
+    assert rw.w1_scheme_list(p) == ["none", "weighted-9:1", "reflex-a080", "reflex-a080-e1",
+                                    "reflex-a080-e5"]
     cuts = scaled_down_from(rw)
     assert set(cuts) == {"alphas", "rs"}
     sweep = "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1"

@@ -153,9 +153,102 @@ def test_speedups_are_fct_without_priority_over_fct_with_it(tmp_path: Path) -> N
 def test_plots_draw_every_phase_and_the_speedups(tmp_path: Path) -> None:
     p = _write_quick_run(tmp_path)
     paths = rw.plot(tmp_path)
-    assert len(paths) == 4
+    assert len(paths) == 5
     assert_plots(paths, tmp_path, [f"{rw.phase_name(s, 0)}.png" for s in rw.scheme_list(p)]
-                 + ["speedups.png"])
+                 + ["speedups.png", "w1_speedup_cdf.png"])
+
+
+def _w1_phase(run: Path, name: str, p: rw.Params, fct: dict[str, float],
+              default: dict[str, float]) -> None:
+    """Events of a workload-1 phase: flow ``a`` completes ``fct[a.name]``
+    (default ``default[a.kind]``) after its start."""
+    d = run / "phases" / name
+    d.mkdir(parents=True)
+    size = rw.flow_count(p) * p.msg_bytes
+    evs: list[dict[str, Any]] = [{"event": "start", "t_ns": T0, "host": "h1"}]
+    for a in rw.arrivals(p, 0):
+        took = fct.get(a.name, default[a.kind])
+        evs += _flow_done(a, T0 + int(a.start_s * 1e9) + int(took * 1e9), size)
+    (d / "h1.events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs))
+
+
+def test_w1_per_flow_shares_count_the_measured_flows_slowed(tmp_path: Path) -> None:
+    """Fig. 14: against the same flow without prioritization, the share of
+    measured regular flows with a worse FCT (speed-up below 1; an equal FCT
+    is no slow-down) and of measured flexible flows below 0.8x; the flows
+    arriving outside the measure window do not count."""
+    p = dataclasses.replace(rw.Params.quick(), workloads="1", run_warmup_ms=20.0,
+                            run_measure_ms=150.0, run_cooldown_ms=20.0)
+    flows = rw.arrivals(p, 0)
+    counted = rw.measured(p, flows)
+    reg = [a.name for a in counted if a.kind == "regular"]
+    flex = [a.name for a in counted if a.kind == "flexible"]
+    outside = [a for a in flows if a not in counted]
+    assert len(reg) >= 5 and len(flex) >= 5 and outside, (len(reg), len(flex), len(outside))
+    write_plan(tmp_path, rw, p)
+    _w1_phase(tmp_path, "w1-none", p, {}, {"regular": 2.0, "flexible": 2.0})
+    # 9:1: two regular flows slower (2.5 s), one as fast (2.0 s), the rest
+    # twice as fast; three flexible flows at 0.67x, the rest at 0.91x; every
+    # flow outside the window slowed to 0.5x, which must not count.
+    slow = {a.name: 4.0 for a in outside}
+    _w1_phase(tmp_path, "w1-weighted-9:1", p,
+              {reg[0]: 2.5, reg[1]: 2.5, reg[2]: 2.0, flex[0]: 3.0, flex[1]: 3.0, flex[2]: 3.0,
+               **slow}, {"regular": 1.0, "flexible": 2.2})
+    # ReFlex: every regular flow as without prioritization (none worse); one
+    # flexible flow at 0.77x, one at 0.8x exactly (not below), the rest 1x.
+    _w1_phase(tmp_path, "w1-reflex-a080", p, {flex[0]: 2.6, flex[1]: 2.5, **slow},
+              {"regular": 2.0, "flexible": 2.0})
+    r = results_json(rw.analyze(tmp_path))
+    w = r["w1"]
+    assert w["none"]["regular"]["n"] == len(reg) and w["none"]["flexible"]["n"] == len(flex)
+    got = {key: w[scheme][kind][stat] for key in rw.REFERENCE if key.startswith("w1.")
+           and "share" in key for scheme, kind, stat in [key.split(".")[1:]]}
+    assert got == {
+        "w1.weighted-9:1.regular.share_below_100": round(2 / len(reg), 4),
+        "w1.weighted-9:1.flexible.share_below_080": round(3 / len(flex), 4),
+        "w1.reflex-a080.regular.share_below_100": 0.0,
+        "w1.reflex-a080.flexible.share_below_080": round(1 / len(flex), 4)}
+    assert w["weighted-9:1"]["flexible"]["share_below_080_seeds"] == [round(3 / len(flex), 4)]
+    assert w["none"]["regular"]["share_below_100"] is None
+    assert w["none"]["flexible"]["share_below_080"] is None
+    assert "share_below_100" not in w["weighted-9:1"]["flexible"]
+    assert "share_below_080" not in w["weighted-9:1"]["regular"]
+    run = w["weighted-9:1"]["runs"][0]
+    assert run["flexible.share_below_080"] == round(3 / len(flex), 4)
+    assert run["regular.share_below_100"] == round(2 / len(reg), 4)
+    # every workload-1 flow keeps its FCT, counted or not
+    assert len(run["fct_s"]) == len(flows)
+    # the Fig. 14 claims resolve to these numbers, per seed
+    fig14 = [c for c in rw.CLAIMS if c.figure == "Fig. 14"]
+    assert {c.key for c in fig14} == set(got)
+    for c in fig14:
+        _w, scheme, kind, stat = c.key.split(".")
+        assert w[scheme][kind][f"{stat}_seeds"] == [got[c.key]]
+    paths = rw.plot(tmp_path)
+    assert_plots(paths[-2:], tmp_path, ["speedups.png", "w1_speedup_cdf.png"])
+
+
+def test_w1_fig14_claims_hold_the_papers_shares_within_10_percent() -> None:
+    by = {c.key: c for c in rw.CLAIMS if c.figure == "Fig. 14"}
+    assert {k: c.paper for k, c in by.items()} == {
+        "w1.weighted-9:1.regular.share_below_100": 0.24,
+        "w1.reflex-a080.regular.share_below_100": 0.45,
+        "w1.weighted-9:1.flexible.share_below_080": 0.325,
+        "w1.reflex-a080.flexible.share_below_080": 0.145}
+    for c in by.values():
+        assert c.rel_tol == 0.10 and c.abs_tol == 0 and c.direction is None
+        assert c.per_seed == f"{c.key}_seeds" and c.plots == ("w1_speedup_cdf.png",)
+    c = by["w1.reflex-a080.flexible.share_below_080"]
+    assert c.size_holds(0.155) and not c.size_holds(0.167) and not c.size_holds(0.13)
+
+
+def test_slowed_share_refuses_flows_it_cannot_compare() -> None:
+    assert rw.slowed_share({"a": 2.0, "b": 1.0}, {"a": 1.0, "b": 1.0}, ["a", "b"], 1.0) == 0.5
+    assert rw.slowed_share({"a": 1.0}, {"a": 1.0}, ["a"], 1.0) == 0.0
+    with pytest.raises(ValueError, match="no flow to count"):
+        rw.slowed_share({"a": 1.0}, {"a": 1.0}, [], 1.0)
+    with pytest.raises(ValueError, match="no FCT of b in both runs"):
+        rw.slowed_share({"a": 1.0, "b": 1.0}, {"a": 1.0}, ["a", "b"], 1.0)
 
 
 def test_quick_keeps_the_papers_mechanism_and_the_claims_points() -> None:
@@ -164,7 +257,10 @@ def test_quick_keeps_the_papers_mechanism_and_the_claims_points() -> None:
         assert getattr(quick, f) == getattr(full, f), f
     assert quick.load == full.load == 0.4 and quick.flexible_share == 0.5
     schemes = set(rw.scheme_list(quick))
-    assert {c.key.split(".")[1] for c in rw.CLAIMS} <= schemes
+    per_scheme = [c for c in rw.CLAIMS if not c.key.startswith("w1_exploit.")]
+    assert {c.key.split(".")[1] for c in per_scheme} <= schemes
+    # Fig. 8's claim needs the exploit sweep, which the paper profile runs
+    assert len(per_scheme) == len(rw.CLAIMS) - 1 and rw.Params.paper().exploit_list
 
 
 # ---------------------------------------------------------------------------
@@ -481,7 +577,8 @@ def test_w3_statistics_per_size_class_and_the_slowed_flexible_share(tmp_path: Pa
 
 def test_w3_claims_keep_the_workload_claims_tolerance_and_direction() -> None:
     by = {c.key: c for c in rw.CLAIMS}
-    assert all(c.rel_tol == 0.10 and c.abs_tol == 0 for c in rw.CLAIMS)
+    assert all(c.rel_tol == 0.10 and c.abs_tol == 0 for c in rw.CLAIMS if c.paper is not None)
+    assert [c.figure for c in rw.CLAIMS if c.paper is None] == ["Fig. 8"]
     assert by["w3.weighted-9:1.large.p99_speedup"].direction == "above"
     # ReFlex's tiny flows: 1.00x, no effect, so no side of 1 to judge
     assert by["w3.reflex-a080.tiny.p99_speedup"].direction is None
@@ -501,3 +598,97 @@ def test_w3_bad_inputs_are_refused_with_their_reason() -> None:
         rw.share_below(_run({"flex000": 1.0}), _run({"flex001": 1.0}))
     with pytest.raises(ValueError, match="subset of 1,2,3"):
         rw.Params(workloads="3,4")
+
+
+# ---------------------------------------------------------------------------
+# workload 1 over D_exploit (Fig. 8)
+
+
+def test_exploit_sweep_runs_reflex_at_each_exploit_phase_on_the_same_flows() -> None:
+    p = dataclasses.replace(rw.Params.quick(), workloads="1", w1_exploits="5,1,3")
+    assert p.exploit_list == [1, 3, 5] and p.exploit == 3
+    assert rw.exploit_sweep(p) == [(1, "reflex-a080-e1"), (3, "reflex-a080"),
+                                   (5, "reflex-a080-e5")]
+    by = {ph.name: ph for ph in rw.plan(p).phases}
+    assert list(by) == ["w1-none", "w1-weighted-9:1", "w1-reflex-a080", "w1-reflex-a080-e1",
+                        "w1-reflex-a080-e5"]
+    assert rw.reflex_params("reflex-a080-e5") == (0.8, 1.0)
+    assert rw.scheme_exploit("reflex-a080-e5") == 5 and rw.scheme_exploit("reflex-a080") is None
+    assert rw.scheme_exploit("weighted-9:1") is None
+
+    def senders(name: str) -> dict[str, Any]:
+        return {f.flow: f for j in by[name].jobs.values() for f in j.flows if f.role == "sender"}
+    for name, exploit in (("w1-reflex-a080", 3), ("w1-reflex-a080-e1", 1),
+                          ("w1-reflex-a080-e5", 5)):
+        flows = senders(name)
+        flex = [f for f in flows.values() if f.flow.startswith("flex")]
+        assert {f.flexible["exploit"] for f in flex} == {exploit}
+        assert {(f.flexible["alpha"], f.flexible["warmup"], f.flexible["measure"])
+                for f in flex} == {(0.8, 1, 1)}
+        # the flows keep their size and arrivals whatever the exploit phase
+        assert {n: (f.count, f.start_delay_s) for n, f in flows.items()} == {
+            n: (f.count, f.start_delay_s) for n, f in senders("w1-reflex-a080").items()}
+        assert by[name].commands == by["w1-reflex-a080"].commands
+    # without alpha 0.8 among the schemes, the network's own exploit runs as a point too
+    q = dataclasses.replace(p, alphas="0.5", w1_exploits="3,6")
+    assert rw.exploit_sweep(q) == [(3, "reflex-a080-e3"), (6, "reflex-a080-e6")]
+    assert rw.Params.paper().w1_exploits == "1,3,5"
+    # another alpha for the sweep: its own schemes beside the alphas' ones
+    a5 = dataclasses.replace(p, w1_exploit_alpha=0.5, w1_exploits="1,3")
+    assert rw.exploit_sweep(a5) == [(1, "reflex-a050-e1"), (3, "reflex-a050-e3")]
+    assert rw.reflex_params("reflex-a050-e1") == (0.5, 1.0)
+    assert [ph.name for ph in rw.plan(a5).phases][3:] == ["w1-reflex-a050-e1",
+                                                          "w1-reflex-a050-e3"]
+    assert rw.Params().exploit_list == [] and rw.Params.quick().exploit_list == []
+
+
+@pytest.mark.parametrize("value", ["3", "1,1", "0,3", "x,3"])
+def test_exploit_sweep_needs_two_distinct_phases(value: str) -> None:
+    with pytest.raises(ValueError, match="w1_exploits"):
+        rw.Params(w1_exploits=value)
+    with pytest.raises(ValueError, match="w1_exploit_alpha in"):
+        rw.Params(w1_exploits="1,3", w1_exploit_alpha=1.5)
+    with pytest.raises(ValueError, match="w1_exploits"):
+        rw.Params(workloads="2", w1_exploits="1,3")
+
+
+def test_exploit_sweep_reports_the_regular_p99_change(tmp_path: Path) -> None:
+    """The regular flows' FCT per D_exploit, and per seed the relative change
+    of their p99 and mean from the shortest exploit phase to the longest."""
+    p = dataclasses.replace(rw.Params.quick(), workloads="1", w1_exploits="1,3,5")
+    write_plan(tmp_path, rw, p)
+    reg = [a.name for a in rw.arrivals(p, 0) if a.kind == "regular"]
+    _w1_phase(tmp_path, "w1-none", p, {reg[0]: 4.0}, {"regular": 2.0, "flexible": 2.0})
+    _w1_phase(tmp_path, "w1-weighted-9:1", p, {}, {"regular": 1.0, "flexible": 4.0})
+    # the slowest regular flow 5.0 s at D_exploit 1, 4.0 at 3, 3.0 at 5; the
+    # others 2.0, 1.8, 1.6
+    for scheme, slow, rest in (("reflex-a080-e1", 5.0, 2.0), ("reflex-a080", 4.0, 1.8),
+                               ("reflex-a080-e5", 3.0, 1.6)):
+        _w1_phase(tmp_path, f"w1-{scheme}", p, {reg[0]: slow},
+                  {"regular": rest, "flexible": 2.2})
+    r = results_json(rw.analyze(tmp_path))
+    ex = r["w1_exploit"]
+    n = len(reg)
+    assert ex["exploits"] == [1, 3, 5] and ex["alpha"] == 0.8
+    assert ex["schemes"] == ["reflex-a080-e1", "reflex-a080", "reflex-a080-e5"]
+    assert ex["regular_p99_fct_s"] == pytest.approx([5.0, 4.0, 3.0], rel=1e-4)
+    means = [(slow + (n - 1) * rest) / n for slow, rest in ((5.0, 2.0), (4.0, 1.8), (3.0, 1.6))]
+    assert ex["regular_mean_fct_s"] == pytest.approx(means, rel=1e-4)
+    assert ex["regular_p99_change"] == pytest.approx(-0.4, abs=1e-3)
+    assert ex["regular_p99_change_seeds"] == [ex["regular_p99_change"]]
+    assert ex["regular_mean_change"] == pytest.approx(means[2] / means[0] - 1, abs=1e-3)
+    (claim,) = [c for c in rw.CLAIMS if c.figure == "Fig. 8"]
+    assert claim.paper is None and claim.direction == "below" and claim.versus == 0.0
+    assert claim.key == "w1_exploit.regular_p99_change"
+    assert claim.per_seed == "w1_exploit.regular_p99_change_seeds"
+    assert claim.direction_holds(ex["regular_p99_change"]) and not claim.direction_holds(0.0)
+    # the sweep's schemes have workload 1's figures too; the speed-up plot keeps scheme_list's
+    assert r["w1"]["reflex-a080-e5"]["regular"]["p99_speedup"] == pytest.approx(4.0 / 3.0,
+                                                                                 rel=1e-3)
+    paths = rw.plot(tmp_path)
+    assert [x.name for x in paths[:5]] == [f"{rw.phase_name(s, 0)}.png"
+                                          for s in rw.w1_scheme_list(p)]
+    assert_plots(paths[5:], tmp_path, ["speedups.png", "w1_speedup_cdf.png", "w1_exploit.png"])
+    # a run without the sweep has no w1_exploit, and the claim is not measured there
+    q = _write_quick_run(tmp_path / "plain")
+    assert q.exploit_list == [] and "w1_exploit" not in results_json(rw.analyze(tmp_path / "plain"))
