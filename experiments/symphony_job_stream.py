@@ -153,8 +153,9 @@ class Params(SymphonyFabric):
                                "uniformly (paper: 16 to 128)", "collectives")
     arrival_gap: float = param(0.25, "mean gap between arrivals (exponential), in the mean "
                                      "line-rate duration of the seed's jobs")
-    first_seed: int = param(0, "the first seed's number: runs of seeds 0-2 and 3-5 are one "
-                               "run of six, split (testbed report --reuse judges them together)")
+    first_seed: int = param(0, "the first seed's number: runs of seeds 0-2 and 3-5 give what "
+                               "one run of six gives (testbed report --reuse judges them "
+                               "together)")
 
     @classmethod
     def quick(cls) -> Params:

@@ -33,7 +33,7 @@ from hosts.agent_spec import JobSpec, SpecError
 from testbed.experiment import PhasePlan, RunPlan
 from testbed.sim.host import MemoryDoneBarrier, SimHost
 from testbed.sim.loop import EventLoop, SimError
-from testbed.sim.network import SimNetwork, compile_plan_program
+from testbed.sim.network import SimNetwork, compile_plan_program, switch_seed
 from testbed.sim.switch import SimSwitch
 
 if TYPE_CHECKING:
@@ -145,6 +145,9 @@ class SimRun:
                   + (f" - {phase.notes}" if phase.notes else ""))
         reg = plan.topology.qdepth_register
         for name, sw in net.switches.items():
+            # each phase draws from its own stream: a phase of a run of seeds
+            # 3-5 is the same as in a run of seeds 0-5
+            sw.sw.reseed(switch_seed(self.seed, name, phase.name))
             where = f"phase {phase.name}" + (f" ({name})" if fab else "")
             self.apply(sw, [*phase.commands, *phase.switch_commands.get(name, ())], where)
             if reg:

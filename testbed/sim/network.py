@@ -29,9 +29,12 @@ __all__ = ["SimNetwork", "switch_seed", "HOST_LINKS"]
 HOST_LINKS = ("wire", "veth")
 
 
-def switch_seed(seed: int, name: str) -> int:
-    """A switch's own random stream (the P4 ``random`` extern), from the run's seed."""
-    return zlib.crc32(f"{seed}/switch/{name}".encode())
+def switch_seed(seed: int, name: str, phase: str = "") -> int:
+    """A switch's own random stream (the P4 ``random`` extern), from the run's
+    seed; with ``phase``, the stream that switch restarts with at that phase,
+    so a phase draws the same whichever phases ran before it."""
+    return zlib.crc32(f"{seed}/switch/{name}".encode() + (f"/phase/{phase}".encode()
+                                                          if phase else b""))
 
 
 @dataclass

@@ -218,3 +218,21 @@ def test_a_run_of_later_seeds_is_the_same_rounds_as_one_long_run() -> None:
                 twin.collective, job_id=0)
     with pytest.raises(ValueError, match="first_seed -1"):
         dataclasses.replace(p, first_seed=-1)
+
+
+def test_a_seed_run_alone_gives_what_it_gives_inside_a_longer_run(tmp_path: Path) -> None:
+    """Each phase restarts the switches' random streams from the run's seed
+    and its own name, so seed 1 run by itself (first_seed 1) gives the JCTs
+    it gives as the second seed of a run: the seeds of a paper profile can
+    run as separate runs."""
+    from testbed.runner import RunOptions, run
+
+    def go(out: str, **over: str) -> dict:
+        return run(js.NAME, RunOptions(quick=True, out=tmp_path / out, engine="sim",
+                                       echo=lambda _s: None, interpreter="cpython",
+                                       overrides={"passes": "1,2", **over}))
+
+    both = go("both", seeds="2")
+    alone = go("alone", seeds="1", first_seed="1")
+    assert alone["jobs"] and [j for j in both["jobs"] if j["seed"] == 1] == alone["jobs"]
+    assert all(j["ce_marked_baseline"] > 0 for j in alone["jobs"])   # RED drew its coins

@@ -310,6 +310,12 @@ class SoftSwitch:
             return lo
         return self.rng.randint(lo, hi)
 
+    def reseed(self, seed: int) -> None:
+        """Restart the switch's random stream (the P4 ``random`` extern, RED's
+        and the program's coin flips) from ``seed``, in place: whatever holds
+        the stream keeps it."""
+        self.rng.seed(seed)
+
     def _clock(self) -> float:
         """The switch's time on the ``now_us`` base: while ``forward_at``
         runs, the frame's arrival time; otherwise the clock, but never
