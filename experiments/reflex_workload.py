@@ -426,11 +426,14 @@ class Params(ReflexNetwork, SeededRuns):
         n_paper = len(w["baselines"]) + len(w["alphas"]) + len(w["rs"])
         n_run = len(w["baselines"]) + len(PAPER_PROFILE_ALPHAS) + len(PAPER_PROFILE_RS)
         phases = 3 * w["seeds"]       # the three workloads
+        # Fig. 8: workload 1 at the other D_exploit values (3 is alpha 0.8's own)
+        exploits = (len(PAPER_EXPLOITS) - 1) * w["seeds"]
         why = (f"one phase (a scheme on one workload and seed) takes about "
                f"{PAPER_PHASE_WALL_MIN} min here: the paper's {n_paper} schemes are "
                f"{n_paper * phases} phases, about {n_paper * phases * PAPER_PHASE_WALL_MIN / 60:.0f}"
-               f" h; the profile runs {n_run} ({n_run * phases} phases), the baselines and "
-               "alpha 0.8, the one ReFlex point the paper states figures for")
+               f" h; the profile runs {n_run} ({n_run * phases} phases, plus {exploits} of "
+               "Fig. 8's D_exploit sweep), the baselines and alpha 0.8, the one ReFlex point "
+               "the paper states figures for")
         return {"alphas": ScaledDown(_csv(w["alphas"]), why),
                 "rs": ScaledDown(_csv(w["rs"]), why)}
 
