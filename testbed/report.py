@@ -309,7 +309,7 @@ def scale_against_paper(mod: Experiment, runs: list[RunRecord]
     which = "/".join(profiles)
     names = ", ".join(r[0] for r in rows)
     if profiles == ["paper"]:
-        return f"paper profile, below the paper's in {names}", rows
+        return f"paper profile, not the paper's in {names}", rows
     return f"{which} profile: {len(rows)} parameter(s) differ from the paper's", rows
 
 

@@ -297,7 +297,7 @@ def test_the_report_lists_a_cut_with_its_reason(tmp_path: Path,
               quick=False, profile="paper", params=params)
     rep = build(collect_runs([tmp_path / "p"]), profile="paper", reanalyse=False)
     sec = rep.sections[0]
-    assert sec.scale == "paper profile, below the paper's in max_kib"
+    assert sec.scale == "paper profile, not the paper's in max_kib"
     assert sec.scale_rows == [["max_kib", "262144", "1048576", "the paper profile runs less: "
                                "1 GB would take two hours here"]]
 
