@@ -44,7 +44,6 @@ judges), ``concurrency`` (the most jobs running at once, per scheme) and
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 import statistics
 from dataclasses import dataclass, field
@@ -376,13 +375,12 @@ def job_window(data: PhaseData, job: StreamJob) -> tuple[int, int]:
     return min(starts), max(ends)
 
 
-def symphony_state(run_dir: Path, phase: str, job_id: int) -> tuple[int, int] | None:
+def symphony_state(data: PhaseData, job_id: int) -> tuple[int, int] | None:
     """What Symphony did to one job over a phase, from the registers every
     switch reported after it (None if the run read none): its marking
     decisions summed over the switches (a packet marked at two hops counts
     twice) and its largest alpha, where the job's last packets left it."""
-    path = run_dir / "phases" / phase / "switch_stats.json"
-    regs = json.loads(path.read_text()).get("registers") if path.exists() else None
+    regs = data.stats.get("registers")
     if not regs:
         return None
     key = str(job_id)
@@ -474,6 +472,7 @@ def analyze(run_dir: Path) -> Results:
         jobs = stream(p, seed)
         jct: dict[str, list[float]] = {}
         marks: dict[str, list[int]] = {}
+        states: list[tuple[int, int] | None] = []      # per job, under Symphony
         for scheme in SCHEMES:
             data = load_phase(run_dir, phase_name(scheme, seed))
             bit_exact &= symphony_ring.collectives_checked(
@@ -482,10 +481,11 @@ def analyze(run_dir: Path) -> Results:
             jct[scheme] = [(b - a) / 1e9 for a, b in windows]
             marks[scheme] = [job_marks(data, j) for j in jobs]
             concurrency[scheme] = max(concurrency[scheme], most_at_once(windows))
+            if scheme == "symphony":
+                states = [symphony_state(data, i) for i in ids[(seed, scheme)]]
         for k, j in enumerate(jobs):
             base, sym = jct["baseline"][k], jct["symphony"][k]
-            state = symphony_state(run_dir, phase_name("symphony", seed),
-                                   ids[(seed, "symphony")][k])
+            state = states[k]
             results.append(JobResult(
                 seed=seed, index=j.index, ranks=j.ranks, workload_kb=j.workload_kb,
                 passes=j.passes, arrival_s=j.arrival_s, ideal_s=round(j.ideal_s, 6),
@@ -502,11 +502,12 @@ def analyze(run_dir: Path) -> Results:
                                      changes=ch)
 
     def size_change(s: int) -> SizeChange:
-        per_seed = [statistics.median(ch) for seed in p.seed_list
-                    for ch in [[r.change for r in results if r.ranks == s and r.seed == seed]]
-                    if ch]
+        per_seed: dict[int, list[float]] = {}
+        for r in results:
+            if r.ranks == s:
+                per_seed.setdefault(r.seed, []).append(r.change)
         return SizeChange(ranks=s, median=by_size[str(s)].median_change,
-                          seeds=[round(x, 4) for x in per_seed])
+                          seeds=[round(statistics.median(ch), 4) for ch in per_seed.values()])
 
     small, large = size_change(sizes[0]), size_change(sizes[-1])
     return Results(
