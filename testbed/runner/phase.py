@@ -228,24 +228,19 @@ def _run_phase(phase: PhasePlan, plan: RunPlan, run_dir: Path, net: Mininet,
             q1 = host_qdisc_stats(net.get(h))
             host_qdiscs[h] = {k: v - q0.get(k, 0) if k in _QDISC_COUNTERS else v
                               for k, v in q1.items()}
-    qmaxes: dict[str, dict[str, int]] = {}
-    if reg:
-        for n, one in switches.items():
-            try:
-                qmax = one.controller().register_read(reg)
-            except ControllerError as e:
-                raise RunError(f"phase {phase.name}: reading register {reg} of {n} "
-                               f"failed: {e}") from e
-            assert isinstance(qmax, list)       # a whole register (no index)
-            qmaxes[n] = {str(p): v for p, v in enumerate(qmax) if v}
-    observed: dict[str, dict[str, dict[str, int]]] = {}
+    # the watermark and the observed registers, each switch's in one read
+    names = ((reg,) if reg else ()) + plan.topology.observed_registers
+    read: dict[str, dict[str, dict[str, int]]] = {}
     for n, one in switches.items():
-        if plan.topology.observed_registers:
+        if names:
             try:
-                observed[n] = read_registers(one.controller(), plan.topology.observed_registers)
+                read[n] = read_registers(one.controller(), names)
             except ControllerError as e:
-                raise RunError(f"phase {phase.name}: reading the observed registers of {n} "
-                               f"failed: {e}") from e
+                raise RunError(f"phase {phase.name}: reading register(s) {', '.join(names)} "
+                               f"of {n} failed: {e}") from e
+    qmaxes = {n: r[reg] for n, r in read.items()} if reg else {}
+    observed = {n: {k: r[k] for k in plan.topology.observed_registers}
+                for n, r in read.items()} if plan.topology.observed_registers else {}
     errors = [f"{n}: {p.error}" for n, p in zip(switches, pollers, strict=False) if p.error]
     stats: PhaseStats = {
         "late_commands": late_done,

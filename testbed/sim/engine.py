@@ -147,7 +147,7 @@ class SimRun:
         for name, sw in net.switches.items():
             # each phase draws from its own stream: a phase of a run of seeds
             # 3-5 is the same as in a run of seeds 0-5
-            sw.sw.reseed(switch_seed(self.seed, name, phase.name))
+            sw.reseed(switch_seed(self.seed, name, phase.name))
             where = f"phase {phase.name}" + (f" ({name})" if fab else "")
             self.apply(sw, [*phase.commands, *phase.switch_commands.get(name, ())], where)
             if reg:
@@ -268,24 +268,20 @@ class SimRun:
             _close(agents, logs)
         end_ns = loop.now
         afters = {n: sw.stats() for n, sw in net.switches.items()}
-        qmaxes: dict[str, dict[str, int]] = {}
-        if reg:
-            for n, sw in net.switches.items():
-                vals = sw.controller().register_read(reg)
-                assert isinstance(vals, list)
-                qmaxes[n] = {str(p): v for p, v in enumerate(vals) if v}
-        if plan.topology.observed_registers:
-            from testbed.runner.switch_stats import read_registers
+        # the watermark and the observed registers, each switch's in one read
+        from testbed.runner.switch_stats import read_registers
 
-            stats_regs = {n: read_registers(sw.controller(), plan.topology.observed_registers)
-                          for n, sw in net.switches.items()}
+        names = ((reg,) if reg else ()) + plan.topology.observed_registers
+        read = {n: read_registers(sw.controller(), names) for n, sw in net.switches.items()}
+        qmaxes = {n: r[reg] for n, r in read.items()} if reg else {}
         stats: PhaseStats = {
             "late_commands": late_done, "poller_samples": samples[0], "poller_error": None,
             "wall_s": None, "engine": "sim", "sim_s": (end_ns - start_ns) / 1e9,
             "events": loop.events - events0,
             "cpu": {"processes": {}}}
         if plan.topology.observed_registers:
-            stats["registers"] = stats_regs
+            stats["registers"] = {n: {k: r[k] for k in plan.topology.observed_registers}
+                                  for n, r in read.items()}
         if fab:
             from testbed.runner.switch_stats import merge_switch_stats
 

@@ -48,6 +48,10 @@ class SimSwitch:
         self.unconnected_tx = 0             # frames sent to a port with no link
         self.hops = 0                       # frames received (packet-hops into this switch)
 
+    def reseed(self, seed: int) -> None:
+        """Restart the switch's random stream from ``seed`` (each phase does)."""
+        self.sw.reseed(seed)
+
     def _now_us(self) -> float:
         return self.loop.now / 1000.0
 
