@@ -15,7 +15,7 @@ from ring_runs import write_plan, write_ring_phase
 from experiments import symphony_job_stream as js
 from experiments._symphony_net import OBSERVED_REGISTERS, paper_ring_kwargs
 from testbed.claims import RunValues, evaluate, lookup, sample_values
-from testbed.experiment import scaled_down_from
+from testbed.experiment import PhasePlan, scaled_down_from
 from testbed.summary import results_json
 
 
@@ -54,6 +54,18 @@ def test_the_arrival_gap_scales_the_arrivals() -> None:
     assert {j.arrival_s for j in together} == {0.0}
 
 
+def _assert_same_jobs(a: PhasePlan, b: PhasePlan) -> None:
+    """Both phases run the same collectives on the same hosts at the same
+    times; only the job ids differ."""
+    assert a.jobs.keys() == b.jobs.keys()
+    for host, spec in a.jobs.items():
+        twin = b.jobs[host]
+        assert spec.collective is not None and twin.collective is not None
+        assert spec.start_delay_s == twin.start_delay_s
+        assert dataclasses.replace(spec.collective, job_id=0) == dataclasses.replace(
+            twin.collective, job_id=0)
+
+
 def test_both_schemes_of_a_seed_run_the_same_jobs_and_only_symphony_tracks_them() -> None:
     p = js.Params.quick()
     p = dataclasses.replace(p, seeds=2)
@@ -62,13 +74,7 @@ def test_both_schemes_of_a_seed_run_the_same_jobs_and_only_symphony_tracks_them(
     ids_seen: set[int] = set()
     for seed in range(p.seeds):
         base, sym = by_name[js.phase_name("baseline", seed)], by_name[js.phase_name("symphony", seed)]
-        assert set(base.jobs) == set(sym.jobs)
-        for host, spec in base.jobs.items():
-            other = sym.jobs[host]
-            assert spec.collective is not None and other.collective is not None
-            assert spec.start_delay_s == other.start_delay_s
-            assert dataclasses.replace(spec.collective, job_id=0) == dataclasses.replace(
-                other.collective, job_id=0)
+        _assert_same_jobs(base, sym)
         ids = {s.collective.job_id for ph in (base, sym) for s in ph.jobs.values()
                if s.collective is not None}
         assert not ids & ids_seen           # a job id per job and phase
@@ -208,14 +214,7 @@ def test_a_run_of_later_seeds_is_the_same_rounds_as_one_long_run() -> None:
                                                for s in js.SCHEMES]
     by_name = {ph.name: ph for ph in long_run.phases}
     for ph in tail.phases:
-        other = by_name[ph.name]
-        assert ph.jobs.keys() == other.jobs.keys()
-        for host, spec in ph.jobs.items():
-            twin = other.jobs[host]
-            assert spec.collective is not None and twin.collective is not None
-            assert spec.start_delay_s == twin.start_delay_s
-            assert dataclasses.replace(spec.collective, job_id=0) == dataclasses.replace(
-                twin.collective, job_id=0)
+        _assert_same_jobs(ph, by_name[ph.name])
     with pytest.raises(ValueError, match="first_seed -1"):
         dataclasses.replace(p, first_seed=-1)
 
